@@ -1,0 +1,67 @@
+"""The Backend interface: where arrays live and the few primitives the array API lacks.
+
+A backend knows nothing of operators or their params.  Ops compute with
+``backend.xp`` (an array-API namespace from array-api-compat) plus the
+primitives below; a backend may also supply faster kernels for whole op
+types through the ``kuiper_add_kernels`` hook.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Sequence
+
+
+class Backend:
+    """Subclass and register with the ``kuiper_add_backends`` hook."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+
+    @classmethod
+    def availability(cls) -> tuple[bool, str]:
+        """(True, "") when the backend can run here, else (False, the reason for a user)."""
+        return True, ""
+
+    # The array-API namespace ops compute with.
+    xp: Any = None
+
+    # -- arrays in and out -------------------------------------------------
+    def asarray(self, array, dtype=None):
+        """Put ``array`` (NumPy, a Python scalar, or anything the backend accepts) on this backend."""
+        raise NotImplementedError
+
+    def to_numpy(self, array):
+        """Bring an array of this backend back as a NumPy array."""
+        raise NotImplementedError
+
+    def is_array(self, value) -> bool:
+        """True for arrays of this backend (as opposed to Python scalars and lists)."""
+        raise NotImplementedError
+
+    # -- primitives ------------------------------------------------------------
+    def pad(self, x, pads: Sequence[tuple[int, int]], mode: str = "constant", value: float = 0.0):
+        """Pad every axis by (before, after); mode is constant, reflect, replicate or circular."""
+        raise NotImplementedError
+
+    def sliding_window(self, x, window: Sequence[int], axes: Sequence[int]):
+        """A view of x with the window dimensions appended (like NumPy's sliding_window_view)."""
+        raise NotImplementedError
+
+    def einsum(self, equation: str, *operands):
+        raise NotImplementedError
+
+    def erf(self, x):
+        """The error function, elementwise (GELU needs it; the array API has none)."""
+        raise NotImplementedError
+
+    def compile_elementwise(self, function):
+        """Turn a kuiper.ir elementwise Function into a callable ``f(*inputs) -> array``."""
+        from ..ir.codegen_numpy import compile_elementwise
+
+        return compile_elementwise(function, self.native if hasattr(self, "native") else self.xp)
+
+    def synchronize(self) -> None:
+        """Wait until queued work is finished (timing); a no-op on synchronous backends."""
+
+    def __repr__(self) -> str:
+        return f"<kuiper backend {self.name!r}>"

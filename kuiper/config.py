@@ -1,0 +1,69 @@
+"""Where the backend choice comes from.
+
+Precedence, first match wins:
+
+1. the ``backend=`` argument (or ``--backend`` on the command line),
+2. the ``KUIPER_BACKEND`` environment variable,
+3. a config file found in the working directory or one of its parents:
+   ``kuiper.toml`` (``backend = "cupy"``) or ``pyproject.toml``
+   (``[tool.kuiper]`` table, ``backend = "cupy"``),
+4. ``numpy``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+ENV_VAR = "KUIPER_BACKEND"
+DEFAULT_BACKEND = "numpy"
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    name: str
+    source: str  # for messages: "argument", "environment variable KUIPER_BACKEND", a file path, "default"
+
+
+def _read_config_file(path: Path) -> str | None:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read kuiper configuration ({exc})") from None
+    table = data if path.name == "kuiper.toml" else data.get("tool", {}).get("kuiper")
+    if not isinstance(table, dict) or "backend" not in table:
+        return None
+    value = table["backend"]
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{path}: 'backend' must be a backend name string, found {value!r}")
+    return value
+
+
+def find_config_backend(start: Path | None = None) -> BackendChoice | None:
+    directory = (start or Path.cwd()).resolve()
+    for folder in (directory, *directory.parents):
+        for filename in ("kuiper.toml", "pyproject.toml"):
+            path = folder / filename
+            if path.is_file():
+                name = _read_config_file(path)
+                if name:
+                    return BackendChoice(name, str(path))
+    return None
+
+
+def choose_backend(explicit: str | None = None, start: Path | None = None) -> BackendChoice:
+    if explicit:
+        return BackendChoice(explicit, "argument")
+    from_env = os.environ.get(ENV_VAR, "").strip()
+    if from_env:
+        return BackendChoice(from_env, f"environment variable {ENV_VAR}")
+    return find_config_backend(start) or BackendChoice(DEFAULT_BACKEND, "default")

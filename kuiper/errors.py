@@ -1,0 +1,69 @@
+"""The errors a user of kuiper can cause.
+
+Every failure that bad input can trigger is a ``KuiperError`` subclass whose
+message says *where* (file and line, op name and type, or input name) and
+*what was expected*.  Catch ``KuiperError`` to catch them all.
+"""
+
+from __future__ import annotations
+
+
+class KuiperError(Exception):
+    """Base class of every error kuiper raises on purpose."""
+
+
+class ModelFormatError(KuiperError):
+    """A model file (``.pnnx.param`` / ``.pnnx.bin``) is malformed or inconsistent."""
+
+
+class ExpressionSyntaxError(ModelFormatError):
+    """An expression string (``pnnx.Expression`` ``expr=``) cannot be parsed.
+
+    ``text`` is the expression and ``position`` the 0-based character offset of
+    the problem; the message shows the expression with a caret under it.
+    """
+
+    def __init__(self, message: str, text: str = "", position: int | None = None):
+        self.text = text
+        self.position = position
+        self.reason = message
+        if text and position is not None:
+            caret = " " * max(0, min(position, len(text))) + "^"
+            message = f"{message}\n  {text}\n  {caret}"
+        super().__init__(message)
+
+
+class OperatorParamError(ModelFormatError):
+    """An op's parameter or weight is missing or has the wrong kind of value."""
+
+
+class UnsupportedOperatorError(KuiperError):
+    """An op type is not registered, or an op uses a parameter value kuiper does not implement."""
+
+
+class GraphError(ModelFormatError):
+    """The graph is inconsistent: cycles, dangling operands, duplicate producers."""
+
+
+class InputError(KuiperError):
+    """A feed passed to a model is missing, unknown, or has the wrong dtype."""
+
+
+class ShapeError(InputError):
+    """A feed or an intermediate tensor has a shape the model cannot accept."""
+
+
+class BackendUnavailableError(KuiperError):
+    """A backend name is unknown, or the backend cannot run on this machine."""
+
+
+class ConfigError(KuiperError):
+    """A configuration file or environment variable holds an invalid value."""
+
+
+class PluginError(KuiperError):
+    """A plugin failed to load or registered something inconsistent."""
+
+
+class DeviceMemoryError(KuiperError):
+    """The accelerator ran out of memory; the message says how much was asked and what was free."""

@@ -1,0 +1,142 @@
+"""ModelIR -> Model: check op types, order, fuse, instantiate on one backend, plan lifetimes."""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+
+from ..backends import get_backend
+from ..backends.base import Backend
+from ..errors import GraphError, UnsupportedOperatorError
+from ..model_ir import ModelIR, OpNode
+from ..plugins import kernel_registry, op_registry
+from .model import Model, Step, TensorSpec
+
+
+def check_supported(ir: ModelIR, backend_name: str) -> None:
+    """Raise ONE error listing every unknown op type with the ops that use it."""
+    registry = op_registry()
+    kernels = kernel_registry(backend_name)
+    unknown: dict[str, list[str]] = defaultdict(list)
+    for node in ir.ops:
+        if node.type not in registry and node.type not in kernels:
+            unknown[node.type].append(node.name)
+    if unknown:
+        lines = [f"  {op_type}: used by {', '.join(names)}" for op_type, names in sorted(unknown.items())]
+        raise UnsupportedOperatorError(
+            f"{ir.source or 'model'}: {len(unknown)} op type(s) are not supported by kuiper or any installed plugin:\n"
+            + "\n".join(lines)
+            + "\n(`kuiper ops` lists the supported types; plugins add more)"
+        )
+
+
+def topological_order(ir: ModelIR) -> list[OpNode]:
+    """Ops ordered so every input is computed first; file order breaks ties.  Drops ops no output needs."""
+    producer = {operand: index for index, node in enumerate(ir.ops) for operand in node.outputs}
+    # Keep only ops that an output (transitively) depends on.
+    needed: set[int] = set()
+    stack = [i for i, node in enumerate(ir.ops) if node.type == "pnnx.Output"]
+    while stack:
+        index = stack.pop()
+        if index in needed:
+            continue
+        needed.add(index)
+        stack.extend(producer[operand] for operand in ir.ops[index].inputs)
+    # Inputs are always kept so feeds can be checked even if unused.
+    needed.update(i for i, node in enumerate(ir.ops) if node.type == "pnnx.Input")
+
+    waiting = {i: len({producer[o] for o in ir.ops[i].inputs}) for i in needed}
+    consumers: dict[int, set[int]] = defaultdict(set)
+    for i in needed:
+        for operand in ir.ops[i].inputs:
+            consumers[producer[operand]].add(i)
+    ready = [i for i, count in waiting.items() if count == 0]
+    heapq.heapify(ready)
+    order: list[OpNode] = []
+    while ready:
+        index = heapq.heappop(ready)
+        order.append(ir.ops[index])
+        for consumer in consumers[index]:
+            waiting[consumer] -= 1
+            if waiting[consumer] == 0:
+                heapq.heappush(ready, consumer)
+    if len(order) != len(needed):
+        stuck = sorted(set(needed) - {ir.ops.index(node) for node in order})
+        names = ", ".join(f"'{ir.ops[i].name}' ({ir.ops[i].source})" for i in stuck[:5])
+        raise GraphError(f"{ir.source or 'model'}: the graph has a cycle through op(s) {names}")
+    return order
+
+
+def _tensor_spec(ir: ModelIR, operand: str) -> TensorSpec:
+    info = ir.operands.get(operand)
+    return TensorSpec(operand, info.shape if info else None, info.dtype if info else None)
+
+
+def instantiate(node: OpNode, backend: Backend):
+    kernels = kernel_registry(backend.name)
+    registered = kernels.get(node.type) or op_registry()[node.type]
+    return registered.obj(node, backend)
+
+
+def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) -> Model:
+    """Build a runnable Model bound to one backend (see kuiper.config for how None is resolved)."""
+    backend = backend if isinstance(backend, Backend) else get_backend(backend)
+    check_supported(ir, backend.name)
+    order = topological_order(ir)
+    fused_groups: list[list[str]] = []
+    if fuse:
+        from .fusion import fuse_elementwise
+
+        order, fused_groups = fuse_elementwise(order, ir)
+
+    inputs = [node for node in order if node.type == "pnnx.Input"]
+    outputs = [node for node in ir.ops if node.type == "pnnx.Output"]
+    compute = [node for node in order if node.type not in ("pnnx.Input", "pnnx.Output")]
+
+    slot_of: dict[str, int] = {}
+    for node in inputs:
+        for operand in node.outputs:
+            slot_of[operand] = len(slot_of)
+    for node in compute:
+        for operand in node.outputs:
+            slot_of[operand] = len(slot_of)
+    output_operands = [operand for node in outputs for operand in node.inputs]
+
+    # The last step reading each slot frees it, unless it is a model output.
+    last_use: dict[str, int] = {}
+    for step_index, node in enumerate(compute):
+        for operand in node.inputs:
+            last_use[operand] = step_index
+    frees: dict[int, list[int]] = defaultdict(list)
+    keep = set(output_operands)
+    for operand, step_index in last_use.items():
+        if operand not in keep:
+            frees[step_index].append(slot_of[operand])
+    # Values nobody reads (unused outputs of multi-output ops) are dropped right away.
+    for step_index, node in enumerate(compute):
+        for operand in node.outputs:
+            if operand not in last_use and operand not in keep:
+                frees[step_index].append(slot_of[operand])
+
+    steps = [
+        Step(
+            op=instantiate(node, backend),
+            node=node,
+            input_slots=tuple(slot_of[o] for o in node.inputs),
+            output_slots=tuple(slot_of[o] for o in node.outputs),
+            free_slots=tuple(frees[i]),
+        )
+        for i, node in enumerate(compute)
+    ]
+    return Model(
+        backend=backend,
+        inputs=[_tensor_spec(ir, node.outputs[0]) for node in inputs if node.outputs],
+        outputs=[_tensor_spec(ir, operand) for operand in output_operands],
+        input_slots=[slot_of[node.outputs[0]] for node in inputs if node.outputs],
+        output_slots=[slot_of[operand] for operand in output_operands],
+        slot_count=len(slot_of),
+        steps=steps,
+        source=ir.source,
+        fused_groups=fused_groups,
+        ir=ir,
+    )

@@ -1,0 +1,159 @@
+"""Model: a built graph, bound to one backend, that maps feeds to outputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..errors import InputError, KuiperError, ShapeError
+from ..model_ir import ModelIR, OpNode
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A model input or output as the file declares it; None dims are free."""
+
+    name: str
+    shape: tuple | None
+    dtype: str | None
+
+    def __str__(self) -> str:
+        dims = "?" if self.shape is None else "(" + ", ".join("?" if d is None else str(d) for d in self.shape) + ")"
+        return f"{self.name}: {dims} {self.dtype or '?'}"
+
+
+@dataclass
+class Step:
+    op: Any
+    node: OpNode
+    input_slots: tuple[int, ...]
+    output_slots: tuple[int, ...]
+    free_slots: tuple[int, ...]
+
+
+class OpExecutionError(KuiperError):
+    """An op failed while running; the message names the op and the input shapes it saw."""
+
+
+@dataclass
+class Model:
+    backend: Any
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    input_slots: list[int]
+    output_slots: list[int]
+    slot_count: int
+    steps: list[Step]
+    source: str = ""
+    fused_groups: list[list[str]] = field(default_factory=list)
+    ir: ModelIR | None = None
+
+    # -- running ------------------------------------------------------------------
+    def __call__(self, *arrays, to_numpy: bool = False):
+        """Run with positional feeds in ``self.inputs`` order; one output or a tuple of outputs."""
+        if len(arrays) != len(self.inputs):
+            names = ", ".join(spec.name for spec in self.inputs)
+            raise InputError(f"{self._where()}: expected {len(self.inputs)} input(s) ({names}), got {len(arrays)}")
+        results = self._execute(list(arrays), to_numpy)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def run(self, feeds: Mapping[str, Any], to_numpy: bool = False) -> dict[str, Any]:
+        """Run with feeds by input name; returns ``{output name: array}``."""
+        known = {spec.name for spec in self.inputs}
+        unknown = sorted(set(feeds) - known)
+        if unknown:
+            raise InputError(f"{self._where()}: unknown input(s) {unknown}; the model's inputs are {sorted(known)}")
+        missing = [spec.name for spec in self.inputs if spec.name not in feeds]
+        if missing:
+            raise InputError(f"{self._where()}: missing feed(s) for input(s) {missing}")
+        results = self._execute([feeds[spec.name] for spec in self.inputs], to_numpy)
+        return {spec.name: value for spec, value in zip(self.outputs, results)}
+
+    def _execute(self, arrays: list, to_numpy: bool) -> list:
+        slots: list[Any] = [None] * self.slot_count
+        for spec, slot, array in zip(self.inputs, self.input_slots, arrays):
+            slots[slot] = self._check_feed(spec, array)
+        for step in self.steps:
+            try:
+                result = step.op.forward(*[slots[i] for i in step.input_slots])
+            except KuiperError:
+                raise
+            except (ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
+                shapes = ", ".join(_describe_value(slots[i]) for i in step.input_slots)
+                raise OpExecutionError(f"{step.node.describe()} failed on inputs [{shapes}]: {exc}") from exc
+            if len(step.output_slots) == 1:
+                slots[step.output_slots[0]] = result
+            else:
+                if not isinstance(result, (tuple, list)) or len(result) != len(step.output_slots):
+                    raise OpExecutionError(
+                        f"{step.node.describe()} returned {_count(result)} value(s) for {len(step.output_slots)} outputs"
+                    )
+                for slot, value in zip(step.output_slots, result):
+                    slots[slot] = value
+            for slot in step.free_slots:
+                slots[slot] = None
+        results = [slots[slot] for slot in self.output_slots]
+        if to_numpy:
+            results = [self.backend.to_numpy(r) if self.backend.is_array(r) else np.asarray(r) for r in results]
+        return results
+
+    def _check_feed(self, spec: TensorSpec, array):
+        """Same rank, same size on every fixed dim but the batch (dim 0), a compatible dtype."""
+        if not (self.backend.is_array(array) or isinstance(array, np.ndarray)):
+            if hasattr(array, "__dlpack__") or hasattr(array, "__array__"):
+                array = np.asarray(array) if hasattr(array, "__array__") else array
+            else:
+                raise InputError(f"{self._where()}: input '{spec.name}' must be an array, got {type(array).__name__}")
+        expected = spec.dtype
+        if expected is not None:
+            expected_dtype = np.dtype(expected)
+            if array.dtype != expected_dtype:
+                same_kind = (array.dtype.kind == "f" and expected_dtype.kind == "f") or (
+                    array.dtype.kind in "iu" and expected_dtype.kind in "iu"
+                )
+                if not same_kind:
+                    raise InputError(
+                        f"{self._where()}: input '{spec.name}' expects dtype {expected}, got {array.dtype} "
+                        f"(convert it first, e.g. x.astype('{expected}'))"
+                    )
+        if spec.shape is not None:
+            shape = tuple(array.shape)
+            if len(shape) != len(spec.shape):
+                raise ShapeError(
+                    f"{self._where()}: input '{spec.name}' expects rank {len(spec.shape)} {_fmt(spec.shape)}, "
+                    f"got shape {shape}"
+                )
+            for axis, (want, got) in enumerate(zip(spec.shape, shape)):
+                if want is not None and axis != 0 and want != got:
+                    raise ShapeError(
+                        f"{self._where()}: input '{spec.name}' expects shape {_fmt(spec.shape)} "
+                        f"(dim 0 and '?' dims may vary), got {shape}: dim {axis} must be {want}"
+                    )
+        return self.backend.asarray(array, dtype=expected)
+
+    def _where(self) -> str:
+        return self.source or "model"
+
+    # -- introspection -------------------------------------------------------------
+    @property
+    def parameter_count(self) -> int:
+        if self.ir is None:
+            return 0
+        return sum(int(array.size) for node in self.ir.ops for array in node.attrs.values())
+
+
+def _fmt(shape) -> str:
+    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
+
+
+def _describe_value(value) -> str:
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return f"{tuple(shape)} {getattr(value, 'dtype', '')}".strip()
+    return repr(value)
+
+
+def _count(result) -> int:
+    return len(result) if isinstance(result, (tuple, list)) else 1

@@ -1,0 +1,64 @@
+"""ModelIR: the frontend-neutral description of a model.
+
+A frontend (``kuiper.formats.pnnx``, later HLO) turns files into a ModelIR; the
+graph builder turns a ModelIR into a runnable Model.  Weights are NumPy arrays
+(usually read-only views of a memory-mapped file).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# An unknown dimension (``?`` in a PNNX shape) is None.
+Shape = tuple  # tuple[int | None, ...]
+
+
+@dataclass
+class OperandInfo:
+    """What the file says about one operand: its shape (None dims unknown) and dtype name."""
+
+    name: str
+    shape: Shape | None = None
+    dtype: str | None = None  # numpy dtype name, e.g. "float32"
+
+
+@dataclass
+class OpNode:
+    """One operator as the file declares it."""
+
+    type: str
+    name: str
+    inputs: list[str]
+    outputs: list[str]
+    params: dict[str, Any] = field(default_factory=dict)
+    attrs: dict[str, np.ndarray] = field(default_factory=dict)
+    # input_keys[i] is the keyword (PNNX ``$key=operand``) bound to inputs[i], or None.
+    input_keys: list[str | None] = field(default_factory=list)
+    # Where the op came from, for error messages: "model.pnnx.param:12".
+    source: str = ""
+
+    def __post_init__(self):
+        if not self.input_keys:
+            self.input_keys = [None] * len(self.inputs)
+
+    def describe(self) -> str:
+        where = f" ({self.source})" if self.source else ""
+        return f"op '{self.name}' of type {self.type}{where}"
+
+
+@dataclass
+class ModelIR:
+    """Ops in file order plus every operand's declared shape and dtype."""
+
+    ops: list[OpNode]
+    operands: dict[str, OperandInfo]
+    source: str = ""
+
+    def input_ops(self) -> list[OpNode]:
+        return [op for op in self.ops if op.type == "pnnx.Input"]
+
+    def output_ops(self) -> list[OpNode]:
+        return [op for op in self.ops if op.type == "pnnx.Output"]

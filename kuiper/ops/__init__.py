@@ -1,0 +1,16 @@
+"""Built-in operators, registered through the same hook a third-party plugin uses.
+
+Each family module lists its op classes in ``OPS``; add a module here to ship it.
+"""
+
+from __future__ import annotations
+
+from ..hookspecs import hookimpl
+from . import activation, conv, expression, io, linear, pooling, shape
+
+FAMILIES = [io, conv, pooling, activation, linear, shape, expression]
+
+
+@hookimpl
+def kuiper_add_ops():
+    return [op for family in FAMILIES for op in family.OPS]

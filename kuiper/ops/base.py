@@ -1,0 +1,167 @@
+"""The Op base class: parse params once at build time, compute with ``self.xp``.
+
+An op family subclasses ``Op``, lists the PNNX type strings it runs in
+``types``, reads and validates its params in ``setup()`` (using the typed
+accessors below, which raise errors naming the op and the param), and
+computes in ``forward()`` with the backend's array namespace ``self.xp`` and
+its primitives ``self.backend.pad`` etc.  Ops never import numpy or cupy to
+compute.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Sequence
+
+from ..errors import OperatorParamError, UnsupportedOperatorError
+from ..model_ir import OpNode
+
+_REQUIRED = object()
+
+
+class Op:
+    """One op instance, bound to one backend."""
+
+    types: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, node: OpNode, backend):
+        self.node = node
+        self.name = node.name
+        self.backend = backend
+        self.xp = backend.xp
+        self.setup()
+
+    # -- what subclasses write ------------------------------------------------
+    def setup(self) -> None:
+        """Read params and weights; raise for anything unsupported.  Runs once, at build time."""
+
+    def forward(self, *inputs):
+        """Compute the outputs: one value, or a tuple with one value per output operand."""
+        raise NotImplementedError(f"{type(self).__qualname__}.forward")
+
+    @classmethod
+    def elementwise_expression(cls, node: OpNode) -> str | None:
+        """An expression (``@0`` = the first input) equal to this op, if it is elementwise.
+
+        The graph's fusion pass merges chains of such ops into one fused
+        expression; return None (the default) for ops that are not elementwise.
+        """
+        return None
+
+    # -- errors -----------------------------------------------------------------
+    def error(self, message: str) -> OperatorParamError:
+        return OperatorParamError(f"{self.node.describe()}: {message}")
+
+    def unsupported(self, key: str, value: Any, supported: Sequence[Any] | str) -> UnsupportedOperatorError:
+        if not isinstance(supported, str):
+            supported = ", ".join(repr(s) for s in supported)
+        return UnsupportedOperatorError(
+            f"{self.node.describe()}: {key}={value!r} is not supported (supported: {supported})"
+        )
+
+    # -- params -------------------------------------------------------------------
+    def has_param(self, key: str) -> bool:
+        return key in self.node.params and self.node.params[key] is not None
+
+    def param(self, key: str, default: Any = _REQUIRED) -> Any:
+        if key in self.node.params:
+            return self.node.params[key]
+        if default is _REQUIRED:
+            raise self.error(f"missing required param '{key}'")
+        return default
+
+    def int_param(self, key: str, default: Any = _REQUIRED) -> int:
+        value = self.param(key, default)
+        if isinstance(value, list) and len(value) == 1:
+            value = value[0]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(f"param '{key}' must be an integer, found {value!r}")
+        return value
+
+    def optional_int_param(self, key: str) -> int | None:
+        return None if self.param(key, None) is None else self.int_param(key)
+
+    def float_param(self, key: str, default: Any = _REQUIRED) -> float:
+        value = self.param(key, default)
+        if isinstance(value, list) and len(value) == 1:
+            value = value[0]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(f"param '{key}' must be a number, found {value!r}")
+        return float(value)
+
+    def bool_param(self, key: str, default: Any = _REQUIRED) -> bool:
+        value = self.param(key, default)
+        # Old PNNX files write bools as 0/1.
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value)
+        raise self.error(f"param '{key}' must be True or False, found {value!r}")
+
+    def str_param(self, key: str, default: Any = _REQUIRED) -> str:
+        value = self.param(key, default)
+        if not isinstance(value, str):
+            raise self.error(f"param '{key}' must be a name, found {value!r}")
+        return value
+
+    def choice_param(self, key: str, supported: Sequence[str], default: Any = _REQUIRED) -> str:
+        value = self.param(key, default)
+        if value not in supported:
+            raise self.unsupported(key, value, supported)
+        return value
+
+    def ints_param(self, key: str, length: int | None = None, default: Any = _REQUIRED) -> tuple[int, ...]:
+        """An int or list of ints; a single int is repeated to ``length`` (PyTorch's _pair etc.)."""
+        value = self.param(key, default)
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = [value] * (length or 1)
+        if not isinstance(value, (list, tuple)) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        ):
+            raise self.error(f"param '{key}' must be a list of integers, found {value!r}")
+        if length is not None:
+            if len(value) == 1:
+                value = list(value) * length
+            if len(value) != length:
+                raise self.error(f"param '{key}' must have {length} value(s), found {value!r}")
+        return tuple(value)
+
+    # -- weights and inputs ----------------------------------------------------
+    def weight(self, key: str, required: bool = True):
+        """The weight ``@key`` moved to the backend once, or None when optional and absent."""
+        array = self.node.attrs.get(key)
+        if array is None:
+            if required:
+                raise self.error(f"missing weight '@{key}'")
+            return None
+        return self.backend.asarray(array)
+
+    def input_index(self, key: str, default: int | None = None) -> int | None:
+        """Position of the input bound to ``$key``, else ``default``."""
+        try:
+            return self.node.input_keys.index(key)
+        except ValueError:
+            return default
+
+    def require_inputs(self, low: int, high: int | None = None) -> None:
+        count = len(self.node.inputs)
+        high = low if high is None else high
+        if not low <= count <= high:
+            expected = str(low) if low == high else f"{low} to {high}"
+            raise self.error(f"expects {expected} input(s), the file gives {count}")
+
+
+def normalize_axis(axis: int, rank: int, op: Op) -> int:
+    """PyTorch dim (negative counts from the end) -> a 0-based axis, with a clear error."""
+    if not -rank <= axis < rank:
+        raise op.error(f"dim {axis} is out of range for a tensor of rank {rank}")
+    return axis % rank
+
+
+def is_to_the_end(value: int) -> bool:
+    """PNNX saturates int64 'to the end' indices at INT_MAX."""
+    return value >= 2147483647
+
+
+def prod(values) -> int:
+    return math.prod(values)

@@ -1,0 +1,115 @@
+"""The pluggy plugin manager: built-ins first, then the ``kuiper`` entry-point group.
+
+Built-in plugins are registered under the same names as their entry points
+(see setup.cfg), so an installed kuiper and a source checkout behave alike and
+nothing registers twice.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+from dataclasses import dataclass
+
+import pluggy
+
+from . import hookspecs
+from .errors import PluginError
+
+ENTRY_POINT_GROUP = "kuiper"
+BUILTIN_PLUGINS = {
+    "numpy": "kuiper.backends.numpy_backend",
+    "cupy": "kuiper.backends.cupy_backend",
+    "builtin_ops": "kuiper.ops",
+}
+# Set to 1 to load only the built-ins (e.g. to rule out a broken third-party plugin).
+DISABLE_AUTOLOAD_ENV = "KUIPER_DISABLE_PLUGIN_AUTOLOAD"
+
+
+@dataclass(frozen=True)
+class Registered:
+    """Something a plugin registered, and which plugin registered it."""
+
+    obj: type
+    plugin: str
+
+
+@functools.lru_cache(maxsize=None)
+def plugin_manager() -> pluggy.PluginManager:
+    manager = pluggy.PluginManager("kuiper")
+    manager.add_hookspecs(hookspecs)
+    for name, module in BUILTIN_PLUGINS.items():
+        manager.register(importlib.import_module(module), name=name)
+    if os.environ.get(DISABLE_AUTOLOAD_ENV, "") not in ("1", "true", "yes"):
+        try:
+            manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+        except Exception as exc:  # a third party's import error must say whose it is
+            raise PluginError(
+                f"a plugin in entry-point group '{ENTRY_POINT_GROUP}' failed to load: {exc!r} "
+                f"(set {DISABLE_AUTOLOAD_ENV}=1 to load only kuiper's built-ins)"
+            ) from exc
+    return manager
+
+
+def reset() -> None:
+    """Forget the cached manager and registries (tests that install plugins call this)."""
+    plugin_manager.cache_clear()
+    backend_registry.cache_clear()
+    op_registry.cache_clear()
+    kernel_registry.cache_clear()
+
+
+def _collect(hook, *args, **kwargs):
+    """Yield (plugin name, result) for every implementation of ``hook``."""
+    for impl in reversed(hook.get_hookimpls()):  # registration order
+        result = impl.function(*args, **kwargs)
+        if result:
+            yield impl.plugin_name, result
+
+
+@functools.lru_cache(maxsize=None)
+def backend_registry() -> dict[str, Registered]:
+    registry: dict[str, Registered] = {}
+    for plugin, classes in _collect(plugin_manager().hook.kuiper_add_backends):
+        for cls in classes:
+            if not getattr(cls, "name", ""):
+                raise PluginError(f"plugin '{plugin}' registered backend class {cls.__qualname__} without a name")
+            if cls.name in registry:
+                raise PluginError(
+                    f"backend '{cls.name}' is registered by both '{registry[cls.name].plugin}' and '{plugin}'"
+                )
+            registry[cls.name] = Registered(cls, plugin)
+    return registry
+
+
+@functools.lru_cache(maxsize=None)
+def op_registry() -> dict[str, Registered]:
+    registry: dict[str, Registered] = {}
+    for plugin, classes in _collect(plugin_manager().hook.kuiper_add_ops):
+        for cls in classes:
+            if not getattr(cls, "types", ()):
+                raise PluginError(f"plugin '{plugin}' registered op class {cls.__qualname__} with no 'types'")
+            for op_type in cls.types:
+                if op_type in registry:
+                    raise PluginError(
+                        f"op type '{op_type}' is registered by both '{registry[op_type].plugin}' "
+                        f"({registry[op_type].obj.__qualname__}) and '{plugin}' ({cls.__qualname__}); "
+                        "use the kuiper_add_kernels hook to replace an op on one backend"
+                    )
+                registry[op_type] = Registered(cls, plugin)
+    return registry
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_registry(backend_name: str) -> dict[str, Registered]:
+    registry: dict[str, Registered] = {}
+    for plugin, kernels in _collect(plugin_manager().hook.kuiper_add_kernels, backend_name=backend_name):
+        for op_type, cls in kernels.items():
+            if op_type in registry:
+                raise PluginError(
+                    f"backend '{backend_name}': op type '{op_type}' has kernels from both "
+                    f"'{registry[op_type].plugin}' and '{plugin}'"
+                )
+            registry[op_type] = Registered(cls, plugin)
+    return registry
