@@ -1,0 +1,241 @@
+"""The ``kuiper`` command line: run, inspect and benchmark PNNX models."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError, KuiperError
+
+DEMO_DIR = Path(__file__).parent / "demo"
+
+
+def _load(args):
+    import kuiper
+
+    return kuiper.load(args.model, bin_path=getattr(args, "bin", None), backend=args.backend,
+                       fuse=not getattr(args, "no_fuse", False))
+
+
+def _read_inputs(model, specs: list[str]) -> dict:
+    """``--input x.npy`` (positional order) or ``--input NAME=x.npy``; .npz files feed by key."""
+    feeds: dict = {}
+    positional = [spec.name for spec in model.inputs]
+    for index, spec in enumerate(specs):
+        name, sep, path = spec.partition("=")
+        if not sep:
+            name, path = None, spec
+        try:
+            data = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"--input {spec}: cannot read a .npy/.npz file ({exc})") from None
+        if isinstance(data, np.lib.npyio.NpzFile):
+            for key in data.files:
+                feeds[key] = data[key]
+            continue
+        if name is None:
+            if index >= len(positional):
+                raise InputError(f"--input {spec}: the model has only {len(positional)} input(s)")
+            name = positional[index]
+        feeds[name] = data
+    return feeds
+
+
+def _random_feeds(model, batch: int) -> dict:
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for spec in model.inputs:
+        if spec.shape is None or any(d is None for d in spec.shape[1:]):
+            raise InputError(f"input '{spec.name}' has unknown dims {spec}; pass --input instead of --random")
+        shape = (batch,) + tuple(spec.shape[1:]) if spec.shape else ()
+        feeds[spec.name] = rng.standard_normal(shape).astype(spec.dtype or "float32")
+    return feeds
+
+
+def _summarise(name: str, array: np.ndarray) -> str:
+    text = f"{name}: shape {tuple(array.shape)} {array.dtype}"
+    if array.size and array.dtype.kind in "fiub":
+        text += f"  min {array.min():.6g} max {array.max():.6g} mean {array.astype(np.float64).mean():.6g}"
+        if array.ndim == 2 and array.shape[1] > 1:
+            text += f"  argmax[:8] {array.argmax(axis=1)[:8].tolist()}"
+    return text
+
+
+def cmd_run(args) -> int:
+    model = _load(args)
+    feeds = _random_feeds(model, args.batch) if args.random else _read_inputs(model, args.input)
+    start = time.perf_counter()
+    outputs = model.run(feeds, to_numpy=True)
+    elapsed = (time.perf_counter() - start) * 1e3
+    for name, array in outputs.items():
+        print(_summarise(name, array))
+    print(f"ran on backend '{model.backend.name}' in {elapsed:.1f} ms")
+    if args.output:
+        path = Path(args.output)
+        if path.suffix == ".npz":
+            np.savez(path, **outputs)
+        elif len(outputs) == 1:
+            np.save(path, next(iter(outputs.values())))
+        else:
+            raise InputError(f"--output {path}: the model has {len(outputs)} outputs; use a .npz file")
+        print(f"wrote {path}")
+    return 0
+
+
+def cmd_info(args) -> int:
+    model = _load(args)
+    ir = model.ir
+    print(f"model: {model.source}")
+    print(f"backend: {model.backend.name}")
+    print("inputs:  " + "; ".join(str(s) for s in model.inputs))
+    print("outputs: " + "; ".join(str(s) for s in model.outputs))
+    print(f"parameters: {model.parameter_count:,}")
+
+    def shapes(names):
+        out = []
+        for operand in names:
+            info = ir.operands.get(operand)
+            dims = "?" if info is None or info.shape is None else "x".join("?" if d is None else str(d) for d in info.shape)
+            out.append(dims)
+        return ",".join(out) or "-"
+
+    rows = [("name", "type", "inputs", "outputs", "params")]
+    for step in model.steps:
+        node = step.node
+        count = sum(int(a.size) for a in node.attrs.values())
+        rows.append((node.name, node.type, shapes(node.inputs), shapes(node.outputs), f"{count:,}" if count else ""))
+    widths = [min(40, max(len(r[i]) for r in rows)) for i in range(5)]
+    for row in rows:
+        print("  ".join(cell[:40].ljust(w) for cell, w in zip(row, widths)).rstrip())
+    print(f"{len(model.steps)} op(s) to run")
+    if model.fused_groups:
+        print(f"fused {len(model.fused_groups)} elementwise chain(s):")
+        for group in model.fused_groups:
+            print("  " + " + ".join(group))
+    return 0
+
+
+def cmd_backends(args) -> int:
+    import kuiper
+    from .config import choose_backend
+
+    choice = choose_backend(None)
+    print(f"default backend: {choice.name} (from {choice.source})")
+    for info in kuiper.backends():
+        state = "available" if info.available else f"unavailable: {info.reason}"
+        print(f"  {info.name:<8} [{info.plugin}] {state}")
+        if info.description:
+            print(f"           {info.description}")
+    return 0
+
+
+def cmd_ops(args) -> int:
+    from .plugins import backend_registry, kernel_registry, op_registry
+
+    registry = op_registry()
+    print(f"{len(registry)} op types:")
+    for op_type in sorted(registry):
+        registered = registry[op_type]
+        print(f"  {op_type:<36} {registered.obj.__qualname__:<24} [{registered.plugin}]")
+    for backend in sorted(backend_registry()):
+        kernels = kernel_registry(backend)
+        if kernels:
+            print(f"kernels replacing ops on backend '{backend}':")
+            for op_type in sorted(kernels):
+                print(f"  {op_type:<36} {kernels[op_type].obj.__qualname__:<24} [{kernels[op_type].plugin}]")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    import kuiper
+
+    param = DEMO_DIR / "digits.pnnx.param"
+    data = np.load(DEMO_DIR / "digits_heldout.npz")
+    images, labels, torch_logits = data["images"], data["labels"], data["torch_logits"]
+    start = time.perf_counter()
+    model = kuiper.load(param, backend=args.backend)
+    load_ms = (time.perf_counter() - start) * 1e3
+    model(images[:1])  # warm-up: first-call compilation is not what we time
+    start = time.perf_counter()
+    logits = kuiper.to_numpy(model(images))
+    run_ms = (time.perf_counter() - start) * 1e3
+    predictions = logits.argmax(axis=1)
+    accuracy = float((predictions == labels).mean())
+    agreement = float((predictions == torch_logits.argmax(axis=1)).mean())
+    print("kuiper demo: a small CNN trained in PyTorch on scikit-learn's handwritten digits, exported by PNNX")
+    print(f"model: {param}  ({model.parameter_count:,} parameters, {len(model.steps)} ops)")
+    print(f"backend: {model.backend.name}; load {load_ms:.1f} ms; {len(images)} held-out 8x8 images in {run_ms:.1f} ms")
+    print(f"accuracy on held-out digits: {accuracy:.2%} ({int((predictions == labels).sum())}/{len(labels)})")
+    print(f"agreement with PyTorch predictions: {agreement:.2%}; "
+          f"max |kuiper - PyTorch| logit difference: {float(np.abs(logits - torch_logits).max()):.2e}")
+    print(f"first 16 predictions: {predictions[:16].tolist()}")
+    print(f"first 16 labels:      {labels[:16].tolist()}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kuiper",
+        description="Run models exported by PNNX (.pnnx.param + .pnnx.bin) on NumPy or CuPy.",
+        epilog="Backend choice: --backend, else $KUIPER_BACKEND, else kuiper.toml / [tool.kuiper] in "
+        "pyproject.toml, else numpy.  Try `kuiper demo` first.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def model_command(name, help_text):
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("model", help="path to the .pnnx.param file (the .pnnx.bin is found beside it)")
+        p.add_argument("--bin", help="the .pnnx.bin file, when it is not beside the param file")
+        p.add_argument("--backend", help="backend name (see `kuiper backends`)")
+        p.add_argument("--no-fuse", action="store_true", help="keep elementwise ops separate")
+        return p
+
+    run = model_command("run", "run a model on inputs from .npy/.npz files and print or save the outputs")
+    run.add_argument("--input", "-i", action="append", default=[], metavar="[NAME=]FILE",
+                     help="an input: FILE.npy in model input order, NAME=FILE.npy, or a .npz keyed by input name; repeatable")
+    run.add_argument("--random", action="store_true", help="feed seeded random inputs of the declared shapes instead")
+    run.add_argument("--batch", type=int, default=1, help="batch size for --random (default 1)")
+    run.add_argument("--output", "-o", help="save outputs: .npy for one output, .npz for several")
+    run.set_defaults(func=cmd_run)
+
+    info = model_command("info", "print the model's inputs, outputs, op table and parameter count")
+    info.set_defaults(func=cmd_info)
+
+    backends = sub.add_parser("backends", help="list backends, which one is the default, and why others are unavailable")
+    backends.set_defaults(func=cmd_backends)
+
+    ops = sub.add_parser("ops", help="list every registered op type and the plugin that provides it")
+    ops.set_defaults(func=cmd_ops)
+
+    demo = sub.add_parser("demo", help="classify bundled handwritten digits with a bundled model and report accuracy")
+    demo.add_argument("--backend", help="backend name (default: configured, else numpy)")
+    demo.set_defaults(func=cmd_demo)
+
+    try:
+        from .bench import add_bench_command
+    except ImportError:
+        pass
+    else:
+        add_bench_command(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except KuiperError as exc:
+        print(f"kuiper: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
