@@ -52,9 +52,8 @@ def plugin_manager() -> pluggy.PluginManager:
     return manager
 
 
-def reset() -> None:
-    """Forget the cached manager and registries (tests that install plugins call this)."""
-    plugin_manager.cache_clear()
+def reset_registries() -> None:
+    """Forget what the hooks returned, after registering or unregistering a plugin at run time."""
     backend_registry.cache_clear()
     op_registry.cache_clear()
     kernel_registry.cache_clear()
@@ -62,7 +61,7 @@ def reset() -> None:
 
 def _collect(hook, *args, **kwargs):
     """Yield (plugin name, result) for every implementation of ``hook``."""
-    for impl in reversed(hook.get_hookimpls()):  # registration order
+    for impl in hook.get_hookimpls():  # registration order: built-ins first
         result = impl.function(*args, **kwargs)
         if result:
             yield impl.plugin_name, result

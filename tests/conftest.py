@@ -1,0 +1,60 @@
+"""Shared test helpers: fixture models and the backends available on this machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kuiper
+
+FIXTURES = Path(__file__).parent / "fixtures"
+MODELS = FIXTURES / "models"
+
+
+def available_backend_params():
+    """One pytest param per registered backend; unavailable ones skip with the reason."""
+    params = []
+    for info in kuiper.backends():
+        marks = [] if info.available else [pytest.mark.skip(reason=f"backend '{info.name}' unavailable: {info.reason}")]
+        params.append(pytest.param(info.name, marks=marks, id=info.name))
+    return params
+
+
+@pytest.fixture(params=available_backend_params())
+def backend_name(request):
+    return request.param
+
+
+def model_dir(name: str) -> Path:
+    return MODELS / name
+
+
+def reference_batches(name: str) -> dict[str, dict[str, list[np.ndarray]]]:
+    """{"b1": {"inputs": [...], "outputs": [...]}, "b3": ...} from the fixture's ref.npz."""
+    ref = np.load(model_dir(name) / "ref.npz")
+    batches: dict[str, dict[str, list]] = {}
+    for key in sorted(ref.files):
+        batch, _, rest = key.partition("_")
+        kind = "inputs" if rest.startswith("input") else "outputs"
+        index = int(rest[len("input"):] if kind == "inputs" else rest[len("output"):])
+        entry = batches.setdefault(batch, {"inputs": [], "outputs": []})
+        items = entry[kind]
+        while len(items) <= index:
+            items.append(None)
+        items[index] = ref[key]
+    return batches
+
+
+def write_model(tmp_path: Path, param_text: str, weights: dict[str, bytes] | None = None, name: str = "m") -> Path:
+    """Write a hand-made .pnnx.param (and a stored-zip .pnnx.bin when weights are given)."""
+    import zipfile
+
+    param = tmp_path / f"{name}.pnnx.param"
+    param.write_text(param_text)
+    if weights is not None:
+        with zipfile.ZipFile(tmp_path / f"{name}.pnnx.bin", "w", compression=zipfile.ZIP_STORED) as archive:
+            for entry, data in weights.items():
+                archive.writestr(entry, data)
+    return param
