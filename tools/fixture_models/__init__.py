@@ -1,0 +1,16 @@
+"""Fixture model families; each module exposes ``MODELS = {name: ModelSpec}``."""
+
+from . import resnet, small
+
+FAMILIES = (small, resnet)
+
+
+def all_models() -> dict:
+    """Every spec by name; names must be unique across families."""
+    models = {}
+    for family in FAMILIES:
+        clash = models.keys() & family.MODELS.keys()
+        if clash:
+            raise ValueError(f"fixture names defined twice: {sorted(clash)}")
+        models.update(family.MODELS)
+    return models
