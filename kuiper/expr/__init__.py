@@ -1,0 +1,66 @@
+"""The pnnx.Expression language: lexer, parser, AST, printer, rewrites.
+
+    parse(text, num_inputs=None) -> Expr      read an ``expr=`` string
+    to_string(expr) -> str                    canonical text, parse() reads it back
+    substitute / renumber / shift_inputs / canonicalize_inputs / hoist_sizes
+                                              rewrites used by the graph's fusion pass
+    evaluate(text_or_expr, inputs, xp=numpy)  lower, simplify, compile and run (tests, tools)
+
+Evaluation goes through the tensor IR (kuiper.ir); there is no tree-walking
+interpreter here, so there is exactly one implementation of the semantics.
+"""
+
+from __future__ import annotations
+
+from kuiper.expr.functions import FUNCTIONS, FunctionInfo, describe_functions
+from kuiper.expr.nodes import Call, Expr, Input, ListExpr, Literal, Size, call
+from kuiper.expr.parser import MAX_DEPTH, parse
+from kuiper.expr.printer import to_string
+from kuiper.expr.transform import (
+    canonicalize_inputs,
+    depth,
+    first_appearance_order,
+    hoist_sizes,
+    input_indices,
+    renumber,
+    shift_inputs,
+    substitute,
+    uses_size_of,
+)
+
+__all__ = [
+    "FUNCTIONS",
+    "MAX_DEPTH",
+    "Call",
+    "Expr",
+    "FunctionInfo",
+    "Input",
+    "ListExpr",
+    "Literal",
+    "Size",
+    "call",
+    "canonicalize_inputs",
+    "depth",
+    "describe_functions",
+    "evaluate",
+    "first_appearance_order",
+    "hoist_sizes",
+    "input_indices",
+    "parse",
+    "renumber",
+    "shift_inputs",
+    "substitute",
+    "to_string",
+    "uses_size_of",
+]
+
+
+def evaluate(text_or_expr, inputs, xp=None):
+    """Evaluate an expression on concrete inputs, with PyTorch semantics.
+
+    ``inputs`` are arrays of ``xp`` (NumPy by default) or Python scalars; the
+    dtypes the expression is compiled for are read off them.
+    """
+    from kuiper.ir.evaluate import evaluate as _evaluate
+
+    return _evaluate(text_or_expr, inputs, xp)

@@ -1,0 +1,103 @@
+"""The expression AST: small frozen dataclasses, hashable and comparable.
+
+Equality is structural, so ``parse(to_string(e)) == e`` is the round-trip
+property the tests check.  ``Literal`` compares by (type, repr) so that
+``1``, ``1.0`` and ``True`` stay different and ``nan`` equals itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kuiper.expr.functions import FUNCTIONS
+
+LiteralValue = int | float | bool | complex | None
+
+
+class Expr:
+    """Base class of every AST node."""
+
+    __slots__ = ()
+
+    def children(self) -> tuple[Expr, ...]:
+        return ()
+
+    def __str__(self) -> str:
+        from kuiper.expr.printer import to_string
+
+        return to_string(self)
+
+
+@dataclass(frozen=True)
+class Input(Expr):
+    """``@N``: the op's N-th input."""
+
+    index: int
+
+    def __post_init__(self):
+        if not isinstance(self.index, int) or isinstance(self.index, bool) or self.index < 0:
+            raise ValueError(f"input index must be a non-negative int, got {self.index!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class Literal(Expr):
+    """A constant: int, float (incl. inf/nan), bool, complex or None."""
+
+    value: LiteralValue
+
+    def __post_init__(self):
+        if self.value is not None and type(self.value) not in (int, float, bool, complex):
+            raise ValueError(f"literal must be int, float, bool, complex or None, got {self.value!r}")
+
+    def _key(self) -> tuple[str, str]:
+        return (type(self.value).__name__, repr(self.value))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Literal) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    """``name(args...)``: a function from the table in functions.py."""
+
+    name: str
+    args: tuple[Expr, ...]
+
+    def __post_init__(self):
+        info = FUNCTIONS.get(self.name)
+        if info is None:
+            raise ValueError(f"unknown function {self.name!r}")
+        if not isinstance(self.args, tuple) or len(self.args) != info.arity:
+            raise ValueError(f"{self.name} takes {info.arity} argument(s), got {self.args!r}")
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.args
+
+
+@dataclass(frozen=True)
+class Size(Expr):
+    """``size(@N,d)``: a Python int; ``size(@N)`` (dim None): the whole shape."""
+
+    input: Input
+    dim: int | None
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True)
+class ListExpr(Expr):
+    """``[a,b,...]``: a list, only ever at the top level (shape arguments)."""
+
+    items: tuple[Expr, ...]
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.items
+
+
+def call(name: str, *args: Expr | LiteralValue) -> Call:
+    """Build a Call, wrapping plain Python values as literals: ``call("add", Input(0), 1)``."""
+    return Call(name, tuple(a if isinstance(a, Expr) else Literal(a) for a in args))
