@@ -1,8 +1,8 @@
 """Fixture model families; each module exposes ``MODELS = {name: ModelSpec}``."""
 
-from . import resnet, small
+from . import families, resnet, small
 
-FAMILIES = (small, resnet)
+FAMILIES = (small, resnet, families)
 
 
 def all_models() -> dict:
