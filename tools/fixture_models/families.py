@@ -75,8 +75,8 @@ class ResNetBasic(nn.Module):
 def resnet_basic(full: bool) -> nn.Module:
     if full:  # ResNet-34, torchvision layout
         model, size = ResNetBasic((3, 4, 6, 3), 64, 1000, cifar=False), 224
-    else:  # ResNet-20 style for 32x32 inputs, width 8
-        model, size = ResNetBasic((2, 2, 2), 8, 10, cifar=True), 32
+    else:  # ResNet-20 style for 32x32 inputs, width 6
+        model, size = ResNetBasic((2, 2, 2), 6, 10, cifar=True), 32
     randomize_batchnorm(model, (8, 3, size, size))
     return model
 
@@ -512,7 +512,7 @@ def vit_block(full: bool) -> nn.Module:
 MODELS = {
     "resnet_basic": ModelSpec(
         build=lambda: resnet_basic(False), input_shapes=((1, 3, 32, 32),),
-        description="CIFAR-style ResNet, BasicBlocks (2,2,2) at width 8, random weights and BN stats, 32x32"),
+        description="CIFAR-style ResNet, BasicBlocks (2,2,2) at width 6, random weights and BN stats, 32x32"),
     "resnet_basic_full": ModelSpec(
         build=lambda: resnet_basic(True), input_shapes=((1, 3, 224, 224),), full=True,
         description="ResNet-34 (BasicBlocks 3,4,6,3, width 64), random weights and BN stats, 224x224"),
