@@ -48,6 +48,8 @@ class ModelSpec:
     ``dynamic_batch`` exports with PNNX's second input set (``inputs2``) at that batch,
     which makes PNNX write ``?`` for the batch dimension and keep reshapes batch-free.
     ``full`` marks big variants that are never written to tests/fixtures.
+    ``input_dtypes`` (one entry per input, empty = all float32) lets an input be integer
+    indices: ``("int64", high)`` draws uniform ints in [0, high), e.g. for nn.Embedding.
     """
 
     build: Callable[[], torch.nn.Module]
@@ -57,21 +59,29 @@ class ModelSpec:
     dynamic_batch: int | None = None
     full: bool = False
     seed: int = 0
+    input_dtypes: tuple = ()
 
 
 # ---------------------------------------------------------------- inputs and npz
 
 
-def make_inputs(shapes: Sequence[Sequence[int]], batch: int, seed: int) -> list[np.ndarray]:
+def make_inputs(shapes: Sequence[Sequence[int]], batch: int, seed: int,
+                dtypes: Sequence = ()) -> list[np.ndarray]:
     """Standard-normal float32 inputs with dim 0 set to ``batch``.
 
     Seeded by (seed, batch, input index) so that adding a batch size or an input does
-    not change the numbers of the others.
+    not change the numbers of the others. ``dtypes[i] == ("int64", high)`` makes input i
+    uniform integers in [0, high) instead (see ``ModelSpec.input_dtypes``).
     """
     out = []
     for i, shape in enumerate(shapes):
         rng = np.random.default_rng([seed, batch, i])
-        out.append(rng.standard_normal((batch, *shape[1:]), dtype=np.float32))
+        kind = dtypes[i] if i < len(dtypes) else "float32"
+        if kind == "float32":
+            out.append(rng.standard_normal((batch, *shape[1:]), dtype=np.float32))
+        else:
+            dtype, high = kind
+            out.append(rng.integers(0, high, size=(batch, *shape[1:])).astype(dtype))
     return out
 
 
@@ -212,7 +222,8 @@ def versions() -> dict[str, str]:
 def export_model(name: str, module: torch.nn.Module, example_inputs: Sequence[torch.Tensor],
                  outdir: Path, extra_batches: Sequence[int] = (3,),
                  inputs2: Sequence[torch.Tensor] | None = None, keep_peers: bool = False,
-                 description: str = "", seed: int = 0, tol: float = 1e-4) -> Path:
+                 description: str = "", seed: int = 0, tol: float = 1e-4,
+                 input_dtypes: Sequence = ()) -> Path:
     """Write the fixture folder ``outdir/<name>/`` (see module docstring); return it.
 
     Reference inputs are drawn by :func:`make_inputs` with the example inputs' shapes and
@@ -230,7 +241,7 @@ def export_model(name: str, module: torch.nn.Module, example_inputs: Sequence[to
     refs: dict[str, np.ndarray] = {}
     meta_batches = {}
     for b in batches:
-        xs = make_inputs(shapes, b, seed)
+        xs = make_inputs(shapes, b, seed, input_dtypes)
         ys = run_eager(module, xs)
         refs.update({f"b{b}_input{i}": x for i, x in enumerate(xs)})
         refs.update({f"b{b}_output{j}": y for j, y in enumerate(ys)})
@@ -280,13 +291,15 @@ def build_seeded(spec: ModelSpec) -> torch.nn.Module:
 
 def export_spec(name: str, spec: ModelSpec, outdir: Path, keep_peers: bool = False) -> Path:
     module = build_seeded(spec)
-    example = [torch.from_numpy(x) for x in make_inputs(spec.input_shapes, spec.input_shapes[0][0], spec.seed)]
+    dtypes = spec.input_dtypes
+    example = [torch.from_numpy(x)
+               for x in make_inputs(spec.input_shapes, spec.input_shapes[0][0], spec.seed, dtypes)]
     inputs2 = None
     if spec.dynamic_batch is not None:
-        inputs2 = [torch.from_numpy(x) for x in make_inputs(spec.input_shapes, spec.dynamic_batch, spec.seed)]
+        inputs2 = [torch.from_numpy(x) for x in make_inputs(spec.input_shapes, spec.dynamic_batch, spec.seed, dtypes)]
     return export_model(name, module, example, outdir, extra_batches=spec.extra_batches,
                         inputs2=inputs2, keep_peers=keep_peers, description=spec.description,
-                        seed=spec.seed)
+                        seed=spec.seed, input_dtypes=dtypes)
 
 
 @torch.no_grad()
