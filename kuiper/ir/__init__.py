@@ -1,0 +1,74 @@
+"""Tensor IR: nodes, typed constructors, builder, printer, passes and code generators.
+
+    lower(expr, input_dtypes) -> Function     AST -> elementwise IR function (lower.py)
+    simplify(node) -> node                    constant folding, identities (simplify.py)
+    linearize(fn) -> Function                 one assignment per operation, CSE (linearize.py)
+    print_ir(node, compact=False) -> str      readable text (printer.py)
+    IRBuilder                                 statements with ``with`` scopes (builder.py)
+    Visitor, Mutator                          pass bases (visitors.py)
+    codegen_numpy.compile_elementwise(fn, xp) -> callable over an array namespace
+    codegen_cuda.elementwise_kernel_spec(fn) / cuda_source(fn)
+
+Dtypes are strings: NumPy names for tensors, 'pybool'/'pyint'/'pyfloat' for
+Python scalars (see dtypes.py for the PyTorch promotion rules).
+"""
+
+from __future__ import annotations
+
+from kuiper.ir import dtypes, make
+from kuiper.ir.builder import IRBuilder
+from kuiper.ir.linearize import linearize
+from kuiper.ir.lower import lower
+from kuiper.ir.nodes import (
+    Assign,
+    Binary,
+    Block,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    DimSize,
+    For,
+    Function,
+    If,
+    Indexing,
+    IRExpr,
+    Node,
+    Select,
+    Stmt,
+    Unary,
+    Var,
+)
+from kuiper.ir.printer import print_ir
+from kuiper.ir.simplify import simplify
+from kuiper.ir.visitors import Mutator, Visitor
+
+__all__ = [
+    "Assign",
+    "Binary",
+    "Block",
+    "Call",
+    "Cast",
+    "Compare",
+    "Const",
+    "DimSize",
+    "For",
+    "Function",
+    "IRBuilder",
+    "IRExpr",
+    "If",
+    "Indexing",
+    "Mutator",
+    "Node",
+    "Select",
+    "Stmt",
+    "Unary",
+    "Var",
+    "Visitor",
+    "dtypes",
+    "linearize",
+    "lower",
+    "make",
+    "print_ir",
+    "simplify",
+]

@@ -1,0 +1,319 @@
+"""Compile an elementwise IR Function to a Python callable over an array namespace.
+
+``compile_elementwise(fn, xp)(*inputs)`` evaluates the function on arrays of
+``xp`` (NumPy, CuPy, or any array-API namespace) and Python scalars.  There is
+no eval/exec: the function is linearized and each assignment becomes a small
+closure; a call runs the closures in order over a register list.
+
+Buffers are planned like registers.  Each temporary's last use is known at
+compile time; when a temporary dies its buffer goes back to a free list and
+the next result of the same dtype and shape reuses it, through ``out=``
+(NumPy and CuPy ufuncs; an operand's own buffer may be the output).  Shapes
+are only known at call time, so two plans are prepared: one for the common
+case where all tensor inputs have the same shape (every full-size temporary
+can share), one keyed by the set of inputs a value depends on (whose
+broadcast shape it has).  Functions a namespace offers without ``out=``
+simply allocate their result.
+
+Python-scalar values (``size()`` arithmetic) are computed on the host, with
+the same semantics (kuiper/ir/scalars.py).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy
+
+from kuiper.errors import InputError, ShapeError
+from kuiper.ir import dtypes
+from kuiper.ir.linearize import linearize
+from kuiper.ir.nodes import Assign, Const, DimSize, Function, IRExpr, Var
+from kuiper.ir.printer import print_ir
+from kuiper.ir.scalars import apply_to_scalars
+from kuiper.ir.xp_ops import resolve
+
+_ALL_INPUTS = "all"  # the dependency key of full-size values when all inputs share a shape
+
+
+def compile_elementwise(fn: Function, xp=None) -> CompiledExpression:
+    return CompiledExpression(fn, numpy if xp is None else xp)
+
+
+@dataclass(frozen=True)
+class _Instruction:
+    target: int  # register number
+    value: IRExpr  # the operation; operands are Vars / Consts
+    operands: tuple[int | Const, ...]  # register numbers, or constants
+    kind: str  # "array", "scalar" (host Python value) or "size"
+    depends_on: frozenset[int]  # tensor parameters whose broadcast shape the value has
+
+
+class CompiledExpression:
+    """The callable ``compile_elementwise`` returns; ``print_ir(self.fn)`` shows what it runs."""
+
+    def __init__(self, fn: Function, xp):
+        self.fn = linearize(fn)
+        self.xp = xp
+        self._params = self.fn.params
+        self._param_dtypes = [_xp_dtype(xp, p.dtype) for p in self._params]
+        self._registers = {p: i for i, p in enumerate(self._params)}
+        self._instructions = self._translate()
+        self._results = [self._operand(_assigned(self.fn, r)) for r in self.fn.results]
+        self._slot_keys: dict[bool, list[tuple]] = {}
+        self._uniform_steps, self.uniform_buffers = self._plan(uniform=True)
+        self._general_steps, self.general_buffers = self._plan(uniform=False)
+
+    # --- compile time ---------------------------------------------------------------------
+
+    def _translate(self) -> list[_Instruction]:
+        instructions = []
+        depends: dict[int, frozenset[int]] = {
+            i: frozenset([i]) if not dtypes.is_scalar(p.dtype) else frozenset() for i, p in enumerate(self._params)
+        }
+        for stmt in self.fn.body.stmts:
+            if stmt.target in self.fn.results:
+                continue  # result assignments name a leaf; handled in __call__
+            register = len(self._registers)
+            self._registers[stmt.target] = register
+            value = stmt.value
+            operands = () if isinstance(value, DimSize) else tuple(self._operand(c) for c in value.children())
+            deps = frozenset().union(*(depends.get(op, frozenset()) for op in operands if isinstance(op, int)))
+            if isinstance(value, DimSize):
+                kind = "size"
+                operands = (self._registers[value.tensor],)
+            elif dtypes.is_scalar(value.dtype):
+                kind = "scalar"
+            else:
+                kind = "array"
+            depends[register] = deps
+            instructions.append(_Instruction(register, value, operands, kind, deps))
+        return instructions
+
+    def _operand(self, leaf: IRExpr) -> int | Const:
+        if isinstance(leaf, Const):
+            return leaf
+        if isinstance(leaf, Var) and leaf in self._registers:
+            return self._registers[leaf]
+        raise ValueError(f"operand {leaf} is neither a constant nor a defined variable")
+
+    def _plan(self, uniform: bool) -> tuple[list[Callable], int]:
+        """Assign buffers to array temporaries, reusing dead ones; build the step closures."""
+        last_use: dict[int, int] = {}
+        for index, inst in enumerate(self._instructions):
+            for op in inst.operands:
+                if isinstance(op, int):
+                    last_use[op] = index
+        for result in self._results:
+            if isinstance(result, int):
+                last_use[result] = len(self._instructions)  # results live to the end
+        free: dict[tuple, list[int]] = defaultdict(list)
+        slot_of: dict[int, int] = {}
+        slot_keys: list[tuple] = []
+        steps = []
+        for index, inst in enumerate(self._instructions):
+            for op in set(inst.operands):
+                if isinstance(op, int) and last_use.get(op) == index and op in slot_of:
+                    free[slot_keys[slot_of[op]]].append(slot_of[op])
+            xp_op = resolve(self.xp, inst.value) if inst.kind == "array" else None
+            slot = None
+            if xp_op is not None and xp_op.supports_out:
+                key = (self._shape_key(inst.depends_on, uniform), dtypes.storage_dtype(inst.value.dtype))
+                if free[key]:
+                    slot = free[key].pop()
+                else:
+                    slot = len(slot_keys)
+                    slot_keys.append(key)
+                slot_of[inst.target] = slot
+            steps.append(self._step(inst, xp_op, slot))
+        self._slot_keys[uniform] = slot_keys
+        return steps, len(slot_keys)
+
+    @staticmethod
+    def _shape_key(depends_on: frozenset[int], uniform: bool):
+        if uniform:
+            return _ALL_INPUTS if depends_on else frozenset()
+        return depends_on
+
+    def _step(self, inst: _Instruction, xp_op, slot: int | None) -> Callable:
+        target, operands = inst.target, inst.operands
+        fetch = [_fetcher(op) for op in operands]
+        if inst.kind == "size":
+            axis, source = inst.value.axis, operands[0]
+            if axis is None:
+                return lambda regs, run: regs.__setitem__(target, [int(n) for n in regs[source].shape])
+            return lambda regs, run: regs.__setitem__(target, _dim_size(regs[source], axis, source))
+        if inst.kind == "scalar":
+            node = inst.value
+            return lambda regs, run: regs.__setitem__(target, apply_to_scalars(node, [f(regs) for f in fetch]))
+        xp, fn = self.xp, xp_op.fn
+        dtype = _xp_dtype(xp, inst.value.dtype)
+        # With no array operand (e.g. a cast of a size), make one so the result has the dtype.
+        needs_array = not any(isinstance(op, int) and self._is_array(op) for op in operands)
+        first_dtype = _xp_dtype(xp, _dtype_of(operands[0], self))
+
+        def step(regs, run):
+            args = [f(regs) for f in fetch]
+            if needs_array:
+                args[0] = xp.asarray(args[0], dtype=first_dtype)
+            if slot is not None:
+                out = run.out if target == run.final_target else run.buffer(slot)
+                regs[target] = fn(*args, out=out)
+            else:
+                result = fn(*args)
+                regs[target] = result if result.dtype == dtype else xp.astype(result, dtype)
+
+        return step
+
+    def _is_array(self, register: int) -> bool:
+        if register < len(self._params):
+            return not dtypes.is_scalar(self._params[register].dtype)
+        inst = self._instructions[register - len(self._params)]
+        return inst.kind == "array"
+
+    # --- run time ------------------------------------------------------------------------
+
+    def __call__(self, *inputs, out=None):
+        if len(inputs) != len(self._params):
+            raise InputError(f"expression {self.fn.name} takes {len(self._params)} inputs, got {len(inputs)}")
+        if out is not None:
+            self._check_out(out)
+        regs: list = [self._accept(i, value) for i, value in enumerate(inputs)]
+        regs.extend([None] * len(self._instructions))
+        run = _Run(self, regs, out)
+        steps = self._uniform_steps if run.uniform else self._general_steps
+        with numpy.errstate(all="ignore"):  # PyTorch neither warns on inf/nan nor on x/0
+            for step in steps:
+                step(regs, run)
+        values = [self._result_value(result, regs) for result in self._results]
+        if out is not None and values[0] is not out:
+            out[...] = values[0]
+            values[0] = out
+        return values if self.fn.returns_list else values[0]
+
+    def _check_out(self, out) -> None:
+        result = self.fn.results[0]
+        if self.fn.returns_list or dtypes.is_scalar(result.dtype) or result.dtype == dtypes.SHAPE:
+            raise InputError("out= is only supported for a single tensor result")
+        if out.dtype != _xp_dtype(self.xp, result.dtype):
+            raise InputError(f"out= has dtype {out.dtype}; the expression computes {result.dtype}")
+
+    def _accept(self, index: int, value):
+        param, expected = self._params[index], self._param_dtypes[index]
+        if dtypes.is_scalar(param.dtype):
+            convert = {"pybool": bool, "pyint": int, "pyfloat": float}[param.dtype]
+            return convert(value)
+        if not hasattr(value, "shape"):
+            return self.xp.asarray(value, dtype=expected)
+        if value.dtype != expected:
+            raise InputError(
+                f"input {index} of expression {self.fn.name} has dtype {value.dtype}; it was compiled for {param.dtype}"
+            )
+        return value
+
+    def _result_value(self, result, regs):
+        if isinstance(result, Const):
+            if dtypes.is_scalar(result.dtype):
+                return result.value
+            return self.xp.asarray(result.value, dtype=_xp_dtype(self.xp, result.dtype))
+        value = regs[result]
+        if result < len(self._params) and hasattr(value, "shape"):
+            return self.xp.asarray(value, copy=True)  # never hand out the caller's input as our result
+        return value
+
+    def buffers_per_call(self, *shapes: Sequence[int]) -> int:
+        """How many buffers a call with inputs of these shapes allocates (for tests and tools)."""
+        uniform = len({tuple(s) for s in shapes}) <= 1
+        return self.uniform_buffers if uniform else self.general_buffers
+
+    def __repr__(self) -> str:
+        return f"<compiled elementwise on {getattr(self.xp, '__name__', self.xp)}>\n{print_ir(self.fn)}"
+
+
+class _Run:
+    """Per-call state: lazily allocated buffers and the shapes they need."""
+
+    def __init__(self, compiled: CompiledExpression, regs: list, out):
+        self.compiled = compiled
+        self.regs = regs
+        self.out = out
+        self.final_target = compiled._results[0] if out is not None else -1
+        tensor_shapes = [
+            tuple(regs[i].shape) for i, p in enumerate(compiled._params) if not dtypes.is_scalar(p.dtype)
+        ]
+        self.uniform = len(set(tensor_shapes)) <= 1
+        self.common_shape = tensor_shapes[0] if tensor_shapes else ()
+        self.slot_keys = compiled._slot_keys[self.uniform]
+        self.buffers: list = [None] * len(self.slot_keys)
+
+    def buffer(self, slot: int):
+        buffer = self.buffers[slot]
+        if buffer is None:
+            shape_key, dtype = self.slot_keys[slot]
+            xp = self.compiled.xp
+            buffer = xp.empty(self._shape(shape_key), dtype=_xp_dtype(xp, dtype))
+            self.buffers[slot] = buffer
+        return buffer
+
+    def _shape(self, shape_key) -> tuple[int, ...]:
+        if shape_key == _ALL_INPUTS:
+            return self.common_shape
+        return broadcast_shapes(*((i, tuple(self.regs[i].shape)) for i in sorted(shape_key)))
+
+
+def broadcast_shapes(*indexed_shapes: tuple[int, tuple[int, ...]]) -> tuple[int, ...]:
+    """NumPy broadcasting of (input number, shape) pairs, with an error that names the inputs."""
+    result: list[int] = []
+    owners: list[int] = []
+    for index, shape in indexed_shapes:
+        padding = len(shape) - len(result)
+        if padding > 0:
+            result[:0] = [1] * padding
+            owners[:0] = [index] * padding
+        for position, size in enumerate(shape, start=len(result) - len(shape)):
+            if size == result[position] or size == 1:
+                continue
+            if result[position] != 1:
+                raise ShapeError(
+                    f"inputs {owners[position]} and {index} cannot be broadcast together: "
+                    f"size {result[position]} vs {size} in dimension {position - len(result)}"
+                )
+            result[position], owners[position] = size, index
+    return tuple(result)
+
+
+def _fetcher(operand: int | Const) -> Callable:
+    if isinstance(operand, Const):
+        value = operand.value
+        return lambda regs: value
+    return lambda regs: regs[operand]
+
+
+def _dtype_of(operand: int | Const, compiled: CompiledExpression) -> str:
+    if isinstance(operand, Const):
+        return operand.dtype
+    if operand < len(compiled._params):
+        return compiled._params[operand].dtype
+    return compiled._instructions[operand - len(compiled._params)].value.dtype
+
+
+def _dim_size(tensor, axis: int, register: int) -> int:
+    ndim = len(tensor.shape)
+    if not -ndim <= axis < ndim:
+        raise ShapeError(f"size(@{register},{axis}): input {register} has {ndim} dimension(s)")
+    return int(tensor.shape[axis])
+
+
+def _assigned(fn: Function, result: Var) -> IRExpr:
+    for stmt in fn.body.stmts:
+        if isinstance(stmt, Assign) and stmt.target == result:
+            return stmt.value
+    raise ValueError(f"result {result.name} is never assigned")
+
+
+def _xp_dtype(xp, dtype: str):
+    if dtype == dtypes.SHAPE:
+        return None
+    return getattr(xp, dtypes.storage_dtype(dtype))

@@ -1,0 +1,137 @@
+"""Dtype names and PyTorch's type promotion rules.
+
+Dtypes are plain strings.  Tensor dtypes use NumPy's names::
+
+    bool uint8 int8 int16 int32 int64 float16 float32 float64
+
+Python scalars (literals, ``size()`` results, scalar inputs) have their own
+names, because PyTorch treats them as "weak": they only decide the result's
+*category*, never its width::
+
+    pybool pyint pyfloat        pyshape (the list ``size(@N)`` returns)
+
+The rules (torch.result_type):
+  * categories are ordered bool < integer < floating;
+  * between tensors, the higher category wins, within a category the wider
+    type (uint8 with int8 gives int16);
+  * a scalar of a higher category than every tensor gives that category's
+    default: int64 for integers, float32 for floats;  otherwise the tensors'
+    type stands (a Python float with a float16 tensor stays float16);
+  * with only scalars, Python's own rules apply (pyint with pyfloat is pyfloat).
+0-d arrays count as tensors here (PyTorch ranks them between the two).
+"""
+
+from __future__ import annotations
+
+from kuiper.errors import ExpressionSyntaxError
+
+BOOL, INT, FLOAT = 0, 1, 2  # categories
+
+TENSOR_DTYPES: dict[str, tuple[int, int]] = {  # name -> (category, bits)
+    "bool": (BOOL, 8),
+    "uint8": (INT, 8),
+    "int8": (INT, 8),
+    "int16": (INT, 16),
+    "int32": (INT, 32),
+    "int64": (INT, 64),
+    "float16": (FLOAT, 16),
+    "float32": (FLOAT, 32),
+    "float64": (FLOAT, 64),
+}
+SCALAR_DTYPES: dict[str, int] = {"pybool": BOOL, "pyint": INT, "pyfloat": FLOAT}
+SHAPE = "pyshape"
+
+DEFAULT_TENSOR_DTYPE = {BOOL: "bool", INT: "int64", FLOAT: "float32"}
+SCALAR_DTYPE = {BOOL: "pybool", INT: "pyint", FLOAT: "pyfloat"}
+# What a Python scalar is computed as when it becomes an array.
+SCALAR_STORAGE = {"pybool": "bool", "pyint": "int64", "pyfloat": "float64"}
+
+
+def is_known(dtype: str) -> bool:
+    return dtype in TENSOR_DTYPES or dtype in SCALAR_DTYPES or dtype == SHAPE
+
+
+def is_scalar(dtype: str) -> bool:
+    """A Python scalar dtype (pybool, pyint, pyfloat)."""
+    return dtype in SCALAR_DTYPES
+
+
+def category(dtype: str) -> int:
+    if dtype in TENSOR_DTYPES:
+        return TENSOR_DTYPES[dtype][0]
+    if dtype in SCALAR_DTYPES:
+        return SCALAR_DTYPES[dtype]
+    raise ExpressionSyntaxError(f"{dtype!r} is not a value dtype")
+
+
+def is_float(dtype: str) -> bool:
+    return category(dtype) == FLOAT
+
+
+def is_integer(dtype: str) -> bool:
+    return category(dtype) == INT
+
+
+def is_bool(dtype: str) -> bool:
+    return category(dtype) == BOOL
+
+
+def storage_dtype(dtype: str) -> str:
+    """The array dtype that holds values of ``dtype`` (float64 for pyfloat ...)."""
+    return SCALAR_STORAGE.get(dtype, dtype)
+
+
+def promote(*dtypes: str) -> str:
+    """The dtype an operation on operands of these dtypes computes in."""
+    tensors = [d for d in dtypes if d in TENSOR_DTYPES]
+    scalars = [d for d in dtypes if d in SCALAR_DTYPES]
+    unknown = [d for d in dtypes if d not in TENSOR_DTYPES and d not in SCALAR_DTYPES]
+    if unknown:
+        raise ExpressionSyntaxError(f"{unknown[0]!r} cannot take part in arithmetic")
+    scalar_category = max((SCALAR_DTYPES[d] for d in scalars), default=-1)
+    if not tensors:
+        return SCALAR_DTYPE[scalar_category]
+    result = tensors[0]
+    for other in tensors[1:]:
+        result = _promote_tensors(result, other)
+    if scalar_category > category(result):
+        return DEFAULT_TENSOR_DTYPE[scalar_category]
+    return result
+
+
+def _promote_tensors(a: str, b: str) -> str:
+    (cat_a, bits_a), (cat_b, bits_b) = TENSOR_DTYPES[a], TENSOR_DTYPES[b]
+    if cat_a != cat_b:
+        return a if cat_a > cat_b else b
+    if a == b:
+        return a
+    if cat_a == INT and "uint8" in (a, b):
+        # uint8 with a signed type needs the next wider signed type.
+        signed_bits = bits_b if a == "uint8" else bits_a
+        return f"int{max(16, signed_bits)}"
+    return a if bits_a >= bits_b else b
+
+
+def to_float(dtype: str) -> str:
+    """The floating dtype a float-valued function (exp, div ...) of ``dtype`` returns."""
+    if is_float(dtype):
+        return dtype
+    return "pyfloat" if is_scalar(dtype) else "float32"
+
+
+def with_category(dtype: str, new_category: int) -> str:
+    """The dtype of ``new_category`` that keeps ``dtype``'s scalar-or-tensor nature."""
+    if category(dtype) == new_category:
+        return dtype
+    return SCALAR_DTYPE[new_category] if is_scalar(dtype) else DEFAULT_TENSOR_DTYPE[new_category]
+
+
+def of_python_value(value: object) -> str:
+    """The scalar dtype of a Python literal."""
+    if isinstance(value, bool):
+        return "pybool"
+    if isinstance(value, int):
+        return "pyint"
+    if isinstance(value, float):
+        return "pyfloat"
+    raise ExpressionSyntaxError(f"{value!r} has no elementwise dtype (complex and None are not supported)")

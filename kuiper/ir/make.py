@@ -1,0 +1,242 @@
+"""Typed constructors: the one place where PyTorch's dtype rules meet the IR.
+
+Each function takes IR expressions (or Python scalars, which become weak
+constants), decides the dtype the operation computes in (dtypes.promote),
+and inserts explicit casts, so that every Binary/Compare/Call node's operands
+already have the computation dtype.  Code generators then never have to
+think about promotion.
+
+Type errors (e.g. ``sub`` of two bool tensors, which PyTorch rejects too)
+raise ExpressionSyntaxError: they are a property of the expression.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy
+
+from kuiper.errors import ExpressionSyntaxError
+from kuiper.ir import dtypes
+from kuiper.ir.nodes import Binary, Call, Cast, Compare, Const, IRExpr, Select, Unary, Var
+
+# Float-valued intrinsics (integer operands are promoted to float first).
+FLOAT_FUNCTIONS = frozenset(
+    "sqrt exp expm1 log log10 log1p sin cos tan asin acos atan sinh cosh tanh "
+    "asinh acosh atanh erf atan2 logaddexp".split()
+)
+# Rounding intrinsics: identity on integers.
+ROUNDING_FUNCTIONS = frozenset({"floor", "ceil", "round", "trunc"})
+INTRINSICS = FLOAT_FUNCTIONS | ROUNDING_FUNCTIONS | {"abs"}
+
+
+def as_expr(value) -> IRExpr:
+    if isinstance(value, IRExpr):
+        return value
+    if isinstance(value, (bool, int, float)):
+        return const(value)
+    raise TypeError(f"cannot use {value!r} as an IR expression")
+
+
+def var(name: str, dtype: str) -> Var:
+    _check_dtype(dtype)
+    return Var(name, dtype)
+
+
+def const(value: bool | int | float, dtype: str | None = None) -> Const:
+    """A constant converted to ``dtype`` (default: its Python scalar dtype)."""
+    if dtype is None:
+        dtype = dtypes.of_python_value(value)
+    _check_dtype(dtype)
+    return Const(convert_scalar(value, dtype), dtype)
+
+
+def convert_scalar(value: bool | int | float, dtype: str) -> bool | int | float:
+    """What ``value`` becomes when cast to ``dtype``, as a Python scalar (PyTorch casts)."""
+    category = dtypes.category(dtype)
+    if category == dtypes.BOOL:
+        return bool(value)
+    if category == dtypes.INT:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"cannot convert {value} to an integer")
+        number = int(value)  # truncates toward zero, like a C cast and Python int()
+        if dtype == "pyint":
+            return number
+        bits = dtypes.TENSOR_DTYPES[dtype][1]
+        if dtype == "uint8":
+            return number % 256
+        half = 1 << (bits - 1)
+        return (number + half) % (1 << bits) - half  # wraps, as PyTorch does
+    if dtype in ("pyfloat", "float64"):
+        return float(value)
+    return float(numpy.asarray(float(value)).astype(dtype))  # round to float32/float16
+
+
+def cast(x, dtype: str) -> IRExpr:
+    x = as_expr(x)
+    _check_dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if dtype == dtypes.SHAPE or x.dtype == dtypes.SHAPE:
+        raise ExpressionSyntaxError("the whole shape size(@N) cannot be used in arithmetic")
+    if isinstance(x, Const):
+        try:
+            return Const(convert_scalar(x.value, dtype), dtype)
+        except (ValueError, OverflowError):
+            pass  # e.g. nan to int: leave it to run time
+    return Cast(x, dtype)
+
+
+# --- arithmetic -------------------------------------------------------------
+
+_BOOL_TENSOR_ALLOWED = {"add", "mul", "max", "min"}  # PyTorch: or, and, or, and
+
+
+def arith(op: str, a, b) -> IRExpr:
+    """add sub mul floordiv mod fmod pow max min, in the promoted dtype."""
+    a, b = as_expr(a), as_expr(b)
+    dtype = dtypes.promote(a.dtype, b.dtype)
+    if dtype == "pybool":
+        dtype = "pyint"  # True + True == 2 in Python
+    if dtype == "bool" and op not in _BOOL_TENSOR_ALLOWED:
+        raise ExpressionSyntaxError(f"{_NAMES.get(op, op)} is not defined for two bool tensors")
+    return Binary(op, cast(a, dtype), cast(b, dtype), dtype)
+
+
+def add(a, b):
+    return arith("add", a, b)
+
+
+def sub(a, b):
+    return arith("sub", a, b)
+
+
+def mul(a, b):
+    return arith("mul", a, b)
+
+
+def floordiv(a, b):
+    return arith("floordiv", a, b)
+
+
+def mod(a, b):
+    return arith("mod", a, b)
+
+
+def fmod(a, b):
+    return arith("fmod", a, b)
+
+
+def pow(a, b):  # noqa: A001 - the IR op is called pow
+    return arith("pow", a, b)
+
+
+def maximum(a, b):
+    return arith("max", a, b)
+
+
+def minimum(a, b):
+    return arith("min", a, b)
+
+
+def div(a, b) -> IRExpr:
+    """True division: integers and bools divide as floats (float32, pyfloat for scalars)."""
+    a, b = as_expr(a), as_expr(b)
+    dtype = dtypes.to_float(dtypes.promote(a.dtype, b.dtype))
+    return Binary("div", cast(a, dtype), cast(b, dtype), dtype)
+
+
+def bitwise(op: str, a, b) -> IRExpr:
+    """and or xor (bool or integer), shl shr (integer only)."""
+    a, b = as_expr(a), as_expr(b)
+    dtype = dtypes.promote(a.dtype, b.dtype)
+    if dtypes.is_float(dtype):
+        raise ExpressionSyntaxError(f"{_NAMES.get(op, op)} needs bool or integer operands, not {dtype}")
+    if op in ("shl", "shr") and dtypes.is_bool(dtype):
+        if dtype == "bool":
+            raise ExpressionSyntaxError(f"{_NAMES[op]} is not defined for bool tensors")
+        dtype = "pyint"
+    return Binary(op, cast(a, dtype), cast(b, dtype), dtype)
+
+
+def neg(x) -> IRExpr:
+    x = as_expr(x)
+    if x.dtype == "bool":
+        raise ExpressionSyntaxError("neg is not defined for a bool tensor (use logical not)")
+    if x.dtype == "pybool":
+        x = cast(x, "pyint")
+    return Unary("neg", x, x.dtype)
+
+
+def logical_not(x) -> IRExpr:
+    x = as_expr(x)
+    target = "pybool" if dtypes.is_scalar(x.dtype) else "bool"
+    return Unary("not", cast(x, target), target)
+
+
+def compare(op: str, a, b) -> IRExpr:
+    a, b = as_expr(a), as_expr(b)
+    dtype = dtypes.promote(a.dtype, b.dtype)
+    result = "pybool" if dtypes.is_scalar(dtype) else "bool"
+    return Compare(op, cast(a, dtype), cast(b, dtype), result)
+
+
+def gt(a, b):
+    return compare("gt", a, b)
+
+
+def ge(a, b):
+    return compare("ge", a, b)
+
+
+def lt(a, b):
+    return compare("lt", a, b)
+
+
+def le(a, b):
+    return compare("le", a, b)
+
+
+def eq(a, b):
+    return compare("eq", a, b)
+
+
+def ne(a, b):
+    return compare("ne", a, b)
+
+
+def select(cond, a, b) -> IRExpr:
+    cond, a, b = as_expr(cond), as_expr(a), as_expr(b)
+    dtype = dtypes.promote(a.dtype, b.dtype)
+    cond_dtype = "pybool" if dtypes.is_scalar(cond.dtype) else "bool"
+    return Select(cast(cond, cond_dtype), cast(a, dtype), cast(b, dtype), dtype)
+
+
+# --- intrinsic calls ------------------------------------------------------------
+
+
+def call(func: str, *args) -> IRExpr:
+    """An intrinsic: float functions promote integers to float, rounding is identity on integers."""
+    args = tuple(as_expr(a) for a in args)
+    expected = 2 if func in ("atan2", "logaddexp") else 1
+    if func not in INTRINSICS or len(args) != expected:
+        raise ValueError(f"unknown intrinsic {func}/{len(args)}")
+    if func in FLOAT_FUNCTIONS:
+        dtype = dtypes.to_float(dtypes.promote(*(a.dtype for a in args)))
+        return Call(func, tuple(cast(a, dtype) for a in args), dtype)
+    (x,) = args
+    if x.dtype == "bool":
+        raise ExpressionSyntaxError(f"{func} is not defined for a bool tensor")
+    if x.dtype == "pybool":
+        x = cast(x, "pyint")
+    if func in ROUNDING_FUNCTIONS and not dtypes.is_float(x.dtype):
+        return x
+    return Call(func, (x,), x.dtype)
+
+
+def _check_dtype(dtype: str) -> None:
+    if not dtypes.is_known(dtype):
+        raise ExpressionSyntaxError(f"unknown dtype {dtype!r}")
+
+
+_NAMES = {"floordiv": "floor_divide", "mod": "remainder", "shl": "lshift", "shr": "rshift"}

@@ -1,0 +1,172 @@
+"""How each IR operation runs on an array namespace ``xp``.
+
+``resolve(xp, node)`` returns an XpOp for one IR expression node: a callable
+taking the operand values, and whether it accepts ``out=`` (NumPy and CuPy
+ufuncs do; plain array-API functions do not).  Names are looked up by their
+array-API spelling first, then NumPy's (``asin`` / ``arcsin``).
+
+This is the single implementation of the elementwise semantics on arrays:
+the compiled NumPy code, the reference interpreter and the constant folder
+all go through it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kuiper.ir import dtypes
+from kuiper.ir.erf import erf as erf_fallback
+from kuiper.ir.nodes import Binary, Call, Cast, Compare, IRExpr, Select, Unary
+
+
+@dataclass(frozen=True)
+class XpOp:
+    fn: Callable
+    supports_out: bool
+
+
+_UNARY = {"neg": ("negative",), "not": ("logical_not",)}
+_BINARY = {
+    "add": ("add",),
+    "sub": ("subtract",),
+    "mul": ("multiply",),
+    "div": ("divide",),
+    "floordiv": ("floor_divide",),
+    "mod": ("remainder",),
+    "fmod": ("fmod",),
+    "pow": ("pow", "power"),
+    "max": ("maximum",),
+    "min": ("minimum",),
+    "and": ("bitwise_and",),
+    "or": ("bitwise_or",),
+    "xor": ("bitwise_xor",),
+    "shl": ("bitwise_left_shift", "left_shift"),
+    "shr": ("bitwise_right_shift", "right_shift"),
+}
+_COMPARE = {
+    "gt": ("greater",),
+    "ge": ("greater_equal",),
+    "lt": ("less",),
+    "le": ("less_equal",),
+    "eq": ("equal",),
+    "ne": ("not_equal",),
+}
+_CALL = {
+    "abs": ("abs",),
+    "sqrt": ("sqrt",),
+    "exp": ("exp",),
+    "expm1": ("expm1",),
+    "log": ("log",),
+    "log10": ("log10",),
+    "log1p": ("log1p",),
+    "sin": ("sin",),
+    "cos": ("cos",),
+    "tan": ("tan",),
+    "asin": ("asin", "arcsin"),
+    "acos": ("acos", "arccos"),
+    "atan": ("atan", "arctan"),
+    "sinh": ("sinh",),
+    "cosh": ("cosh",),
+    "tanh": ("tanh",),
+    "asinh": ("asinh", "arcsinh"),
+    "acosh": ("acosh", "arccosh"),
+    "atanh": ("atanh", "arctanh"),
+    "floor": ("floor",),
+    "ceil": ("ceil",),
+    "round": ("rint", "round"),  # both round half to even, as torch.round
+    "trunc": ("trunc",),
+    "atan2": ("atan2", "arctan2"),
+    "logaddexp": ("logaddexp",),
+}
+
+
+def resolve(xp, node: IRExpr) -> XpOp:
+    if isinstance(node, Unary):
+        return _lookup(xp, _UNARY[node.op])
+    if isinstance(node, Binary):
+        if node.op == "fmod" and _find(xp, ("fmod",)) is None:
+            return XpOp(functools.partial(_fmod_fallback, xp), False)
+        return _lookup(xp, _BINARY[node.op])
+    if isinstance(node, Compare):
+        return _lookup(xp, _COMPARE[node.op])
+    if isinstance(node, Call):
+        if node.func == "erf":
+            return _erf(xp)
+        return _lookup(xp, _CALL[node.func])
+    if isinstance(node, Cast):
+        return _cast(xp, dtypes.storage_dtype(node.dtype))
+    if isinstance(node, Select):
+        return XpOp(xp.where, False)
+    raise TypeError(f"no array operation for {type(node).__name__}")
+
+
+def _find(xp, names: tuple[str, ...]):
+    for name in names:
+        fn = getattr(xp, name, None)
+        if fn is not None:
+            return fn
+    return None
+
+
+def _lookup(xp, names: tuple[str, ...]) -> XpOp:
+    fn = _find(xp, names)
+    if fn is None:
+        raise NotImplementedError(f"array namespace {getattr(xp, '__name__', xp)!r} has no {names[0]}")
+    return XpOp(fn, _is_ufunc(fn))
+
+
+def _is_ufunc(fn) -> bool:
+    # numpy.ufunc and cupy's ufunc both take out= and say how many inputs/outputs they have.
+    return hasattr(fn, "nin") and hasattr(fn, "nout")
+
+
+def _cast(xp, dtype_name: str) -> XpOp:
+    target = getattr(xp, dtype_name)
+    copyto = getattr(xp, "copyto", None)
+    if copyto is not None:
+
+        def cast_into(x, out=None):
+            if out is None:
+                return _astype(xp, xp.asarray(x), target)
+            copyto(out, x, casting="unsafe")
+            return out
+
+        return XpOp(cast_into, True)
+    return XpOp(lambda x: _astype(xp, xp.asarray(x), target), False)
+
+
+def _astype(xp, x, dtype):
+    astype = getattr(xp, "astype", None)
+    return astype(x, dtype) if astype is not None else x.astype(dtype)
+
+
+def _erf(xp) -> XpOp:
+    fn = getattr(xp, "erf", None)
+    if fn is None:
+        fn = _special_erf(getattr(xp, "__name__", ""))
+    if fn is None:
+        return XpOp(functools.partial(erf_fallback, xp), False)
+    return XpOp(fn, _is_ufunc(fn))
+
+
+@functools.lru_cache(maxsize=None)
+def _special_erf(namespace_name: str):
+    """SciPy's (or CuPy's) erf ufunc for the namespaces they work on, if installed."""
+    try:
+        if namespace_name in ("numpy", "array_api_compat.numpy"):
+            from scipy.special import erf
+        elif namespace_name in ("cupy", "array_api_compat.cupy"):
+            from cupyx.scipy.special import erf
+        else:
+            return None
+    except ImportError:
+        return None
+    return erf
+
+
+def _fmod_fallback(xp, a, b):
+    # C fmod from Python's remainder: same magnitude, sign of the dividend.
+    rem = xp.remainder(a, b)
+    return xp.where((rem != 0) & ((rem < 0) != (a < 0)), rem - b, rem)
