@@ -57,7 +57,7 @@ def tokenize(text: str) -> list[Token]:
                 raise ExpressionSyntaxError("expected an input number after '@'", text, pos)
             tokens.append(Token(INPUT, match.group(), pos, int(match.group(1))))
             pos = match.end()
-        elif char.isalpha() or char == "_":
+        elif (char.isascii() and char.isalpha()) or char == "_":
             match = _NAME_RE.match(text, pos)
             if match.group() in ("inf", "nan", "infj", "nanj") or text.startswith(("inf+", "nan+"), pos):
                 token = _number(text, pos)

@@ -31,7 +31,7 @@ from kuiper.ir import dtypes
 from kuiper.ir.linearize import linearize
 from kuiper.ir.lower import lower
 from kuiper.ir.nodes import Binary, Call, Cast, Compare, Const, DimSize, Function, IRExpr, Select, Unary, Var
-from kuiper.ir.printer import INFIX
+from kuiper.ir.printer import INFIX, print_ir
 from kuiper.ir.simplify import simplify
 
 
@@ -187,11 +187,24 @@ def _spec(fn: Function) -> KernelSpec:
 
 def cuda_source(fn: Function) -> str:
     """A standalone kernel ``NAME(inputs..., out, n)`` over a flat index, same body."""
-    spec = _spec(fn)
-    fn = linearize(fn)
-    (result,) = fn.results
-    uses_half = any(v.dtype == "float16" for v in (*fn.params, result))
+    return cuda_module_source([fn])
+
+
+def cuda_module_source(functions: list[Function]) -> str:
+    """One translation unit with a kernel per function (the helpers once, duplicates once)."""
+    kernels: dict[str, str] = {}
+    uses_half = False
+    for fn in functions:
+        spec = _spec(fn)
+        fn = linearize(fn)
+        uses_half = uses_half or any(v.dtype == "float16" for v in (*fn.params, *fn.results))
+        kernels.setdefault(spec.name, _kernel(spec, fn))
     header = ["#include <cuda_fp16.h>", "typedef __half float16;"] if uses_half else []
+    return "\n".join([*header, PREAMBLE, *kernels.values()])
+
+
+def _kernel(spec: KernelSpec, fn: Function) -> str:
+    (result,) = fn.results
     arguments = []
     loads = []
     for p in fn.params:
@@ -203,17 +216,16 @@ def cuda_source(fn: Function) -> str:
             loads.append(f"  const {ctype} {p.name} = {p.name}_ptr[i];")
     out_ctype = _STORAGE_CTYPE[result.dtype]
     arguments += [f"{out_ctype}* __restrict__ {result.name}_ptr", "const long long n"]
-    body = "\n".join(f"  {line}" for line in spec.operation.splitlines())
+    body = [f"  {line}" for line in spec.operation.splitlines()]
     return "\n".join(
         [
-            *header,
-            spec.preamble,
+            f"// {print_ir(fn, compact=True)}",
             f'extern "C" __global__ void {spec.name}({", ".join(arguments)}) {{',
             "  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;",
             "  if (i >= n) return;",
             *loads,
             f"  {out_ctype} {result.name};",
-            body,
+            *body,
             f"  {result.name}_ptr[i] = {result.name};",
             "}",
             "",

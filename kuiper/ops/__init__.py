@@ -6,9 +6,9 @@ Each family module lists its op classes in ``OPS``; add a module here to ship it
 from __future__ import annotations
 
 from ..hookspecs import hookimpl
-from . import activation, conv, expression, io, linear, pooling, shape
+from . import activation, compare, conv, expression, io, linear, pooling, reduce, shape
 
-FAMILIES = [io, conv, pooling, activation, linear, shape, expression]
+FAMILIES = [io, conv, pooling, activation, linear, reduce, compare, shape, expression]
 
 
 @hookimpl

@@ -1,8 +1,8 @@
 """Fixture model families; each module exposes ``MODELS = {name: ModelSpec}``."""
 
-from . import families, resnet, small
+from . import families, ops_act_linalg_reduce, resnet, small
 
-FAMILIES = (small, resnet, families)
+FAMILIES = (small, resnet, families, ops_act_linalg_reduce)
 
 
 def all_models() -> dict:
