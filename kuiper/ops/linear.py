@@ -1,4 +1,10 @@
-"""Linear algebra: nn.Linear."""
+"""Linear algebra: nn.Linear / F.linear, matrix products, einsum.
+
+Products follow ``xp.matmul``, whose rules (1-D operands promoted and the
+added dim dropped again, batch dims broadcast) are PyTorch's torch.matmul
+rules.  Operands come by keyword (``$input``, ``$other``, ``$mat1`` ...), so
+they are looked up through ``node.input_keys`` rather than by position.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,38 @@ from ..errors import ShapeError
 from .base import Op
 
 
+def _shape(value) -> tuple:
+    return tuple(getattr(value, "shape", ()))
+
+
+class KeyedInputs(Op):
+    """An op whose inputs are bound to ``$key`` names; ``keys`` lists them in calling order."""
+
+    keys: tuple[str, ...] = ()
+
+    def setup(self):
+        self.require_inputs(len(self.keys))
+        # Position of each keyword's operand on the op line (unkeyed files: line order).
+        self.order = [self.input_index(key, default=i) for i, key in enumerate(self.keys)]
+        if sorted(self.order) != list(range(len(self.keys))):
+            raise self.error(f"expects inputs bound to {', '.join('$' + k for k in self.keys)}")
+        self.read_params()
+
+    def read_params(self) -> None:
+        """Read this op's params (none by default)."""
+
+    def operands(self, inputs):
+        return [inputs[i] for i in self.order]
+
+    def check_rank(self, name: str, value, ranks: tuple[int, ...]) -> None:
+        if getattr(value, "ndim", None) not in ranks:
+            wanted = " or ".join(f"{r}-D" for r in ranks)
+            raise ShapeError(f"{self.node.describe()}: ${name} must be {wanted}, found shape {_shape(value)}")
+
+
 class Linear(Op):
+    """y = x @ W^T + b over the last dim; any leading dims (rank 1, 2, 3 ...) pass through."""
+
     types = ("nn.Linear",)
 
     def setup(self):
@@ -30,4 +67,142 @@ class Linear(Op):
         return out
 
 
-OPS = [Linear]
+class FunctionalLinear(Op):
+    """F.linear(input, weight, bias): weight and bias are inputs (``$weight``, ``$bias``) or
+    weights (``@weight``, ``@bias``); ``bias=None`` means no bias."""
+
+    types = ("F.linear",)
+
+    def setup(self):
+        keys = self.node.input_keys
+        self.input_at = self.input_index("input", default=0)
+        self.weight_at = self.input_index("weight")
+        self.bias_at = self.input_index("bias")
+        if self.weight_at is None and len(keys) >= 2 and keys[1] is None:
+            self.weight_at = 1  # unkeyed: (input, weight[, bias]) in order
+            self.bias_at = 2 if len(keys) >= 3 else None
+        self.weight_value = None
+        if self.weight_at is None:
+            if "weight" not in self.node.attrs:
+                raise self.error("needs a weight: an input bound to $weight or a '@weight' attribute")
+            self.weight_value = self.weight("weight")
+        self.bias_value = None
+        if self.bias_at is None and "bias" in self.node.attrs:
+            self.bias_value = self.weight("bias")
+        used = {self.input_at, self.weight_at, self.bias_at} - {None}
+        self.require_inputs(len(used))
+
+    def forward(self, *inputs):
+        xp = self.xp
+        x = inputs[self.input_at]
+        weight = self.weight_value if self.weight_at is None else inputs[self.weight_at]
+        bias = self.bias_value if self.bias_at is None else inputs[self.bias_at]
+        if getattr(weight, "ndim", None) not in (1, 2):
+            raise ShapeError(f"{self.node.describe()}: weight must be 1-D or 2-D, found shape {_shape(weight)}")
+        if x.shape[-1] != weight.shape[-1]:
+            raise ShapeError(
+                f"{self.node.describe()}: input's last dim {x.shape[-1]} does not match weight shape "
+                f"{_shape(weight)}"
+            )
+        weight_t = xp.permute_dims(weight, (1, 0)) if weight.ndim == 2 else weight
+        out = xp.matmul(x, weight_t)
+        if bias is not None:
+            out = out + bias
+        return out
+
+
+class MatMul(KeyedInputs):
+    """torch.matmul: 1-D and N-D operands, batch dims broadcast."""
+
+    types = ("torch.matmul",)
+    keys = ("input", "other")
+
+    def forward(self, *inputs):
+        a, b = self.operands(inputs)
+        if getattr(a, "ndim", 0) == 0 or getattr(b, "ndim", 0) == 0:
+            raise ShapeError(
+                f"{self.node.describe()}: both operands need at least 1 dim, found {_shape(a)} and {_shape(b)}"
+            )
+        return self.xp.matmul(a, b)
+
+
+class MM(KeyedInputs):
+    """torch.mm (2-D @ 2-D) and torch.bmm (3-D @ 3-D, same batch)."""
+
+    types = ("torch.mm", "torch.bmm")
+    keys = ("input", "mat2")
+
+    def read_params(self):
+        self.rank = 3 if self.node.type == "torch.bmm" else 2
+
+    def forward(self, *inputs):
+        a, b = self.operands(inputs)
+        self.check_rank("input", a, (self.rank,))
+        self.check_rank("mat2", b, (self.rank,))
+        return self.xp.matmul(a, b)
+
+
+class MV(KeyedInputs):
+    """torch.mv: matrix @ vector."""
+
+    types = ("torch.mv",)
+    keys = ("input", "vec")
+
+    def forward(self, *inputs):
+        a, v = self.operands(inputs)
+        self.check_rank("input", a, (2,))
+        self.check_rank("vec", v, (1,))
+        return self.xp.matmul(a, v)
+
+
+class AddMM(KeyedInputs):
+    """torch.addmm: beta * input + alpha * (mat1 @ mat2); torch.baddbmm the batched (3-D) form.
+
+    As in PyTorch, beta == 0 ignores ``input`` entirely (NaN in it does not spread).
+    """
+
+    types = ("torch.addmm", "torch.baddbmm")
+
+    def setup(self):
+        self.batched = self.node.type == "torch.baddbmm"
+        self.keys = ("input", "batch1", "batch2") if self.batched else ("input", "mat1", "mat2")
+        super().setup()
+
+    def read_params(self):
+        self.beta = self.float_param("beta", default=1.0)
+        self.alpha = self.float_param("alpha", default=1.0)
+
+    def forward(self, *inputs):
+        bias, a, b = self.operands(inputs)
+        rank = 3 if self.batched else 2
+        self.check_rank(self.keys[1], a, (rank,))
+        self.check_rank(self.keys[2], b, (rank,))
+        product = self.xp.matmul(a, b)
+        if self.alpha != 1.0:
+            product = product * self.alpha
+        if self.beta == 0.0:
+            return product
+        return product + (bias if self.beta == 1.0 else bias * self.beta)
+
+
+class Einsum(Op):
+    """torch.einsum(equation, *operands) via the backend's einsum."""
+
+    types = ("torch.einsum",)
+
+    def setup(self):
+        if not self.node.inputs:
+            raise self.error("expects at least one operand")
+        equation = self.str_param("equation")
+        self.equation = equation.replace(" ", "")
+        operands = self.equation.split("->")[0].split(",")
+        if len(operands) != len(self.node.inputs):
+            raise self.error(
+                f"equation '{equation}' names {len(operands)} operand(s), the file gives {len(self.node.inputs)}"
+            )
+
+    def forward(self, *operands):
+        return self.backend.einsum(self.equation, *operands)
+
+
+OPS = [Linear, FunctionalLinear, MatMul, MM, MV, AddMM, Einsum]

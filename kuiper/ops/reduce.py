@@ -1,0 +1,224 @@
+"""Reductions over dims: sum, mean, prod, max/min (+ indices), amax/amin, argmax/argmin,
+norm, logsumexp, var/std.
+
+``dim`` is an int, a list of ints, or None (= every dim), with PyTorch's meaning for
+negative values; ``keepdim`` keeps reduced dims as size 1.  A full reduction gives a
+0-d array (never a bare NumPy scalar, so later ops still see an array).
+"""
+
+from __future__ import annotations
+
+import math
+
+from .base import Op, normalize_axis
+
+
+class Reduction(Op):
+    """Shared parsing of ``dim`` / ``keepdim`` and the ``$input`` operand."""
+
+    # True where PyTorch takes a single dim only (prod, argmax, max with indices).
+    single_dim = False
+
+    def setup(self):
+        self.require_inputs(1)
+        self.dims = self.read_dims()
+        self.keepdim = self.bool_param("keepdim", default=False)
+        if self.has_param("dtype"):
+            raise self.unsupported("dtype", self.param("dtype"), [None])
+        self.read_params()
+
+    def read_params(self) -> None:
+        """Read this reduction's own params (none by default)."""
+
+    def read_dims(self) -> tuple[int, ...] | None:
+        value = self.param("dim", None)
+        if value is None:
+            return None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return (value,)
+        dims = self.ints_param("dim")
+        if self.single_dim and len(dims) != 1:
+            raise self.unsupported("dim", value, "a single dim")
+        return dims
+
+    def axes(self, x) -> tuple[int, ...] | None:
+        """The dims as 0-based axes of ``x``, or None for all of them."""
+        if self.dims is None:
+            return None
+        axes = tuple(normalize_axis(d, x.ndim, self) for d in self.dims) if x.ndim else ()
+        if len(set(axes)) != len(axes):
+            raise self.error(f"dim {self.dims} names the same dim twice for a tensor of rank {x.ndim}")
+        return axes
+
+    def array(self, value):
+        """A 0-d result as an array of the backend (NumPy reductions return scalars)."""
+        return value if self.backend.is_array(value) else self.xp.asarray(value)
+
+
+class SumMeanProd(Reduction):
+    types = ("torch.sum", "torch.mean", "torch.prod")
+
+    def read_params(self):
+        self.function = {"torch.sum": self.xp.sum, "torch.mean": self.xp.mean, "torch.prod": self.xp.prod}[
+            self.node.type
+        ]
+
+    def forward(self, x):
+        axes = self.axes(x)
+        if axes == ():  # a 0-d input: nothing to reduce
+            return x
+        return self.array(self.function(x, axis=axes, keepdims=self.keepdim))
+
+
+class AMaxAMin(Reduction):
+    """torch.amax / torch.amin: values only, over any number of dims."""
+
+    types = ("torch.amax", "torch.amin")
+
+    def forward(self, x):
+        axes = self.axes(x)
+        if axes == ():
+            return x
+        function = self.xp.max if self.node.type == "torch.amax" else self.xp.min
+        return self.array(function(x, axis=axes, keepdims=self.keepdim))
+
+
+class MaxMin(Reduction):
+    """torch.max / torch.min.
+
+    Without dim: the 0-d max of everything.  With dim: values and (int64) indices,
+    as two outputs; pnnx drops the indices output when nothing reads it.
+    """
+
+    types = ("torch.max", "torch.min")
+    single_dim = True
+
+    def read_params(self):
+        outputs = len(self.node.outputs)
+        if self.dims is None and outputs != 1:
+            raise self.error(f"without 'dim' gives one output, the file declares {outputs}")
+        if outputs not in (1, 2):
+            raise self.error(f"gives values and indices (2 outputs), the file declares {outputs}")
+        self.with_indices = outputs == 2
+
+    def forward(self, x):
+        xp = self.xp
+        is_max = self.node.type == "torch.max"
+        axes = self.axes(x)
+        if axes is None:
+            return self.array((xp.max if is_max else xp.min)(x))
+        axis = axes[0] if axes else None
+        if axis is None:  # 0-d input: value itself, index 0
+            values, indices = x, xp.zeros((), dtype=xp.int64)
+        else:
+            values = (xp.max if is_max else xp.min)(x, axis=axis, keepdims=self.keepdim)
+            if not self.with_indices:
+                return values
+            indices = (xp.argmax if is_max else xp.argmin)(x, axis=axis, keepdims=self.keepdim)
+        if not self.with_indices:
+            return values
+        return values, xp.astype(indices, xp.int64)
+
+
+class ArgMaxMin(Reduction):
+    """torch.argmax / torch.argmin (int64).  dim=None indexes the flattened tensor; with
+    keepdim=True every dim is then kept as size 1, as PyTorch does."""
+
+    types = ("torch.argmax", "torch.argmin")
+    single_dim = True
+
+    def forward(self, x):
+        xp = self.xp
+        function = xp.argmax if self.node.type == "torch.argmax" else xp.argmin
+        axes = self.axes(x)
+        if axes is None:
+            flat = function(xp.reshape(x, (-1,)))
+            out = xp.reshape(flat, (1,) * x.ndim) if self.keepdim else flat
+        elif axes == ():
+            out = xp.zeros((), dtype=xp.int64)
+        else:
+            out = function(x, axis=axes[0], keepdims=self.keepdim)
+        return xp.astype(self.array(out), xp.int64)
+
+
+class Norm(Reduction):
+    """torch.norm as a vector norm over ``dim`` (what PyTorch computes for numeric p):
+    p=2 (and 'fro'), 1, inf, -inf, 0 (count of nonzeros) and any other positive p."""
+
+    types = ("torch.norm",)
+
+    def read_params(self):
+        # pnnx writes torch.linalg.vector_norm and p='fro' as torch.norm with p=2.
+        p = self.param("p", 2)
+        if p == "fro":
+            p = 2
+        if isinstance(p, bool) or not isinstance(p, (int, float)):
+            raise self.unsupported("p", p, "2, 'fro', 1, inf, -inf, 0 or another number")
+        self.p = float(p)
+
+    def forward(self, x):
+        xp = self.xp
+        axes = self.axes(x)
+        if axes == ():
+            axes = None  # a 0-d input: reduce it (identity up to abs/power)
+        magnitude = xp.abs(x)
+        kw = {"axis": axes, "keepdims": self.keepdim}
+        p = self.p
+        if p == math.inf:
+            out = xp.max(magnitude, **kw)
+        elif p == -math.inf:
+            out = xp.min(magnitude, **kw)
+        elif p == 0:
+            out = xp.sum(xp.astype(magnitude != 0, x.dtype), **kw)
+        elif p == 1:
+            out = xp.sum(magnitude, **kw)
+        elif p == 2:
+            out = xp.sqrt(xp.sum(x * x, **kw))
+        else:
+            out = xp.sum(magnitude**p, **kw) ** (1.0 / p)
+        return self.array(out)
+
+
+class LogSumExp(Reduction):
+    """log(sum(exp(x))) over dims, shifted by the max so exp() cannot overflow."""
+
+    types = ("torch.logsumexp",)
+
+    def forward(self, x):
+        xp = self.xp
+        axes = self.axes(x)
+        if axes == ():
+            return x
+        peak = xp.max(x, axis=axes, keepdims=True)
+        # An all -inf (or inf) slice would give inf - inf = nan; shift by 0 there instead.
+        peak = xp.where(xp.isfinite(peak), peak, xp.zeros_like(peak))
+        total = xp.sum(xp.exp(x - peak), axis=axes, keepdims=True)
+        out = xp.log(total) + peak
+        if not self.keepdim:
+            out = xp.squeeze(out, axis=axes if axes is not None else tuple(range(x.ndim)))
+        return self.array(out)
+
+
+class VarStd(Reduction):
+    """torch.var / torch.std with Bessel's correction (``unbiased`` or ``correction``)."""
+
+    types = ("torch.var", "torch.std")
+
+    def read_params(self):
+        if self.has_param("correction"):
+            self.correction = self.float_param("correction")
+        else:
+            self.correction = 1.0 if self.bool_param("unbiased", default=True) else 0.0
+
+    def forward(self, x):
+        xp = self.xp
+        axes = self.axes(x)
+        if axes == ():
+            axes = None
+        out = xp.var(x, axis=axes, correction=self.correction, keepdims=self.keepdim)
+        if self.node.type == "torch.std":
+            out = xp.sqrt(out)
+        return self.array(out)
+
+
+OPS = [SumMeanProd, AMaxAMin, MaxMin, ArgMaxMin, Norm, LogSumExp, VarStd]
