@@ -1,0 +1,182 @@
+"""Joining and splitting: torch.cat/stack and torch.split/chunk/tensor_split/unbind.
+
+The splitting ops have one output operand per piece; PNNX writes as many
+outputs as PyTorch produced, so each op checks that its piece count matches.
+"""
+
+from __future__ import annotations
+
+from ..errors import ShapeError
+from .base import Op, normalize_axis
+
+
+class Cat(Op):
+    types = ("torch.cat", "torch.concat", "torch.concatenate")
+
+    def setup(self):
+        if not self.node.inputs:
+            raise self.error("expects at least one input")
+        self.dim = self.int_param("dim", default=0)
+
+    def forward(self, *tensors):
+        first = tensors[0]
+        axis = normalize_axis(self.dim, first.ndim, self)
+        for t in tensors[1:]:
+            if t.ndim != first.ndim or any(a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != axis):
+                shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
+                raise ShapeError(f"{self.node.describe()}: cannot concatenate shapes {shapes} along dim {self.dim}")
+        return self.xp.concat(list(tensors), axis=axis)
+
+
+class Stack(Op):
+    types = ("torch.stack",)
+
+    def setup(self):
+        if not self.node.inputs:
+            raise self.error("expects at least one input")
+        self.dim = self.int_param("dim", default=0)
+
+    def forward(self, *tensors):
+        first = tensors[0]
+        if any(tuple(t.shape) != tuple(first.shape) for t in tensors):
+            shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
+            raise ShapeError(f"{self.node.describe()}: cannot stack different shapes {shapes}")
+        axis = normalize_axis(self.dim, first.ndim + 1, self)
+        return self.xp.stack(list(tensors), axis=axis)
+
+
+class SplitOp(Op):
+    """Base for ops that cut one input into pieces along ``dim``; subclasses give the piece bounds."""
+
+    def setup(self):
+        self.require_inputs(1)
+        self.dim = self.int_param("dim", default=0)
+        self.read_params()
+
+    def read_params(self) -> None:
+        raise NotImplementedError
+
+    def bounds(self, size: int) -> list[tuple[int, int]]:
+        """(start, stop) of each piece along a dim of ``size``."""
+        raise NotImplementedError
+
+    def forward(self, x):
+        axis = normalize_axis(self.dim, x.ndim, self)
+        pieces = self.bounds(x.shape[axis])
+        if len(pieces) != len(self.node.outputs):
+            raise ShapeError(
+                f"{self.node.describe()}: splitting dim {self.dim} of size {x.shape[axis]} gives {len(pieces)} "
+                f"piece(s), the graph expects {len(self.node.outputs)}"
+            )
+        key = [slice(None)] * x.ndim
+        outputs = []
+        for start, stop in pieces:
+            key[axis] = slice(start, stop)
+            outputs.append(x[tuple(key)])
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+class Split(SplitOp):
+    """torch.split: pieces of ``split_size_or_sections`` (last one shorter), or the listed sizes (0 allowed)."""
+
+    types = ("torch.split", "Tensor.split")
+
+    def read_params(self):
+        value = self.param("split_size_or_sections")
+        if isinstance(value, int) and not isinstance(value, bool):
+            if value < 0:
+                raise self.error(f"param 'split_size_or_sections' must be non-negative, found {value}")
+            self.size, self.sections = value, None
+        else:
+            self.sections = self.ints_param("split_size_or_sections")
+            if any(s < 0 for s in self.sections):
+                raise self.error(f"param 'split_size_or_sections' must be non-negative, found {list(self.sections)}")
+            self.size = None
+
+    def bounds(self, size):
+        if self.sections is None:
+            if self.size == 0:
+                if size:
+                    raise ShapeError(f"{self.node.describe()}: split size 0 on a non-empty dim of size {size}")
+                return [(0, 0)]
+            return [(start, min(start + self.size, size)) for start in range(0, size, self.size)] or [(0, 0)]
+        if sum(self.sections) != size:
+            raise ShapeError(
+                f"{self.node.describe()}: split sizes {list(self.sections)} do not add up to dim {self.dim} of size {size}"
+            )
+        edges = [0]
+        for s in self.sections:
+            edges.append(edges[-1] + s)
+        return list(zip(edges[:-1], edges[1:]))
+
+
+class Chunk(SplitOp):
+    """torch.chunk: pieces of ceil(size/chunks); there may be fewer than ``chunks`` of them."""
+
+    types = ("torch.chunk", "Tensor.chunk")
+
+    def read_params(self):
+        self.chunks = self.int_param("chunks")
+        if self.chunks < 1:
+            raise self.error(f"param 'chunks' must be positive, found {self.chunks}")
+
+    def bounds(self, size):
+        step = -(-size // self.chunks)
+        if step == 0:  # an empty dim: PyTorch gives `chunks` empty pieces
+            return [(0, 0)] * self.chunks
+        return [(start, min(start + step, size)) for start in range(0, size, step)]
+
+
+class TensorSplit(SplitOp):
+    """torch.tensor_split: ``sections`` near-equal pieces (the first size % n one longer), or cut at ``indices``."""
+
+    types = ("torch.tensor_split", "Tensor.tensor_split")
+
+    def read_params(self):
+        if self.has_param("indices"):
+            self.indices, self.sections = self.ints_param("indices"), None
+        else:
+            self.sections, self.indices = self.int_param("sections"), None
+            if self.sections < 1:
+                raise self.error(f"param 'sections' must be positive, found {self.sections}")
+
+    def bounds(self, size):
+        if self.indices is None:
+            base, extra = divmod(size, self.sections)
+            edges = [0]
+            for i in range(self.sections):
+                edges.append(edges[-1] + base + (1 if i < extra else 0))
+            return list(zip(edges[:-1], edges[1:]))
+        # Like x[:i0], x[i0:i1], ..., x[ik:] with Python slice rules (negative wrap, clamping).
+        starts = [0, *self.indices]
+        stops = [*self.indices, None]
+        pieces = []
+        for start, stop in zip(starts, stops):
+            first, last, _ = slice(start, stop).indices(size)
+            pieces.append((first, max(first, last)))
+        return pieces
+
+
+class Unbind(Op):
+    types = ("torch.unbind", "Tensor.unbind")
+
+    def setup(self):
+        self.require_inputs(1)
+        self.dim = self.int_param("dim", default=0)
+
+    def forward(self, x):
+        axis = normalize_axis(self.dim, x.ndim, self)
+        if x.shape[axis] != len(self.node.outputs):
+            raise ShapeError(
+                f"{self.node.describe()}: dim {self.dim} has size {x.shape[axis]}, the graph expects "
+                f"{len(self.node.outputs)} outputs"
+            )
+        key = [slice(None)] * x.ndim
+        outputs = []
+        for i in range(x.shape[axis]):
+            key[axis] = i
+            outputs.append(x[tuple(key)])
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+OPS = [Cat, Stack, Split, Chunk, TensorSplit, Unbind]

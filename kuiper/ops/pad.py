@@ -1,0 +1,174 @@
+"""Padding: F.pad and the nn.*Pad* modules (PNNX 2026 rewrites the modules to F.pad).
+
+``pad`` lists (before, after) pairs starting from the LAST dim, as PyTorch
+does: ``(left, right, top, bottom)`` pads W then H.  A negative amount crops
+that side; PyTorch crops first and then pads, also for reflect, replicate and
+circular (they then read the cropped tensor), so we do the same.
+"""
+
+from __future__ import annotations
+
+from ..errors import ShapeError
+from .base import Op
+
+MODES = ("constant", "reflect", "replicate", "circular")
+
+
+class PadBase(Op):
+    """Subclasses set ``self.pad`` (PyTorch order), ``self.mode`` and ``self.value`` in setup."""
+
+    def check_pad(self, key: str) -> None:
+        if len(self.pad) % 2:
+            raise self.error(f"param '{key}' must hold (before, after) pairs, found {list(self.pad)}")
+
+    def forward(self, x):
+        pairs = len(self.pad) // 2
+        if pairs > x.ndim:
+            raise ShapeError(f"{self.node.describe()}: pads {pairs} dims of a rank-{x.ndim} input {tuple(x.shape)}")
+        if self.mode != "constant" and pairs > x.ndim - 1:
+            raise ShapeError(
+                f"{self.node.describe()}: mode={self.mode} pads {pairs} dims, so the input needs rank >= {pairs + 1}, "
+                f"found shape {tuple(x.shape)}"
+            )
+        # pads[axis] = (before, after), from PyTorch's last-dim-first list.
+        pads = [(0, 0)] * x.ndim
+        for i in range(pairs):
+            pads[x.ndim - 1 - i] = (self.pad[2 * i], self.pad[2 * i + 1])
+        # 1. Crop the negative sides.
+        if any(b < 0 or a < 0 for b, a in pads):
+            key = []
+            for size, (before, after) in zip(x.shape, pads):
+                start = -before if before < 0 else 0
+                stop = size + after if after < 0 else size
+                if stop < start:
+                    raise ShapeError(f"{self.node.describe()}: pads {list(self.pad)} crop away all of shape {tuple(x.shape)}")
+                key.append(slice(start, stop))
+            x = x[tuple(key)]
+            pads = [(max(b, 0), max(a, 0)) for b, a in pads]
+        # 2. Pad the positive sides, with PyTorch's size limits for the non-constant modes.
+        for axis, (before, after) in enumerate(pads):
+            size = x.shape[axis]
+            if self.mode == "reflect" and (before >= size or after >= size) and (before or after):
+                raise ShapeError(
+                    f"{self.node.describe()}: reflect padding ({before}, {after}) must be smaller than dim {axis} of size {size}"
+                )
+            if self.mode == "circular" and (before > size or after > size):
+                raise ShapeError(
+                    f"{self.node.describe()}: circular padding ({before}, {after}) must not exceed dim {axis} of size {size}"
+                )
+            if self.mode == "replicate" and size == 0 and (before or after):
+                raise ShapeError(f"{self.node.describe()}: cannot replicate-pad an empty dim {axis}")
+        return self.backend.pad(x, tuple(pads), self.mode, value=self.value)
+
+
+class FunctionalPad(PadBase):
+    """F.pad(input, pad, mode, value); ``value=None`` means 0."""
+
+    types = ("F.pad",)
+
+    def setup(self):
+        self.require_inputs(1)
+        self.pad = self.ints_param("pad")
+        self.check_pad("pad")
+        self.mode = self.choice_param("mode", MODES, default="constant")
+        value = self.param("value", None)
+        self.value = 0.0 if value is None else self.float_param("value")
+
+
+class ModulePad(PadBase):
+    """nn.*PadNd(padding[, value]): an int pads every side of the last ``spatial`` dims."""
+
+    spatial = 2
+    mode = "constant"
+    default_value = 0.0
+
+    def setup(self):
+        self.require_inputs(1)
+        self.pad = self.ints_param("padding", 2 * self.spatial)
+        self.check_pad("padding")
+        self.value = self.float_param("value", default=self.default_value) if self.mode == "constant" else 0.0
+
+
+class ZeroPad1d(ModulePad):
+    types = ("nn.ZeroPad1d",)
+    mode, spatial = "constant", 1
+
+
+class ZeroPad2d(ModulePad):
+    types = ("nn.ZeroPad2d",)
+    mode, spatial = "constant", 2
+
+
+class ZeroPad3d(ModulePad):
+    types = ("nn.ZeroPad3d",)
+    mode, spatial = "constant", 3
+
+
+class ConstantPad1d(ModulePad):
+    types = ("nn.ConstantPad1d",)
+    mode, spatial = "constant", 1
+
+
+class ConstantPad2d(ModulePad):
+    types = ("nn.ConstantPad2d",)
+    mode, spatial = "constant", 2
+
+
+class ConstantPad3d(ModulePad):
+    types = ("nn.ConstantPad3d",)
+    mode, spatial = "constant", 3
+
+
+class ReflectionPad1d(ModulePad):
+    types = ("nn.ReflectionPad1d",)
+    mode, spatial = "reflect", 1
+
+
+class ReflectionPad2d(ModulePad):
+    types = ("nn.ReflectionPad2d",)
+    mode, spatial = "reflect", 2
+
+
+class ReflectionPad3d(ModulePad):
+    types = ("nn.ReflectionPad3d",)
+    mode, spatial = "reflect", 3
+
+
+class ReplicationPad1d(ModulePad):
+    types = ("nn.ReplicationPad1d",)
+    mode, spatial = "replicate", 1
+
+
+class ReplicationPad2d(ModulePad):
+    types = ("nn.ReplicationPad2d",)
+    mode, spatial = "replicate", 2
+
+
+class ReplicationPad3d(ModulePad):
+    types = ("nn.ReplicationPad3d",)
+    mode, spatial = "replicate", 3
+
+
+class CircularPad1d(ModulePad):
+    types = ("nn.CircularPad1d",)
+    mode, spatial = "circular", 1
+
+
+class CircularPad2d(ModulePad):
+    types = ("nn.CircularPad2d",)
+    mode, spatial = "circular", 2
+
+
+class CircularPad3d(ModulePad):
+    types = ("nn.CircularPad3d",)
+    mode, spatial = "circular", 3
+
+
+OPS = [
+    FunctionalPad,
+    ZeroPad1d, ZeroPad2d, ZeroPad3d,
+    ConstantPad1d, ConstantPad2d, ConstantPad3d,
+    ReflectionPad1d, ReflectionPad2d, ReflectionPad3d,
+    ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
+    CircularPad1d, CircularPad2d, CircularPad3d,
+]
