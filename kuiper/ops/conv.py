@@ -1,13 +1,26 @@
-"""Convolution: nn.Conv1d/2d/3d, computed as im2col + one batched matmul.
+"""Convolution: nn.Conv1d/2d/3d, nn.ConvTranspose1d/2d/3d and their F.* forms.
 
-The input is padded (zeros, or the op's padding_mode), viewed as sliding
-windows by the backend, gathered into columns of shape
-(N, groups, C/groups * prod(kernel), prod(out)), and multiplied by the weight
-reshaped once at build time to (groups, out/groups, C/groups * prod(kernel)).
+Convolution is im2col + one batched matmul: the input is padded (zeros, or the
+op's padding_mode), viewed as sliding windows by the backend, gathered into
+columns of shape (N, groups, C/groups * prod(kernel), prod(out)), and
+multiplied by the weight reshaped to (groups, out/groups, C/groups * prod(kernel)).
 The result is already in NCHW order, so no output transpose is needed.
+
+Transposed convolution is the reverse (col2im): one batched matmul turns each
+input pixel into a (out_channels, *kernel) patch, and the patches are added
+into the output with one strided slice per kernel tap (a loop over the taps,
+never over pixels).  Nothing is multiplied by the zeros that the "insert
+stride-1 zeros and convolve" formulation would create.
+
+nn.* ops carry their weight as ``@weight``/``@bias`` and prepare it once at
+build time.  pnnx writes F.conv* only when the weight is not a constant (a
+graph input, or computed in the graph), so F.* ops get ``$weight`` (and
+``$bias``) as inputs and prepare them on every call.
 """
 
 from __future__ import annotations
+
+import itertools
 
 from ..errors import ShapeError
 from .base import Op, prod
@@ -19,65 +32,166 @@ def conv_output_size(size: int, kernel: int, stride: int, pad_total: int, dilati
     return (size + pad_total - dilation * (kernel - 1) - 1) // stride + 1
 
 
-class ConvNd(Op):
-    """Shared by nn.Conv1d/2d/3d; ``spatial`` is the number of spatial dims."""
+def transposed_output_size(size: int, kernel: int, stride: int, pad: int, dilation: int, output_pad: int) -> int:
+    return (size - 1) * stride - 2 * pad + dilation * (kernel - 1) + output_pad + 1
+
+
+class _ConvBase(Op):
+    """What Conv and ConvTranspose share: stride/dilation/groups, and where weight and bias come from.
+
+    ``spatial`` is the number of spatial dims.  ``transposed`` selects the
+    weight layout: (out, in/groups, *kernel) for convolution,
+    (in, out/groups, *kernel) for transposed convolution.
+    """
 
     spatial = 2
+    transposed = False
 
     def setup(self):
         n = self.spatial
-        self.require_inputs(1)
         self.stride = self.ints_param("stride", n, default=1)
         self.dilation = self.ints_param("dilation", n, default=1)
         self.groups = self.int_param("groups", default=1)
-        self.padding_mode = self.choice_param("padding_mode", PADDING_MODES, default="zeros")
-        weight = self.node.attrs.get("weight")
-        if weight is None:
-            raise self.error("missing weight '@weight'")
-        if weight.ndim != n + 2:
-            raise self.error(f"weight must have rank {n + 2}, found shape {weight.shape}")
-        self.out_channels, self.group_in_channels = weight.shape[:2]
-        self.kernel = tuple(weight.shape[2:])
-        if self.groups < 1 or self.out_channels % self.groups:
-            raise self.error(f"groups={self.groups} does not divide out_channels={self.out_channels}")
-        self.in_channels = self.group_in_channels * self.groups
-        self.pads = self._read_padding()
+        if any(s < 1 for s in self.stride):
+            raise self.error(f"param 'stride' must be positive, found {self.stride}")
+        if any(d < 1 for d in self.dilation):
+            raise self.error(f"param 'dilation' must be positive, found {self.dilation}")
+        if self.groups < 1:
+            raise self.error(f"param 'groups' must be positive, found {self.groups}")
+        self._find_operands()
 
-        xp = self.xp
-        w = self.weight("weight")
-        self.w_matrix = xp.reshape(w, (self.groups, self.out_channels // self.groups, -1))
-        bias = self.weight("bias", required=self.bool_param("bias", default="bias" in self.node.attrs))
-        self.bias = None if bias is None else xp.reshape(bias, (1, self.out_channels) + (1,) * n)
+    def _find_operands(self):
+        """Positions of input/weight/bias among the op's inputs, or the @weight/@bias attrs."""
+        node = self.node
+        if "weight" in node.attrs:
+            # nn.* form: one input, constant weight.
+            self.require_inputs(1)
+            self.input_pos, self.weight_pos, self.bias_pos = 0, None, None
+            weight = node.attrs["weight"]
+            self._check_weight_rank(weight.shape)
+            self.static_weight = self.prepare_weight(self.weight("weight"))
+            bias = self.weight("bias", required=self.bool_param("bias", default="bias" in node.attrs))
+            self.static_bias = None if bias is None else self.xp.reshape(bias, (1, -1) + (1,) * self.spatial)
+            return
+        # F.* form: the weight (and maybe the bias) arrive as inputs, found by their $keys.
+        self.require_inputs(2, 3)
+        keys = node.input_keys
+        if any(key is not None for key in keys):
+            self.input_pos = self.input_index("input", 0)
+            self.weight_pos = self.input_index("weight")
+            self.bias_pos = self.input_index("bias")
+            if self.weight_pos is None:
+                raise self.error("needs a weight: an '@weight' attribute or an input bound to '$weight'")
+        else:  # no $keys: positional (input, weight[, bias]) like the F.* signature
+            self.input_pos, self.weight_pos = 0, 1
+            self.bias_pos = 2 if len(node.inputs) == 3 else None
+        if self.bias_pos is None and len(node.inputs) == 3:
+            raise self.error("has a third input that is not bound to '$bias'")
+        if self.bias_pos is None and self.param("bias", None) not in (None, False):
+            raise self.unsupported("bias", self.param("bias"), "None, or a bias input '$bias'")
+        self.static_weight = None
+        self.static_bias = None
 
-    def _read_padding(self) -> tuple[tuple[int, int], ...]:
-        """(before, after) per spatial dim; 'same' splits like PyTorch (extra on the right)."""
-        value = self.param("padding", 0)
+    def _check_weight_rank(self, shape):
+        if len(shape) != self.spatial + 2:
+            raise self.error(f"weight must have rank {self.spatial + 2}, found shape {tuple(shape)}")
+
+    def operands(self, inputs):
+        """(x, prepared weight, bias shaped (1, C, 1, ...) or None) for this call."""
+        x = inputs[self.input_pos]
+        if self.static_weight is not None:
+            return x, self.static_weight, self.static_bias
+        weight = inputs[self.weight_pos]
+        if not self.backend.is_array(weight) or weight.ndim != self.spatial + 2:
+            raise ShapeError(f"{self.node.describe()}: weight input must have rank {self.spatial + 2}, "
+                             f"found {_shape_of(weight)}")
+        prepared = self.prepare_weight(weight)
+        bias = None
+        if self.bias_pos is not None:
+            bias = inputs[self.bias_pos]
+            if bias is not None:
+                if not self.backend.is_array(bias) or bias.ndim != 1 or bias.shape[0] != prepared.out_channels:
+                    raise ShapeError(f"{self.node.describe()}: bias input must have shape ({prepared.out_channels},), "
+                                     f"found {_shape_of(bias)}")
+                bias = self.xp.reshape(bias, (1, -1) + (1,) * self.spatial)
+        return x, prepared, bias
+
+    def prepare_weight(self, weight) -> "_PreparedWeight":
+        raise NotImplementedError
+
+    def check_input(self, x, in_channels: int):
         n = self.spatial
-        if value == "valid":
-            return ((0, 0),) * n
-        if value == "same":
+        if not self.backend.is_array(x) or x.ndim != n + 2 or x.shape[1] != in_channels:
+            raise ShapeError(
+                f"{self.node.describe()}: expected input (N, {in_channels}, {n} spatial dim(s)), found {_shape_of(x)}"
+            )
+
+
+class _PreparedWeight:
+    """A weight reshaped for the matmul, with the sizes read from it."""
+
+    def __init__(self, matrix, out_channels: int, in_channels: int, kernel: tuple[int, ...]):
+        self.matrix = matrix
+        self.out_channels = out_channels
+        self.in_channels = in_channels
+        self.kernel = kernel
+
+
+def _shape_of(value) -> str:
+    shape = getattr(value, "shape", None)
+    return str(tuple(shape)) if shape is not None else f"a {type(value).__name__}"
+
+
+class ConvNd(_ConvBase):
+    """nn.ConvNd and F.convNd."""
+
+    def setup(self):
+        super().setup()
+        self.padding_mode = self.choice_param("padding_mode", PADDING_MODES, default="zeros")
+        padding = self.param("padding", 0)
+        if padding == "same" and any(s != 1 for s in self.stride):
+            raise self.unsupported("padding", "same", "'same' only with stride 1 (as in PyTorch)")
+        if padding not in ("same", "valid"):
+            padding = self.ints_param("padding", self.spatial, default=0)
+            if any(p < 0 for p in padding):
+                raise self.error(f"param 'padding' must be non-negative, found {padding}")
+        self.padding = padding
+        if self.static_weight is not None:
+            self.static_pads = self.pads_for(self.static_weight.kernel)
+
+    def pads_for(self, kernel) -> tuple[tuple[int, int], ...]:
+        """(before, after) per spatial dim; 'same' splits like PyTorch (the extra one on the right)."""
+        if self.padding == "valid":
+            return ((0, 0),) * self.spatial
+        if self.padding == "same":
             pads = []
-            for k, d in zip(self.kernel, self.dilation):
+            for k, d in zip(kernel, self.dilation):
                 total = d * (k - 1)
                 pads.append((total // 2, total - total // 2))
             return tuple(pads)
-        padding = self.ints_param("padding", n, default=0)
-        if any(p < 0 for p in padding):
-            raise self.error(f"param 'padding' must be non-negative, found {padding}")
-        return tuple((p, p) for p in padding)
+        return tuple((p, p) for p in self.padding)
 
-    def forward(self, x):
+    def prepare_weight(self, weight):
+        out_channels, group_in = weight.shape[:2]
+        if out_channels % self.groups:
+            raise self.error(f"groups={self.groups} does not divide out_channels={out_channels}")
+        matrix = self.xp.reshape(weight, (self.groups, out_channels // self.groups, -1))
+        return _PreparedWeight(matrix, out_channels, group_in * self.groups, tuple(weight.shape[2:]))
+
+    def forward(self, *inputs):
+        x, weight, bias = self.operands(inputs)
+        self.check_input(x, weight.in_channels)
+        pads = self.static_pads if weight is self.static_weight else self.pads_for(weight.kernel)
         xp = self.xp
         n = self.spatial
-        if x.ndim != n + 2 or x.shape[1] != self.in_channels:
-            raise ShapeError(
-                f"{self.node.describe()}: expected input (N, {self.in_channels}, {n} spatial dims), found {tuple(x.shape)}"
-            )
         mode = "constant" if self.padding_mode == "zeros" else self.padding_mode
-        x = self.backend.pad(x, ((0, 0), (0, 0)) + self.pads, mode)
+        x = self.backend.pad(x, ((0, 0), (0, 0)) + pads, mode)
         batch = x.shape[0]
         spatial_axes = tuple(range(2, 2 + n))
-        span = tuple(d * (k - 1) + 1 for k, d in zip(self.kernel, self.dilation))
+        span = tuple(d * (k - 1) + 1 for k, d in zip(weight.kernel, self.dilation))
+        if any(s > size for s, size in zip(span, x.shape[2:])):
+            raise ShapeError(f"{self.node.describe()}: kernel span {span} is larger than the padded input "
+                             f"{tuple(x.shape[2:])}")
         windows = self.backend.sliding_window(x, span, spatial_axes)  # (N, C, *out_full, *span)
         index = (slice(None), slice(None)) + tuple(slice(None, None, s) for s in self.stride) + tuple(
             slice(None, None, d) for d in self.dilation
@@ -87,26 +201,109 @@ class ConvNd(Op):
         # (N, C, *kernel, *out): channels and kernel taps become the contraction axis.
         order = (0, 1) + tuple(range(2 + n, 2 + 2 * n)) + tuple(range(2, 2 + n))
         columns = xp.reshape(xp.permute_dims(windows, order), (batch, self.groups, -1, prod(out_shape)))
-        out = xp.matmul(self.w_matrix, columns)  # (N, G, out/G, P)
-        out = xp.reshape(out, (batch, self.out_channels) + out_shape)
-        if self.bias is not None:
-            out = out + self.bias
+        out = xp.matmul(weight.matrix, columns)  # (N, G, out/G, P)
+        out = xp.reshape(out, (batch, weight.out_channels) + out_shape)
+        if bias is not None:
+            out = out + bias
+        return out
+
+
+class ConvTransposeNd(_ConvBase):
+    """nn.ConvTransposeNd and F.conv_transposeNd (zero padding only, like PyTorch)."""
+
+    transposed = True
+
+    def setup(self):
+        super().setup()
+        n = self.spatial
+        self.choice_param("padding_mode", ["zeros"], default="zeros")
+        self.padding = self.ints_param("padding", n, default=0)
+        self.output_padding = self.ints_param("output_padding", n, default=0)
+        if any(p < 0 for p in self.padding):
+            raise self.error(f"param 'padding' must be non-negative, found {self.padding}")
+        for op, s, d in zip(self.output_padding, self.stride, self.dilation):
+            if not 0 <= op < max(s, d):
+                raise self.error(
+                    f"param 'output_padding' {self.output_padding} must be smaller than stride {self.stride} "
+                    f"or dilation {self.dilation} (PyTorch's rule)"
+                )
+        if self.param("output_size", None) is not None:
+            raise self.unsupported("output_size", self.param("output_size"), "None (use output_padding)")
+
+    def prepare_weight(self, weight):
+        in_channels, group_out = weight.shape[:2]
+        if in_channels % self.groups:
+            raise self.error(f"groups={self.groups} does not divide in_channels={in_channels}")
+        kernel = tuple(weight.shape[2:])
+        xp = self.xp
+        # (in, out/G, *k) -> (G, in/G, out/G * K) -> (G, out/G * K, in/G): one patch row per (out channel, tap).
+        matrix = xp.reshape(weight, (self.groups, in_channels // self.groups, -1))
+        matrix = xp.permute_dims(matrix, (0, 2, 1))
+        return _PreparedWeight(matrix, group_out * self.groups, in_channels, kernel)
+
+    def forward(self, *inputs):
+        x, weight, bias = self.operands(inputs)
+        self.check_input(x, weight.in_channels)
+        xp = self.xp
+        n = self.spatial
+        batch = x.shape[0]
+        sizes = tuple(x.shape[2:])
+        outs = tuple(
+            transposed_output_size(size, k, s, p, d, op)
+            for size, k, s, p, d, op in zip(
+                sizes, weight.kernel, self.stride, self.padding, self.dilation, self.output_padding
+            )
+        )
+        if any(o < 0 for o in outs):
+            raise ShapeError(f"{self.node.describe()}: input {tuple(x.shape)} gives a negative output size {outs}")
+        columns = xp.matmul(weight.matrix, xp.reshape(x, (batch, self.groups, weight.in_channels // self.groups, -1)))
+        # (N, G, out/G * K, P) -> (N, out, *kernel, *input sizes)
+        columns = xp.reshape(columns, (batch, weight.out_channels) + weight.kernel + sizes)
+        # Accumulate into the uncropped output; 'padding' is then cropped from both ends.
+        full = tuple(p + o for p, o in zip(self.padding, outs))
+        full = tuple(max(f, (size - 1) * s + d * (k - 1) + 1) for f, size, s, d, k in zip(
+            full, sizes, self.stride, self.dilation, weight.kernel))
+        result = xp.zeros((batch, weight.out_channels) + full, dtype=columns.dtype)
+        for tap in itertools.product(*(range(k) for k in weight.kernel)):
+            target = (slice(None), slice(None)) + tuple(
+                slice(t * d, t * d + (size - 1) * s + 1, s)
+                for t, d, s, size in zip(tap, self.dilation, self.stride, sizes)
+            )
+            result[target] += columns[(slice(None), slice(None)) + tap]
+        out = result[(slice(None), slice(None)) + tuple(slice(p, p + o) for p, o in zip(self.padding, outs))]
+        if bias is not None:
+            out = out + bias
         return out
 
 
 class Conv1d(ConvNd):
-    types = ("nn.Conv1d",)
+    types = ("nn.Conv1d", "F.conv1d")
     spatial = 1
 
 
 class Conv2d(ConvNd):
-    types = ("nn.Conv2d",)
+    types = ("nn.Conv2d", "F.conv2d")
     spatial = 2
 
 
 class Conv3d(ConvNd):
-    types = ("nn.Conv3d",)
+    types = ("nn.Conv3d", "F.conv3d")
     spatial = 3
 
 
-OPS = [Conv1d, Conv2d, Conv3d]
+class ConvTranspose1d(ConvTransposeNd):
+    types = ("nn.ConvTranspose1d", "F.conv_transpose1d")
+    spatial = 1
+
+
+class ConvTranspose2d(ConvTransposeNd):
+    types = ("nn.ConvTranspose2d", "F.conv_transpose2d")
+    spatial = 2
+
+
+class ConvTranspose3d(ConvTransposeNd):
+    types = ("nn.ConvTranspose3d", "F.conv_transpose3d")
+    spatial = 3
+
+
+OPS = [Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d]

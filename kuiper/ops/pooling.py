@@ -1,11 +1,19 @@
-"""Pooling: max pooling over sliding windows, adaptive average pooling as two small matmuls."""
+"""Pooling: max and average pooling over sliding windows, adaptive pooling per axis.
+
+Average pooling sums each spatial axis separately (a box sum is separable),
+then multiplies by one precomputed table of reciprocal divisors, so PyTorch's
+border rules (ceil_mode, count_include_pad, divisor_override) cost nothing at
+run time.  Adaptive average pooling is one small matmul per axis; adaptive max
+pooling gathers each bin (padded to the longest bin by repeating its last
+element) and reduces, also one axis at a time.
+"""
 
 from __future__ import annotations
 
 import functools
 import math
 
-import numpy as np  # only to build constant averaging matrices at build/first-call time
+import numpy as np  # only to build constant tables (averaging matrices, divisors, bins) once
 
 from ..errors import ShapeError
 from .base import Op
@@ -75,18 +83,124 @@ class MaxPool2d(MaxPoolNd):
     spatial = 2
 
 
+class AvgPoolNd(Op):
+    """nn.AvgPoolNd / F.avg_poolNd with PyTorch's divisor rules at the borders.
+
+    A window's divisor is ``divisor_override`` if given; else, with
+    count_include_pad, the window clipped to the padded input (a ceil_mode
+    window hanging past the right padding counts only up to it); else the
+    number of real input elements under it.  Every rule is a product of one
+    length per axis, so the reciprocal divisors form one small table per input size.
+    """
+
+    spatial = 2
+
+    def setup(self):
+        n = self.spatial
+        self.require_inputs(1)
+        self.kernel = self.ints_param("kernel_size", n)
+        stride = self.param("stride", None)
+        self.stride = self.kernel if stride in (None, []) else self.ints_param("stride", n)
+        self.padding = self.ints_param("padding", n, default=0)
+        self.ceil_mode = self.bool_param("ceil_mode", default=False)
+        self.count_include_pad = self.bool_param("count_include_pad", default=True)
+        self.divisor_override = self.optional_int_param("divisor_override")
+        if any(k < 1 for k in self.kernel) or any(s < 1 for s in self.stride):
+            raise self.error(f"kernel_size {self.kernel} and stride {self.stride} must be positive")
+        if self.divisor_override is not None and self.divisor_override <= 0:
+            raise self.error(f"param 'divisor_override' must be positive, found {self.divisor_override}")
+        for k, p in zip(self.kernel, self.padding):
+            if p < 0 or p * 2 > k:
+                raise self.error(f"padding {self.padding} must be between 0 and half of kernel_size {self.kernel}")
+        self._reciprocals = {}  # (sizes, dtype) -> table of 1/divisor, shaped like the output's spatial dims
+
+    def _reciprocal_divisors(self, sizes, outs, dtype):
+        key = (tuple(sizes), str(dtype))
+        if key not in self._reciprocals:
+            if self.divisor_override is not None:
+                table = np.full(outs, 1.0 / self.divisor_override)
+            else:
+                table = np.ones(())
+                for size, out, k, s, p in zip(sizes, outs, self.kernel, self.stride, self.padding):
+                    start = np.arange(out) * s - p
+                    end = np.minimum(start + k, size + p)
+                    if not self.count_include_pad:
+                        start, end = np.maximum(start, 0), np.minimum(end, size)
+                    table = np.multiply.outer(table, 1.0 / (end - start))
+            self._reciprocals[key] = self.backend.asarray(table, dtype=dtype)
+        return self._reciprocals[key]
+
+    def forward(self, x):
+        xp = self.xp
+        n = self.spatial
+        if not self.backend.is_array(x) or x.ndim not in (n + 1, n + 2):
+            raise ShapeError(f"{self.node.describe()}: expected a rank-{n + 1} or rank-{n + 2} input, "
+                             f"found {getattr(x, 'shape', type(x).__name__)}")
+        sizes = tuple(x.shape[-n:])
+        outs = tuple(
+            pool_output_size(size, k, s, p, 1, self.ceil_mode)
+            for size, k, s, p in zip(sizes, self.kernel, self.stride, self.padding)
+        )
+        if any(o < 1 for o in outs):
+            raise ShapeError(f"{self.node.describe()}: input {tuple(x.shape)} is too small for "
+                             f"kernel_size {self.kernel} with padding {self.padding}")
+        lead = x.ndim - n
+        # Box sums, one axis at a time: k additions per output instead of prod(kernel).
+        for axis, (size, out, k, s, p) in enumerate(zip(sizes, outs, self.kernel, self.stride, self.padding)):
+            axis_pos = lead + axis
+            after = max(0, (out - 1) * s + k - size - p)
+            pads = [(0, 0)] * x.ndim
+            pads[axis_pos] = (p, after)
+            padded = self.backend.pad(x, tuple(pads), "constant", value=0.0)
+            windows = self.backend.sliding_window(padded, (k,), (axis_pos,))
+            index = [slice(None)] * x.ndim
+            index[axis_pos] = slice(0, out * s, s)
+            x = xp.sum(windows[tuple(index)], axis=-1)
+        return x * self._reciprocal_divisors(sizes, outs, x.dtype)
+
+
+class AvgPool1d(AvgPoolNd):
+    types = ("nn.AvgPool1d", "F.avg_pool1d")
+    spatial = 1
+
+
+class AvgPool2d(AvgPoolNd):
+    types = ("nn.AvgPool2d", "F.avg_pool2d")
+    spatial = 2
+
+
+# ---------------------------------------------------------------- adaptive pooling
+
+
+def adaptive_bins(size: int, out: int) -> list[tuple[int, int]]:
+    """PyTorch's adaptive bin i covers [floor(i*size/out), ceil((i+1)*size/out))."""
+    return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
+
+
 @functools.lru_cache(maxsize=64)
 def adaptive_average_matrix(size: int, out: int) -> np.ndarray:
-    """(out, size) matrix whose row i averages PyTorch's adaptive bin i: [floor(i*size/out), ceil((i+1)*size/out))."""
+    """(out, size) matrix whose row i averages adaptive bin i."""
     matrix = np.zeros((out, size), dtype=np.float32)
-    for i in range(out):
-        start = (i * size) // out
-        end = -(-((i + 1) * size) // out)
+    for i, (start, end) in enumerate(adaptive_bins(size, out)):
         matrix[i, start:end] = 1.0 / (end - start)
     return matrix
 
 
-class AdaptiveAvgPoolNd(Op):
+@functools.lru_cache(maxsize=64)
+def adaptive_gather_table(size: int, out: int) -> np.ndarray:
+    """(out, L) input positions of each adaptive bin, L the longest bin; shorter bins repeat their last position.
+
+    Repeating the last element changes neither a max nor the first position of the max.
+    """
+    bins = adaptive_bins(size, out)
+    longest = max(end - start for start, end in bins)
+    steps = np.arange(longest)
+    return np.stack([start + np.minimum(steps, end - start - 1) for start, end in bins]).astype(np.int64)
+
+
+class _AdaptivePoolNd(Op):
+    """Parses ``output_size``: an int or one entry per spatial dim; None (pnnx writes 0) keeps that dim."""
+
     spatial = 2
 
     def setup(self):
@@ -94,9 +208,27 @@ class AdaptiveAvgPoolNd(Op):
         value = self.param("output_size")
         if not isinstance(value, list):
             value = [value] * self.spatial
-        if len(value) != self.spatial or not all(v is None or (isinstance(v, int) and v > 0) for v in value):
+        if len(value) == 1:
+            value = value * self.spatial
+        valid = all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) for v in value)
+        if len(value) != self.spatial or not valid:
             raise self.error(f"param 'output_size' must be {self.spatial} positive integer(s) or None, found {value!r}")
-        self.output_size = tuple(value)
+        self.output_size = tuple(None if v in (None, 0) else v for v in value)
+
+    def output_sizes(self, x) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        n = self.spatial
+        if not self.backend.is_array(x) or x.ndim not in (n + 1, n + 2):
+            raise ShapeError(f"{self.node.describe()}: expected a rank-{n + 1} or rank-{n + 2} input, "
+                             f"found {getattr(x, 'shape', type(x).__name__)}")
+        sizes = tuple(x.shape[-n:])
+        if any(size == 0 for size in sizes):
+            raise ShapeError(f"{self.node.describe()}: cannot pool an empty input {tuple(x.shape)}")
+        return sizes, tuple(size if o is None else o for size, o in zip(sizes, self.output_size))
+
+
+class AdaptiveAvgPoolNd(_AdaptivePoolNd):
+    def setup(self):
+        super().setup()
         self._matrices = {}  # (size, out, dtype) -> transposed averaging matrix on the backend
 
     def _average_matrix_t(self, size: int, out: int, dtype):
@@ -109,10 +241,7 @@ class AdaptiveAvgPoolNd(Op):
     def forward(self, x):
         xp = self.xp
         n = self.spatial
-        if x.ndim not in (n + 1, n + 2):
-            raise ShapeError(f"{self.node.describe()}: expected a rank-{n + 2} input, found shape {tuple(x.shape)}")
-        sizes = x.shape[-n:]
-        outs = [size if o is None else o for size, o in zip(sizes, self.output_size)]
+        sizes, outs = self.output_sizes(x)
         if all(o == 1 for o in outs):
             return xp.mean(x, axis=tuple(range(-n, 0)), keepdims=True)
         # Average each spatial axis separately: A_h @ x @ A_w^T for 2-D.
@@ -136,4 +265,85 @@ class AdaptiveAvgPool2d(AdaptiveAvgPoolNd):
     spatial = 2
 
 
-OPS = [MaxPool1d, MaxPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d]
+class AdaptiveMaxPoolNd(_AdaptivePoolNd):
+    """Max over PyTorch's adaptive bins, one axis at a time (a max over a box is separable).
+
+    pnnx writes F.adaptive_max_pool* with ``return_indices=True`` and two
+    outputs even when the indices are unused, so the indices are computed
+    whenever the op has two outputs: int64 positions in each input plane
+    (h * W + w for 2-D), the first maximum in row-major order as PyTorch picks it.
+    """
+
+    def setup(self):
+        super().setup()
+        self.return_indices = self.bool_param("return_indices", default=False)
+        outputs = len(self.node.outputs)
+        if self.return_indices and outputs != 2:
+            raise self.unsupported("return_indices", True, "True only with two output operands (values, indices)")
+        if not self.return_indices and outputs != 1:
+            raise self.error(f"return_indices=False gives one output, the file declares {outputs}")
+        self._tables = {}  # (size, out) -> flat gather table on the backend
+
+    def _gather_table(self, size: int, out: int):
+        key = (size, out)
+        if key not in self._tables:
+            table = adaptive_gather_table(size, out)
+            self._tables[key] = (self.backend.asarray(table.reshape(-1)), table.shape[1])
+        return self._tables[key]
+
+    def _gather_bins(self, x, size: int, out: int):
+        """x with its last axis (length size) replaced by (out, longest bin)."""
+        flat, longest = self._gather_table(size, out)
+        gathered = self.xp.take(x, flat, axis=x.ndim - 1)
+        return self.xp.reshape(gathered, tuple(x.shape[:-1]) + (out, longest)), flat, longest
+
+    def forward(self, x):
+        xp = self.xp
+        n = self.spatial
+        sizes, outs = self.output_sizes(x)
+        lead = x.ndim - n
+        if not self.return_indices:
+            for axis, (size, out) in enumerate(zip(sizes, outs)):
+                moved = xp.moveaxis(x, lead + axis, -1)
+                bins, _, _ = self._gather_bins(moved, size, out)
+                x = xp.moveaxis(xp.max(bins, axis=-1), -1, lead + axis)
+            return x
+        # Last axis first, carrying each value's flat position within the axes already reduced.
+        position = None
+        trailing = 1  # product of the input sizes of the axes already reduced
+        for axis in reversed(range(n)):
+            size, out = sizes[axis], outs[axis]
+            moved = xp.moveaxis(x, lead + axis, -1)
+            bins, flat, longest = self._gather_bins(moved, size, out)
+            choice = xp.argmax(bins, axis=-1, keepdims=True)  # first maximum in each bin
+            values = xp.take_along_axis(bins, choice, axis=-1)[..., 0]
+            # Which input row each choice came from: table[o, choice].
+            bin_start = xp.reshape(xp.arange(out, dtype=xp.int64) * longest, (out, 1))
+            rows = xp.take(flat, xp.reshape(bin_start + choice, (-1,)), axis=0)
+            rows = xp.reshape(rows, tuple(choice.shape[:-1]))
+            if position is None:
+                new_position = rows
+            else:
+                moved_position = xp.moveaxis(position, lead + axis, -1)
+                position_bins, _, _ = self._gather_bins(moved_position, size, out)
+                new_position = rows * trailing + xp.take_along_axis(position_bins, choice, axis=-1)[..., 0]
+            x = xp.moveaxis(values, -1, lead + axis)
+            position = xp.moveaxis(new_position, -1, lead + axis)
+            trailing *= size
+        return x, position
+
+
+class AdaptiveMaxPool1d(AdaptiveMaxPoolNd):
+    types = ("nn.AdaptiveMaxPool1d", "F.adaptive_max_pool1d")
+    spatial = 1
+
+
+class AdaptiveMaxPool2d(AdaptiveMaxPoolNd):
+    types = ("nn.AdaptiveMaxPool2d", "F.adaptive_max_pool2d")
+    spatial = 2
+
+
+OPS = [
+    MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d,
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
+]
