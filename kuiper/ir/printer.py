@@ -100,7 +100,10 @@ def _stmt_lines(node: Node, level: int) -> list[str]:
         header = f"{pad}for {node.var.name} in ({_expr(node.start)}, {_expr(node.stop)}, {_expr(node.step)}) {{"
         return [header, *_stmt_lines(node.body, level + 1), f"{pad}}}"]
     if isinstance(node, If):
-        lines = [f"{pad}if ({_expr(node.cond)}) {{", *_stmt_lines(node.then_body, level + 1)]
+        cond = _expr(node.cond)
+        if not isinstance(node.cond, (Binary, Compare, Unary)):  # those print their own parentheses
+            cond = f"({cond})"
+        lines = [f"{pad}if {cond} {{", *_stmt_lines(node.then_body, level + 1)]
         if node.else_body is not None:
             lines += [f"{pad}}} else {{", *_stmt_lines(node.else_body, level + 1)]
         return [*lines, f"{pad}}}"]
