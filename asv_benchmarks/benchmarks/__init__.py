@@ -1,0 +1,1 @@
+"""asv benchmarks for kuiper; see docs/performance.md for how to run them."""

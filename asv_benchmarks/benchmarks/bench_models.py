@@ -1,0 +1,79 @@
+"""Whole models: load time, peak memory, and end-to-end inference at batch 1 and 8.
+
+Small models are the checked-in fixtures (always present).  Full-size ones come
+from ``python3 tools/make_fixtures.py NAME --keep-peers`` (torch + pnnx, written to
+build/fixtures-full/); without them those benchmarks skip and say how to make them.
+"""
+
+from __future__ import annotations
+
+from kuiper.formats.pnnx import load_pnnx
+
+from .common import available_backends, device_inputs, load_or_skip, model_param, run_once
+
+BACKENDS = available_backends()
+SMALL_MODELS = ["resnet18_w8", "mobilenet_v2", "yolov5_style"]
+FULL_MODELS = ["resnet18_full", "mobilenet_v2_full", "yolov5_style_full"]
+
+
+class Load:
+    """kuiper.load: param parse + weight memory map + graph build, in a warm process."""
+
+    params = (SMALL_MODELS + FULL_MODELS,)
+    param_names = ("model",)
+    warmup_time = 0.1
+
+    def setup(self, model):
+        self.param = model_param(model)
+        load_or_skip(self.param, "numpy")  # skips unsupported models; warms imports and the page cache
+
+    def time_load(self, model):
+        load_or_skip(self.param, "numpy")
+
+    def time_read_ir(self, model):
+        """Only the file reading part: parse the param text and map the weights."""
+        load_pnnx(self.param)
+
+
+class PeakMemory:
+    """Peak RSS of the benchmark process while loading and running once at batch 1 (numpy)."""
+
+    params = (SMALL_MODELS + FULL_MODELS,)
+    param_names = ("model",)
+
+    def setup(self, model):
+        self.param = model_param(model)
+
+    def peakmem_load_and_run(self, model):
+        loaded = load_or_skip(self.param, "numpy")
+        run_once(loaded, device_inputs(loaded, batch=1))
+
+
+class _EndToEnd:
+    number = 1
+    warmup_time = 0  # setup already ran the model once
+
+    def setup(self, model, batch, backend):
+        self.model = load_or_skip(model_param(model), backend)
+        self.inputs = device_inputs(self.model, batch)
+        run_once(self.model, self.inputs)
+
+    def time_forward(self, model, batch, backend):
+        run_once(self.model, self.inputs)
+
+
+class SmallModels(_EndToEnd):
+    """The checked-in fixtures: same graphs as the real networks at a fraction of the width."""
+
+    params = (SMALL_MODELS, [1, 8], BACKENDS)
+    param_names = ("model", "batch", "backend")
+
+
+class FullModels(_EndToEnd):
+    """ResNet-18, MobileNetV2 (224x224) and a YOLOv5s-sized detector (640x640) at full size."""
+
+    params = (FULL_MODELS, [1, 8], BACKENDS)
+    param_names = ("model", "batch", "backend")
+    repeat = (1, 5, 30.0)  # at most 5 samples or 30 s per parameter set
+    rounds = 1
+    timeout = 600

@@ -1,0 +1,67 @@
+"""Single ops on realistic shapes: every conv variant, pooling, activations, fused vs unfused chains.
+
+The models are PNNX files written at setup time from the case tables in
+``opmodels`` (NumPy random weights; no torch, no network).  An op type kuiper
+does not register (yet) makes its benchmark skip with the reason.
+"""
+
+from __future__ import annotations
+
+from . import opmodels
+from .common import CACHE, available_backends, device_inputs, load_or_skip, run_once
+
+BACKENDS = available_backends()
+
+
+class _SingleOp:
+    kind = ""
+    number = 1  # each sample is one call; asv picks the repeat count
+    warmup_time = 0.2
+
+    def setup(self, case, backend, *rest):
+        param = opmodels.write_case(self.kind, case, CACHE)
+        self.model = load_or_skip(param, backend, fuse=rest[0] if rest else True)
+        self.inputs = device_inputs(self.model, batch=1)
+        run_once(self.model, self.inputs)  # first call compiles expressions and fills caches
+
+
+class Conv(_SingleOp):
+    """nn.Conv2d 3x3 s1/s2, 1x1, depthwise, grouped, dilated, and nn.ConvTranspose2d, on 1x64x56x56."""
+
+    kind = "conv"
+    params = (list(opmodels.CONV_CASES), BACKENDS)
+    param_names = ("case", "backend")
+
+    def time_forward(self, case, backend):
+        run_once(self.model, self.inputs)
+
+
+class Pooling(_SingleOp):
+    kind = "pool"
+    params = (list(opmodels.POOL_CASES), BACKENDS)
+    param_names = ("case", "backend")
+
+    def time_forward(self, case, backend):
+        run_once(self.model, self.inputs)
+
+
+class Activation(_SingleOp):
+    """One activation op on 1x64x112x112 (800k elements)."""
+
+    kind = "activation"
+    params = (list(opmodels.ACTIVATION_CASES), BACKENDS)
+    param_names = ("case", "backend")
+
+    def time_forward(self, case, backend):
+        run_once(self.model, self.inputs)
+
+
+class ElementwiseChain(_SingleOp):
+    """Chains of pnnx.Expression and ReLUs: fused into one expression (default) or run op by op."""
+
+    kind = "chain"
+    params = (list(opmodels.CHAIN_CASES), BACKENDS, [True, False])
+    param_names = ("case", "backend", "fuse")
+
+    def time_forward(self, case, backend, fuse):
+        run_once(self.model, self.inputs)

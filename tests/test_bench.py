@@ -1,0 +1,219 @@
+"""`kuiper bench`: the logic around the timings, on a tiny fixture with the numpy backend.
+
+No timing is asserted (timings live in asv_benchmarks/ and docs/performance.md).
+Peers are faked or hidden: these tests never import torch or onnxruntime, and a
+missing peer must be a reported line, never a failure.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from kuiper import bench, cli
+from kuiper.errors import InputError
+
+from conftest import MODELS
+
+FIXTURE = MODELS / "conv2d_depthwise"  # one nn.Conv2d, 1x4x7x7 -> 1x8x7x7
+
+
+def hide_module(monkeypatch, name):
+    """Make `import name` fail as if the package were not installed."""
+    monkeypatch.setitem(sys.modules, name, None)
+
+
+def bench_main(capsys, *argv):
+    code = cli.main(["bench", str(FIXTURE), "--runs", "2", "--warmup", "1", *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# -- the command -----------------------------------------------------------------------------
+def test_bench_times_kuiper_and_reports_peers_that_are_not_installed(monkeypatch, capsys):
+    hide_module(monkeypatch, "torch")
+    hide_module(monkeypatch, "onnxruntime")
+    code, out, _ = bench_main(capsys)
+    assert code == 0
+    kuiper_rows = [line for line in out.splitlines() if line.startswith("kuiper 0.")]
+    assert len(kuiper_rows) == 1 and "(numpy)" in kuiper_rows[0]
+    assert "not compared: torch: not installed" in out
+    assert "not compared: onnxruntime: not installed" in out
+
+
+def test_bench_reports_missing_peer_files_when_the_libraries_exist(monkeypatch, capsys, tmp_path):
+    monkeypatch.setitem(sys.modules, "torch", types.ModuleType("torch"))
+    monkeypatch.setitem(sys.modules, "onnxruntime", types.ModuleType("onnxruntime"))
+    missing = tmp_path / "absent.onnx"
+    code, out, _ = bench_main(capsys, "--onnx", str(missing))
+    assert code == 0
+    assert f"no TorchScript file {FIXTURE / 'model.pt'}" in out
+    assert f"no ONNX file {missing}" in out
+
+
+def test_bench_with_compare_none_reports_no_peers(capsys):
+    code, out, _ = bench_main(capsys, "--compare", "none", "--batch", "3")
+    assert code == 0
+    assert "batch 3;" in out
+    assert "not compared" not in out
+
+
+def test_bench_accepts_the_param_file_and_threads(monkeypatch, capsys):
+    hide_module(monkeypatch, "threadpoolctl")
+    for var in bench.THREAD_ENV_VARS:  # the command sets them for later libraries: restore them afterwards
+        monkeypatch.setenv(var, "")
+        monkeypatch.delenv(var)
+    code = cli.main(["bench", str(FIXTURE / "model.pnnx.param"), "--runs", "1", "--warmup", "0",
+                     "--compare", "none", "--threads", "1"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "NOT limited to 1" in out and "OMP_NUM_THREADS=1" in out
+
+
+@pytest.mark.parametrize("argv", [["--batch", "0"], ["--runs", "0"], ["--threads", "0"], ["--compare", "tensorflow"]])
+def test_bench_rejects_bad_options_with_a_message(capsys, argv):
+    code, _, err = bench_main(capsys, *argv)
+    assert code == 1
+    assert err.startswith("kuiper: error:")
+
+
+def test_bench_on_a_missing_model_is_an_error(capsys, tmp_path):
+    code = cli.main(["bench", str(tmp_path / "nothing.pnnx.param")])
+    assert code == 1
+    assert "model file not found" in capsys.readouterr().err
+
+
+def test_memory_option_measures_a_fresh_process(monkeypatch, capsys):
+    hide_module(monkeypatch, "torch")
+    hide_module(monkeypatch, "onnxruntime")
+    code, out, _ = bench_main(capsys, "--memory")
+    assert code == 0
+    line = next(line for line in out.splitlines() if line.strip().startswith("kuiper ") and "peak RSS" in line)
+    assert "MiB" in line and "failed" not in line
+
+
+# -- the pieces -----------------------------------------------------------------------------------
+def test_peer_files_sit_beside_the_param_file(tmp_path):
+    param = tmp_path / "model.pnnx.param"
+    assert bench.peer_file(param, ".pt") == tmp_path / "model.pt"
+    assert bench.peer_file(param, ".onnx") == tmp_path / "model.onnx"
+    assert bench.peer_file(tmp_path / "net.param", ".pt") == tmp_path / "net.pt"
+
+
+def test_parse_compare():
+    assert bench.parse_compare("torch,onnxruntime") == ["torch", "onnxruntime"]
+    assert bench.parse_compare(" ort , pytorch, ort") == ["onnxruntime", "torch"]
+    assert bench.parse_compare("none") == []
+    assert bench.parse_compare("") == []
+    with pytest.raises(InputError, match="unknown peer"):
+        bench.parse_compare("torch,tvm")
+
+
+def test_summarise_gives_median_and_percentiles_in_ms():
+    stats = bench.summarise([i / 1000 for i in range(1, 11)])  # 1..10 ms
+    assert stats.runs == 10
+    assert stats.median_ms == pytest.approx(5.5)
+    assert stats.p10_ms == pytest.approx(1.9)  # linear interpolation between 1 and 2
+    assert stats.p90_ms == pytest.approx(9.1)
+
+
+def test_max_abs_difference():
+    a = [np.array([1.0, 2.0, 3.0], dtype=np.float32), np.zeros((2, 2), dtype=np.float32)]
+    b = [np.array([1.0, 2.5, 2.75], dtype=np.float32), np.full((2, 2), -0.125, dtype=np.float32)]
+    assert bench.max_abs_difference(a, b) == 0.5
+    assert bench.max_abs_difference(a, b[:1]) == float("inf")  # an output missing
+    assert bench.max_abs_difference(a[:1], [np.zeros(4)]) == float("inf")  # a shape differs
+
+
+def test_agreement_tolerance_scales_with_large_outputs():
+    # 1e-3 of the largest output magnitude, but never below 1e-4
+    assert bench.agrees(1e-4, 0.05) and not bench.agrees(2e-4, 0.05)
+    assert bench.agrees(1.5e-3, 2.0) and not bench.agrees(3e-3, 2.0)
+    assert bench.agrees(0.5, 640.0) and not bench.agrees(0.7, 640.0)
+
+
+class FakeClock:
+    """Each reading advances time by ``step`` seconds."""
+
+    def __init__(self, step):
+        self.now, self.step = 0.0, step
+
+    def __call__(self):
+        self.now += self.step
+        return self.now
+
+
+def fake_engine(name, calls, outputs=None):
+    def call():
+        calls.append(name)
+        return outputs
+
+    return bench.Engine(name, name, call, lambda o: list(o))
+
+
+def test_interleaved_timings_run_one_of_each_engine_per_round():
+    calls = []
+    engines = [fake_engine("a", calls), fake_engine("b", calls), fake_engine("c", calls)]
+    samples = bench.interleaved_timings(engines, runs=3, warmup=2, clock=FakeClock(0.001))
+    assert calls == ["a", "b", "c"] * 5
+    assert {name: len(s) for name, s in samples.items()} == {"a": 3, "b": 3, "c": 3}
+    assert all(s == pytest.approx(0.001) for values in samples.values() for s in values)
+
+
+def test_progress_line_appears_only_for_long_runs():
+    stream = io.StringIO()
+    bench.interleaved_timings([fake_engine("a", [])], runs=3, warmup=0, progress=stream, clock=FakeClock(0.001))
+    assert stream.getvalue() == ""
+    bench.interleaved_timings([fake_engine("a", [])], runs=3, warmup=1, progress=stream, clock=FakeClock(1.0))
+    text = stream.getvalue()
+    assert "round 4/4 (timed)" in text and text.endswith("\n")
+
+
+def test_run_benchmark_compares_peers_with_kuiper_and_survives_a_failing_peer():
+    reference = [np.array([[1.0, -2.0]], dtype=np.float32)]
+    calls = []
+    kuiper_like = fake_engine("kuiper", calls, reference)
+    close_peer = fake_engine("onnxruntime", calls, [reference[0] + np.float32(2.0**-15)])  # exact in float32
+    off_peer = fake_engine("other", calls, [reference[0] + np.float32(0.5)])
+
+    def broken():
+        raise RuntimeError("shape mismatch at batch 8\nmore detail")
+
+    failing = bench.Engine("torch", "torch", broken, list)
+    report = bench.run_benchmark([kuiper_like, failing, close_peer, off_peer], batch=2, runs=2, warmup=0,
+                                 model="m")
+    assert [e.name for e in report.engines] == ["kuiper", "onnxruntime", "other"]
+    assert report.unavailable["torch"] == "failed to run at batch 2: RuntimeError: shape mismatch at batch 8"
+    assert report.output_scale == 2.0
+    assert report.max_abs_diff["onnxruntime"] == 2.0**-15
+    assert report.max_abs_diff["other"] == pytest.approx(0.5)
+    text = bench.format_report(report)
+    other_row = next(line for line in text.splitlines() if line.startswith("other"))
+    ort_row = next(line for line in text.splitlines() if line.startswith("onnxruntime"))
+    assert "DIFFERS" in other_row and "DIFFERS" not in ort_row
+    assert "not compared: torch: failed to run at batch 2" in text
+
+
+def test_random_inputs_follow_the_declared_shapes_with_the_batch_replaced():
+    import kuiper
+
+    model = kuiper.load(FIXTURE / "model.pnnx.param")
+    (x,) = bench.random_inputs(model.inputs, batch=5)
+    assert x.shape == (5, 4, 7, 7) and x.dtype == np.float32
+    (again,) = bench.random_inputs(model.inputs, batch=5)
+    np.testing.assert_array_equal(x, again)  # seeded: every engine and every run sees the same input
+
+
+def test_threads_limit_with_threadpoolctl_is_undone_after_the_command(capsys):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    before = [pool["num_threads"] for pool in threadpoolctl.threadpool_info()]
+    code = cli.main(["bench", str(FIXTURE), "--runs", "1", "--warmup", "0", "--compare", "none", "--threads", "1"])
+    out = capsys.readouterr().out
+    assert code == 0
+    if before:
+        assert "numpy thread pools:" in out and " 1" in out
+    assert [pool["num_threads"] for pool in threadpoolctl.threadpool_info()] == before
