@@ -1,0 +1,263 @@
+"""Normalisation ops (kuiper/ops/norm.py): hand-computed values, properties, and errors.
+
+The comparison with PyTorch comes from the fixtures in tests/test_models.py; the values
+here follow the definitions (biased variance, eps inside the square root).
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import kuiper
+from kuiper.errors import OperatorParamError, ShapeError, UnsupportedOperatorError
+from kuiper.formats.pnnx import load_pnnx
+
+from conftest import MODELS, write_model
+
+MODEL_NUMBERS = itertools.count()
+
+
+def op_model(tmp_path, op_line, inputs=("x",), weights=None, backend="numpy"):
+    """Load a model: one pnnx.Input per name in ``inputs``, ``op_line`` (writing operand y), pnnx.Output.
+
+    ``weights`` ({attr: array}) become the op's ``@attr`` items and its .pnnx.bin entries.
+    Every model gets its own file (weights are memory-mapped).
+    """
+    weights = weights or {}
+    op_name = op_line.split()[1]
+    attrs = " ".join(f"@{key}=({','.join(map(str, np.shape(value)))})f32" for key, value in sorted(weights.items()))
+    lines = [f"pnnx.Input in{i} 0 1 {name}" for i, name in enumerate(inputs)]
+    lines += [f"{op_line} {attrs}".rstrip(), "pnnx.Output out 1 0 y"]
+    text = f"7767517\n{len(lines)} {len(inputs) + 1}\n" + "\n".join(lines) + "\n"
+    blobs = {f"{op_name}.{key}": np.asarray(value, "<f4").tobytes() for key, value in weights.items()}
+    param = write_model(tmp_path, text, blobs or None, name=f"m{next(MODEL_NUMBERS)}")
+    return kuiper.load(param, backend=backend)
+
+
+def run(model, *arrays):
+    return kuiper.to_numpy(model(*[np.asarray(a, dtype=np.float32) for a in arrays]))
+
+
+def random(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+# -- batch norm ------------------------------------------------------------------
+
+# mean (1, 2), var (4, 0.25), weight (2, 1), bias (0, 1), eps 0:
+#   channel 0: (3 - 1) / 2 * 2 + 0 = 2;  channel 1: (2.5 - 2) / 0.5 * 1 + 1 = 2
+BN_WEIGHTS = {"running_mean": [1.0, 2.0], "running_var": [4.0, 0.25], "weight": [2.0, 1.0], "bias": [0.0, 1.0]}
+BN1D = "nn.BatchNorm1d bn 1 1 x y affine=True eps=0.0 num_features=2"
+
+
+def test_batch_norm1d_on_nc_by_hand(tmp_path, backend_name):
+    model = op_model(tmp_path, BN1D, weights=BN_WEIGHTS, backend=backend_name)
+    np.testing.assert_allclose(run(model, [[3.0, 2.5]]), [[2.0, 2.0]], rtol=1e-6)
+
+
+def test_batch_norm1d_on_ncl_scales_each_channel(tmp_path, backend_name):
+    model = op_model(tmp_path, BN1D, weights=BN_WEIGHTS, backend=backend_name)
+    x = np.array([[[3.0, 1.0, 5.0], [2.5, 2.0, 1.5]]])
+    np.testing.assert_allclose(run(model, x), [[[2.0, 0.0, 4.0], [2.0, 1.0, 0.0]]], rtol=1e-6, atol=1e-6)
+
+
+def test_batch_norm_without_affine(tmp_path):
+    line = "nn.BatchNorm2d bn 1 1 x y affine=False eps=0.0 num_features=2"
+    weights = {key: BN_WEIGHTS[key] for key in ("running_mean", "running_var")}
+    model = op_model(tmp_path, line, weights=weights)
+    got = run(model, np.array([3.0, 2.5]).reshape(1, 2, 1, 1))
+    np.testing.assert_allclose(got.ravel(), [1.0, 1.0], rtol=1e-6)
+
+
+def test_f_batch_norm_with_statistics_and_weight_as_inputs(tmp_path, backend_name):
+    line = ("F.batch_norm bn 5 1 x m v w b y eps=0.0 "
+            "$input=x $running_mean=m $running_var=v $weight=w $bias=b")
+    model = op_model(tmp_path, line, inputs=("x", "m", "v", "w", "b"), backend=backend_name)
+    got = run(model, [[3.0, 2.5]], *(BN_WEIGHTS[k] for k in ("running_mean", "running_var", "weight", "bias")))
+    np.testing.assert_allclose(got, [[2.0, 2.0]], rtol=1e-6)
+
+
+def test_batch_norm_channel_mismatch_is_a_shape_error(tmp_path):
+    model = op_model(tmp_path, BN1D, weights=BN_WEIGHTS)
+    with pytest.raises(ShapeError, match=r"expected 2 channels"):
+        model(np.zeros((1, 3), np.float32))
+
+
+# -- layer norm ------------------------------------------------------------------
+
+
+def test_layer_norm_by_hand(tmp_path, backend_name):
+    # [1, 2, 3]: mean 2, biased variance 2/3, so (x - 2) / sqrt(2/3) = (-1.2247, 0, 1.2247)
+    line = "nn.LayerNorm ln 1 1 x y elementwise_affine=True eps=0.0 normalized_shape=(3)"
+    model = op_model(tmp_path, line, weights={"weight": [1.0, 2.0, 3.0], "bias": [0.0, 0.0, 1.0]},
+                     backend=backend_name)
+    s = np.sqrt(1.5)
+    np.testing.assert_allclose(run(model, [[1.0, 2.0, 3.0]]), [[-s, 0.0, 3 * s + 1]], rtol=1e-5)
+
+
+def test_layer_norm_over_two_dims_gives_zero_mean_unit_variance(tmp_path):
+    line = "nn.LayerNorm ln 1 1 x y elementwise_affine=False eps=1.000000e-5 normalized_shape=(4,5)"
+    got = run(op_model(tmp_path, line), random(2, 3, 4, 5) * 3 + 7)
+    np.testing.assert_allclose(got.mean(axis=(-2, -1)), 0.0, atol=1e-5)
+    np.testing.assert_allclose(got.var(axis=(-2, -1)), 1.0, atol=1e-4)
+    # ... and the statistics really are over the last two dims only: rows differ
+    assert not np.allclose(got.mean(axis=-1), 0.0, atol=1e-3)
+
+
+def test_f_layer_norm_without_weight(tmp_path):
+    line = "F.layer_norm ln 1 1 x y bias=None eps=0.0 normalized_shape=(2) weight=None $input=x"
+    # any two different values normalise to (-1, 1)
+    np.testing.assert_allclose(run(op_model(tmp_path, line), [[1.0, 3.0], [9.0, 5.0]]),
+                               [[-1.0, 1.0], [1.0, -1.0]], rtol=1e-6)
+
+
+def test_layer_norm_wrong_trailing_shape_is_a_shape_error(tmp_path):
+    line = "nn.LayerNorm ln 1 1 x y elementwise_affine=False eps=1.000000e-5 normalized_shape=(4,5)"
+    with pytest.raises(ShapeError, match=r"the last 2 dim\(s\) must be \(4, 5\)"):
+        op_model(tmp_path, line)(np.zeros((2, 5, 4), np.float32))
+
+
+# -- group norm and instance norm ----------------------------------------------------
+
+
+def test_group_norm_with_one_group_equals_layer_norm_over_c_h_w(tmp_path, backend_name):
+    x = random(2, 4, 3, 5)
+    group = op_model(tmp_path, "F.group_norm gn 1 1 x y bias=None eps=1.000000e-5 num_groups=1 weight=None $input=x",
+                     backend=backend_name)
+    layer = op_model(tmp_path, "F.layer_norm ln 1 1 x y bias=None eps=1.000000e-5 normalized_shape=(4,3,5) "
+                               "weight=None $input=x", backend=backend_name)
+    np.testing.assert_allclose(run(group, x), run(layer, x), atol=1e-5)
+
+
+def test_group_norm_with_a_group_per_channel_equals_instance_norm(tmp_path):
+    weights = {"weight": [1.0, 2.0, 0.5], "bias": [0.0, -1.0, 3.0]}
+    x = random(2, 3, 4, 5)
+    group = op_model(tmp_path, "nn.GroupNorm gn 1 1 x y affine=True eps=1.000000e-5 num_channels=3 num_groups=3",
+                     weights=weights)
+    instance = op_model(tmp_path, "nn.InstanceNorm2d in 1 1 x y affine=True eps=1.000000e-5 num_features=3 "
+                                  "track_running_stats=False", weights=weights)
+    np.testing.assert_allclose(run(group, x), run(instance, x), atol=1e-5)
+
+
+def test_group_norm_by_hand(tmp_path):
+    # groups of two channels, one value each: [1, 3] -> (-1, 1), [10, 10] -> (0, 0) (eps 0 would divide 0 by 0)
+    line = "nn.GroupNorm gn 1 1 x y affine=True eps=1.000000e-5 num_channels=4 num_groups=2"
+    model = op_model(tmp_path, line, weights={"weight": [1.0, 2.0, 3.0, 4.0], "bias": [0.0, 0.0, 0.5, 0.5]})
+    np.testing.assert_allclose(run(model, [[1.0, 3.0, 10.0, 10.0]]), [[-1.0, 2.0, 0.5, 0.5]], atol=1e-4)
+
+
+def test_instance_norm1d_unbatched_equals_batched(tmp_path):
+    line = "nn.InstanceNorm1d in 1 1 x y affine=False eps=1.000000e-5 num_features=3 track_running_stats=False"
+    model = op_model(tmp_path, line)
+    x = random(3, 7)
+    np.testing.assert_allclose(run(model, x), run(model, x[None])[0], atol=1e-6)
+    np.testing.assert_allclose(run(model, x).mean(axis=-1), 0.0, atol=1e-6)
+
+
+def test_instance_norm_with_running_stats_is_a_per_channel_affine(tmp_path, backend_name):
+    line = "nn.InstanceNorm1d in 1 1 x y affine=True eps=0.0 num_features=2 track_running_stats=True"
+    model = op_model(tmp_path, line, weights=BN_WEIGHTS, backend=backend_name)
+    np.testing.assert_allclose(run(model, [[[3.0], [2.5]]]), [[[2.0], [2.0]]], rtol=1e-6)
+
+
+def test_f_instance_norm_weight_inputs(tmp_path):
+    line = ("F.instance_norm in 3 1 x w b y eps=0.0 running_mean=None running_var=None "
+            "$input=x $weight=w $bias=b")
+    model = op_model(tmp_path, line, inputs=("x", "w", "b"))
+    got = run(model, [[[1.0, 3.0], [0.0, 4.0]]], [2.0, 1.0], [0.0, 5.0])
+    np.testing.assert_allclose(got, [[[-2.0, 2.0], [4.0, 6.0]]], rtol=1e-6)
+
+
+# -- F.normalize -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "p, expected",
+    [
+        ("2.0", [0.6, -0.8]),
+        ("1.0", [3 / 7, -4 / 7]),
+        ("inf", [0.75, -1.0]),  # pnnx writes p=inf as a bare token
+        ("3", [3 / 91 ** (1 / 3), -4 / 91 ** (1 / 3)]),  # |3|^3 + |4|^3 = 91
+    ],
+)
+def test_normalize_by_hand(tmp_path, backend_name, p, expected):
+    model = op_model(tmp_path, f"F.normalize n 1 1 x y dim=-1 eps=1.000000e-12 p={p} $input=x", backend=backend_name)
+    np.testing.assert_allclose(run(model, [[3.0, -4.0]]), [expected], rtol=1e-6)
+
+
+def test_normalize_clamps_small_norms_to_eps(tmp_path):
+    model = op_model(tmp_path, "F.normalize n 1 1 x y dim=0 eps=0.5 p=2.0 $input=x")
+    np.testing.assert_allclose(run(model, [[0.0, 0.3], [0.0, 0.0]]), [[0.0, 0.6], [0.0, 0.0]], rtol=1e-6)
+
+
+def test_normalize_dim_out_of_range_names_the_op(tmp_path):
+    model = op_model(tmp_path, "F.normalize n 1 1 x y dim=2 eps=1.000000e-12 p=2.0 $input=x")
+    with pytest.raises(OperatorParamError, match=r"op 'n'.*dim 2 is out of range for a tensor of rank 2"):
+        model(np.zeros((2, 2), np.float32))
+
+
+# -- build-time errors ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line, weights, error, message",
+    [
+        ("nn.BatchNorm2d n 1 1 x y affine=True eps=1.000000e-5 num_features=2",
+         {"running_mean": [0.0, 0.0], "running_var": [1.0, 1.0]},
+         OperatorParamError, r"affine=True needs the weight '@weight'"),
+        ("nn.BatchNorm2d n 1 1 x y affine=False eps=1.000000e-5 num_features=3",
+         {"running_mean": [0.0, 0.0], "running_var": [1.0, 1.0]},
+         OperatorParamError, r"num_features=3 but the statistics have 2 channels"),
+        ("F.batch_norm n 1 1 x y bias=None eps=1.000000e-5 running_mean=None running_var=None weight=None $input=x",
+         {}, UnsupportedOperatorError, r"running_mean=None is not supported"),
+        ("nn.GroupNorm n 1 1 x y affine=False eps=1.000000e-5 num_channels=6 num_groups=4", {},
+         OperatorParamError, r"num_groups=4 does not divide num_channels=6"),
+        ("nn.LayerNorm n 1 1 x y elementwise_affine=True eps=1.000000e-5 normalized_shape=(3)",
+         {"weight": [1.0, 1.0], "bias": [0.0, 0.0]},
+         OperatorParamError, r"weight and bias must have shape \(3,\)"),
+        ("nn.LayerNorm n 1 1 x y elementwise_affine=False eps=1.000000e-5 normalized_shape=(0)", {},
+         OperatorParamError, r"'normalized_shape' must be positive"),
+        ("nn.InstanceNorm2d n 1 1 x y affine=False eps=1.000000e-5 num_features=2 track_running_stats=True", {},
+         OperatorParamError, r"track_running_stats=True needs '@running_mean'"),
+        ("F.layer_norm n 1 1 x y bias=None eps=1.000000e-5 normalized_shape=(3) weight=True $input=x", {},
+         UnsupportedOperatorError, r"weight=True is not supported"),
+    ],
+)
+def test_invalid_params_fail_at_load_time(tmp_path, line, weights, error, message):
+    with pytest.raises(error, match=message) as info:
+        op_model(tmp_path, line, weights=weights)
+    assert "op 'n'" in str(info.value)
+
+
+def test_group_norm_channels_not_divisible_at_run_time_is_a_shape_error(tmp_path):
+    model = op_model(tmp_path, "F.group_norm gn 1 1 x y bias=None eps=1.000000e-5 num_groups=2 weight=None $input=x")
+    with pytest.raises(ShapeError, match=r"C divisible by 2"):
+        model(np.zeros((1, 3, 4), np.float32))
+
+
+# -- the fixtures cover what they claim ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fixture, op_type, keys",
+    [
+        ("batchnorm1d_nc", "nn.BatchNorm1d", [None]),
+        ("batchnorm1d_ncl", "nn.BatchNorm1d", [None]),
+        ("f_batch_norm", "F.batch_norm", ["input", "running_mean", "running_var"]),
+        ("f_group_norm_noaffine", "F.group_norm", ["input"]),
+        ("f_layer_norm_weight_expr", "F.layer_norm", ["input", "weight", "bias"]),
+        ("f_instance_norm", "F.instance_norm", ["input", "weight", "bias"]),
+        ("instancenorm2d_running", "nn.InstanceNorm2d", [None]),
+        ("f_normalize_p3_negdim", "F.normalize", ["input"]),
+    ],
+)
+def test_norm_fixtures_contain_the_op_they_cover(fixture, op_type, keys):
+    ops = [op for op in load_pnnx(MODELS / fixture / "model.pnnx.param").ops if op.type == op_type]
+    assert len(ops) == 1
+    assert ops[0].input_keys == keys
+
+
+def test_batchnorm1d_nc_fixture_runs_on_two_dims():
+    (spec,) = kuiper.load(MODELS / "batchnorm1d_nc" / "model.pnnx.param").inputs
+    assert len(spec.shape) == 2  # (N, C): the BN sees no length dim
