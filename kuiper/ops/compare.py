@@ -104,17 +104,23 @@ class Where(Op):
         xp = self.xp
         condition = inputs[self.condition_at]
         values = [inputs[v] if kind == "input" else v for kind, v in self.sources]
-        arrays = [v for v in values if self.backend.is_array(v)]
-        dtype = xp.result_type(*arrays) if arrays else None
-        values = [v if self.backend.is_array(v) else self._number_array(v, dtype) for v in values]
+        dtype = self._result_dtype(values)
+        values = [
+            xp.astype(v, dtype, copy=False) if self.backend.is_array(v) else xp.asarray(v, dtype=dtype) for v in values
+        ]
         return xp.where(condition, values[0], values[1])
 
-    def _number_array(self, value, dtype):
-        """A number as a 0-d array, with PyTorch's tensor-scalar promotion."""
+    def _result_dtype(self, values):
+        """PyTorch's promotion: tensors decide, unless a number is of a higher kind than all
+        of them (a float number with integer tensors gives float32, the default dtype)."""
         xp = self.xp
-        if dtype is None or _kind_rank(value) > self._dtype_rank(dtype):
-            dtype = (xp.bool, xp.int64, xp.float32)[_kind_rank(value)]
-        return xp.asarray(value, dtype=dtype)
+        arrays = [v for v in values if self.backend.is_array(v)]
+        numbers = [v for v in values if not self.backend.is_array(v)]
+        dtype = xp.result_type(*arrays) if arrays else None
+        number_rank = max((_kind_rank(v) for v in numbers), default=-1)
+        if dtype is None or number_rank > self._dtype_rank(dtype):
+            dtype = (xp.bool, xp.int64, xp.float32)[number_rank]
+        return dtype
 
     def _dtype_rank(self, dtype) -> int:
         if self.xp.isdtype(dtype, "bool"):

@@ -193,7 +193,10 @@ class LogSumExp(Reduction):
         # An all -inf (or inf) slice would give inf - inf = nan; shift by 0 there instead.
         peak = xp.where(xp.isfinite(peak), peak, xp.zeros_like(peak))
         total = xp.sum(xp.exp(x - peak), axis=axes, keepdims=True)
-        out = xp.log(total) + peak
+        # log(0) = -inf for an all -inf slice, without NumPy's divide-by-zero warning.
+        empty = total == 0
+        log_total = xp.log(xp.where(empty, xp.ones_like(total), total))
+        out = xp.where(empty, xp.full_like(total, -math.inf), log_total + peak)
         if not self.keepdim:
             out = xp.squeeze(out, axis=axes if axes is not None else tuple(range(x.ndim)))
         return self.array(out)

@@ -109,6 +109,31 @@ def _clamp(x, low, high):
     )
 
 
+class Chains(nn.Module):
+    """Chains of elementwise activations whose middle results nobody else reads, so the
+    graph's fusion pass folds each chain into one expression (their elementwise_expression)."""
+
+    def __init__(self):
+        super().__init__()
+        self.gelu_tanh, self.hardswish, self.leaky = nn.GELU(approximate="tanh"), nn.Hardswish(), nn.LeakyReLU(0.1)
+        self.elu, self.softplus, self.mish, self.selu = nn.ELU(0.5), nn.Softplus(2.0, 1.0), nn.Mish(), nn.SELU()
+        self.gelu, self.hardtanh, self.celu, self.hardsigmoid = nn.GELU(), nn.Hardtanh(-0.4, 0.9), nn.CELU(0.7), \
+            nn.Hardsigmoid()
+        self.threshold, self.softshrink, self.logsigmoid = nn.Threshold(0.1, -1.0), nn.Softshrink(0.2), nn.LogSigmoid()
+        self.prelu = nn.PReLU()
+        with torch.no_grad():
+            self.prelu.weight.fill_(-0.3)
+
+    def forward(self, x, y):
+        a = torch.clamp(self.leaky(self.hardswish(self.gelu_tanh(x * 2.0))), -0.5, 0.8)
+        b = self.selu(self.mish(self.softplus(self.elu(x))))
+        c = self.hardsigmoid(self.celu(self.hardtanh(torch.sigmoid(self.gelu(x)))))
+        d = self.logsigmoid(self.softshrink(self.threshold(F.silu(torch.tanh(F.relu6(x))))))
+        e = torch.where(x > y, self.prelu(x), F.softsign(y))
+        f = torch.clamp(F.tanhshrink(F.hardshrink(y, 0.3)), min=-0.2)
+        return a, b, c, d, e, f
+
+
 # -- linear algebra ------------------------------------------------------------------------
 
 
@@ -244,6 +269,9 @@ MODELS = {
     "clamp_bounds": _spec(lambda: Functional(_clamp), (1, 3, 4, 5), (1, 3, 4, 5), (1, 1, 4, 5),
                           description="torch.clamp with only min, only max, both, -inf/inf bounds, "
                                       "and tensor bounds ($min, $max inputs, broadcast)"),
+    "act_chains_fused": _spec(Chains, (1, 3, 4, 5), (1, 3, 4, 5),
+                              description="chains of elementwise activations (and gt -> where) that the "
+                                          "fusion pass folds into expressions"),
     # --- linear algebra
     "linear_rank3": _spec(Linears, (1, 5, 6),
                           description="nn.Linear with and without bias on a rank-3 input"),
