@@ -111,7 +111,9 @@ def test_conv_transpose2d_groups_keep_channels_apart(tmp_path, backend_name):
     size=st.integers(3, 7),
     seed=st.integers(0, 2**16),
 )
-def test_conv_transpose_is_the_adjoint_of_conv(tmp_path, spatial, groups, kernel, stride, dilation, padding, size, seed):
+def test_conv_transpose_is_the_adjoint_of_conv(
+    tmp_path, spatial, groups, kernel, stride, dilation, padding, size, seed
+):
     """<conv(x), y> == <x, conv_transpose(y)> for the same weight: the defining property of ConvTranspose."""
     span = dilation * (kernel - 1) + 1
     if size + 2 * padding < span:
@@ -170,8 +172,16 @@ def test_f_conv1d_keys_may_come_in_any_order(tmp_path):
 def test_f_conv2d_weight_input_with_wrong_channels_is_a_shape_error(tmp_path):
     line = "F.conv2d c 2 1 x w y bias=None dilation=(1,1) groups=1 padding=(0,0) stride=(1,1) $input=x $weight=w"
     model = op_model(tmp_path, line, inputs=("x", "w"))
-    with pytest.raises(ShapeError, match=r"expected input \(N, 3"):
+    with pytest.raises(ShapeError, match=r"expected input \(\[N,\] 3"):
         model(np.zeros((1, 2, 4, 4), np.float32), np.zeros((1, 3, 1, 1), np.float32))
+
+
+@pytest.mark.parametrize("op_type", ["nn.Conv1d", "nn.ConvTranspose1d"])
+def test_unbatched_input_equals_a_batch_of_one(tmp_path, op_type):
+    line = f"{op_type} c 1 1 x y bias=True dilation=(1) groups=1 output_padding=(0) padding=(1) stride=(2)"
+    model = op_model(tmp_path, line, weights={"weight": np.arange(12.0).reshape(2, 2, 3), "bias": [1.0, -1.0]})
+    x = np.arange(10, dtype=np.float32).reshape(2, 5)
+    np.testing.assert_array_equal(run(model, x), run(model, x[None])[0])
 
 
 def test_kernel_larger_than_the_padded_input_is_a_shape_error(tmp_path):

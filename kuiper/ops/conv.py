@@ -39,13 +39,12 @@ def transposed_output_size(size: int, kernel: int, stride: int, pad: int, dilati
 class _ConvBase(Op):
     """What Conv and ConvTranspose share: stride/dilation/groups, and where weight and bias come from.
 
-    ``spatial`` is the number of spatial dims.  ``transposed`` selects the
-    weight layout: (out, in/groups, *kernel) for convolution,
-    (in, out/groups, *kernel) for transposed convolution.
+    ``spatial`` is the number of spatial dims.  Subclasses turn a weight into
+    its matmul form in ``prepare_weight`` (the layouts differ: (out, in/groups,
+    *kernel) for convolution, (in, out/groups, *kernel) for transposed).
     """
 
     spatial = 2
-    transposed = False
 
     def setup(self):
         n = self.spatial
@@ -71,6 +70,9 @@ class _ConvBase(Op):
             self._check_weight_rank(weight.shape)
             self.static_weight = self.prepare_weight(self.weight("weight"))
             bias = self.weight("bias", required=self.bool_param("bias", default="bias" in node.attrs))
+            out_channels = self.static_weight.out_channels
+            if bias is not None and tuple(bias.shape) != (out_channels,):
+                raise self.error(f"bias must have shape ({out_channels},), found {tuple(bias.shape)}")
             self.static_bias = None if bias is None else self.xp.reshape(bias, (1, -1) + (1,) * self.spatial)
             return
         # F.* form: the weight (and maybe the bias) arrive as inputs, found by their $keys.
@@ -119,11 +121,20 @@ class _ConvBase(Op):
     def prepare_weight(self, weight) -> "_PreparedWeight":
         raise NotImplementedError
 
+    def forward(self, *inputs):
+        x, weight, bias = self.operands(inputs)
+        if self.backend.is_array(x) and x.ndim == self.spatial + 1:  # unbatched (C, *spatial), as PyTorch allows
+            return self.compute(x[None], weight, bias)[0]
+        return self.compute(x, weight, bias)
+
+    def compute(self, x, weight: "_PreparedWeight", bias):
+        raise NotImplementedError
+
     def check_input(self, x, in_channels: int):
         n = self.spatial
         if not self.backend.is_array(x) or x.ndim != n + 2 or x.shape[1] != in_channels:
             raise ShapeError(
-                f"{self.node.describe()}: expected input (N, {in_channels}, {n} spatial dim(s)), found {_shape_of(x)}"
+                f"{self.node.describe()}: expected input ([N,] {in_channels}, {n} spatial dim(s)), found {_shape_of(x)}"
             )
 
 
@@ -178,8 +189,7 @@ class ConvNd(_ConvBase):
         matrix = self.xp.reshape(weight, (self.groups, out_channels // self.groups, -1))
         return _PreparedWeight(matrix, out_channels, group_in * self.groups, tuple(weight.shape[2:]))
 
-    def forward(self, *inputs):
-        x, weight, bias = self.operands(inputs)
+    def compute(self, x, weight, bias):
         self.check_input(x, weight.in_channels)
         pads = self.static_pads if weight is self.static_weight else self.pads_for(weight.kernel)
         xp = self.xp
@@ -211,8 +221,6 @@ class ConvNd(_ConvBase):
 class ConvTransposeNd(_ConvBase):
     """nn.ConvTransposeNd and F.conv_transposeNd (zero padding only, like PyTorch)."""
 
-    transposed = True
-
     def setup(self):
         super().setup()
         n = self.spatial
@@ -241,8 +249,7 @@ class ConvTransposeNd(_ConvBase):
         matrix = xp.permute_dims(matrix, (0, 2, 1))
         return _PreparedWeight(matrix, group_out * self.groups, in_channels, kernel)
 
-    def forward(self, *inputs):
-        x, weight, bias = self.operands(inputs)
+    def compute(self, x, weight, bias):
         self.check_input(x, weight.in_channels)
         xp = self.xp
         n = self.spatial
