@@ -339,5 +339,23 @@ def test_non_elementwise_or_invalid_ops_give_no_expression():
     assert LeakyReLU.elementwise_expression(
         OpNode("nn.LeakyReLU", "l", ["a"], ["b"], params={"negative_slope": "x"})
     ) is None
-    tensor_bound = OpNode("torch.clamp", "c", ["a", "m"], ["b"], params={"max": None}, input_keys=["input", "min"])
-    assert Clamp.elementwise_expression(tensor_bound) is None
+    assert Clamp.elementwise_expression(OpNode("torch.clamp", "c", ["a"], ["b"], params={"max": "x"})) is None
+
+
+def test_clamp_with_tensor_bounds_reads_them_as_further_inputs():
+    from kuiper.ops.activation import Clamp
+
+    tensor_min = OpNode("torch.clamp", "c", ["m", "a"], ["b"], params={"max": 0.5}, input_keys=["min", "input"])
+    assert Clamp.elementwise_expression(tensor_min) == "minimum(maximum(@1,@0),0.5)"
+    clamp_max = OpNode("aten::clamp_max", "c", ["a", "v"], ["b"])
+    assert Clamp.elementwise_expression(clamp_max) == "minimum(@0,@1)"
+
+
+@pytest.mark.parametrize(
+    "op_type, want", [("aten::clamp_min", [[0.1, 0.1, 3.0]]), ("aten::clamp_max", [[-3.0, 0.0, 0.1]])]
+)
+def test_aten_clamp_min_and_max_take_the_bound_as_second_input(tmp_path, op_type, want):
+    # pnnx leaves x.clamp_min(0.1) as aten::clamp_min(x, <constant expression 0.1>).
+    x = np.array([[-3.0, 0.0, 3.0]], dtype=np.float32)
+    (got,), _ = one_op(tmp_path, op_type, [x, np.array(0.1, np.float32)])
+    np.testing.assert_allclose(got, want, atol=1e-7)

@@ -177,11 +177,24 @@ class Hardtanh(Activation):
 
 
 class Clamp(Op):
-    """torch.clamp: min and max are each a number, None (no bound), or a tensor input ``$min``/``$max``."""
+    """torch.clamp: min and max are each a number, None (no bound), or a tensor input ``$min``/``$max``.
 
-    types = ("torch.clamp", "torch.clip")
+    pnnx leaves ``x.clamp_min(v)`` / ``x.clamp_max(v)`` as ``aten::clamp_min`` /
+    ``aten::clamp_max`` with two unnamed inputs: x and the bound (often a constant
+    pnnx.Expression such as ``expr=0.1``, so a number or a tensor).
+    """
+
+    types = ("torch.clamp", "aten::clamp_min", "aten::clamp_max")
 
     def setup(self):
+        self.input_at = self.input_index("input", default=0)
+        if self.node.type.startswith("aten::"):
+            self.require_inputs(2)
+            bound_at = 1 - self.input_at
+            is_min = self.node.type == "aten::clamp_min"
+            self.min_index, self.max_index = (bound_at, None) if is_min else (None, bound_at)
+            self.low = self.high = None
+            return
         self.require_inputs(1, 3)
         self.min_index = self.input_index("min")
         self.max_index = self.input_index("max")
@@ -193,10 +206,11 @@ class Clamp(Op):
     def _bound(self, key):
         return None if self.param(key, None) is None else self.float_param(key)
 
-    def forward(self, x, *bounds):
+    def forward(self, *inputs):
         xp = self.xp
-        low = bounds[self.min_index - 1] if self.min_index is not None else self.low
-        high = bounds[self.max_index - 1] if self.max_index is not None else self.high
+        x = inputs[self.input_at]
+        low = inputs[self.min_index] if self.min_index is not None else self.low
+        high = inputs[self.max_index] if self.max_index is not None else self.high
         if low is not None:
             x = xp.maximum(x, low)
         if high is not None:
@@ -205,17 +219,28 @@ class Clamp(Op):
 
     @classmethod
     def elementwise_expression(cls, node):
-        if len(node.inputs) != 1:
-            return None
-        text = "@0"
-        for key, function in (("min", "maximum"), ("max", "minimum")):
-            if node.params.get(key) is None:
-                continue
-            value = node_number(node, key)
-            if value is None:
+        keys = node.input_keys
+        if node.type.startswith("aten::"):
+            if len(node.inputs) != 2:
                 return None
-            text = f"{function}({text},{literal(value)})"
-        return None if text == "@0" else text
+            x = keys.index("input") if "input" in keys else 0
+            function = "maximum" if node.type == "aten::clamp_min" else "minimum"
+            return f"{function}(@{x},@{1 - x})"
+        if "input" not in keys and len(node.inputs) != 1:
+            return None
+        text = f"@{keys.index('input') if 'input' in keys else 0}"
+        for key, function in (("min", "maximum"), ("max", "minimum")):
+            if key in keys:
+                bound = f"@{keys.index(key)}"  # a tensor bound
+            elif node.params.get(key) is not None:
+                value = node_number(node, key)
+                if value is None:
+                    return None
+                bound = literal(value)
+            else:
+                continue
+            text = f"{function}({text},{bound})"
+        return None if text.startswith("@") else text
 
 
 class Threshold(Activation):
