@@ -60,6 +60,10 @@ class Backend:
 
         return compile_elementwise(function, self.native if hasattr(self, "native") else self.xp)
 
+    def device_error(self, exc: BaseException):
+        """A KuiperError explaining a device failure (e.g. out of memory), or None if ``exc`` is not one."""
+        return None
+
     def synchronize(self) -> None:
         """Wait until queued work is finished (timing); a no-op on synchronous backends."""
 

@@ -87,7 +87,7 @@ def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) 
     if fuse:
         from .fusion import fuse_elementwise
 
-        order, fused_groups = fuse_elementwise(order, ir)
+        order, fused_groups = fuse_elementwise(order)
 
     inputs = [node for node in order if node.type == "pnnx.Input"]
     outputs = [node for node in ir.ops if node.type == "pnnx.Output"]

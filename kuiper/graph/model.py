@@ -80,7 +80,12 @@ class Model:
                 result = step.op.forward(*[slots[i] for i in step.input_slots])
             except KuiperError:
                 raise
-            except (ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
+            except Exception as exc:
+                translated = self.backend.device_error(exc)
+                if translated is not None:
+                    raise translated from exc
+                if not isinstance(exc, (ValueError, IndexError, TypeError, ZeroDivisionError)):
+                    raise
                 shapes = ", ".join(_describe_value(slots[i]) for i in step.input_slots)
                 raise OpExecutionError(f"{step.node.describe()} failed on inputs [{shapes}]: {exc}") from exc
             if len(step.output_slots) == 1:

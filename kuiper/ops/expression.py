@@ -26,6 +26,19 @@ def _dtype_name(value) -> str:
 class Expression(Op):
     types = ("pnnx.Expression",)
 
+    @classmethod
+    def elementwise_expression(cls, node):
+        """The expression itself, when it computes a tensor elementwise (not a shape list or whole size)."""
+        from ..expr import ListExpr, Size, parse
+
+        text = node.params.get("expr")
+        if not isinstance(text, str):
+            return None
+        expr = parse(text, num_inputs=len(node.inputs))
+        if isinstance(expr, ListExpr) or (isinstance(expr, Size) and expr.dim is None):
+            return None
+        return text
+
     def setup(self):
         from ..expr import parse
 
