@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
+
+# CuPy's kernel cache goes to a throwaway folder during tests (users keep their default).
+os.environ["CUPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="kuiper-cupy-cache-")
 
 import numpy as np
 import pytest

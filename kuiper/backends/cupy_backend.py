@@ -1,13 +1,28 @@
-"""The CuPy GPU backend (installed by the ``gpu`` extra: ``pip install kuiper[gpu]``)."""
+"""The CuPy GPU backend (installed by the ``gpu`` extra: ``pip install kuiper[gpu]``, CUDA 13).
+
+Ops run through the same ``xp`` declarations as on NumPy (CuPy mirrors
+NumPy's API, so the shared primitives in numpy_like.py apply: padding,
+sliding windows for im2col, einsum).  Convolutions are im2col + cuBLAS GEMM
+(``cupy.matmul``); the 1x1 case is a plain GEMM.  What this backend adds:
+
+* every expression and fused elementwise chain runs as ONE
+  ``cupy.ElementwiseKernel`` generated from the tensor IR
+  (kuiper.ir.codegen_cuda), cached by kernel source, so a model builds each
+  kernel once and CuPy compiles it once;
+* feeds may be NumPy arrays, CuPy arrays, or anything with DLPack /
+  ``__cuda_array_interface__``;
+* out-of-memory becomes a DeviceMemoryError that says what was asked and what is free.
+"""
 
 from __future__ import annotations
 
+from ..errors import DeviceMemoryError, KuiperError
 from ..hookspecs import hookimpl
 from .numpy_like import NumPyLikeBackend
 
 
 def _cupy_status():
-    """(cupy module or None, reason it cannot be used)."""
+    """(cupy module or None, the reason it cannot be used)."""
     try:
         import cupy
     except ImportError as exc:
@@ -15,6 +30,7 @@ def _cupy_status():
     except Exception as exc:  # a broken CUDA install raises all sorts of things on import
         return None, f"CuPy failed to import: {exc!r}"
     try:
+        # is_available() returns False without a GPU; getDeviceCount() would raise instead.
         if not cupy.cuda.is_available():
             return None, "CuPy is installed but no CUDA GPU is visible (cupy.cuda.is_available() is False)"
     except Exception as exc:
@@ -24,7 +40,7 @@ def _cupy_status():
 
 class CupyBackend(NumPyLikeBackend):
     name = "cupy"
-    description = "NVIDIA GPU backend (CuPy, CUDA 13) with fused elementwise kernels"
+    description = "NVIDIA GPU backend (CuPy for CUDA 13) with fused elementwise kernels"
 
     @classmethod
     def availability(cls):
@@ -37,9 +53,17 @@ class CupyBackend(NumPyLikeBackend):
 
         self.native = cupy
         self.xp = cupy_namespace
+        self._kernels: dict[str, object] = {}
 
+    # -- arrays in and out -----------------------------------------------------------
     def asarray(self, array, dtype=None):
-        return self.native.asarray(array, dtype=dtype)
+        cupy = self.native
+        if isinstance(array, cupy.ndarray) or hasattr(array, "__cuda_array_interface__"):
+            return cupy.asarray(array, dtype=dtype)
+        if hasattr(array, "__dlpack__") and not hasattr(array, "__array__"):
+            array = cupy.from_dlpack(array)
+            return array if dtype is None else array.astype(dtype, copy=False)
+        return cupy.asarray(array, dtype=dtype)  # NumPy arrays and Python scalars: one host-to-device copy
 
     def to_numpy(self, array):
         if isinstance(array, self.native.ndarray):
@@ -47,6 +71,46 @@ class CupyBackend(NumPyLikeBackend):
         import numpy
 
         return numpy.asarray(array)
+
+    # -- fused elementwise kernels ---------------------------------------------------
+    def compile_elementwise(self, function):
+        from ..ir.codegen_cuda import elementwise_kernel_spec
+
+        generic = super().compile_elementwise(function)
+        try:
+            spec = elementwise_kernel_spec(function)
+        except KuiperError:
+            # Shape arithmetic (size(), lists) is host-side work: no kernel for it.
+            return generic
+        kernel = self._kernels.get(spec.name)
+        if kernel is None:
+            kernel = self.native.ElementwiseKernel(**spec.elementwise_kernel_args())
+            self._kernels[spec.name] = kernel
+        ndarray = self.native.ndarray
+
+        def run(*inputs):
+            # A kernel needs at least one array to take its shape from.
+            if not any(isinstance(value, ndarray) for value in inputs):
+                return generic(*inputs)
+            return kernel(*inputs)
+
+        return run
+
+    # -- errors and timing ---------------------------------------------------------------
+    def device_error(self, exc: BaseException):
+        cupy = self.native
+        if isinstance(exc, cupy.cuda.memory.OutOfMemoryError):
+            try:
+                free, total = cupy.cuda.runtime.memGetInfo()
+                state = f"{free / 2**20:,.0f} MiB free of {total / 2**20:,.0f} MiB on the GPU"
+            except Exception:  # the driver may be in no state to answer
+                state = "free memory unknown"
+            pool = cupy.get_default_memory_pool()
+            return DeviceMemoryError(
+                f"GPU out of memory: {exc} ({state}; kuiper's CuPy pool holds {pool.total_bytes() / 2**20:,.0f} MiB). "
+                "Try a smaller batch."
+            )
+        return None
 
     def synchronize(self) -> None:
         self.native.cuda.get_current_stream().synchronize()

@@ -78,6 +78,17 @@ def instantiate(node: OpNode, backend: Backend):
     return registered.obj(node, backend)
 
 
+def _instantiate_on_device(node: OpNode, backend: Backend):
+    """Instantiate, turning device failures (weights that do not fit) into KuiperErrors."""
+    try:
+        return instantiate(node, backend)
+    except Exception as exc:
+        translated = backend.device_error(exc)
+        if translated is not None:
+            raise translated from exc
+        raise
+
+
 def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) -> Model:
     """Build a runnable Model bound to one backend (see kuiper.config for how None is resolved)."""
     backend = backend if isinstance(backend, Backend) else get_backend(backend)
@@ -120,7 +131,7 @@ def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) 
 
     steps = [
         Step(
-            op=instantiate(node, backend),
+            op=_instantiate_on_device(node, backend),
             node=node,
             input_slots=tuple(slot_of[o] for o in node.inputs),
             output_slots=tuple(slot_of[o] for o in node.outputs),

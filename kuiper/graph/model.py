@@ -107,10 +107,9 @@ class Model:
     def _check_feed(self, spec: TensorSpec, array):
         """Same rank, same size on every fixed dim but the batch (dim 0), a compatible dtype."""
         if not (self.backend.is_array(array) or isinstance(array, np.ndarray)):
-            if hasattr(array, "__dlpack__") or hasattr(array, "__array__"):
-                array = np.asarray(array) if hasattr(array, "__array__") else array
-            else:
+            if not any(hasattr(array, p) for p in ("__array__", "__dlpack__", "__cuda_array_interface__")):
                 raise InputError(f"{self._where()}: input '{spec.name}' must be an array, got {type(array).__name__}")
+            array = self.backend.asarray(array)  # other libraries' arrays, by the array protocols
         expected = spec.dtype
         if expected is not None:
             expected_dtype = np.dtype(expected)

@@ -1,0 +1,118 @@
+"""The fusion pass: which ops merge, which must not, and that results do not change."""
+
+import numpy as np
+import pytest
+
+import kuiper
+from kuiper.cli import main
+
+from conftest import MODELS, reference_batches, write_model
+
+
+def _model(tmp_path, body: str, operands: int, fuse=True):
+    lines = body.strip().splitlines()
+    text = f"7767517\n{len(lines)} {operands}\n" + "\n".join(line.strip() for line in lines) + "\n"
+    return kuiper.load(write_model(tmp_path, text), fuse=fuse)
+
+
+CHAIN = """
+pnnx.Input in0 0 1 x #x=(2,3)f32
+nn.ReLU r 1 1 x a
+pnnx.Expression e 1 1 a b expr=mul(@0,2.0)
+nn.Sigmoid s 1 1 b c
+pnnx.Output out 1 0 c
+"""
+
+
+def test_a_chain_becomes_one_expression_node(tmp_path):
+    model = _model(tmp_path, CHAIN, 4)
+    assert [step.node.type for step in model.steps] == ["pnnx.Expression"]
+    assert model.fused_groups == [["r", "e", "s"]]
+    x = np.array([[-1.0, 0.5, 2.0], [3.0, -0.25, 0.0]], np.float32)
+    expected = 1 / (1 + np.exp(-(np.maximum(x, 0) * 2)))
+    np.testing.assert_allclose(model(x), expected, rtol=1e-6)
+
+
+def test_fusion_can_be_switched_off(tmp_path):
+    model = _model(tmp_path, CHAIN, 4, fuse=False)
+    assert [step.node.type for step in model.steps] == ["nn.ReLU", "pnnx.Expression", "nn.Sigmoid"]
+    assert model.fused_groups == []
+
+
+def test_a_value_read_twice_is_not_absorbed(tmp_path):
+    body = """
+    pnnx.Input in0 0 1 x #x=(2,3)f32
+    nn.ReLU r 1 1 x a
+    pnnx.Expression e1 1 1 a b expr=mul(@0,2.0)
+    pnnx.Expression e2 1 1 a c expr=add(@0,1.0)
+    pnnx.Expression e3 2 1 b c d expr=sub(@0,@1)
+    pnnx.Output out 1 0 d
+    """
+    model = _model(tmp_path, body, 5)
+    # 'a' feeds two ops, so relu stays; e1 and e2 fold into e3.
+    assert [step.node.name for step in model.steps] == ["r", "e3"]
+    assert model.fused_groups == [["e2", "e1", "e3"]] or sorted(model.fused_groups[0]) == ["e1", "e2", "e3"]
+    x = np.array([[-1.0, 0.5, 2.0], [3.0, -0.25, 0.0]], np.float32)
+    relu = np.maximum(x, 0)
+    np.testing.assert_allclose(model(x), relu * 2 - (relu + 1), rtol=1e-6)
+
+
+def test_a_model_output_is_never_absorbed(tmp_path):
+    body = """
+    pnnx.Input in0 0 1 x #x=(2,3)f32
+    nn.ReLU r 1 1 x a
+    nn.Sigmoid s 1 1 a b
+    pnnx.Output out0 1 0 a
+    pnnx.Output out1 1 0 b
+    """
+    model = _model(tmp_path, body, 3)
+    assert model.fused_groups == []
+    a, b = model(np.ones((2, 3), np.float32))
+    np.testing.assert_array_equal(a, np.ones((2, 3)))
+
+
+def test_non_elementwise_ops_break_chains(tmp_path):
+    body = """
+    pnnx.Input in0 0 1 x #x=(2,3)f32
+    nn.ReLU r 1 1 x a
+    nn.Softmax sm 1 1 a b dim=1
+    nn.Sigmoid s 1 1 b c
+    pnnx.Output out 1 0 c
+    """
+    model = _model(tmp_path, body, 4)
+    assert [step.node.type for step in model.steps] == ["nn.ReLU", "nn.Softmax", "nn.Sigmoid"]
+
+
+def test_shape_expressions_are_not_fused(tmp_path):
+    body = """
+    pnnx.Input in0 0 1 x #x=(2,3)f32
+    pnnx.Expression shape 1 1 x s expr=[size(@0,0),-1]
+    Tensor.reshape view 2 1 x s y $input=x $shape=s
+    pnnx.Output out 1 0 y
+    """
+    model = _model(tmp_path, body, 3)
+    assert model.fused_groups == []
+    assert model(np.zeros((2, 3), np.float32)).shape == (2, 3)
+
+
+def test_resnet_has_fewer_ops_after_fusion_and_the_same_outputs():
+    param = MODELS / "resnet18_w8" / "model.pnnx.param"
+    fused, unfused = kuiper.load(param), kuiper.load(param, fuse=False)
+    assert len(fused.steps) < len(unfused.steps)
+    assert len(fused.fused_groups) == 8  # each residual add with the ReLU after it
+    x = reference_batches("resnet18_w8")["b3"]["inputs"][0]
+    np.testing.assert_allclose(fused(x), unfused(x), atol=1e-6, rtol=0)
+
+
+def test_kuiper_info_reports_the_fused_chains(capsys):
+    assert main(["info", str(MODELS / "resnet18_w8" / "model.pnnx.param")]) == 0
+    out = capsys.readouterr().out
+    assert "fused 8 elementwise chain(s):" in out
+    assert main(["info", "--no-fuse", str(MODELS / "resnet18_w8" / "model.pnnx.param")]) == 0
+    assert "fused" not in capsys.readouterr().out.split("op(s) to run")[-1]
+
+
+@pytest.mark.parametrize("name", ["act_chains_fused", "relu_variants", "residual_scale"])
+def test_fixtures_with_elementwise_chains_do_fuse(name):
+    model = kuiper.load(MODELS / name / "model.pnnx.param")
+    assert model.fused_groups, f"{name}: expected at least one fused chain"
