@@ -66,3 +66,11 @@ def test_intermediate_arrays_are_released_after_their_last_use():
     outputs = set(model.output_slots)
     intermediates = {slot for step in model.steps for slot in step.output_slots} - outputs
     assert intermediates <= freed  # everything but the outputs is dropped once consumed
+
+
+def test_tuple_outputs_are_flattened_into_named_outputs_with_shapes():
+    model = kuiper.load(MODELS / "two_in_two_out" / "model.pnnx.param")
+    data = reference_batches("two_in_two_out")["b1"]
+    assert len(model.outputs) == len(data["outputs"]) == 2
+    assert [spec.shape for spec in model.outputs] == [tuple(a.shape) for a in data["outputs"]]
+    assert all(step.node.type != "prim::TupleConstruct" for step in model.steps)  # nothing left to run

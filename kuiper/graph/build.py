@@ -30,12 +30,35 @@ def check_supported(ir: ModelIR, backend_name: str) -> None:
         )
 
 
-def topological_order(ir: ModelIR) -> list[OpNode]:
-    """Ops ordered so every input is computed first; file order breaks ties.  Drops ops no output needs."""
+TUPLE_TYPES = ("prim::TupleConstruct", "prim::ListConstruct")
+
+
+def model_output_operands(ir: ModelIR) -> list[str]:
+    """The operands the model returns, in pnnx.Output order.
+
+    PNNX returns several tensors as one tuple (prim::TupleConstruct, possibly
+    nested) feeding one pnnx.Output; the tuple is flattened so every tensor is
+    a named output with its declared shape.
+    """
+    producer = {operand: node for node in ir.ops for operand in node.outputs}
+
+    def flatten(operand: str) -> list[str]:
+        node = producer.get(operand)
+        if node is not None and node.type in TUPLE_TYPES:
+            return [leaf for item in node.inputs for leaf in flatten(item)]
+        return [operand]
+
+    return [leaf for node in ir.ops if node.type == "pnnx.Output" for operand in node.inputs for leaf in flatten(operand)]
+
+
+def topological_order(ir: ModelIR, roots: list[str]) -> list[OpNode]:
+    """Ops ordered so every input is computed first; file order breaks ties.
+
+    Only ops that the ``roots`` operands (the model outputs) depend on are kept.
+    """
     producer = {operand: index for index, node in enumerate(ir.ops) for operand in node.outputs}
-    # Keep only ops that an output (transitively) depends on.
     needed: set[int] = set()
-    stack = [i for i, node in enumerate(ir.ops) if node.type == "pnnx.Output"]
+    stack = [producer[operand] for operand in roots]
     while stack:
         index = stack.pop()
         if index in needed:
@@ -93,15 +116,15 @@ def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) 
     """Build a runnable Model bound to one backend (see kuiper.config for how None is resolved)."""
     backend = backend if isinstance(backend, Backend) else get_backend(backend)
     check_supported(ir, backend.name)
-    order = topological_order(ir)
+    output_operands = model_output_operands(ir)
+    order = topological_order(ir, output_operands)
     fused_groups: list[list[str]] = []
     if fuse:
         from .fusion import fuse_elementwise
 
-        order, fused_groups = fuse_elementwise(order)
+        order, fused_groups = fuse_elementwise(order, output_operands)
 
     inputs = [node for node in order if node.type == "pnnx.Input"]
-    outputs = [node for node in ir.ops if node.type == "pnnx.Output"]
     compute = [node for node in order if node.type not in ("pnnx.Input", "pnnx.Output")]
 
     slot_of: dict[str, int] = {}
@@ -111,7 +134,6 @@ def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) 
     for node in compute:
         for operand in node.outputs:
             slot_of[operand] = len(slot_of)
-    output_operands = [operand for node in outputs for operand in node.inputs]
 
     # The last step reading each slot frees it, unless it is a model output.
     last_use: dict[str, int] = {}

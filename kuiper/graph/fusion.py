@@ -42,15 +42,18 @@ def _elementwise_expressions(order: list[OpNode]) -> dict[str, object]:
     return found
 
 
-def fuse_elementwise(order: list[OpNode]) -> tuple[list[OpNode], list[list[str]]]:
-    """Return the new op order and, for `kuiper info`, the op names merged into each fused node."""
+def fuse_elementwise(order: list[OpNode], model_outputs: list[str]) -> tuple[list[OpNode], list[list[str]]]:
+    """Return the new op order and, for `kuiper info`, the op names merged into each fused node.
+
+    ``model_outputs`` are never absorbed: the model returns them.
+    """
     expressions = _elementwise_expressions(order)
     producer = {operand: node for node in order for operand in node.outputs}
     readers: dict[str, set[str]] = defaultdict(set)
     for node in order:
         for operand in node.inputs:
             readers[operand].add(node.name)
-    model_outputs = {operand for node in order if node.type == "pnnx.Output" for operand in node.inputs}
+    model_outputs = set(model_outputs)
 
     def absorbable(operand: str, consumer: OpNode, position: int) -> bool:
         source = producer.get(operand)

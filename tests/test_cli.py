@@ -1,0 +1,94 @@
+"""The kuiper command line, called in-process through kuiper.cli.main."""
+
+import numpy as np
+import pytest
+
+from kuiper.cli import main
+
+from conftest import MODELS, reference_batches
+
+LINEAR = MODELS / "flatten_linear" / "model.pnnx.param"
+
+
+def test_demo_reports_accuracy_and_agreement_with_pytorch(capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    accuracy = float(out.split("accuracy on held-out digits: ")[1].split("%")[0])
+    agreement = float(out.split("agreement with PyTorch predictions: ")[1].split("%")[0])
+    assert accuracy > 90.0
+    assert agreement == 100.0
+
+
+def test_run_reads_npy_and_writes_npy_matching_pytorch(tmp_path, capsys):
+    data = reference_batches("flatten_linear")["b3"]
+    np.save(tmp_path / "x.npy", data["inputs"][0])
+    assert main(["run", str(LINEAR), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy")]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), data["outputs"][0], atol=1e-4)
+    assert "ran on backend 'numpy'" in capsys.readouterr().out
+
+
+def test_run_feeds_an_npz_by_input_name_and_saves_npz(tmp_path):
+    data = reference_batches("two_in_two_out")["b1"]
+    import kuiper
+
+    model = kuiper.load(MODELS / "two_in_two_out" / "model.pnnx.param")
+    np.savez(tmp_path / "in.npz", **{spec.name: array for spec, array in zip(model.inputs, data["inputs"])})
+    param = str(MODELS / "two_in_two_out" / "model.pnnx.param")
+    assert main(["run", param, "-i", str(tmp_path / "in.npz"), "-o", str(tmp_path / "out.npz")]) == 0
+    saved = np.load(tmp_path / "out.npz")
+    for spec, want in zip(model.outputs, data["outputs"]):
+        np.testing.assert_allclose(saved[spec.name], want, atol=1e-4)
+
+
+def test_run_with_random_inputs(capsys):
+    assert main(["run", str(LINEAR), "--random", "--batch", "2"]) == 0
+    assert "shape (2, 6) float32" in capsys.readouterr().out
+
+
+def test_errors_are_one_line_and_exit_1(tmp_path, capsys):
+    np.save(tmp_path / "bad.npy", np.zeros((1, 2), np.float32))
+    assert main(["run", str(LINEAR), "-i", str(tmp_path / "bad.npy")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("kuiper: error: ") and "expects rank" in err
+    assert main(["info", str(tmp_path / "missing.pnnx.param")]) == 1
+    assert "model file not found" in capsys.readouterr().err
+
+
+def test_unreadable_input_file_is_reported(tmp_path, capsys):
+    (tmp_path / "x.npy").write_text("not numpy")
+    assert main(["run", str(LINEAR), "-i", str(tmp_path / "x.npy")]) == 1
+    assert "cannot read a .npy/.npz file" in capsys.readouterr().err
+
+
+def test_info_lists_ops_with_shapes_and_parameters(capsys):
+    assert main(["info", str(MODELS / "resnet18_w8" / "model.pnnx.param")]) == 0
+    out = capsys.readouterr().out
+    assert "inputs:  0: (1, 3, 64, 64) float32" in out
+    assert "nn.Conv2d" in out and "parameters:" in out
+
+
+def test_backends_lists_numpy_and_explains_cupy(capsys):
+    assert main(["backends"]) == 0
+    out = capsys.readouterr().out
+    assert "default backend: numpy" in out or "default backend:" in out
+    assert "numpy" in out and "cupy" in out
+
+
+def test_ops_lists_types_with_their_plugin(capsys):
+    assert main(["ops"]) == 0
+    out = capsys.readouterr().out
+    assert "nn.Conv2d" in out and "[builtin_ops]" in out
+    assert "example.layers.ScaledTanh" in out and "[scaled_tanh]" in out
+
+
+def test_no_command_prints_help(capsys):
+    assert main([]) == 2
+    assert "usage: kuiper" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["run", "info", "backends", "ops", "demo"])
+def test_every_command_has_help(command, capsys):
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0
+    assert "usage: kuiper " + command in capsys.readouterr().out
