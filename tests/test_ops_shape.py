@@ -403,9 +403,13 @@ def test_negative_pads_crop(tmp_path, backend_name):
     x = arange(1, 4, 5)
     got = single_op(tmp_path, backend_name, "F.pad", "mode=constant pad=(-1,2,1,-2) value=None", x)
     np.testing.assert_array_equal(got, np.pad(x[:, :2, 1:], ((0, 0), (1, 0), (0, 2))))
-    # PyTorch crops first, then pads the cropped tensor (so reflect reads the cropped edge)
-    got = single_op(tmp_path, backend_name, "F.pad", "mode=reflect pad=(-1,2) value=None", arange(1, 1, 6))
-    np.testing.assert_array_equal(got, [[[1, 2, 3, 4, 5, 4, 3]]])
+    # ATen's reflect mirrors about the ORIGINAL edge and may reach into the cropped part
+    # (4 > the 4 elements left after cropping 2, but < the original 6) ...
+    got = single_op(tmp_path, backend_name, "F.pad", "mode=reflect pad=(-2,4) value=None", arange(1, 1, 6))
+    np.testing.assert_array_equal(got, [[[2, 3, 4, 5, 4, 3, 2, 1]]])
+    got = single_op(tmp_path, backend_name, "F.pad", "mode=replicate pad=(3,-1) value=None", arange(1, 1, 2))
+    np.testing.assert_array_equal(got, [[[0, 0, 0, 0]]])
+    # ... while circular wraps the cropped tensor: x[1:] = 1..5, then 1, 2 (not 0, 1)
     got = single_op(tmp_path, backend_name, "F.pad", "mode=circular pad=(-1,2) value=None", arange(1, 1, 6))
     np.testing.assert_array_equal(got, [[[1, 2, 3, 4, 5, 1, 2]]])
 
