@@ -238,12 +238,14 @@ def summarise(seconds: Sequence[float]) -> Stats:
     return Stats(float(np.median(ms)), float(np.percentile(ms, 10)), float(np.percentile(ms, 90)), len(ms))
 
 
-def interleaved_timings(engines: Sequence[Engine], runs: int, warmup: int,
-                        progress=None, clock=time.perf_counter) -> dict[str, list[float]]:
+def interleaved_timings(engines: Sequence[Engine], runs: int, warmup: int, progress=None,
+                        pause: float = 0.0, clock=time.perf_counter, sleep=time.sleep) -> dict[str, list[float]]:
     """Round-robin: each round runs every engine once; returns seconds per engine for the timed rounds.
 
-    ``progress`` (a text stream or None) gets one line, rewritten each round, once
-    the whole run has taken longer than PROGRESS_AFTER_S.
+    ``pause`` seconds of sleep before each run let the previous engine's worker threads
+    stop spinning (OpenBLAS, OpenMP and ONNX Runtime pools busy-wait after a call), so
+    they do not steal cores from the next engine.  ``progress`` (a text stream or
+    None) gets one line, rewritten each round, once the run has taken PROGRESS_AFTER_S.
     """
     samples: dict[str, list[float]] = {e.name: [] for e in engines}
     began = clock()
@@ -251,6 +253,8 @@ def interleaved_timings(engines: Sequence[Engine], runs: int, warmup: int,
     shown = False
     for round_index in range(total):
         for engine in engines:
+            if pause > 0:
+                sleep(pause)
             start = clock()
             engine.call()
             elapsed = clock() - start
@@ -292,7 +296,8 @@ def agrees(diff: float, scale: float) -> bool:
 
 
 def run_benchmark(engines: list[Engine], batch: int, runs: int, warmup: int, model: str = "",
-                  notes: Sequence[str] = (), unavailable: dict[str, str] | None = None, progress=None) -> Report:
+                  notes: Sequence[str] = (), unavailable: dict[str, str] | None = None, progress=None,
+                  pause: float = 0.0) -> Report:
     """Check outputs once (first call of every engine), then time them interleaved."""
     report = Report(model, batch, runs, warmup, list(notes), unavailable=dict(unavailable or {}))
     reference = None
@@ -312,7 +317,7 @@ def run_benchmark(engines: list[Engine], batch: int, runs: int, warmup: int, mod
             report.max_abs_diff[engine.name] = max_abs_difference(reference, outputs)
         working.append(engine)
     report.engines = working
-    samples = interleaved_timings(working, runs, warmup, progress=progress)
+    samples = interleaved_timings(working, runs, warmup, progress=progress, pause=pause)
     report.stats = {name: summarise(s) for name, s in samples.items()}
     return report
 
@@ -488,7 +493,8 @@ def _bench(args, param: Path, compare: list[str], thread_note: str) -> int:
 
     progress = sys.stderr if sys.stderr.isatty() else None
     report = run_benchmark(engines, args.batch, args.runs, args.warmup, model=str(param),
-                           notes=[machine_note(), thread_note], unavailable=unavailable, progress=progress)
+                           notes=[machine_note(), thread_note], unavailable=unavailable, progress=progress,
+                           pause=args.pause / 1e3)
     print(format_report(report))
     if args.memory:
         working = {name: path for name, path in peer_paths.items() if name in report.stats}
@@ -519,6 +525,9 @@ def add_bench_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--onnx", help="ONNX file for the onnxruntime peer (default: model.onnx beside MODEL)")
     p.add_argument("--runs", type=int, default=20, help="timed rounds (default 20)")
     p.add_argument("--warmup", type=int, default=3, help="untimed rounds first (default 3)")
+    p.add_argument("--pause", type=float, default=0.0, metavar="MS",
+                   help="sleep MS milliseconds before each run so the previous engine's spinning worker "
+                        "threads go idle (default 0; try 200 when engines seem to slow each other down)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
     p.add_argument("--memory", action="store_true",
                    help="also report peak RSS, load and first-run time of a fresh process per engine")

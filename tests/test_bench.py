@@ -217,3 +217,12 @@ def test_threads_limit_with_threadpoolctl_is_undone_after_the_command(capsys):
     if before:
         assert "numpy thread pools:" in out and " 1" in out
     assert [pool["num_threads"] for pool in threadpoolctl.threadpool_info()] == before
+
+
+def test_pause_sleeps_before_every_run_outside_the_timed_span():
+    calls, sleeps = [], []
+    clock = FakeClock(0.001)
+    samples = bench.interleaved_timings([fake_engine("a", calls), fake_engine("b", calls)], runs=2, warmup=1,
+                                        pause=0.25, clock=clock, sleep=sleeps.append)
+    assert sleeps == [0.25] * 6  # 3 rounds x 2 engines
+    assert all(s == pytest.approx(0.001) for values in samples.values() for s in values)
