@@ -87,3 +87,14 @@ def test_deep_fused_chains_still_print():
         expr = substitute(parse("neg(neg(neg(neg(neg(neg(neg(neg(neg(neg(@0))))))))))"), {0: expr})
     assert depth(expr) == 401
     assert to_string(expr).count("neg(") == 400
+
+
+def test_shared_subtrees_are_handled_in_linear_time():
+    # Each step uses its input twice: as a tree this has 2**200 leaves, as a DAG 1000 nodes.
+    expr = parse("@0")
+    for _ in range(200):
+        expr = substitute(parse("add(gelu(@0),mul(@0,0.5))"), {0: expr})
+    assert hash(expr) == hash(substitute(expr, {}))
+    assert depth(expr) == 401
+    assert input_indices(expr) == (0,) and uses_size_of(expr, 0) is False
+    assert input_indices(renumber(expr, {0: 3})) == (3,)

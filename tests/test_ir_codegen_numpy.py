@@ -621,3 +621,30 @@ def test_no_eval_or_exec_in_the_compiler():
     assert sources
     for path in sources:
         assert not re.search(r"(?<![\w.])(eval|exec)\(", path.read_text()), path
+
+
+def test_where_with_scalar_branches_is_a_tensor():
+    cond = np.array([True, False, True])
+    result = evaluate("where(@0,1,0)", [cond])
+    assert result.dtype == np.int64 and result.tolist() == [1, 0, 1]
+    assert evaluate("where(@0,1.5,0)", [cond]).dtype == np.float32
+
+
+def test_list_items_may_be_tensors():
+    x = np.arange(3, dtype=np.int64)
+    first, second = evaluate("[@0,add(@0,1)]", [x])
+    assert first.tolist() == [0, 1, 2] and second.tolist() == [1, 2, 3]
+    assert not np.shares_memory(first, x)
+
+
+def test_deeply_fused_dag_compiles_in_linear_time():
+    from kuiper.expr import substitute
+
+    expr = parse("@0")
+    for _ in range(100):
+        expr = substitute(parse("add(gelu(@0),mul(@0,0.5))"), {0: expr})
+    x = np.linspace(-3, 3, 101).astype(np.float32)
+    expected = x.astype(np.float64)
+    for _ in range(100):
+        expected = UNARY_REFERENCES["gelu"](expected) + expected * 0.5
+    close(evaluate(expr, [x]), expected, "float32", rtol=1e-4, atol=1e-5)

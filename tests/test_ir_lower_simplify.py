@@ -72,6 +72,8 @@ def test_every_function_lowers_for_float32(name):
         ("and(@0,@1)", ["int32", "bool"], "int32"),
         ("lshift(@0,2)", ["int64"], "int64"),
         ("where(@0,@1,2.0)", ["bool", "int64"], "float32"),
+        ("where(@0,1,0)", ["bool"], "int64"),
+        ("where(@0,1,0)", ["pybool"], "pyint"),
         ("gt(@0,0.5)", ["int64"], "bool"),
         ("size(@0,1)", ["float32"], "pyint"),
         ("div(size(@0,1),2)", ["float32"], "pyfloat"),
@@ -85,6 +87,13 @@ def test_every_function_lowers_for_float32(name):
 )
 def test_result_dtypes_follow_pytorch(text, dtypes_in, dtype_out):
     assert lower(parse(text), dtypes_in).results[0].dtype == dtype_out
+
+
+def test_input_dtypes_may_be_numpy_dtypes():
+    import numpy as np
+
+    fn = lower(parse("add(@0,@1)"), [np.float32, np.dtype("int8")])
+    assert [p.dtype for p in fn.params] == ["float32", "int8"]
 
 
 def test_casts_are_explicit():

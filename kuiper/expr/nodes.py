@@ -3,11 +3,15 @@
 Equality is structural, so ``parse(to_string(e)) == e`` is the round-trip
 property the tests check.  ``Literal`` compares by (type, repr) so that
 ``1``, ``1.0`` and ``True`` stay different and ``nan`` equals itself.
+
+The hash is computed once, at construction: substitution shares subtrees
+(``add(@0,mul(@0,2))`` with ``@0`` replaced), and a recursive hash of such
+a DAG would take time exponential in its depth.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from kuiper.expr.functions import FUNCTIONS
 
@@ -15,9 +19,23 @@ LiteralValue = int | float | bool | complex | None
 
 
 class Expr:
-    """Base class of every AST node."""
+    """Base class of every AST node: structural equality, hash cached at construction."""
 
-    __slots__ = ()
+    def __post_init__(self):
+        object.__setattr__(self, "_hash", hash((type(self).__name__, *self._key())))
+
+    def _key(self) -> tuple:
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if type(self) is not type(other) or self._hash != other._hash:
+            return False
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def children(self) -> tuple[Expr, ...]:
         return ()
@@ -28,7 +46,7 @@ class Expr:
         return to_string(self)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Input(Expr):
     """``@N``: the op's N-th input."""
 
@@ -37,6 +55,7 @@ class Input(Expr):
     def __post_init__(self):
         if not isinstance(self.index, int) or isinstance(self.index, bool) or self.index < 0:
             raise ValueError(f"input index must be a non-negative int, got {self.index!r}")
+        super().__post_init__()
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,18 +67,13 @@ class Literal(Expr):
     def __post_init__(self):
         if self.value is not None and type(self.value) not in (int, float, bool, complex):
             raise ValueError(f"literal must be int, float, bool, complex or None, got {self.value!r}")
+        super().__post_init__()
 
     def _key(self) -> tuple[str, str]:
         return (type(self.value).__name__, repr(self.value))
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Literal) and self._key() == other._key()
 
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Call(Expr):
     """``name(args...)``: a function from the table in functions.py."""
 
@@ -72,12 +86,13 @@ class Call(Expr):
             raise ValueError(f"unknown function {self.name!r}")
         if not isinstance(self.args, tuple) or len(self.args) != info.arity:
             raise ValueError(f"{self.name} takes {info.arity} argument(s), got {self.args!r}")
+        super().__post_init__()
 
     def children(self) -> tuple[Expr, ...]:
         return self.args
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Size(Expr):
     """``size(@N,d)``: a Python int; ``size(@N)`` (dim None): the whole shape."""
 
@@ -88,7 +103,7 @@ class Size(Expr):
         return (self.input,)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ListExpr(Expr):
     """``[a,b,...]``: a list, only ever at the top level (shape arguments)."""
 

@@ -32,12 +32,15 @@ def uses_size_of(expr: Expr, index: int) -> bool:
 
 def depth(expr: Expr) -> int:
     """Nesting depth: 1 for an atom, 1 + the deepest argument for a call."""
+    known: dict[int, int] = {}
+
+    def measure(node: Expr) -> int:
+        if id(node) not in known:
+            known[id(node)] = 1 + max((measure(child) for child in node.children()), default=0)
+        return known[id(node)]
+
     with deep_recursion():
-        return _depth(expr)
-
-
-def _depth(expr: Expr) -> int:
-    return 1 + max((_depth(child) for child in expr.children()), default=0)
+        return measure(expr)
 
 
 def substitute(expr: Expr, replacements: Mapping[int, Expr]) -> Expr:
@@ -110,27 +113,40 @@ def hoist_sizes(expr: Expr, num_inputs: int) -> tuple[Expr, tuple[tuple[int, int
     return new_expr, tuple(hoisted)
 
 
-def _map_leaves(
-    expr: Expr, on_input: Callable[[Input], Expr], on_size: Callable[[Size], Expr]
-) -> Expr:
-    if isinstance(expr, Input):
-        return on_input(expr)
-    if isinstance(expr, Size):
-        return on_size(expr)
-    if isinstance(expr, Literal):
-        return expr
-    if isinstance(expr, Call):
-        return Call(expr.name, tuple(_map_leaves(arg, on_input, on_size) for arg in expr.args))
-    if isinstance(expr, ListExpr):
-        return ListExpr(tuple(_map_leaves(item, on_input, on_size) for item in expr.items))
-    raise TypeError(f"not an expression node: {expr!r}")
+def _map_leaves(expr: Expr, on_input: Callable[[Input], Expr], on_size: Callable[[Size], Expr]) -> Expr:
+    """Rebuild expr with its inputs and sizes replaced; a shared subtree is rebuilt once."""
+    done: dict[int, Expr] = {}
+
+    def rebuild(node: Expr) -> Expr:
+        if id(node) in done:
+            return done[id(node)]
+        if isinstance(node, Input):
+            new = on_input(node)
+        elif isinstance(node, Size):
+            new = on_size(node)
+        elif isinstance(node, Literal):
+            new = node
+        elif isinstance(node, Call):
+            new = Call(node.name, tuple(rebuild(arg) for arg in node.args))
+        elif isinstance(node, ListExpr):
+            new = ListExpr(tuple(rebuild(item) for item in node.items))
+        else:
+            raise TypeError(f"not an expression node: {node!r}")
+        done[id(node)] = new
+        return new
+
+    return rebuild(expr)
 
 
 def _walk(expr: Expr):
-    """Every node, pre-order, left to right (iterative: safe on any depth)."""
+    """Every distinct node once, pre-order, left to right (iterative: safe on any depth)."""
     pending = [expr]
+    seen: set[int] = set()
     while pending:
         node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
         yield node
         pending.extend(reversed(node.children()))
 

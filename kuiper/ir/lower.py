@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy
+
 from kuiper.errors import ExpressionSyntaxError
 from kuiper.expr.nodes import Call, Expr, Input, ListExpr, Literal, Size
 from kuiper.expr.printer import to_string
@@ -26,7 +28,7 @@ from kuiper.ir.nodes import Assign, Block, DimSize, Function, IRExpr, Var
 
 
 def lower(expr: Expr, input_dtypes: Sequence[str], name: str = "expression") -> Function:
-    input_dtypes = list(input_dtypes)
+    input_dtypes = [_dtype_name(d) for d in input_dtypes]
     for index, dtype in enumerate(input_dtypes):
         if not (dtype in dtypes.TENSOR_DTYPES or dtype in dtypes.SCALAR_DTYPES):
             raise ExpressionSyntaxError(
@@ -44,6 +46,16 @@ def lower(expr: Expr, input_dtypes: Sequence[str], name: str = "expression") -> 
         results = (Var("out", values[0].dtype),)
     body = Block(tuple(Assign(r, v) for r, v in zip(results, values)))
     return Function(name, params, body, results, isinstance(expr, ListExpr))
+
+
+def _dtype_name(dtype) -> str:
+    """Accept NumPy dtypes and scalar types too: numpy.float32 -> 'float32'."""
+    if isinstance(dtype, str):
+        return dtype
+    try:
+        return numpy.dtype(dtype).name
+    except TypeError:
+        return str(dtype)
 
 
 class _Lowering:

@@ -209,6 +209,9 @@ def select(cond, a, b) -> IRExpr:
     cond, a, b = as_expr(cond), as_expr(a), as_expr(b)
     dtype = dtypes.promote(a.dtype, b.dtype)
     cond_dtype = "pybool" if dtypes.is_scalar(cond.dtype) else "bool"
+    if dtypes.is_scalar(dtype) and cond_dtype == "bool":
+        # torch.where(tensor, 1, 0) is a tensor: scalars alone give their category's default
+        dtype = dtypes.DEFAULT_TENSOR_DTYPE[dtypes.category(dtype)]
     return Select(cast(cond, cond_dtype), cast(a, dtype), cast(b, dtype), dtype)
 
 
