@@ -92,9 +92,7 @@ def test_whole_shape_only_as_the_entire_expression():
 
 def test_top_level_lists():
     assert parse("[size(@0,0),-1]") == ListExpr((Size(X0, 0), Literal(-1)))
-    assert parse("[1,size(@0,1),mul(size(@0,2),2)]") == ListExpr(
-        (Literal(1), Size(X0, 1), call("mul", Size(X0, 2), 2))
-    )
+    assert parse("[1,size(@0,1),mul(size(@0,2),2)]") == ListExpr((Literal(1), Size(X0, 1), call("mul", Size(X0, 2), 2)))
     assert parse("[]") == ListExpr(())
     assert parse("[@0]") == ListExpr((X0,))
 

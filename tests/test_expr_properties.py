@@ -46,10 +46,8 @@ def test_print_then_parse_gives_the_same_ast(expr: Expr):
 # --- fuzzing: nothing but ExpressionSyntaxError escapes -------------------------------------
 
 ALPHABET = "@0123456789()[],.+-eEjinfaTrueFlsNoxdmulb_ \t$#"
-vocabulary = st.sampled_from(
-    [*FUNCTION_NAMES, "size", "@0", "@1", "@99", "2", "-1", "0.5", "1e-5", "inf", "nan", "True", "None",
-     "1.0+-2.0j", "(", ")", ",", "[", "]", "foo", "torch.", "@", "-", ".", " "]
-)
+ATOMS = "size @0 @1 @99 2 -1 0.5 1e-5 inf nan True None 1.0+-2.0j foo torch. @ - .".split()
+vocabulary = st.sampled_from([*FUNCTION_NAMES, *ATOMS, "(", ")", ",", "[", "]", " "])
 
 
 def _parse_or_syntax_error(text: str):

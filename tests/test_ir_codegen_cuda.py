@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import shutil
 import subprocess
+import tempfile
 
 import numpy as np
 import pytest
@@ -189,7 +190,7 @@ def test_every_function_and_dtype_compiles_with_nvrtc():
     functions = [fn for _, dtype, fn in CASES if dtype != "float16"]
     result = _compile_or_skip(cuda_module_source(functions))
     if not result.ok:  # find the culprits, for a readable failure
-        failing = [print(fn) or str(fn) for fn in functions if not check_compiles(cuda_source(fn)).ok]
+        failing = [str(fn) for fn in functions if not check_compiles(cuda_source(fn)).ok]
         pytest.fail(f"{result.compiler} rejected {len(failing)} kernels:\n{result.log[:3000]}\n{failing[:5]}")
 
 
@@ -222,8 +223,16 @@ using namespace std;
 static inline float __int_as_float(int v) { float f; memcpy(&f, &v, sizeof f); return f; }
 static inline double __longlong_as_double(long long v) { double d; memcpy(&d, &v, sizeof d); return d; }
 """
-_HOST_CTYPE = {"float32": "float", "float64": "double", "int64": "long long", "int32": "int", "int8": "signed char",
-               "uint8": "unsigned char", "int16": "short", "bool": "bool"}
+_HOST_CTYPE = {
+    "float32": "float",
+    "float64": "double",
+    "int64": "long long",
+    "int32": "int",
+    "int8": "signed char",
+    "uint8": "unsigned char",
+    "int16": "short",
+    "bool": "bool",
+}
 _FORMAT = {"float32": ('"%.9g\\n"', "(double)"), "float64": ('"%.17g\\n"', "(double)"), "bool": ('"%d\\n"', "(int)")}
 
 FLOATS = [0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5, 1.0, -1.0, 3.0, -7.25, 20.0, 0.3, -0.9, math.inf, -math.inf, math.nan]
@@ -292,7 +301,7 @@ def test_emitted_code_computes_like_numpy_on_the_host():
     cases = _host_cases()
     parts = [HOST_PRELUDE, PREAMBLE]
     main = ["int main() {"]
-    for index, (text, dtype, fn, inputs, expected) in enumerate(cases):
+    for index, (_, _, fn, inputs, _) in enumerate(cases):
         parts.append(_host_kernel(index, fn, elementwise_kernel_spec(fn)))
         out_dtype = fn.results[0].dtype
         fmt, convert = _FORMAT.get(out_dtype, ('"%lld\\n"', "(long long)"))
@@ -309,20 +318,18 @@ def test_emitted_code_computes_like_numpy_on_the_host():
         ]
     main += ["  return 0;", "}"]
     source = "\n".join(parts + main)
-
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         path, binary = f"{tmp}/kernels.cpp", f"{tmp}/kernels"
         with open(path, "w") as f:
             f.write(source)
-        build = subprocess.run([compiler, "-O0", "-std=c++17", "-w", path, "-o", binary], capture_output=True, text=True)
+        command = [compiler, "-O0", "-std=c++17", "-w", path, "-o", binary]
+        build = subprocess.run(command, capture_output=True, text=True)
         assert build.returncode == 0, build.stderr[:3000]
         run = subprocess.run([binary], capture_output=True, text=True, check=True)
     outputs = run.stdout.split("--\n")[:-1]
     assert len(outputs) == len(cases)
     mismatches = []
-    for (text, dtype, fn, inputs, expected), output in zip(cases, outputs):
+    for (text, dtype, fn, _, expected), output in zip(cases, outputs):
         values = [float(v) for v in output.split()]
         out_dtype = fn.results[0].dtype
         actual = np.array(values, dtype=np.float64)

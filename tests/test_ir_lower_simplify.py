@@ -24,9 +24,7 @@ def body(text, *input_dtypes, simplified=True):
 
 def test_lowered_function_prints_readably():
     assert print_ir(lowered("add(relu(@0),@1)", "float32", "float32")) == (
-        "func expression(x0: float32, x1: float32) -> (out: float32) {\n"
-        "  out = (max(x0, 0.0) + x1)\n"
-        "}"
+        "func expression(x0: float32, x1: float32) -> (out: float32) {\n  out = (max(x0, 0.0) + x1)\n}"
     )
 
 
@@ -205,11 +203,7 @@ def test_folding_leaves_errors_for_run_time():
 def test_linearize_shares_common_subexpressions():
     fn = linearize(lowered("add(exp(@0),exp(@0))", "float32"))
     assert print_ir(fn) == (
-        "func expression(x0: float32) -> (out: float32) {\n"
-        "  t0 = exp(x0)\n"
-        "  t1 = (t0 + t0)\n"
-        "  out = t1\n"
-        "}"
+        "func expression(x0: float32) -> (out: float32) {\n  t0 = exp(x0)\n  t1 = (t0 + t0)\n  out = t1\n}"
     )
     assert linearize(fn) == fn
 

@@ -240,9 +240,7 @@ class _Run:
         self.regs = regs
         self.out = out
         self.final_target = compiled._results[0] if out is not None else -1
-        tensor_shapes = [
-            tuple(regs[i].shape) for i, p in enumerate(compiled._params) if not dtypes.is_scalar(p.dtype)
-        ]
+        tensor_shapes = [tuple(regs[i].shape) for i, p in enumerate(compiled._params) if not dtypes.is_scalar(p.dtype)]
         self.uniform = len(set(tensor_shapes)) <= 1
         self.common_shape = tensor_shapes[0] if tensor_shapes else ()
         self.slot_keys = compiled._slot_keys[self.uniform]

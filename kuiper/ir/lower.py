@@ -99,9 +99,7 @@ class _Lowering:
 
     def param(self, node: Input) -> Var:
         if node.index >= len(self.params):
-            raise ExpressionSyntaxError(
-                f"@{node.index} has no dtype: only {len(self.params)} input dtype(s) given"
-            )
+            raise ExpressionSyntaxError(f"@{node.index} has no dtype: only {len(self.params)} input dtype(s) given")
         return self.params[node.index]
 
 
