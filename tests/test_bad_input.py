@@ -291,3 +291,29 @@ def test_loader_on_arbitrary_bytes_raises_only_kuiper_errors(tmp_path_factory, d
         kuiper.load(folder / "m.pnnx.param")
     except kuiper.KuiperError:
         pass
+
+
+def test_bad_expression_names_op_and_line_with_a_caret(tmp_path):
+    text = (
+        "7767517\n3 2\n"
+        "pnnx.Input in0 0 1 x #x=(1,2)f32\n"
+        "pnnx.Expression bad 1 1 x y expr=add(@0,frob(@0))\n"
+        "pnnx.Output out 1 0 y\n"
+    )
+    with pytest.raises(kuiper.ExpressionSyntaxError) as info:
+        kuiper.load(write_model(tmp_path, text))
+    message = str(info.value)
+    assert "op 'bad' of type pnnx.Expression" in message and "m.pnnx.param:4" in message
+    assert "unknown function 'frob'" in message
+    assert message.endswith("add(@0,frob(@0))\n         ^")
+
+
+def test_expression_input_beyond_the_ops_inputs(tmp_path):
+    text = (
+        "7767517\n3 2\n"
+        "pnnx.Input in0 0 1 x #x=(1,2)f32\n"
+        "pnnx.Expression e 1 1 x y expr=add(@0,@1)\n"
+        "pnnx.Output out 1 0 y\n"
+    )
+    with pytest.raises(kuiper.ExpressionSyntaxError, match="@1"):
+        kuiper.load(write_model(tmp_path, text))

@@ -9,18 +9,11 @@ each dtype combination and is cached.
 
 from __future__ import annotations
 
+from ..errors import ExpressionSyntaxError
+from ..expr import ListExpr, Size, parse
+from ..ir import lower, simplify
+from ..ir.evaluate import dtype_name
 from .base import Op
-
-
-def _dtype_name(value) -> str:
-    """How kuiper.ir names an input's type: an array's dtype, or a Python scalar kind."""
-    if isinstance(value, bool):
-        return "pybool"
-    if isinstance(value, int):
-        return "pyint"
-    if isinstance(value, float):
-        return "pyfloat"
-    return str(value.dtype)
 
 
 class Expression(Op):
@@ -29,8 +22,6 @@ class Expression(Op):
     @classmethod
     def elementwise_expression(cls, node):
         """The expression itself, when it computes a tensor elementwise (not a shape list or whole size)."""
-        from ..expr import ListExpr, Size, parse
-
         text = node.params.get("expr")
         if not isinstance(text, str):
             return None
@@ -40,30 +31,20 @@ class Expression(Op):
         return text
 
     def setup(self):
-        from ..expr import parse
-
         text = self.param("expr")
         if not isinstance(text, str):
             raise self.error(f"param 'expr' must be an expression string, found {text!r}")
         try:
             self.expr = parse(text, num_inputs=len(self.node.inputs))
-        except Exception as exc:
-            # Name the op and line; keep the caret rendering of ExpressionSyntaxError.
-            from ..errors import ExpressionSyntaxError
-
-            if isinstance(exc, ExpressionSyntaxError):
-                raise ExpressionSyntaxError(
-                    f"{self.node.describe()}: {exc.reason}", exc.text, exc.position
-                ) from None
-            raise
+        except ExpressionSyntaxError as exc:
+            # Say which op and line, keeping the caret under the bad position.
+            raise ExpressionSyntaxError(f"{self.node.describe()}: {exc.reason}", exc.text, exc.position) from None
         self._compiled: dict[tuple[str, ...], object] = {}
 
     def forward(self, *inputs):
-        key = tuple(_dtype_name(v) if not isinstance(v, (list, tuple)) else "list" for v in inputs)
+        key = tuple("list" if isinstance(v, (list, tuple)) else dtype_name(v) for v in inputs)
         function = self._compiled.get(key)
         if function is None:
-            from ..ir import lower, simplify
-
             function = self.backend.compile_elementwise(simplify(lower(self.expr, list(key))))
             self._compiled[key] = function
         return function(*inputs)
