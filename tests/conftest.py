@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import tempfile
 from pathlib import Path
@@ -53,7 +54,12 @@ def reference_batches(name: str) -> dict[str, dict[str, list[np.ndarray]]]:
 
 
 def write_model(tmp_path: Path, param_text: str, weights: dict[str, bytes] | None = None, name: str = "m") -> Path:
-    """Write a hand-made .pnnx.param (and a stored-zip .pnnx.bin when weights are given)."""
+    """Write a hand-made .pnnx.param (and a stored-zip .pnnx.bin when weights are given).
+
+    Never rewrite the files of a model that is still loaded: its weights are a
+    memory map of the .bin, so they would change under it.  ``op_model`` below
+    gives every model its own name.
+    """
     import zipfile
 
     param = tmp_path / f"{name}.pnnx.param"
@@ -63,3 +69,23 @@ def write_model(tmp_path: Path, param_text: str, weights: dict[str, bytes] | Non
             for entry, data in weights.items():
                 archive.writestr(entry, data)
     return param
+
+
+_MODEL_NUMBERS = itertools.count()
+
+
+def op_model(tmp_path: Path, op_line: str, inputs=("x",), outputs=("y",), weights=None, backend="numpy", fuse=True):
+    """Load a one-op model: a pnnx.Input per name in ``inputs``, ``op_line``, a pnnx.Output per name in ``outputs``.
+
+    ``weights`` ({attr: array}) become the op's ``@attr`` items (f32) and its .pnnx.bin entries.
+    """
+    weights = weights or {}
+    op_name = op_line.split()[1]
+    attrs = " ".join(f"@{key}=({','.join(map(str, np.shape(value)))})f32" for key, value in sorted(weights.items()))
+    lines = [f"pnnx.Input in{i} 0 1 {name}" for i, name in enumerate(inputs)]
+    lines.append(f"{op_line} {attrs}".rstrip())
+    lines += [f"pnnx.Output out{i} 1 0 {name}" for i, name in enumerate(outputs)]
+    text = f"7767517\n{len(lines)} {len(inputs) + len(outputs)}\n" + "\n".join(lines) + "\n"
+    blobs = {f"{op_name}.{key}": np.asarray(value, "<f4").tobytes() for key, value in weights.items()}
+    param = write_model(tmp_path, text, blobs or None, name=f"m{next(_MODEL_NUMBERS)}")
+    return kuiper.load(param, backend=backend, fuse=fuse)

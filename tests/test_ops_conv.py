@@ -5,7 +5,6 @@ checks what a fixture cannot: exact small cases worked out by hand, the adjoint
 relation between Conv and ConvTranspose, and that unsupported params fail at load time.
 """
 
-import itertools
 
 import numpy as np
 import pytest
@@ -16,28 +15,7 @@ import kuiper
 from kuiper.errors import OperatorParamError, ShapeError, UnsupportedOperatorError
 from kuiper.formats.pnnx import load_pnnx
 
-from conftest import MODELS, write_model
-
-
-MODEL_NUMBERS = itertools.count()
-
-
-def op_model(tmp_path, op_line, inputs=("x",), weights=None, backend="numpy"):
-    """Load a model: one pnnx.Input per name in ``inputs``, ``op_line`` (writing operand y), pnnx.Output.
-
-    ``weights`` ({attr: array}) become the op's ``@attr`` items and its .pnnx.bin entries.
-    Every model gets its own file: weights are memory-mapped, so rewriting a loaded
-    model's .bin would change that model's weights.
-    """
-    weights = weights or {}
-    op_name = op_line.split()[1]
-    attrs = " ".join(f"@{key}=({','.join(map(str, np.shape(value)))})f32" for key, value in sorted(weights.items()))
-    lines = [f"pnnx.Input in{i} 0 1 {name}" for i, name in enumerate(inputs)]
-    lines += [f"{op_line} {attrs}".rstrip(), "pnnx.Output out 1 0 y"]
-    text = f"7767517\n{len(lines)} {len(inputs) + 1}\n" + "\n".join(lines) + "\n"
-    blobs = {f"{op_name}.{key}": np.asarray(value, "<f4").tobytes() for key, value in weights.items()}
-    param = write_model(tmp_path, text, blobs or None, name=f"m{next(MODEL_NUMBERS)}")
-    return kuiper.load(param, backend=backend)
+from conftest import MODELS, op_model
 
 
 def run(model, *arrays):

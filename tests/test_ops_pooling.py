@@ -4,7 +4,6 @@ The comparison with PyTorch comes from the fixtures in tests/test_models.py; the
 here are worked out by hand from PyTorch's documented rules.
 """
 
-import itertools
 
 import numpy as np
 import pytest
@@ -13,17 +12,7 @@ import kuiper
 from kuiper.errors import OperatorParamError, ShapeError, UnsupportedOperatorError
 from kuiper.formats.pnnx import load_pnnx
 
-from conftest import MODELS, write_model
-
-MODEL_NUMBERS = itertools.count()
-
-
-def op_model(tmp_path, op_line, outputs=("y",), backend="numpy"):
-    """Load a model: pnnx.Input x, ``op_line`` (reading x, writing ``outputs``), one pnnx.Output per output."""
-    lines = ["pnnx.Input in0 0 1 x", op_line] + [f"pnnx.Output out{i} 1 0 {o}" for i, o in enumerate(outputs)]
-    text = f"7767517\n{len(lines)} {len(outputs) + 1}\n" + "\n".join(lines) + "\n"
-    return kuiper.load(write_model(tmp_path, text, name=f"m{next(MODEL_NUMBERS)}"), backend=backend)
-
+from conftest import MODELS, op_model
 
 def run(model, x):
     result = model(np.asarray(x, dtype=np.float32))
