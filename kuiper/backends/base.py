@@ -52,7 +52,9 @@ class Backend:
 
     def erf(self, x):
         """The error function, elementwise (GELU needs it; the array API has none)."""
-        raise NotImplementedError
+        from ..ir.erf import erf
+
+        return erf(getattr(self, "native", None) or self.xp, x)
 
     def compile_elementwise(self, function):
         """Turn a kuiper.ir elementwise Function into a callable ``f(*inputs) -> array``."""

@@ -9,13 +9,6 @@ from .base import Backend
 # Padding-mode names as PyTorch spells them -> NumPy's np.pad names.
 _PAD_MODES = {"constant": "constant", "zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
-# Coefficients of the Chebyshev fit to erfc in Numerical Recipes (fractional error < 1.2e-7).
-_ERFC_COEFFS = (
-    -1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
-    0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277,
-)
-
-
 class NumPyLikeBackend(Backend):
     """``native`` is the numpy or cupy module; ``xp`` its array-API wrapper."""
 
@@ -37,13 +30,3 @@ class NumPyLikeBackend(Backend):
 
     def einsum(self, equation: str, *operands):
         return self.native.einsum(equation, *operands, optimize=True)
-
-    def erf(self, x):
-        xp = self.native
-        z = xp.abs(x).astype(xp.float64)
-        t = 1.0 / (1.0 + 0.5 * z)
-        poly = xp.zeros_like(t) + _ERFC_COEFFS[-1]
-        for coeff in reversed(_ERFC_COEFFS[:-1]):
-            poly = poly * t + coeff
-        erfc = t * xp.exp(-z * z + poly)
-        return (xp.sign(x) * (1.0 - erfc)).astype(x.dtype if x.dtype.kind == "f" else xp.float32)
