@@ -116,3 +116,17 @@ def test_kuiper_info_reports_the_fused_chains(capsys):
 def test_fixtures_with_elementwise_chains_do_fuse(name):
     model = kuiper.load(MODELS / name / "model.pnnx.param")
     assert model.fused_groups, f"{name}: expected at least one fused chain"
+
+
+def test_fused_relu_keeps_an_integer_dtype(tmp_path):
+    body = """
+    pnnx.Input in0 0 1 x #x=(4)i64
+    nn.ReLU r 1 1 x a
+    pnnx.Expression e 1 1 a b expr=mul(@0,2)
+    pnnx.Output out 1 0 b
+    """
+    model = _model(tmp_path, body, 3)
+    assert model.fused_groups == [["r", "e"]]
+    out = model(np.array([-2, -1, 0, 3], np.int64))
+    assert out.dtype == np.int64  # torch.relu(int) * 2 stays int64
+    np.testing.assert_array_equal(out, [0, 0, 0, 6])

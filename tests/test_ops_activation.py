@@ -282,6 +282,8 @@ def test_unsupported_or_bad_params_fail_at_build_time_naming_op_and_param(tmp_pa
 ALLOWED_FUNCTIONS = {
     "add", "sub", "mul", "div", "neg", "abs", "exp", "log", "log1p", "sqrt", "tanh", "erf",
     "max", "min", "maximum", "minimum", "pow", "sigmoid", "where", "gt", "ge", "lt", "le",
+    # the engine's internal activation functions (kuiper/expr/functions.py)
+    "relu", "clamp", "silu", "gelu", "gelu_tanh", "hardsigmoid", "hardswish", "mish",
 }
 
 _erf = np.vectorize(lambda v: np.float32(math.erf(v)), otypes=[np.float32])
@@ -292,6 +294,21 @@ _FUNCTIONS = {
     "pow": np.power, "sigmoid": np.vectorize(lambda v: np.float32(sigmoid(float(v))), otypes=[np.float32]),
     "where": np.where, "gt": np.greater, "ge": np.greater_equal, "lt": np.less, "le": np.less_equal,
 }
+# The internal activations from their textbook formulas (float64 math, float32 results).
+_f64 = np.vectorize
+_FUNCTIONS.update({
+    "relu": lambda x: np.maximum(x, 0),
+    "clamp": lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi),
+    "silu": _f64(lambda v: np.float32(v * sigmoid(float(v))), otypes=[np.float32]),
+    "gelu": _f64(lambda v: np.float32(0.5 * v * (1 + math.erf(v / math.sqrt(2)))), otypes=[np.float32]),
+    "gelu_tanh": _f64(
+        lambda v: np.float32(0.5 * v * (1 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))),
+        otypes=[np.float32],
+    ),
+    "hardsigmoid": lambda x: np.minimum(np.maximum(x + 3, 0), 6) / 6,
+    "hardswish": lambda x: x * np.minimum(np.maximum(x + 3, 0), 6) / 6,
+    "mish": _f64(lambda v: np.float32(v * math.tanh(softplus(float(v)))), otypes=[np.float32]),
+})
 
 
 def evaluate_expression(expr, x):
@@ -302,7 +319,7 @@ def evaluate_expression(expr, x):
         assert expr.index == 0, "an activation's expression reads only @0"
         return x
     if isinstance(expr, Literal):
-        return np.float32(expr.value)
+        return np.float32(expr.value) if isinstance(expr.value, float) else expr.value
     assert isinstance(expr, Call) and expr.name in ALLOWED_FUNCTIONS, f"{expr} uses a function outside the set"
     return _FUNCTIONS[expr.name](*[evaluate_expression(arg, x) for arg in expr.args])
 

@@ -78,22 +78,22 @@ class ReLU(Activation):
     types = ("nn.ReLU", "F.relu", "torch.relu")
 
     def forward(self, x):
-        return self.xp.maximum(x, 0.0)
+        return self.xp.maximum(x, 0)  # an int 0 keeps int tensors int, as torch.relu does
 
     @classmethod
     def elementwise_expression(cls, node):
-        return "maximum(@0,0.0)"
+        return "relu(@0)"
 
 
 class ReLU6(Activation):
     types = ("nn.ReLU6", "F.relu6")
 
     def forward(self, x):
-        return self.xp.minimum(self.xp.maximum(x, 0.0), 6.0)
+        return self.xp.minimum(self.xp.maximum(x, 0), 6)
 
     @classmethod
     def elementwise_expression(cls, node):
-        return "minimum(maximum(@0,0.0),6.0)"
+        return "clamp(@0,0,6)"
 
 
 class LeakyReLU(Activation):
@@ -313,7 +313,7 @@ class Sigmoid(Activation):
 
     @classmethod
     def elementwise_expression(cls, node):
-        return SIGMOID_EXPR
+        return "sigmoid(@0)"
 
 
 class Tanh(Activation):
@@ -443,12 +443,7 @@ class GELU(Activation):
     @classmethod
     def elementwise_expression(cls, node):
         approximate = node.params.get("approximate", "none")
-        if approximate == "none":
-            return f"mul(mul(@0,0.5),add(erf(mul(@0,{literal(INV_SQRT_2)})),1.0))"
-        if approximate == "tanh":
-            cube = f"mul(mul(mul(@0,@0),@0),{literal(0.044715)})"
-            return f"mul(mul(@0,0.5),add(tanh(mul(add(@0,{cube}),{literal(SQRT_2_OVER_PI)})),1.0))"
-        return None
+        return {"none": "gelu(@0)", "tanh": "gelu_tanh(@0)"}.get(approximate)
 
 
 class SiLU(Activation):
@@ -461,7 +456,7 @@ class SiLU(Activation):
 
     @classmethod
     def elementwise_expression(cls, node):
-        return f"mul(@0,{SIGMOID_EXPR})"
+        return "silu(@0)"
 
 
 class Mish(Activation):
@@ -474,7 +469,7 @@ class Mish(Activation):
 
     @classmethod
     def elementwise_expression(cls, node):
-        return f"mul(@0,tanh({SOFTPLUS_EXPR}))"
+        return "mish(@0)"
 
 
 class Hardsigmoid(Activation):
@@ -487,7 +482,7 @@ class Hardsigmoid(Activation):
 
     @classmethod
     def elementwise_expression(cls, node):
-        return "div(minimum(maximum(add(@0,3.0),0.0),6.0),6.0)"
+        return "hardsigmoid(@0)"
 
 
 class Hardswish(Activation):
@@ -500,7 +495,7 @@ class Hardswish(Activation):
 
     @classmethod
     def elementwise_expression(cls, node):
-        return "div(mul(@0,minimum(maximum(add(@0,3.0),0.0),6.0)),6.0)"
+        return "hardswish(@0)"
 
 
 class Softplus(Activation):
