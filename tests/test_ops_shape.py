@@ -439,3 +439,20 @@ def test_reflect_pad_must_be_smaller_than_the_dim(tmp_path):
 def test_unknown_pad_mode_fails_at_load(tmp_path):
     with pytest.raises(UnsupportedOperatorError, match="mode"):
         single_op(tmp_path, "numpy", "F.pad", "mode=symmetric pad=(1,1) value=None", arange(1, 2, 3))
+
+
+def test_tensor_index_with_a_tensor_on_a_middle_dim(tmp_path):
+    # Exactly what pnnx 20261020 writes for `x[:, i] * 2` with i an int64 tensor input.
+    text = (
+        "7767517\n6 5\n"
+        "pnnx.Input pnnx_input_0 0 1 0 #0=(2,5,3)f32\n"
+        "pnnx.Input pnnx_input_1 0 1 1 #1=(3)i64\n"
+        "pnnx.Expression pnnx_expr_1 1 1 1 2 expr=[None,@0] #1=(3)i64\n"
+        "Tensor.index Tensor.index_0 2 1 0 2 3 $input=0 $expr=2 #0=(2,5,3)f32 #3=(2,3,3)f32\n"
+        "pnnx.Expression pnnx_expr_0 1 1 3 4 expr=mul(@0,2) #3=(2,3,3)f32 #4=(2,3,3)f32\n"
+        "pnnx.Output pnnx_output_0 1 0 4 #4=(2,3,3)f32\n"
+    )
+    model = kuiper.load(write_model(tmp_path, text))
+    x = np.arange(30, dtype=np.float32).reshape(2, 5, 3)
+    index = np.array([4, 0, 2], np.int64)
+    np.testing.assert_array_equal(model(x, index), x[:, index] * 2)

@@ -10,7 +10,7 @@ each dtype combination and is cached.
 from __future__ import annotations
 
 from ..errors import ExpressionSyntaxError
-from ..expr import ListExpr, Size, parse
+from ..expr import ListExpr, Literal, Size, parse
 from ..ir import lower, simplify
 from ..ir.evaluate import dtype_name
 from .base import Op
@@ -35,10 +35,19 @@ class Expression(Op):
         if not isinstance(text, str):
             raise self.error(f"param 'expr' must be an expression string, found {text!r}")
         try:
-            self.expr = parse(text, num_inputs=len(self.node.inputs))
+            expr = parse(text, num_inputs=len(self.node.inputs))
         except ExpressionSyntaxError as exc:
             # Say which op and line, keeping the caret under the bad position.
             raise ExpressionSyntaxError(f"{self.node.describe()}: {exc.reason}", exc.text, exc.position) from None
+        # `x[:, i]` gives index lists like [None,@0]: None means "all of this dim" to Tensor.index.
+        # The IR has no None value, so those items are left out and put back after evaluation.
+        self.none_positions: tuple[int, ...] = ()
+        if isinstance(expr, ListExpr):
+            self.none_positions = tuple(
+                i for i, item in enumerate(expr.items) if isinstance(item, Literal) and item.value is None
+            )
+            expr = ListExpr(tuple(item for i, item in enumerate(expr.items) if i not in self.none_positions))
+        self.expr = expr
         self._compiled: dict[tuple[str, ...], object] = {}
 
     def forward(self, *inputs):
@@ -47,7 +56,12 @@ class Expression(Op):
         if function is None:
             function = self.backend.compile_elementwise(simplify(lower(self.expr, list(key))))
             self._compiled[key] = function
-        return function(*inputs)
+        result = function(*inputs)
+        if self.none_positions:
+            result = list(result)
+            for position in self.none_positions:
+                result.insert(position, None)
+        return result
 
 
 OPS = [Expression]
