@@ -350,6 +350,55 @@ def format_report(report: Report) -> str:
     return "\n".join(lines)
 
 
+# -- per-op profile ---------------------------------------------------------------------------------------
+def profile_steps(model, inputs: list, rounds: int) -> dict[int, list[float]]:
+    """Seconds per step (index into model.steps), running the built steps one by one like Model does.
+
+    Each step is synchronised on its own, so on an asynchronous backend the per-op
+    times add up to more than a normal run (which overlaps launches).
+    """
+    backend = model.backend
+    samples: dict[int, list[float]] = {i: [] for i in range(len(model.steps))}
+    for _ in range(rounds):
+        slots: list[Any] = [None] * model.slot_count
+        for slot, array in zip(model.input_slots, inputs):
+            slots[slot] = backend.asarray(array)
+        for index, step in enumerate(model.steps):
+            args = [slots[i] for i in step.input_slots]
+            start = time.perf_counter()
+            result = step.op.forward(*args)
+            backend.synchronize()
+            samples[index].append(time.perf_counter() - start)
+            if len(step.output_slots) == 1:
+                slots[step.output_slots[0]] = result
+            else:
+                for slot, value in zip(step.output_slots, result):
+                    slots[slot] = value
+            for slot in step.free_slots:
+                slots[slot] = None
+    return samples
+
+
+def format_profile(model, samples: dict[int, list[float]], top: int = 12) -> list[str]:
+    """Median time per op type (summed over its ops) and the slowest single ops."""
+    medians = {i: float(np.median(s)) * 1e3 for i, s in samples.items()}
+    total = sum(medians.values()) or float("nan")
+    by_type: dict[str, list[float]] = {}
+    for index, ms in medians.items():
+        by_type.setdefault(model.steps[index].node.type, []).append(ms)
+    lines = [f"kuiper per-op profile (median of {len(next(iter(samples.values()), []))} step-by-step runs, "
+             f"sum {total:.2f} ms):", "  by op type:"]
+    for op_type, times in sorted(by_type.items(), key=lambda kv: -sum(kv[1])):
+        lines.append(f"    {op_type:<28} {sum(times):9.2f} ms {100 * sum(times) / total:5.1f}%  ({len(times)} ops)")
+    lines.append(f"  slowest {min(top, len(medians))} ops:")
+    for index in sorted(medians, key=lambda i: -medians[i])[:top]:
+        node = model.steps[index].node
+        shape = ", ".join(str(tuple(d for d in info.shape)) for o in node.inputs[:1]
+                          if (info := model.ir.operands.get(o)) is not None and info.shape is not None)
+        lines.append(f"    {node.name:<28} {node.type:<22} {medians[index]:9.2f} ms  input {shape or '?'}")
+    return lines
+
+
 # -- fresh-process memory ------------------------------------------------------------------------------------
 def _peak_rss_mib() -> float:
     """Peak resident memory of this process image.
@@ -496,6 +545,11 @@ def _bench(args, param: Path, compare: list[str], thread_note: str) -> int:
                            notes=[machine_note(), thread_note], unavailable=unavailable, progress=progress,
                            pause=args.pause / 1e3)
     print(format_report(report))
+    if args.profile:
+        model = kuiper.load(param, bin_path=args.bin, backend=args.backend, fuse=not args.no_fuse)
+        model(*inputs)  # first call compiles expressions
+        for line in format_profile(model, profile_steps(model, inputs, max(1, min(args.runs, 10)))):
+            print(line)
     if args.memory:
         working = {name: path for name, path in peer_paths.items() if name in report.stats}
         for line in measure_fresh_processes(param, working, args.batch, args.threads, args.backend):
@@ -529,6 +583,8 @@ def add_bench_command(subparsers) -> argparse.ArgumentParser:
                    help="sleep MS milliseconds before each run so the previous engine's spinning worker "
                         "threads go idle (default 0; try 200 when engines seem to slow each other down)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    p.add_argument("--profile", action="store_true",
+                   help="also time kuiper op by op and list the op types and single ops that take longest")
     p.add_argument("--memory", action="store_true",
                    help="also report peak RSS, load and first-run time of a fresh process per engine")
     p.set_defaults(func=cmd_bench)

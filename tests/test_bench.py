@@ -226,3 +226,22 @@ def test_pause_sleeps_before_every_run_outside_the_timed_span():
                                         pause=0.25, clock=clock, sleep=sleeps.append)
     assert sleeps == [0.25] * 6  # 3 rounds x 2 engines
     assert all(s == pytest.approx(0.001) for values in samples.values() for s in values)
+
+
+def test_profile_lists_op_types_and_the_slowest_ops(monkeypatch, capsys):
+    hide_module(monkeypatch, "torch")
+    hide_module(monkeypatch, "onnxruntime")
+    code, out, _ = bench_main(capsys, "--profile")
+    assert code == 0
+    assert "kuiper per-op profile" in out
+    type_line = next(line for line in out.splitlines() if line.strip().startswith("nn.Conv2d"))
+    assert "(1 ops)" in type_line and "100.0%" in type_line  # the fixture's only op
+    assert any(line.strip().startswith("op ") and "input (1, 4, 7, 7)" in line for line in out.splitlines())
+
+
+def test_profile_steps_time_every_step_in_every_round():
+    import kuiper
+
+    model = kuiper.load(FIXTURE / "model.pnnx.param")
+    samples = bench.profile_steps(model, bench.random_inputs(model.inputs, batch=2), rounds=3)
+    assert {index: len(s) for index, s in samples.items()} == {index: 3 for index in range(len(model.steps))}
