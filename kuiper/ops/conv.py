@@ -16,6 +16,10 @@ nn.* ops carry their weight as ``@weight``/``@bias`` and prepare it once at
 build time.  pnnx writes F.conv* only when the weight is not a constant (a
 graph input, or computed in the graph), so F.* ops get ``$weight`` (and
 ``$bias``) as inputs and prepare them on every call.
+
+im2col is the reference.  nn.Conv2d picks a faster algorithm at build time
+where one applies (1x1 as a plain matmul, depthwise as a sum of shifted views,
+3x3 stride 1 by Winograd): the rules and the math are in conv_algorithms.py.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import itertools
 
 from ..errors import ShapeError
+from . import conv_algorithms as algorithms
 from .base import Op, prod
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
@@ -74,6 +79,7 @@ class _ConvBase(Op):
             if bias is not None and tuple(bias.shape) != (out_channels,):
                 raise self.error(f"bias must have shape ({out_channels},), found {tuple(bias.shape)}")
             self.static_bias = None if bias is None else self.xp.reshape(bias, (1, -1) + (1,) * self.spatial)
+            self.static_bias_vector = bias
             return
         # F.* form: the weight (and maybe the bias) arrive as inputs, found by their $keys.
         self.require_inputs(2, 3)
@@ -93,6 +99,7 @@ class _ConvBase(Op):
             raise self.unsupported("bias", self.param("bias"), "None, or a bias input '$bias'")
         self.static_weight = None
         self.static_bias = None
+        self.static_bias_vector = None
 
     def _check_weight_rank(self, shape):
         if len(shape) != self.spatial + 2:
@@ -167,8 +174,34 @@ class ConvNd(_ConvBase):
             if any(p < 0 for p in padding):
                 raise self.error(f"param 'padding' must be non-negative, found {padding}")
         self.padding = padding
+        self.algorithm = "im2col"
         if self.static_weight is not None:
             self.static_pads = self.pads_for(self.static_weight.kernel)
+            self.algorithm = self.choose_algorithm()
+
+    def choose_algorithm(self) -> str:
+        """The fast path for this op's constant weight (see conv_algorithms), prepared once; else im2col."""
+        weight = self.static_weight
+        if self.spatial != 2:
+            return "im2col"
+        kernel = weight.kernel
+        if self.groups == weight.in_channels == weight.out_channels and self.dilation == (1, 1):
+            # (groups, 1, kh * kw) -> (kh * kw, C, 1): one weight per channel for each tap
+            self.depthwise_taps = self.xp.permute_dims(weight.matrix, (2, 0, 1))
+            return "depthwise"
+        if kernel == (1, 1) and all(p == (0, 0) for p in self.static_pads):
+            return "pointwise"
+        if self.dilation != (1, 1):
+            return "im2col"
+        if (
+            kernel == (3, 3)
+            and self.stride == (1, 1)
+            and self.groups == 1
+            and min(weight.in_channels, weight.out_channels) >= algorithms.WINOGRAD_MIN_CHANNELS
+        ):
+            self.winograd_weights = {}  # tile size m -> WinogradWeight, made on first use (4x / 1.8x the weight)
+            return "winograd"
+        return "im2col"
 
     def pads_for(self, kernel) -> tuple[tuple[int, int], ...]:
         """(before, after) per spatial dim; 'same' splits like PyTorch (the extra one on the right)."""
@@ -190,6 +223,51 @@ class ConvNd(_ConvBase):
         return _PreparedWeight(matrix, out_channels, group_in * self.groups, tuple(weight.shape[2:]))
 
     def compute(self, x, weight, bias):
+        self.check_input(x, weight.in_channels)
+        if self.algorithm != "im2col" and weight is self.static_weight and x.dtype == weight.matrix.dtype:
+            out = self.compute_fast(x)
+            if out is not None:
+                if bias is not None and self.algorithm != "winograd":
+                    out += bias
+                return out
+        return self.compute_im2col(x, weight, bias)
+
+    def compute_fast(self, x):
+        """This op's fast path on x (static weight, same dtype), or None to use im2col for this call."""
+        xp = self.xp
+        pads = self.static_pads
+        if self.algorithm == "pointwise":
+            return algorithms.pointwise_conv2d(xp, x, self.static_weight.matrix, self.stride)
+        if self.padding_mode != "zeros":
+            x = self.backend.pad(x, ((0, 0), (0, 0)) + pads, self.padding_mode)
+            pads = ((0, 0), (0, 0))
+        if self.algorithm == "depthwise":
+            kernel = self.static_weight.kernel
+            spans_fit = all(k <= size + sum(p) for k, size, p in zip(kernel, x.shape[2:], pads))
+            if not spans_fit:
+                return None  # let im2col raise its ShapeError
+            return algorithms.depthwise_conv2d(xp, x, self.depthwise_taps, kernel, self.stride, pads)
+        # winograd
+        out_h = x.shape[2] + sum(pads[0]) - 2
+        out_w = x.shape[3] + sum(pads[1]) - 2
+        if out_h < 1 or out_w < 1:
+            return None
+        m = algorithms.winograd_tile_size(x.shape[0], out_h, out_w)
+        if m is None:
+            return None
+        return algorithms.winograd_conv2d(xp, self.backend, x, self.winograd_weight(m), pads, self.static_bias_vector)
+
+    def winograd_weight(self, m: int) -> algorithms.WinogradWeight:
+        """The weight transformed for F(m x m, 3 x 3): once per tile size, kept for later calls."""
+        prepared = self.winograd_weights.get(m)
+        if prepared is None:
+            weight = self.static_weight
+            raw = self.xp.reshape(weight.matrix, (weight.out_channels, weight.in_channels) + weight.kernel)
+            prepared = self.winograd_weights[m] = algorithms.WinogradWeight(self.backend, raw, m)
+        return prepared
+
+    def compute_im2col(self, x, weight, bias):
+        """The reference path: pad, gather sliding windows into columns, one batched matmul."""
         self.check_input(x, weight.in_channels)
         pads = self.static_pads if weight is self.static_weight else self.pads_for(weight.kernel)
         xp = self.xp

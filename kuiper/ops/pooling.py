@@ -1,4 +1,8 @@
-"""Pooling: max and average pooling over sliding windows, adaptive pooling per axis.
+"""Pooling: max and average pooling, one spatial axis at a time; adaptive pooling per axis.
+
+Max pooling takes the elementwise maximum of the kernel's strided views along
+one axis, then the next axis (a box maximum is separable), on an input padded
+once with -inf.
 
 Average pooling sums each spatial axis separately (a box sum is separable),
 then multiplies by one precomputed table of reciprocal divisors, so PyTorch's
@@ -63,14 +67,17 @@ class MaxPoolNd(Op):
             pads.append((p, max(0, needed - size - p)))
         lead = x.ndim - n
         x = self.backend.pad(x, ((0, 0),) * lead + tuple(pads), "constant", value=-math.inf)
-        span = tuple(d * (k - 1) + 1 for k, d in zip(self.kernel, self.dilation))
-        axes = tuple(range(lead, lead + n))
-        windows = self.backend.sliding_window(x, span, axes)
-        index = (slice(None),) * lead + tuple(slice(0, o * s, s) for o, s in zip(outs, self.stride)) + tuple(
-            slice(None, None, d) for d in self.dilation
-        )
-        windows = windows[index]
-        return self.xp.max(windows, axis=tuple(range(-n, 0)))
+        # A max over a box is a max over each axis in turn: k - 1 elementwise maxima of
+        # strided views per axis, each over contiguous rows (no window gather).
+        for axis, (out, k, s, d) in enumerate(zip(outs, self.kernel, self.stride, self.dilation)):
+            result = None
+            for tap in range(k):
+                index = [slice(None)] * x.ndim
+                index[lead + axis] = slice(tap * d, tap * d + (out - 1) * s + 1, s)
+                view = x[tuple(index)]
+                result = view if result is None else self.xp.maximum(result, view)
+            x = result
+        return x
 
 
 class MaxPool1d(MaxPoolNd):
