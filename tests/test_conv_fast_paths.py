@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 from kuiper.backends import get_backend
 from kuiper.model_ir import OpNode
 from kuiper.ops import conv_algorithms as algorithms
+from kuiper.ops import conv as conv_module
+from kuiper.ops import pooling as pooling_module
 from kuiper.ops.conv import Conv2d
 from kuiper.ops.pooling import MaxPool1d, MaxPool2d
 
@@ -250,6 +252,14 @@ def test_fast_paths_accept_non_contiguous_and_unbatched_inputs(kwargs):
     np.testing.assert_array_equal(op.forward(x[0]), op.forward(x[:1])[0])
 
 
+def test_im2col_in_chunks_of_images_equals_one_call(monkeypatch):
+    op = make_conv("numpy", 3, 8, 7, stride=2, padding=3)  # like a ResNet stem
+    x = activations((5, 3, 20, 20))
+    whole = op.compute_im2col(x, op.static_weight, op.static_bias)
+    monkeypatch.setattr(conv_module, "IM2COL_CHUNK_BYTES", 2 * 3 * 49 * 20 * 20 * 4)  # two images per chunk
+    np.testing.assert_array_equal(op.forward(x), whole)
+
+
 def test_input_of_another_dtype_takes_the_im2col_path():
     op = make_conv("numpy", 16, 16, 3)
     x = activations((1, 16, 32, 32)).astype(np.float64)
@@ -302,3 +312,11 @@ def test_max_pool_equals_the_window_maximum(spatial, kernel, stride, dilation, c
     expected = window_max(x, (kernel,) * spatial, (stride,) * spatial, (padding,) * spatial,
                           (dilation,) * spatial, ceil_mode)
     np.testing.assert_array_equal(op.forward(x), expected)
+
+
+def test_max_pool_in_chunks_of_images_equals_the_window_maximum(monkeypatch):
+    monkeypatch.setattr(pooling_module, "POOL_CHUNK_BYTES", 2 * 3 * 9 * 9 * 4)  # two images per chunk
+    params = dict(kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceil_mode=False)
+    op = MaxPool2d(OpNode("nn.MaxPool2d", "pool", ["x"], ["y"], params=params), get_backend("numpy"))
+    x = np.random.default_rng(0).standard_normal((5, 3, 9, 9)).astype(np.float32)
+    np.testing.assert_array_equal(op.forward(x), window_max(x, (3, 3), (2, 2), (1, 1), (1, 1), False))

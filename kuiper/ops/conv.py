@@ -31,6 +31,7 @@ from . import conv_algorithms as algorithms
 from .base import Op, prod
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+IM2COL_CHUNK_BYTES = 8 << 20  # im2col columns per chunk of images (nn.* convs; kept in the L3 cache)
 
 
 def conv_output_size(size: int, kernel: int, stride: int, pad_total: int, dilation: int) -> int:
@@ -230,7 +231,18 @@ class ConvNd(_ConvBase):
                 if bias is not None and self.algorithm != "winograd":
                     out += bias
                 return out
-        return self.compute_im2col(x, weight, bias)
+        columns_bytes = weight.matrix.shape[-1] * self.groups * prod(x.shape[2:]) * x.dtype.itemsize
+        images = max(1, IM2COL_CHUNK_BYTES // columns_bytes)  # about: x.shape[2:] is the input size
+        if x.shape[0] <= images:
+            return self.compute_im2col(x, weight, bias)
+        # A large batch in chunks of images, so that each chunk's columns stay in cache.
+        out = None
+        for start in range(0, x.shape[0], images):
+            part = self.compute_im2col(x[start : start + images], weight, bias)
+            if out is None:
+                out = self.xp.empty((x.shape[0],) + tuple(part.shape[1:]), dtype=part.dtype)
+            out[start : start + images] = part
+        return out
 
     def compute_fast(self, x):
         """This op's fast path on x (static weight, same dtype), or None to use im2col for this call."""
@@ -292,7 +304,10 @@ class ConvNd(_ConvBase):
         out = xp.matmul(weight.matrix, columns)  # (N, G, out/G, P)
         out = xp.reshape(out, (batch, weight.out_channels) + out_shape)
         if bias is not None:
-            out = out + bias
+            if bias.dtype == out.dtype:
+                out += bias  # out is a fresh array
+            else:
+                out = out + bias
         return out
 
 

@@ -23,6 +23,9 @@ from ..errors import ShapeError
 from .base import Op
 
 
+POOL_CHUNK_BYTES = 4 << 20  # max pooling input per chunk of images
+
+
 def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: int, ceil_mode: bool) -> int:
     """PyTorch's pooling output length, including its ceil_mode rule."""
     span = dilation * (kernel - 1) + 1
@@ -56,6 +59,16 @@ class MaxPoolNd(Op):
         n = self.spatial
         if x.ndim not in (n + 1, n + 2):
             raise ShapeError(f"{self.node.describe()}: expected a rank-{n + 2} input, found shape {tuple(x.shape)}")
+        image_bytes = math.prod(x.shape[1:]) * x.dtype.itemsize
+        images = max(1, POOL_CHUNK_BYTES // image_bytes)
+        if x.ndim == n + 2 and x.shape[0] > images:
+            # A large batch in chunks of images: the padded copy and the partial maxima stay in cache.
+            parts = [self.pool(x[start : start + images]) for start in range(0, x.shape[0], images)]
+            return self.xp.concat(parts, axis=0)
+        return self.pool(x)
+
+    def pool(self, x):
+        n = self.spatial
         sizes = x.shape[-n:]
         outs = [
             pool_output_size(size, k, s, p, d, self.ceil_mode)
