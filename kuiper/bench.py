@@ -471,10 +471,14 @@ def measure_fresh_processes(param: Path, peers: dict[str, Path], batch: int, thr
     env = dict(os.environ)
     if threads is not None:
         env.update({var: str(threads) for var in THREAD_ENV_VARS})  # before numpy loads: honoured
+    # Run from the folder holding THIS kuiper package, so `-m kuiper.bench` finds the same
+    # kuiper even when the current directory holds another checkout.
+    package_root = Path(__file__).resolve().parents[1]
     for name, peer in jobs:
-        command = [sys.executable, "-m", "kuiper.bench", "--child", name, str(param), peer, str(batch),
+        command = [sys.executable, "-m", "kuiper.bench", "--child", name, str(param.resolve()),
+                   peer if peer == "-" else str(Path(peer).resolve()), str(batch),
                    "-" if threads is None else str(threads), backend or "-"]
-        done = subprocess.run(command, capture_output=True, text=True, env=env)
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=package_root)
         if done.returncode != 0:
             tail = (done.stderr.strip().splitlines() or ["?"])[-1]
             lines.append(f"  {name:<12} failed: {tail}")
