@@ -6,9 +6,28 @@ Each family module lists its op classes in ``OPS``; add a module here to ship it
 from __future__ import annotations
 
 from ..hookspecs import hookimpl
-from . import activation, compare, concat, conv, expression, io, linear, norm, pad, plumbing, pooling, reduce, resize, shape, slicing
+from . import (
+    activation,
+    compare,
+    concat,
+    conv,
+    expression,
+    io,
+    linear,
+    norm,
+    pad,
+    plumbing,
+    pooling,
+    reduce,
+    resize,
+    shape,
+    slicing,
+)
 
-FAMILIES = [io, conv, pooling, norm, activation, linear, reduce, compare, shape, slicing, concat, pad, resize, plumbing, expression]
+FAMILIES = [
+    io, conv, pooling, norm, activation, linear, reduce, compare,
+    shape, slicing, concat, pad, resize, plumbing, expression,
+]
 
 
 @hookimpl
