@@ -260,6 +260,15 @@ def test_im2col_in_chunks_of_images_equals_one_call(monkeypatch):
     np.testing.assert_array_equal(op.forward(x), whole)
 
 
+def test_depthwise_in_blocks_of_channels_equals_one_block(monkeypatch):
+    op = make_conv("numpy", 12, 12, 3, stride=2, groups=12)
+    x = activations((2, 12, 15, 14))
+    whole = op.forward(x)
+    monkeypatch.setattr(algorithms, "DEPTHWISE_CHUNK_BYTES", 1)  # one channel per block
+    np.testing.assert_array_equal(op.forward(x), whole)
+    assert_matches_reference(op, x)
+
+
 def test_input_of_another_dtype_takes_the_im2col_path():
     op = make_conv("numpy", 16, 16, 3)
     x = activations((1, 16, 32, 32)).astype(np.float64)

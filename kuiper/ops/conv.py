@@ -187,9 +187,7 @@ class ConvNd(_ConvBase):
             return "im2col"
         kernel = weight.kernel
         if self.groups == weight.in_channels == weight.out_channels and self.dilation == (1, 1):
-            # (groups, 1, kh * kw) -> (kh * kw, C, 1): one weight per channel for each tap
-            self.depthwise_taps = self.xp.permute_dims(weight.matrix, (2, 0, 1))
-            return "depthwise"
+            return "depthwise"  # weight.matrix is (C, 1, kh * kw): one row of taps per channel
         if kernel == (1, 1) and all(p == (0, 0) for p in self.static_pads):
             return "pointwise"
         if self.dilation != (1, 1):
@@ -258,7 +256,7 @@ class ConvNd(_ConvBase):
             spans_fit = all(k <= size + sum(p) for k, size, p in zip(kernel, x.shape[2:], pads))
             if not spans_fit:
                 return None  # let im2col raise its ShapeError
-            return algorithms.depthwise_conv2d(xp, x, self.depthwise_taps, kernel, self.stride, pads)
+            return algorithms.depthwise_conv2d(xp, x, self.static_weight.matrix, kernel, self.stride, pads)
         # winograd
         out_h = x.shape[2] + sum(pads[0]) - 2
         out_w = x.shape[3] + sum(pads[1]) - 2

@@ -13,11 +13,12 @@ backend):
 * ``pointwise``: kernel 1x1 with padding 0 (any stride, any groups).  A plain
   batched matmul of the (strided) input, no im2col; stride 1 needs no copy at all.
 * ``depthwise``: groups == in_channels == out_channels, dilation 1 (any kernel,
-  stride, padding).  A sum over the kernel taps of shifted input views times one
-  weight per channel.  The shifts are slices of each channel plane flattened
-  with its padding ("wide" rows: the few padding columns are computed and cropped),
-  so every product runs over long contiguous rows; a stride s is first split into
-  s*s phase planes (rows/columns congruent mod s), which makes it a stride-1 sum.
+  stride, padding).  im2col per channel, but each tap's shifted view is a contiguous
+  slice of the channel's plane flattened with its padding ("wide" rows: the few
+  padding columns are computed and cropped), so the columns are copied as long
+  rows; a stride s is first split into s*s phase planes (rows/columns congruent
+  mod s), which makes every tap a stride-1 slice.  A batched (1 x k*k) @ (k*k x P)
+  matmul per channel then sums the taps.
 * ``winograd``: kernel 3x3, stride 1, dilation 1, groups 1, at least
   ``WINOGRAD_MIN_CHANNELS`` input and output channels.  Winograd F(m x m, 3x3):
   (m+2)^2 matmuls over m x m output tiles instead of one 9x larger matmul, i.e.
@@ -49,6 +50,7 @@ from fractions import Fraction
 
 import numpy as np  # only to build the small constant Winograd matrices once
 
+DEPTHWISE_CHUNK_BYTES = 4 << 20  # depthwise columns per block of channels
 WINOGRAD_TILE_SIZES = (4, 2)  # output tile edges m of F(m x m, 3 x 3), largest first
 WINOGRAD_MIN_CHANNELS = 16  # below this the transforms cost more than the smaller matmuls save
 WINOGRAD_MIN_TILES = 32  # fewer tiles per call: each transformed weight is read too few times
@@ -110,10 +112,13 @@ def _phase_range(phase: int, stride: int, pad_before: int, size: int, plane_size
     return q, q + count, first, first + stride * (count - 1) + 1
 
 
-def depthwise_conv2d(xp, x, taps, kernel: tuple[int, int], stride: tuple[int, int], pads):
-    """Depthwise convolution (one filter per channel, dilation 1).
+def depthwise_conv2d(xp, x, matrix, kernel: tuple[int, int], stride: tuple[int, int], pads):
+    """Depthwise convolution (one filter per channel, dilation 1); ``matrix`` is (C, 1, kh * kw).
 
-    ``taps`` is (kh * kw, C, 1): the weight of each tap for each channel.
+    The kh * kw taps of a channel are contiguous slices of its flattened phase planes;
+    they are copied side by side (im2col with long contiguous rows) and each channel's
+    row of taps is multiplied in by a batched matmul.  Channels go in blocks whose
+    columns take at most ``DEPTHWISE_CHUNK_BYTES``.
     """
     batch, channels, height, width = x.shape
     (kh, kw), (sh, sw) = kernel, stride
@@ -121,15 +126,23 @@ def depthwise_conv2d(xp, x, taps, kernel: tuple[int, int], stride: tuple[int, in
     wo = (width + sum(pads[1]) - kw) // sw + 1
     planes, wq = _phase_planes(xp, x, pads, stride, kernel, (ho, wo))
     length = ho * wq
+    block = max(1, DEPTHWISE_CHUNK_BYTES // (batch * kh * kw * length * x.dtype.itemsize))
+    columns = xp.empty((batch, min(block, channels), kh * kw, length), dtype=x.dtype)
     out = None
-    for i in range(kh):
-        for j in range(kw):
-            start = (i // sh) * wq + j // sw
-            term = planes[i % sh, j % sw, :, :, start : start + length] * taps[i * kw + j]
+    for first in range(0, channels, block):
+        last = min(channels, first + block)
+        part = columns[:, : last - first]
+        for i in range(kh):
+            for j in range(kw):
+                start = (i // sh) * wq + j // sw
+                part[:, :, i * kw + j, :] = planes[i % sh, j % sw, :, first:last, start : start + length]
+        products = xp.matmul(matrix[first:last], part)  # (N, block, 1, length)
+        if last - first == channels:
+            out = products
+        else:
             if out is None:
-                out = term
-            else:
-                out += term
+                out = xp.empty((batch, channels, 1, length), dtype=products.dtype)
+            out[:, first:last] = products
     out = xp.reshape(out, (batch, channels, ho, wq))
     return out[:, :, :, :wo] if wq != wo else out
 
