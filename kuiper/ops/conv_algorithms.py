@@ -52,7 +52,7 @@ from fractions import Fraction
 
 import numpy as np  # only to build the small constant Winograd matrices once
 
-DEPTHWISE_CHUNK_BYTES = 4 << 20  # depthwise columns per block of channels
+DEPTHWISE_CHUNK_BYTES = 16 << 20  # depthwise columns per block of channels (bounds the workspace of large batches)
 WINOGRAD_TILE_SIZES = (4, 2)  # output tile edges m of F(m x m, 3 x 3), largest first
 WINOGRAD_MIN_CHANNELS = 16  # below this the transforms cost more than the smaller matmuls save
 WINOGRAD_MIN_TILES = 32  # fewer tiles per call: each transformed weight is read too few times
