@@ -278,11 +278,12 @@ def test_im2col_in_chunks_of_images_equals_one_call(monkeypatch):
     np.testing.assert_array_equal(op.forward(x), whole)
 
 
-def test_depthwise_in_blocks_of_channels_equals_one_block(monkeypatch):
+@pytest.mark.parametrize("constant", ["DEPTHWISE_CHANNELS_CHUNK_BYTES", "DEPTHWISE_IMAGES_CHUNK_BYTES"])
+def test_depthwise_in_blocks_of_channels_or_images_equals_one_block(monkeypatch, constant):
     op = make_conv("numpy", 12, 12, 3, stride=2, groups=12)
-    x = activations((2, 12, 15, 14))
+    x = activations((3, 12, 15, 14))
     whole = op.forward(x)
-    monkeypatch.setattr(algorithms, "DEPTHWISE_CHUNK_BYTES", 1)  # one channel per block
+    monkeypatch.setattr(algorithms, constant, 1)  # one channel per block, or one image per chunk
     np.testing.assert_array_equal(op.forward(x), whole)
     assert_matches_reference(op, x)
 

@@ -52,7 +52,11 @@ from fractions import Fraction
 
 import numpy as np  # only to build the small constant Winograd matrices once
 
-DEPTHWISE_CHUNK_BYTES = 16 << 20  # depthwise columns per block of channels (bounds the workspace of large batches)
+# Depthwise columns per chunk of images (kept in cache), and per block of channels of one
+# image (only bounds the workspace: smaller blocks were no faster, and with glibc's default
+# malloc settings the smaller allocations made it return memory and fault it in again).
+DEPTHWISE_IMAGES_CHUNK_BYTES = 4 << 20
+DEPTHWISE_CHANNELS_CHUNK_BYTES = 16 << 20
 WINOGRAD_TILE_SIZES = (4, 2)  # output tile edges m of F(m x m, 3 x 3), largest first
 WINOGRAD_MIN_CHANNELS = 16  # below this the transforms cost more than the smaller matmuls save
 WINOGRAD_MIN_TILES = 32  # fewer tiles per call: each transformed weight is read too few times
@@ -119,16 +123,34 @@ def depthwise_conv2d(xp, x, matrix, kernel: tuple[int, int], stride: tuple[int, 
 
     The kh * kw taps of a channel are contiguous slices of its flattened phase planes;
     they are copied side by side (im2col with long contiguous rows) and each channel's
-    row of taps is multiplied in by a batched matmul.  Channels go in blocks whose
-    columns take at most ``DEPTHWISE_CHUNK_BYTES``.
+    row of taps is multiplied in by a batched matmul.  A batch whose columns would take
+    more than ``DEPTHWISE_IMAGES_CHUNK_BYTES`` goes through in chunks of images, and an
+    image whose columns take more than ``DEPTHWISE_CHANNELS_CHUNK_BYTES`` in blocks of channels.
     """
     batch, channels, height, width = x.shape
     (kh, kw), (sh, sw) = kernel, stride
     ho = (height + sum(pads[0]) - kh) // sh + 1
     wo = (width + sum(pads[1]) - kw) // sw + 1
+    wq = wo + (kw - 1) // sw
+    image_bytes = channels * kh * kw * ho * wq * x.dtype.itemsize  # one image's columns
+    images = max(1, DEPTHWISE_IMAGES_CHUNK_BYTES // image_bytes)
+    if batch <= images:
+        out = _depthwise_chunk(xp, x, matrix, kernel, stride, pads, (ho, wo))
+    else:
+        out = xp.empty((batch, channels, ho, wq), dtype=x.dtype)
+        for first in range(0, batch, images):
+            last = min(batch, first + images)
+            out[first:last] = _depthwise_chunk(xp, x[first:last], matrix, kernel, stride, pads, (ho, wo))
+    return out[:, :, :, :wo] if wq != wo else out
+
+
+def _depthwise_chunk(xp, x, matrix, kernel, stride, pads, out_size):
+    """Depthwise convolution of a few images, on the wide grid: (N, C, Ho, Wq)."""
+    batch, channels = x.shape[:2]
+    (kh, kw), (sh, sw), (ho, wo) = kernel, stride, out_size
     planes, wq = _phase_planes(xp, x, pads, stride, kernel, (ho, wo))
     length = ho * wq
-    block = max(1, DEPTHWISE_CHUNK_BYTES // (batch * kh * kw * length * x.dtype.itemsize))
+    block = max(1, DEPTHWISE_CHANNELS_CHUNK_BYTES // (batch * kh * kw * length * x.dtype.itemsize))
     columns = xp.empty((batch, min(block, channels), kh * kw, length), dtype=x.dtype)
     out = None
     for first in range(0, channels, block):
@@ -145,8 +167,7 @@ def depthwise_conv2d(xp, x, matrix, kernel: tuple[int, int], stride: tuple[int, 
             if out is None:
                 out = xp.empty((batch, channels, 1, length), dtype=products.dtype)
             out[:, first:last] = products
-    out = xp.reshape(out, (batch, channels, ho, wq))
-    return out[:, :, :, :wo] if wq != wo else out
+    return xp.reshape(out, (batch, channels, ho, wq))
 
 
 # ---------------------------------------------------------------- Winograd F(m x m, 3 x 3)
