@@ -92,3 +92,22 @@ def test_every_command_has_help(command, capsys):
         main([command, "--help"])
     assert info.value.code == 0
     assert "usage: kuiper " + command in capsys.readouterr().out
+
+
+def test_demo_files_are_shipped_as_package_data():
+    # A plain `pip install .` must carry the demo model: kuiper.demo has to be a package
+    # found by setup.cfg's find: rule, and its package_data patterns must match the files.
+    import configparser
+    import fnmatch
+    from pathlib import Path
+
+    from setuptools import find_packages
+
+    root = Path(__file__).resolve().parents[1]
+    assert "kuiper.demo" in find_packages(str(root), include=["kuiper", "kuiper.*"])
+    config = configparser.ConfigParser()
+    config.read(root / "setup.cfg")
+    patterns = [p.strip() for p in config["options.package_data"]["kuiper.demo"].split(",")]
+    for name in ("digits.pnnx.param", "digits.pnnx.bin", "digits_heldout.npz"):
+        assert (root / "kuiper" / "demo" / name).exists()
+        assert any(fnmatch.fnmatch(name, pattern) for pattern in patterns), name
