@@ -274,8 +274,12 @@ def test_im2col_in_chunks_of_images_equals_one_call(monkeypatch):
     op = make_conv("numpy", 3, 8, 7, stride=2, padding=3)  # like a ResNet stem
     x = activations((5, 3, 20, 20))
     whole = op.compute_im2col(x, op.static_weight, op.static_bias)
-    monkeypatch.setattr(conv_module, "IM2COL_CHUNK_BYTES", 2 * 3 * 49 * 20 * 20 * 4)  # two images per chunk
+    monkeypatch.setattr(conv_module, "IM2COL_CHUNK_BYTES", 2 * 3 * 49 * 10 * 10 * 4)  # two images per chunk
+    calls = []
+    im2col = op.compute_im2col
+    monkeypatch.setattr(op, "compute_im2col", lambda x, *rest: calls.append(x.shape[0]) or im2col(x, *rest))
     np.testing.assert_array_equal(op.forward(x), whole)
+    assert calls == [2, 2, 1]
 
 
 @pytest.mark.parametrize("constant", ["DEPTHWISE_CHANNELS_CHUNK_BYTES", "DEPTHWISE_IMAGES_CHUNK_BYTES"])

@@ -17,9 +17,11 @@ build time.  pnnx writes F.conv* only when the weight is not a constant (a
 graph input, or computed in the graph), so F.* ops get ``$weight`` (and
 ``$bias``) as inputs and prepare them on every call.
 
-im2col is the reference.  nn.Conv2d picks a faster algorithm at build time
-where one applies (1x1 as a plain matmul, depthwise as a sum of shifted views,
-3x3 stride 1 by Winograd): the rules and the math are in conv_algorithms.py.
+im2col is the reference (``ConvNd.compute_im2col``).  nn.Conv2d picks a faster
+algorithm at build time where one applies (1x1 as a plain matmul, depthwise as
+im2col over contiguous slices with one small matmul per channel, 3x3 stride 1 by
+Winograd): the rules and the math are in conv_algorithms.py.  Large batches go
+through im2col in chunks of images, so that the columns stay in cache.
 """
 
 from __future__ import annotations
@@ -229,8 +231,11 @@ class ConvNd(_ConvBase):
                 if bias is not None and self.algorithm != "winograd":
                     out += bias
                 return out
-        columns_bytes = weight.matrix.shape[-1] * self.groups * prod(x.shape[2:]) * x.dtype.itemsize
-        images = max(1, IM2COL_CHUNK_BYTES // columns_bytes)  # about: x.shape[2:] is the input size
+        pads = self.static_pads if weight is self.static_weight else self.pads_for(weight.kernel)
+        outs = [conv_output_size(size, k, s, sum(p), d)
+                for size, k, s, p, d in zip(x.shape[2:], weight.kernel, self.stride, pads, self.dilation)]
+        columns_bytes = weight.matrix.shape[-1] * self.groups * prod(outs) * x.dtype.itemsize  # per image
+        images = max(1, IM2COL_CHUNK_BYTES // max(1, columns_bytes))
         if x.shape[0] <= images:
             return self.compute_im2col(x, weight, bias)
         # A large batch in chunks of images, so that each chunk's columns stay in cache.
