@@ -80,7 +80,12 @@ def test_non_elementwise_ops_break_chains(tmp_path):
     pnnx.Output out 1 0 c
     """
     model = _model(tmp_path, body, 4)
-    assert [step.node.type for step in model.steps] == ["nn.ReLU", "nn.Softmax", "nn.Sigmoid"]
+    # Softmax is not elementwise: no chain forms, each activation runs as its own compiled expression.
+    assert [step.node.type for step in model.steps] == ["pnnx.Expression", "nn.Softmax", "pnnx.Expression"]
+    assert model.fused_groups == []
+    x = np.array([[-1.0, 0.5, 2.0]], np.float32)
+    softmax = np.exp(np.maximum(x, 0)) / np.exp(np.maximum(x, 0)).sum()
+    np.testing.assert_allclose(model(x), 1 / (1 + np.exp(-softmax)), rtol=1e-6)
 
 
 def test_shape_expressions_are_not_fused(tmp_path):
@@ -130,3 +135,76 @@ def test_fused_relu_keeps_an_integer_dtype(tmp_path):
     out = model(np.array([-2, -1, 0, 3], np.int64))
     assert out.dtype == np.int64  # torch.relu(int) * 2 stays int64
     np.testing.assert_array_equal(out, [0, 0, 0, 6])
+
+
+# -- buffers lent to elementwise ops -----------------------------------------------------------
+
+CONV_RELU = """
+pnnx.Input in0 0 1 x #x=(1,1,3,3)f32
+nn.Conv2d c 1 1 x a bias=False kernel_size=(1,1) out_channels=1 in_channels=1 @weight=(1,1,1,1)f32
+nn.ReLU r 1 1 a b
+pnnx.Output out 1 0 b
+"""
+
+
+def _conv_relu(tmp_path, body):
+    lines = body.strip().splitlines()
+    text = f"7767517\n{len(lines)} 3\n" + "\n".join(line.strip() for line in lines) + "\n"
+    return kuiper.load(write_model(tmp_path, text, {"c.weight": np.float32([-2.0]).tobytes()}))
+
+
+def _record_outputs(model):
+    seen = {}
+    for step in model.steps:
+        forward = step.op.forward
+
+        def recording(*args, forward=forward, name=step.node.name):
+            seen[name] = (args, forward(*args))
+            return seen[name][1]
+
+        step.op.forward = recording
+    return seen
+
+
+def test_an_activation_writes_into_the_dead_conv_output(tmp_path):
+    model = _conv_relu(tmp_path, CONV_RELU)
+    seen = _record_outputs(model)
+    x = np.arange(-4, 5, dtype=np.float32).reshape(1, 1, 3, 3)
+    out = model(x)
+    np.testing.assert_array_equal(out, np.maximum(-2 * x, 0))
+    assert np.shares_memory(seen["r"][1], seen["c"][1])  # relu reused the conv's buffer
+    np.testing.assert_array_equal(x, np.arange(-4, 5, dtype=np.float32).reshape(1, 1, 3, 3))  # feed untouched
+
+
+def test_a_buffer_still_read_later_or_returned_is_not_lent(tmp_path):
+    body = CONV_RELU.replace("pnnx.Output out 1 0 b", "pnnx.Output out0 1 0 a\npnnx.Output out1 1 0 b")
+    model = _conv_relu(tmp_path, body)
+    x = np.arange(-4, 5, dtype=np.float32).reshape(1, 1, 3, 3)
+    conv, relu = model(x)
+    np.testing.assert_array_equal(conv, -2 * x)  # the conv output is returned, so relu must not overwrite it
+    np.testing.assert_array_equal(relu, np.maximum(-2 * x, 0))
+
+
+def test_feeds_are_never_overwritten(tmp_path):
+    body = """
+    pnnx.Input in0 0 1 x #x=(4)f32
+    nn.ReLU r 1 1 x y
+    pnnx.Output out 1 0 y
+    """
+    model = _model(tmp_path, body, 2)
+    x = np.array([-1.0, 2.0, -3.0, 4.0], np.float32)
+    model(x)
+    np.testing.assert_array_equal(x, [-1.0, 2.0, -3.0, 4.0])
+
+
+def test_an_expression_that_simplifies_to_its_input_returns_a_copy(tmp_path):
+    body = """
+    pnnx.Input in0 0 1 x #x=(3)f32
+    pnnx.Expression e 1 1 x y expr=mul(@0,1)
+    pnnx.Output out 1 0 y
+    """
+    model = _model(tmp_path, body, 2)
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    y = model(x)
+    np.testing.assert_array_equal(y, x)
+    assert not np.shares_memory(x, y)  # an output never aliases the caller's feed

@@ -88,11 +88,12 @@ class CupyBackend(NumPyLikeBackend):
             self._kernels[spec.name] = kernel
         ndarray = self.native.ndarray
 
-        def run(*inputs):
+        def run(*inputs, out=None):
             # A kernel needs at least one array to take its shape from.
             if not any(isinstance(value, ndarray) for value in inputs):
-                return generic(*inputs)
-            return kernel(*inputs)
+                return generic(*inputs, out=out) if out is not None else generic(*inputs)
+            # ElementwiseKernel takes output arrays positionally, after the inputs.
+            return kernel(*inputs, out) if out is not None else kernel(*inputs)
 
         return run
 

@@ -101,6 +101,20 @@ def instantiate(node: OpNode, backend: Backend):
     return registered.obj(node, backend)
 
 
+def _lend_dead_buffers(steps: list[Step], last_use: dict[str, int], keep: set[str]) -> None:
+    """Tell each op which inputs it may overwrite: read by no later op, not a model output,
+    and made by an op whose outputs are always fresh arrays (so no other value aliases them).
+    Feeds are never lent: they belong to the caller."""
+    fresh = {operand for step in steps if step.op.fresh_output for operand in step.node.outputs}
+    for index, step in enumerate(steps):
+        inputs = step.node.inputs
+        step.op.donated_inputs = frozenset(
+            position
+            for position, operand in enumerate(inputs)
+            if operand in fresh and operand not in keep and last_use.get(operand) == index and inputs.count(operand) == 1
+        )
+
+
 def _instantiate_on_device(node: OpNode, backend: Backend):
     """Instantiate, turning device failures (weights that do not fit) into KuiperErrors."""
     try:
@@ -161,6 +175,7 @@ def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) 
         )
         for i, node in enumerate(compute)
     ]
+    _lend_dead_buffers(steps, last_use, keep)
     return Model(
         backend=backend,
         inputs=[_tensor_spec(ir, node.outputs[0]) for node in inputs if node.outputs],

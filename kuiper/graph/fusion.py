@@ -1,5 +1,8 @@
 """Elementwise fusion: chains and trees of elementwise ops become ONE pnnx.Expression node.
 
+(A lone elementwise op becomes an expression of its own, so every elementwise
+op runs compiled; only merged chains are reported as fused.)
+
 An op is elementwise when its class gives an equivalent expression
 (``Op.elementwise_expression(node)``: activations, clamp, pnnx.Expression
 itself).  A producer is absorbed into its consumer when both are elementwise,
@@ -78,10 +81,13 @@ def fuse_elementwise(order: list[OpNode], model_outputs: list[str]) -> tuple[lis
     for node in order:
         if node.name in absorbed:
             continue  # emitted inside its consumer's fused node
-        if node.name not in expressions or not any(
-            absorbable(operand, node, i) for i, operand in enumerate(node.inputs)
-        ):
+        if node.name not in expressions:
             new_order.append(node)
+            continue
+        if not any(absorbable(operand, node, i) for i, operand in enumerate(node.inputs)):
+            # A lone elementwise op still runs as a compiled expression: one pass,
+            # buffers reused, and it can write into a buffer the graph lends it.
+            new_order.append(node if node.type == "pnnx.Expression" else _as_expression(node, expressions[node.name]))
             continue
         fused = _fuse_group(node, expressions, producer, absorbable)
         if fused is None:
@@ -91,6 +97,17 @@ def fuse_elementwise(order: list[OpNode], model_outputs: list[str]) -> tuple[lis
         new_order.append(fused_node)
         groups.append(members)
     return new_order, groups
+
+
+def _as_expression(node: OpNode, expression) -> OpNode:
+    return OpNode(
+        type="pnnx.Expression",
+        name=node.name,
+        inputs=list(node.inputs),
+        outputs=list(node.outputs),
+        params={"expr": to_string(expression)},
+        source=node.source,
+    )
 
 
 def _fuse_group(root: OpNode, expressions, producer, absorbable):
@@ -115,12 +132,4 @@ def _fuse_group(root: OpNode, expressions, producer, absorbable):
     by_number = {number: operand for operand, number in outside.items()}
     inputs = [by_number[old] for old in order]
     members.reverse()  # producers first, in the order they ran
-    node = OpNode(
-        type="pnnx.Expression",
-        name=root.name,
-        inputs=inputs,
-        outputs=list(root.outputs),
-        params={"expr": to_string(expression)},
-        source=root.source,
-    )
-    return node, members
+    return _as_expression(OpNode(root.type, root.name, inputs, list(root.outputs), source=root.source), expression), members

@@ -23,6 +23,12 @@ class Op:
     """One op instance, bound to one backend."""
 
     types: ClassVar[tuple[str, ...]] = ()
+    # True when every output is a new array that aliases no input and no buffer kept by
+    # the op, so the graph may let the next op overwrite it once no one else reads it.
+    fresh_output: ClassVar[bool] = False
+    # Set by the graph: positions of inputs nobody reads after this op, whose buffers
+    # this op may overwrite (e.g. as out= of an elementwise result).
+    donated_inputs: frozenset = frozenset()
 
     def __init__(self, node: OpNode, backend):
         self.node = node

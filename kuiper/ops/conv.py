@@ -166,6 +166,8 @@ def _shape_of(value) -> str:
 class ConvNd(_ConvBase):
     """nn.ConvNd and F.convNd."""
 
+    fresh_output = True  # every algorithm allocates its result per call
+
     def setup(self):
         super().setup()
         self.padding_mode = self.choice_param("padding_mode", PADDING_MODES, default="zeros")

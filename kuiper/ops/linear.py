@@ -45,6 +45,7 @@ class Linear(Op):
     """y = x @ W^T + b over the last dim; any leading dims (rank 1, 2, 3 ...) pass through."""
 
     types = ("nn.Linear",)
+    fresh_output = True  # x @ W^T (+ b) is a new array
 
     def setup(self):
         self.require_inputs(1)
