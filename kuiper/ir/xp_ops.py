@@ -88,6 +88,8 @@ def resolve(xp, node: IRExpr) -> XpOp:
     if isinstance(node, Binary):
         if node.op == "fmod" and _find(xp, ("fmod",)) is None:
             return XpOp(functools.partial(_fmod_fallback, xp), False)
+        if node.op in ("max", "min") and _has_clip_with_out(xp):
+            return XpOp(functools.partial(_bound, xp, node.op), True)
         return _lookup(xp, _BINARY[node.op])
     if isinstance(node, Compare):
         return _lookup(xp, _COMPARE[node.op])
@@ -100,6 +102,34 @@ def resolve(xp, node: IRExpr) -> XpOp:
     if isinstance(node, Select):
         return XpOp(xp.where, False)
     raise TypeError(f"no array operation for {type(node).__name__}")
+
+
+def _bound(xp, op: str, a, b, out=None):
+    """max/min; a float array against a scalar bound goes through clip.
+
+    NumPy 2's maximum/minimum against a broadcast scalar runs about 3x slower than
+    clip on this kind of CPU (ReLU, ReLU6, clamp are everywhere in CNNs), and clip
+    propagates NaN the same way.  Anything else (two arrays, integers, a NaN
+    bound) takes maximum/minimum.
+    """
+    ufunc = xp.maximum if op == "max" else xp.minimum
+    scalar, array = (b, a) if _is_plain_number(b) else (a, b) if _is_plain_number(a) else (None, None)
+    kind = getattr(getattr(array, "dtype", None), "kind", None)
+    if scalar is None or kind != "f" or scalar != scalar or (out is not None and out.dtype != array.dtype):
+        return ufunc(a, b) if out is None else ufunc(a, b, out=out)
+    to_dtype = array.dtype.type
+    low, high = (to_dtype(scalar), to_dtype(float("inf"))) if op == "max" else (to_dtype(float("-inf")), to_dtype(scalar))
+    return xp.clip(array, low, high) if out is None else xp.clip(array, low, high, out=out)
+
+
+def _has_clip_with_out(xp) -> bool:
+    # NumPy's and CuPy's clip take out= (np.clip is not itself a ufunc object);
+    # an array-API namespace's clip may not.
+    return getattr(xp, "__name__", "") in ("numpy", "cupy")
+
+
+def _is_plain_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _find(xp, names: tuple[str, ...]):
