@@ -514,8 +514,8 @@ def machine_note() -> str:
     except OSError:
         return f"machine: {cpus} CPUs"
     note = f"machine: {cpus} CPUs, 1-minute load average {load:.2f} before the run"
-    if cpus and load > 0.25 * cpus:
-        note += " (busy: other processes compete for the CPUs, expect noisy numbers)"
+    if cpus and load > 0.5 * cpus:
+        note += " (busy: other processes, or a benchmark just before this one, compete for the CPUs)"
     return note
 
 
