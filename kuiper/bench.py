@@ -26,9 +26,10 @@ import resource
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -142,6 +143,7 @@ def limit_numpy_threads(threads: int | None) -> tuple[Any, str]:
 # -- engines --------------------------------------------------------------------------------------
 def kuiper_engine(param: Path, bin_path, backend: str | None, fuse: bool, inputs: list[np.ndarray]) -> Engine:
     import kuiper
+
     from .formats.pnnx import load_pnnx
     from .graph import build
 
@@ -305,7 +307,7 @@ def run_benchmark(engines: list[Engine], batch: int, runs: int, warmup: int, mod
     for engine in engines:
         try:
             outputs = engine.to_numpy(engine.call())
-        except Exception as exc:  # noqa: BLE001 - a failing peer is reported, not fatal
+        except Exception as exc:  # a failing peer is reported, not fatal
             if engine.name == "kuiper":
                 raise
             report.unavailable[engine.name] = f"failed to run at batch {batch}: {type(exc).__name__}: {_first_line(exc)}"
@@ -324,10 +326,9 @@ def run_benchmark(engines: list[Engine], batch: int, runs: int, warmup: int, mod
 
 # -- report -----------------------------------------------------------------------------------------------
 def format_report(report: Report) -> str:
-    lines = [f"model: {report.model}",
-             f"batch {report.batch}; {report.runs} timed rounds after {report.warmup} warm-up, "
-             f"engines interleaved round-robin in one process",
-             *report.notes]
+    rounds = (f"batch {report.batch}; {report.runs} timed rounds after {report.warmup} warm-up, "
+              f"engines interleaved round-robin in one process")
+    lines = [f"model: {report.model}", rounds, *report.notes]
     header = ("engine", "load ms", "median ms", "p10 ms", "p90 ms", "images/s", "kuiper/peer", "max|diff|")
     rows = [header]
     kuiper_median = report.stats["kuiper"].median_ms if "kuiper" in report.stats else float("nan")
@@ -386,8 +387,8 @@ def format_profile(model, samples: dict[int, list[float]], top: int = 12) -> lis
     by_type: dict[str, list[float]] = {}
     for index, ms in medians.items():
         by_type.setdefault(model.steps[index].node.type, []).append(ms)
-    lines = [f"kuiper per-op profile (median of {len(next(iter(samples.values()), []))} step-by-step runs, "
-             f"sum {total:.2f} ms):", "  by op type:"]
+    rounds = len(next(iter(samples.values()), []))
+    lines = [f"kuiper per-op profile (median of {rounds} step-by-step runs, sum {total:.2f} ms):", "  by op type:"]
     for op_type, times in sorted(by_type.items(), key=lambda kv: -sum(kv[1])):
         lines.append(f"    {op_type:<28} {sum(times):9.2f} ms {100 * sum(times) / total:5.1f}%  ({len(times)} ops)")
     lines.append(f"  slowest {min(top, len(medians))} ops:")
@@ -478,7 +479,7 @@ def measure_fresh_processes(param: Path, peers: dict[str, Path], batch: int, thr
         command = [sys.executable, "-m", "kuiper.bench", "--child", name, str(param.resolve()),
                    peer if peer == "-" else str(Path(peer).resolve()), str(batch),
                    "-" if threads is None else str(threads), backend or "-"]
-        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=package_root)
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=package_root, check=False)
         if done.returncode != 0:
             tail = (done.stderr.strip().splitlines() or ["?"])[-1]
             lines.append(f"  {name:<12} failed: {tail}")
