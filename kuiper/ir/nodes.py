@@ -17,25 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from kuiper.expr.structural import Structural
 
-class Node:
+
+class Node(Structural):
     """Base of every IR node: structural equality, cached hash, generic children."""
-
-    def __post_init__(self):
-        object.__setattr__(self, "_hash", hash((type(self).__name__, *self._key())))
-
-    def _key(self) -> tuple:
-        return tuple(getattr(self, f.name) for f in fields(self))
-
-    def __eq__(self, other: object) -> bool:
-        if self is other:
-            return True
-        if type(self) is not type(other) or self._hash != other._hash:
-            return False
-        return self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return self._hash
 
     def children(self) -> tuple[Node, ...]:
         found: list[Node] = []
