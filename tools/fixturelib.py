@@ -323,3 +323,28 @@ def randomize_batchnorm(module: torch.nn.Module, calib_shape: Sequence[int], sca
         bn.running_mean.add_(torch.randn_like(bn.running_mean) * scale * bn.running_var.sqrt())
         bn.running_var.mul_(torch.empty_like(bn.running_var).uniform_(0.7, 1.4))
     module.eval()
+
+
+# ---------------------------------------------------------------- wrappers for fixture models
+
+
+class Single(torch.nn.Module):
+    """Wrap one module under a readable name (nn.Sequential would name the op "0")."""
+
+    def __init__(self, op: torch.nn.Module):
+        super().__init__()
+        self.op = op
+
+    def forward(self, x):
+        return self.op(x)
+
+
+class Fn(torch.nn.Module):
+    """A parameter-free functional op, so pnnx keeps the F.* / torch.* spelling."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)

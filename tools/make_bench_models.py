@@ -30,21 +30,10 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 import fixturelib  # noqa: E402
+from fixturelib import Single  # noqa: E402
 from benchmarks import opmodels  # noqa: E402
 
 OUT = ROOT / "build" / "bench-models"
-
-
-class Single(nn.Module):
-    """One named submodule, so pnnx keeps the nn.* type."""
-
-    def __init__(self, op: nn.Module):
-        super().__init__()
-        self.op = op
-
-    def forward(self, x):
-        return self.op(x)
-
 
 class GeluTanh(nn.Module):
     def forward(self, x):

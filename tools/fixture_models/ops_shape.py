@@ -12,22 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fixturelib import ModelSpec
-
-
-class Fn(nn.Module):
-    """A parameter-free function of the inputs, so pnnx sees the torch.* / Tensor.* calls."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
-
-
-# ------------------------------------------------------------------ shape
-
+from fixturelib import Fn, ModelSpec
 
 def reshape_permute(x):
     y = x.reshape(x.size(0), 3, 20).permute(0, 2, 1)

@@ -8,30 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fixturelib import ModelSpec, randomize_batchnorm
-
-
-class Single(nn.Module):
-    """Wrap one module under a readable name (nn.Sequential would name the op "0")."""
-
-    def __init__(self, op: nn.Module):
-        super().__init__()
-        self.op = op
-
-    def forward(self, x):
-        return self.op(x)
-
-
-class Fn(nn.Module):
-    """A parameter-free functional op, so pnnx emits the F.* spelling."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
-
+from fixturelib import Fn, ModelSpec, Single, randomize_batchnorm
 
 class FlattenLinear(nn.Module):
     def __init__(self, features: int, out: int):
