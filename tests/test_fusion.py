@@ -208,3 +208,23 @@ def test_an_expression_that_simplifies_to_its_input_returns_a_copy(tmp_path):
     y = model(x)
     np.testing.assert_array_equal(y, x)
     assert not np.shares_memory(x, y)  # an output never aliases the caller's feed
+
+
+def test_a_buffer_with_a_live_view_is_not_lent(tmp_path):
+    # The conv output `a` is read by a reshape (a view of the same memory) and last by relu;
+    # the view `v` is used after relu, so relu must not write into `a`.
+    body = """
+    pnnx.Input in0 0 1 x #x=(1,1,3,3)f32
+    nn.Conv2d c 1 1 x a bias=False kernel_size=(1,1) out_channels=1 in_channels=1 @weight=(1,1,1,1)f32
+    Tensor.reshape v 1 1 a av shape=(1,9)
+    nn.ReLU r 1 1 a b
+    Tensor.reshape w 1 1 b bv shape=(1,9)
+    pnnx.Expression e 2 1 av bv y expr=add(@0,@1)
+    pnnx.Output out 1 0 y
+    """
+    lines = body.strip().splitlines()
+    text = f"7767517\n{len(lines)} 6\n" + "\n".join(line.strip() for line in lines) + "\n"
+    model = kuiper.load(write_model(tmp_path, text, {"c.weight": np.float32([-2.0]).tobytes()}))
+    x = np.arange(-4, 5, dtype=np.float32).reshape(1, 1, 3, 3)
+    conv = (-2 * x).reshape(1, 9)
+    np.testing.assert_array_equal(model(x), conv + np.maximum(conv, 0))

@@ -101,17 +101,24 @@ def instantiate(node: OpNode, backend: Backend):
     return registered.obj(node, backend)
 
 
-def _lend_dead_buffers(steps: list[Step], last_use: dict[str, int], keep: set[str]) -> None:
-    """Tell each op which inputs it may overwrite: read by no later op, not a model output,
-    and made by an op whose outputs are always fresh arrays (so no other value aliases them).
-    Feeds are never lent: they belong to the caller."""
+def _lend_dead_buffers(steps: list[Step], keep: set[str]) -> None:
+    """Tell each op which inputs it may overwrite.
+
+    An input is lent when this op is its ONLY reader (so no other op can have taken a
+    view of it, e.g. a reshape whose result lives on), it is not a model output, and it
+    was made by an op whose outputs are always fresh arrays.  Feeds are never lent:
+    they belong to the caller.
+    """
     fresh = {operand for step in steps if step.op.fresh_output for operand in step.node.outputs}
-    for index, step in enumerate(steps):
-        inputs = step.node.inputs
+    reads: dict[str, int] = defaultdict(int)
+    for step in steps:
+        for operand in step.node.inputs:
+            reads[operand] += 1
+    for step in steps:
         step.op.donated_inputs = frozenset(
             position
-            for position, operand in enumerate(inputs)
-            if operand in fresh and operand not in keep and last_use.get(operand) == index and inputs.count(operand) == 1
+            for position, operand in enumerate(step.node.inputs)
+            if operand in fresh and operand not in keep and reads[operand] == 1
         )
 
 
@@ -175,7 +182,7 @@ def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) 
         )
         for i, node in enumerate(compute)
     ]
-    _lend_dead_buffers(steps, last_use, keep)
+    _lend_dead_buffers(steps, keep)
     return Model(
         backend=backend,
         inputs=[_tensor_spec(ir, node.outputs[0]) for node in inputs if node.outputs],
