@@ -87,31 +87,50 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _shape_text(ir, names) -> str:
+    out = []
+    for operand in names:
+        info = ir.operands.get(operand)
+        out.append("?" if info is None or info.shape is None else "x".join("?" if d is None else str(d) for d in info.shape))
+    return ",".join(out) or "-"
+
+
+def _print_op_table(ir, nodes, note=None) -> None:
+    """One row per op: name, type, input and output shapes, weight count (and a note column if given)."""
+    header = ("name", "type", "inputs", "outputs", "params") + (("",) if note else ())
+    rows = [header]
+    for node in nodes:
+        count = sum(int(a.size) for a in node.attrs.values())
+        row = (node.name, node.type, _shape_text(ir, node.inputs), _shape_text(ir, node.outputs), f"{count:,}" if count else "")
+        rows.append(row + ((note(node),) if note else ()))
+    widths = [min(40, max(len(r[i]) for r in rows)) for i in range(len(header))]
+    for row in rows:
+        print("  ".join(cell[:40].ljust(w) for cell, w in zip(row, widths)).rstrip())
+
+
 def cmd_info(args) -> int:
-    model = _load(args)
+    from .errors import UnsupportedOperatorError
+
+    try:
+        model = _load(args)
+    except UnsupportedOperatorError as exc:
+        # Still show the user what the file holds, and mark what kuiper cannot run yet.
+        from .formats.pnnx import load_pnnx
+        from .plugins import op_registry
+
+        ir = load_pnnx(args.model, getattr(args, "bin", None))
+        registry = op_registry()
+        print(f"model: {ir.source}")
+        _print_op_table(ir, ir.ops, note=lambda node: "" if node.type in registry else "UNSUPPORTED")
+        print(f"kuiper: error: {exc}", file=sys.stderr)
+        return 1
     ir = model.ir
     print(f"model: {model.source}")
     print(f"backend: {model.backend.name}")
     print("inputs:  " + "; ".join(str(s) for s in model.inputs))
     print("outputs: " + "; ".join(str(s) for s in model.outputs))
     print(f"parameters: {model.parameter_count:,}")
-
-    def shapes(names):
-        out = []
-        for operand in names:
-            info = ir.operands.get(operand)
-            dims = "?" if info is None or info.shape is None else "x".join("?" if d is None else str(d) for d in info.shape)
-            out.append(dims)
-        return ",".join(out) or "-"
-
-    rows = [("name", "type", "inputs", "outputs", "params")]
-    for step in model.steps:
-        node = step.node
-        count = sum(int(a.size) for a in node.attrs.values())
-        rows.append((node.name, node.type, shapes(node.inputs), shapes(node.outputs), f"{count:,}" if count else ""))
-    widths = [min(40, max(len(r[i]) for r in rows)) for i in range(5)]
-    for row in rows:
-        print("  ".join(cell[:40].ljust(w) for cell, w in zip(row, widths)).rstrip())
+    _print_op_table(ir, [step.node for step in model.steps])
     print(f"{len(model.steps)} op(s) to run")
     if model.fused_groups:
         print(f"fused {len(model.fused_groups)} elementwise chain(s):")

@@ -111,3 +111,22 @@ def test_demo_files_are_shipped_as_package_data():
     for name in ("digits.pnnx.param", "digits.pnnx.bin", "digits_heldout.npz"):
         assert (root / "kuiper" / "demo" / name).exists()
         assert any(fnmatch.fnmatch(name, pattern) for pattern in patterns), name
+
+
+def test_info_on_a_model_with_unsupported_ops_shows_the_table_and_marks_them(tmp_path, capsys):
+    from conftest import write_model
+
+    text = (
+        "7767517\n4 3\n"
+        "pnnx.Input in0 0 1 x #x=(1,3)f32\n"
+        "nn.Frobnicate f 1 1 x a #a=(1,3)f32\n"
+        "nn.ReLU r 1 1 a b\n"
+        "pnnx.Output out 1 0 b\n"
+    )
+    assert main(["info", str(write_model(tmp_path, text))]) == 1
+    captured = capsys.readouterr()
+    frob_row = next(line for line in captured.out.splitlines() if line.startswith("f "))
+    relu_row = next(line for line in captured.out.splitlines() if line.startswith("r "))
+    assert "nn.Frobnicate" in frob_row and frob_row.endswith("UNSUPPORTED")
+    assert "UNSUPPORTED" not in relu_row
+    assert "nn.Frobnicate: used by f" in captured.err
