@@ -12,6 +12,7 @@ import numpy
 
 from kuiper.expr.nodes import Expr
 from kuiper.expr.parser import parse
+from kuiper.ir import dtypes
 from kuiper.ir.codegen_numpy import CompiledExpression, compile_elementwise
 from kuiper.ir.lower import lower
 from kuiper.ir.simplify import simplify
@@ -19,12 +20,8 @@ from kuiper.ir.simplify import simplify
 
 def dtype_name(value) -> str:
     """The IR dtype of an input: 'pybool'/'pyint'/'pyfloat' for Python scalars, else the array's dtype."""
-    if isinstance(value, bool):
-        return "pybool"
-    if isinstance(value, int):
-        return "pyint"
-    if isinstance(value, float):
-        return "pyfloat"
+    if isinstance(value, (bool, int, float)):
+        return dtypes.of_python_value(value)
     return str(value.dtype)
 
 

@@ -37,16 +37,21 @@ def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: in
     return out
 
 
+def read_window(op: Op, spatial: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """kernel_size, stride (PyTorch: defaults to the kernel) and padding of a pooling op."""
+    kernel = op.ints_param("kernel_size", spatial)
+    stride = op.param("stride", None)
+    stride = kernel if stride in (None, []) else op.ints_param("stride", spatial)
+    return kernel, stride, op.ints_param("padding", spatial, default=0)
+
+
 class MaxPoolNd(Op):
     spatial = 2
 
     def setup(self):
         n = self.spatial
         self.require_inputs(1)
-        self.kernel = self.ints_param("kernel_size", n)
-        stride = self.param("stride", None)
-        self.stride = self.kernel if stride in (None, []) else self.ints_param("stride", n)
-        self.padding = self.ints_param("padding", n, default=0)
+        self.kernel, self.stride, self.padding = read_window(self, n)
         self.dilation = self.ints_param("dilation", n, default=1)
         self.ceil_mode = self.bool_param("ceil_mode", default=False)
         if self.bool_param("return_indices", default=False):
@@ -118,10 +123,7 @@ class AvgPoolNd(Op):
     def setup(self):
         n = self.spatial
         self.require_inputs(1)
-        self.kernel = self.ints_param("kernel_size", n)
-        stride = self.param("stride", None)
-        self.stride = self.kernel if stride in (None, []) else self.ints_param("stride", n)
-        self.padding = self.ints_param("padding", n, default=0)
+        self.kernel, self.stride, self.padding = read_window(self, n)
         self.ceil_mode = self.bool_param("ceil_mode", default=False)
         self.count_include_pad = self.bool_param("count_include_pad", default=True)
         self.divisor_override = self.optional_int_param("divisor_override")
