@@ -37,6 +37,10 @@ class OperatorParamError(ModelFormatError):
     """An op's parameter or weight is missing or has the wrong kind of value."""
 
 
+class UnknownParamWarning(UserWarning):
+    """An op in a model file has params kuiper does not know; they are ignored (``strict=True``: an error)."""
+
+
 class UnsupportedOperatorError(KuiperError):
     """An op type is not registered, or an op uses a parameter value kuiper does not implement."""
 
