@@ -57,6 +57,10 @@ class ShapeError(InputError):
     """A feed or an intermediate tensor has a shape the model cannot accept."""
 
 
+class SizeLimitError(KuiperError):
+    """A tensor would exceed the size budget (kuiper.limits); the message says who asked and how much."""
+
+
 class BackendUnavailableError(KuiperError):
     """A backend name is unknown, or the backend cannot run on this machine."""
 

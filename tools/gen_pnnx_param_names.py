@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kuiper.plugins import op_registry  # noqa: E402
+from kuiper.plugins import op_registry
 
 OUT = Path(__file__).resolve().parents[1] / "kuiper" / "formats" / "pnnx_param_names.py"
 

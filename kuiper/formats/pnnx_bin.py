@@ -21,6 +21,7 @@ parsed, so a hostile file cannot make loading slow or large.
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 import zlib
@@ -136,7 +137,7 @@ class WeightArchive:
         if fd is not None:
             os.close(fd)
 
-    def __enter__(self) -> WeightArchive:
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
@@ -243,13 +244,13 @@ class WeightArchive:
 
     def _check_no_overlap(self, entries: dict[str, _Entry], cd_offset: int) -> None:
         ordered = sorted(entries.values(), key=lambda entry: entry.header_offset)
-        for previous, entry in zip(ordered, ordered[1:]):
+        for previous, entry in itertools.pairwise(ordered):
             if entry.header_offset < previous.span_end:
                 raise self._error(f"zip entries '{previous.name}' and '{entry.name}' overlap")
         if ordered and ordered[-1].span_end > cd_offset:
             raise self._error(f"zip entry '{ordered[-1].name}' overlaps the central directory")
         self._next_start = {
-            entry.name: following.header_offset for entry, following in zip(ordered, ordered[1:])
+            entry.name: following.header_offset for entry, following in itertools.pairwise(ordered)
         }
         if ordered:
             self._next_start[ordered[-1].name] = cd_offset

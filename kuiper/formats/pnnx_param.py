@@ -26,13 +26,14 @@ from .pnnx_param_names import KNOWN_PARAMS
 
 MAGIC = "7767517"
 
-# PNNX dtype token -> numpy dtype name.  bf16 has no numpy dtype: the loader
-# widens it to float32.  c32 (complex half) is listed for a clear error.
+# PNNX dtype token -> numpy dtype name of the operand.  NumPy has no bfloat16 or
+# complex32: such operands are computed one size wider (bf16 weights are widened
+# to float32 by the loader too), so a bf16 model runs at float32 precision.
 DTYPES = {
     "f32": "float32",
     "f64": "float64",
     "f16": "float16",
-    "bf16": "bfloat16",
+    "bf16": "float32",
     "i64": "int64",
     "i32": "int32",
     "i16": "int16",
@@ -41,7 +42,7 @@ DTYPES = {
     "bool": "bool",
     "c64": "complex64",
     "c128": "complex128",
-    "c32": "complex32",
+    "c32": "complex64",
 }
 
 # Params whose value is an expression to be kept verbatim.

@@ -23,7 +23,7 @@ from collections import defaultdict
 from ..errors import KuiperError
 from ..expr import Input, parse, substitute, to_string
 from ..expr.parser import MAX_DEPTH
-from ..expr.transform import canonicalize_inputs, depth, uses_size_of
+from ..expr.transform import canonicalize_inputs, depth, input_indices, uses_size_of
 from ..model_ir import OpNode
 from ..plugins import op_registry
 
@@ -38,8 +38,11 @@ def _elementwise_expressions(order: list[OpNode]) -> dict[str, object]:
             continue
         try:
             text = registered.obj.elementwise_expression(node)
-            if text is not None:
-                found[node.name] = parse(text, num_inputs=len(node.inputs))
+            expression = None if text is None else parse(text, num_inputs=len(node.inputs))
+            # An op whose expression ignores some of its inputs (an nn.ReLU given two) is malformed:
+            # left unfused, its own setup reports it.
+            if expression is not None and set(input_indices(expression)) == set(range(len(node.inputs))):
+                found[node.name] = expression
         except KuiperError:
             continue  # the op reports its own error when it is built unfused
     return found

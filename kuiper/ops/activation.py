@@ -443,6 +443,8 @@ class GELU(Activation):
     @classmethod
     def elementwise_expression(cls, node):
         approximate = node.params.get("approximate", "none")
+        if not isinstance(approximate, str):
+            return None  # not fusible; setup() reports the bad value
         return {"none": "gelu(@0)", "tanh": "gelu_tanh(@0)"}.get(approximate)
 
 

@@ -139,6 +139,10 @@ class TensorSplit(SplitOp):
             self.sections, self.indices = self.int_param("sections"), None
             if self.sections < 1:
                 raise self.error(f"param 'sections' must be positive, found {self.sections}")
+            # tensor_split always makes exactly `sections` pieces: check before looping over them.
+            if self.sections != len(self.node.outputs):
+                raise self.error(f"sections={self.sections} makes {self.sections} pieces, the file declares "
+                                 f"{len(self.node.outputs)} output(s)")
 
     def bounds(self, size):
         if self.indices is None:

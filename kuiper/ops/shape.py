@@ -15,6 +15,7 @@ from __future__ import annotations
 import operator
 
 from ..errors import ShapeError
+from ..limits import check_size
 from .base import Op, normalize_axis, prod
 
 
@@ -292,6 +293,7 @@ class Repeat(ShapeArgOp):
                 f"{self.node.describe()}: repeat sizes {list(sizes)} must be non-negative, one per dim of {tuple(x.shape)} or more"
             )
         x = self.xp.reshape(x, (1,) * (len(sizes) - x.ndim) + tuple(x.shape))
+        check_size(tuple(s * d for s, d in zip(sizes, x.shape)), x.dtype.itemsize, self.node.describe())
         return self.xp.tile(x, sizes)
 
 
@@ -309,7 +311,9 @@ class Tile(Op):
     def forward(self, x):
         rank = max(x.ndim, len(self.dims))
         x = self.xp.reshape(x, (1,) * (rank - x.ndim) + tuple(x.shape))
-        return self.xp.tile(x, (1,) * (rank - len(self.dims)) + self.dims)
+        reps = (1,) * (rank - len(self.dims)) + self.dims
+        check_size(tuple(r * d for r, d in zip(reps, x.shape)), x.dtype.itemsize, self.node.describe())
+        return self.xp.tile(x, reps)
 
 
 class RepeatInterleave(Op):
@@ -330,6 +334,7 @@ class RepeatInterleave(Op):
         self.dim = self.optional_int_param("dim")
 
     def forward(self, x):
+        check_size((prod(x.shape), self.repeats), x.dtype.itemsize, self.node.describe())
         if self.dim is None:
             return self.xp.repeat(self.xp.reshape(x, (-1,)), self.repeats, axis=0)
         return self.xp.repeat(x, self.repeats, axis=normalize_axis(self.dim, x.ndim, self))
