@@ -16,6 +16,7 @@ loader (``kuiper.formats.pnnx``) fetches their bytes.
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,7 @@ RAW_PARAM_KEYS = frozenset({"expr"})
 MAX_DIM = 2**40
 # Longer number tokens are refused (Python itself refuses int() beyond 4300 digits).
 MAX_NUMBER_DIGITS = 400
+_LONG_NUMBER = re.compile(r"[0-9]{%d,}" % (MAX_NUMBER_DIGITS + 1))
 
 
 @dataclass
@@ -221,6 +223,8 @@ def _parse_op_line(tokens: list[str], where: _Where, parsed: ParsedParam) -> OpN
                 raise where.error(f"op '{name}': param '{key}' has an empty value")
             if key in node.params:
                 raise where.error(f"op '{name}': param '{key}' is given twice")
+            if key in RAW_PARAM_KEYS and _LONG_NUMBER.search(value):
+                raise where.error(f"op '{name}': param '{key}' holds a number longer than {MAX_NUMBER_DIGITS} digits")
             try:
                 node.params[key] = value if key in RAW_PARAM_KEYS else parse_value(value)
             except ValueError as exc:
