@@ -153,8 +153,10 @@ class WeightArchive:
     def _pread(self, offset: int, length: int) -> bytes:
         if self._fd is None:
             raise self._error("the archive is closed")
+        if not 0 <= offset <= self._size or length < 0:
+            raise self._error(f"a zip record points outside the file (offset {offset}; the file has {self._size} bytes)")
         try:
-            return os.pread(self._fd, length, offset)
+            return os.pread(self._fd, min(length, self._size - offset), offset)
         except OSError as exc:
             raise self._error(f"cannot read the weight file: {exc.strerror or exc}") from None
 
