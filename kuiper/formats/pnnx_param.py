@@ -53,7 +53,7 @@ RAW_PARAM_KEYS = frozenset({"expr"})
 MAX_DIM = 2**40
 # Longer number tokens are refused (Python itself refuses int() beyond 4300 digits).
 MAX_NUMBER_DIGITS = 400
-_LONG_NUMBER = re.compile(r"[0-9]{%d,}" % (MAX_NUMBER_DIGITS + 1))
+_LONG_NUMBER = re.compile(rf"[0-9]{{{MAX_NUMBER_DIGITS + 1},}}")
 
 
 @dataclass
