@@ -462,3 +462,11 @@ def test_10_output_is_written_to_exactly_the_path_given(tmp_path, capsys):
 def test_every_error_raised_here_is_a_kuiper_error():
     for cls in (InputError, ModelFormatError, OperatorParamError, ShapeError, SizeLimitError):
         assert issubclass(cls, KuiperError)
+
+
+def test_4_a_transposed_convolution_with_a_huge_stride_is_refused_by_the_budget(tmp_path, small_budget):
+    line = ("nn.ConvTranspose2d t 1 1 x y in_channels=1 out_channels=1 kernel_size=(1,1) stride=(100000,100000) "
+            "padding=(0,0) output_padding=(0,0) dilation=(1,1) groups=1 bias=False")
+    model = op_model(tmp_path, line, weights={"weight": np.ones((1, 1, 1, 1))})
+    with pytest.raises(SizeLimitError, match=r"shape \(1, 1, 300001, 300001\)"):
+        model(np.zeros((1, 1, 4, 4), np.float32))

@@ -388,6 +388,7 @@ class ConvTransposeNd(_ConvBase):
         )
         if any(o < 0 for o in outs):
             raise ShapeError(f"{self.node.describe()}: input {tuple(x.shape)} gives a negative output size {outs}")
+        check_size((batch, weight.out_channels) + outs, x.dtype.itemsize, self.node.describe())
         columns = xp.matmul(weight.matrix, xp.reshape(x, (batch, self.groups, weight.in_channels // self.groups, -1)))
         # (N, G, out/G * K, P) -> (N, out, *kernel, *input sizes)
         columns = xp.reshape(columns, (batch, weight.out_channels) + weight.kernel + sizes)
