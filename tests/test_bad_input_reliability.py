@@ -478,3 +478,15 @@ def test_4_a_file_declaring_an_operand_over_the_budget_is_refused_when_run(tmp_p
     model = kuiper.load(write_model(tmp_path, text))
     with pytest.raises(SizeLimitError, match="operand 'y' would need about 37.3 GiB"):
         model(np.zeros((1, 2), np.float32))
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["torch.cat o 2 1 x c y dim=0", "nn.Softmax o 1 1 c y dim=0",
+     "nn.LayerNorm o 1 1 c y normalized_shape=(2) eps=1e-05 elementwise_affine=False"],
+)
+def test_7_a_scalar_expression_feeding_a_tensor_op_names_the_op(tmp_path, line):
+    ops = ["pnnx.Input in0 0 1 x", "pnnx.Expression e 0 1 c expr=0", line, "pnnx.Output out 1 0 y"]
+    model = kuiper.load(write_model(tmp_path, "7767517\n4 3\n" + "\n".join(ops) + "\n"))
+    with pytest.raises(KuiperError, match="op 'o' of type"):
+        model(np.ones((1, 2), np.float32))
