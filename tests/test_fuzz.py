@@ -238,6 +238,37 @@ def test_fuzz_loader_on_mutated_real_models(data, fixture, mutate_bin):
             model(*inputs[: len(model.inputs)])
 
 
+@st.composite
+def hostile_feeds(draw, specs):
+    """One array per input: the declared shape with dims changed, dropped or added, in any dtype."""
+    feeds = []
+    for spec in specs:
+        shape = [d or 2 for d in (spec.shape or (1,))]
+        for _ in range(draw(st.integers(0, 2))):
+            kind = draw(st.sampled_from(["dim", "drop", "add"]))
+            if kind == "dim" and shape:
+                shape[draw(st.integers(0, len(shape) - 1))] = draw(st.sampled_from([0, 1, 2, 3, 7, 64]))
+            elif kind == "drop" and shape:
+                shape.pop()
+            elif kind == "add":
+                shape.insert(0, draw(st.sampled_from([1, 2])))
+        dtype = draw(st.sampled_from([spec.dtype or "float32", "float16", "float64", "int32", "int64", "bool",
+                                      "complex64", "uint8"]))
+        fill = draw(st.sampled_from([0.0, 1.0, -1.0, np.nan, np.inf, 1e30]))
+        with np.errstate(all="ignore"):
+            feeds.append(np.full(shape, fill).astype(dtype))
+    return feeds
+
+
+@FUZZ
+@given(data=st.data(), fixture=st.sampled_from(FIXTURES), fuse=st.booleans())
+def test_fuzz_hostile_feeds_on_real_models(data, fixture, fuse):
+    model = kuiper.load(fixture / "model.pnnx.param", fuse=fuse)
+    feeds = data.draw(hostile_feeds(model.inputs))
+    with guarded(), np.errstate(all="ignore"):
+        model(*feeds)
+
+
 def test_the_guard_passes_kuiper_errors_and_fails_on_anything_else():
     with guarded():
         raise kuiper.ModelFormatError("expected: bad input")
