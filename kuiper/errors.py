@@ -65,5 +65,11 @@ class PluginError(KuiperError):
     """A plugin failed to load or registered something inconsistent."""
 
 
+class IRError(KuiperError):
+    """The tensor IR was asked to build something it cannot: a type error (``sub`` of two bool
+    tensors), an unknown operation.  No file is at fault by itself: a frontend that lowers a
+    file's expression catches this and re-raises it naming the file, line and expression."""
+
+
 class DeviceMemoryError(KuiperError):
     """The accelerator ran out of memory; the message says how much was asked and what was free."""

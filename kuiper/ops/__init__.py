@@ -11,6 +11,7 @@ from . import (
     compare,
     concat,
     conv,
+    elementwise,
     expression,
     io,
     linear,
@@ -26,7 +27,7 @@ from . import (
 
 FAMILIES = [
     io, conv, pooling, norm, activation, linear, reduce, compare,
-    shape, slicing, concat, pad, resize, plumbing, expression,
+    shape, slicing, concat, pad, resize, plumbing, expression, elementwise,
 ]
 
 
