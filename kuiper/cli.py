@@ -47,14 +47,9 @@ def _read_inputs(model, specs: list[str]) -> dict:
 
 
 def _random_feeds(model, batch: int) -> dict:
-    rng = np.random.default_rng(0)
-    feeds = {}
-    for spec in model.inputs:
-        if spec.shape is None or any(d is None for d in spec.shape[1:]):
-            raise InputError(f"input '{spec.name}' has unknown dims {spec}; pass --input instead of --random")
-        shape = (batch,) + tuple(spec.shape[1:]) if spec.shape else ()
-        feeds[spec.name] = rng.standard_normal(shape).astype(spec.dtype or "float32")
-    return feeds
+    from .bench import random_inputs
+
+    return {spec.name: array for spec, array in zip(model.inputs, random_inputs(model.inputs, batch))}
 
 
 def _summarise(name: str, array: np.ndarray) -> str:
