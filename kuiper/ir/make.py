@@ -13,6 +13,7 @@ Which functions exist and their dtype rules come from functions.py.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy
@@ -96,40 +97,15 @@ def arith(op: str, a, b) -> IRExpr:
     return Binary(op, cast(a, dtype), cast(b, dtype), dtype)
 
 
-def add(a, b):
-    return arith("add", a, b)
-
-
-def sub(a, b):
-    return arith("sub", a, b)
-
-
-def mul(a, b):
-    return arith("mul", a, b)
-
-
-def floordiv(a, b):
-    return arith("floordiv", a, b)
-
-
-def mod(a, b):
-    return arith("mod", a, b)
-
-
-def fmod(a, b):
-    return arith("fmod", a, b)
-
-
-def pow(a, b):  # noqa: A001 - the IR op is called pow
-    return arith("pow", a, b)
-
-
-def maximum(a, b):
-    return arith("max", a, b)
-
-
-def minimum(a, b):
-    return arith("min", a, b)
+add = functools.partial(arith, "add")
+sub = functools.partial(arith, "sub")
+mul = functools.partial(arith, "mul")
+floordiv = functools.partial(arith, "floordiv")
+mod = functools.partial(arith, "mod")
+fmod = functools.partial(arith, "fmod")
+pow = functools.partial(arith, "pow")  # noqa: A001 - the IR op is called pow
+maximum = functools.partial(arith, "max")
+minimum = functools.partial(arith, "min")
 
 
 def div(a, b) -> IRExpr:
@@ -173,29 +149,12 @@ def compare(op: str, a, b) -> IRExpr:
     result = "pybool" if dtypes.is_scalar(dtype) else "bool"
     return Compare(op, cast(a, dtype), cast(b, dtype), result)
 
-
-def gt(a, b):
-    return compare("gt", a, b)
-
-
-def ge(a, b):
-    return compare("ge", a, b)
-
-
-def lt(a, b):
-    return compare("lt", a, b)
-
-
-def le(a, b):
-    return compare("le", a, b)
-
-
-def eq(a, b):
-    return compare("eq", a, b)
-
-
-def ne(a, b):
-    return compare("ne", a, b)
+gt = functools.partial(compare, "gt")
+ge = functools.partial(compare, "ge")
+lt = functools.partial(compare, "lt")
+le = functools.partial(compare, "le")
+eq = functools.partial(compare, "eq")
+ne = functools.partial(compare, "ne")
 
 
 def select(cond, a, b) -> IRExpr:

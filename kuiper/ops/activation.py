@@ -23,22 +23,6 @@ def unary(function) -> ElementwiseMath:
 # -- piecewise linear -----------------------------------------------------------------
 
 
-class ReLU(ElementwiseOp):
-    types = ("nn.ReLU", "F.relu", "torch.relu")
-
-    @classmethod
-    def elementwise(cls, node):
-        return unary(composites.relu)
-
-
-class ReLU6(ElementwiseOp):
-    types = ("nn.ReLU6", "F.relu6")
-
-    @classmethod
-    def elementwise(cls, node):
-        return unary(lambda x: composites.clamp(x, 0, 6))
-
-
 class LeakyReLU(ElementwiseOp):
     """x if x > 0 else negative_slope * x.  pnnx also writes PReLU with one weight this way."""
 
@@ -183,46 +167,6 @@ class Softshrink(ElementwiseOp):
 # -- smooth -----------------------------------------------------------------------------
 
 
-class Sigmoid(ElementwiseOp):
-    types = ("nn.Sigmoid", "F.sigmoid", "torch.sigmoid")
-
-    @classmethod
-    def elementwise(cls, node):
-        return unary(composites.sigmoid)
-
-
-class Tanh(ElementwiseOp):
-    types = ("nn.Tanh", "F.tanh", "torch.tanh")
-
-    @classmethod
-    def elementwise(cls, node):
-        return unary(lambda x: make.call("tanh", x))
-
-
-class LogSigmoid(ElementwiseOp):
-    types = ("nn.LogSigmoid", "F.logsigmoid")
-
-    @classmethod
-    def elementwise(cls, node):
-        return unary(composites.log_sigmoid)
-
-
-class Softsign(ElementwiseOp):
-    types = ("nn.Softsign", "F.softsign")
-
-    @classmethod
-    def elementwise(cls, node):
-        return unary(composites.softsign)
-
-
-class Tanhshrink(ElementwiseOp):
-    types = ("nn.Tanhshrink", "F.tanhshrink")
-
-    @classmethod
-    def elementwise(cls, node):
-        return unary(composites.tanhshrink)
-
-
 class ELU(ElementwiseOp):
     """x if x > 0 else alpha * expm1(x)."""
 
@@ -232,16 +176,6 @@ class ELU(ElementwiseOp):
     def elementwise(cls, node):
         alpha = NodeParams(node).float_param("alpha", default=1.0)
         return unary(lambda x: composites.elu(x, alpha))
-
-
-class SELU(ElementwiseOp):
-    """ELU with PyTorch's fixed alpha and scale."""
-
-    types = ("nn.SELU", "F.selu", "torch.selu")
-
-    @classmethod
-    def elementwise(cls, node):
-        return unary(composites.selu)
 
 
 class CELU(ElementwiseOp):
@@ -269,40 +203,6 @@ class GELU(ElementwiseOp):
         return unary(composites.gelu_tanh if approximate == "tanh" else composites.gelu)
 
 
-class SiLU(ElementwiseOp):
-    """x * sigmoid(x) (also called swish)."""
-
-    types = ("nn.SiLU", "F.silu")
-
-    @classmethod
-    def elementwise(cls, node):
-        return unary(composites.silu)
-
-
-class Mish(ElementwiseOp):
-    types = ("nn.Mish", "F.mish")
-
-    @classmethod
-    def elementwise(cls, node):
-        return unary(composites.mish)
-
-
-class Hardsigmoid(ElementwiseOp):
-    types = ("nn.Hardsigmoid", "F.hardsigmoid")
-
-    @classmethod
-    def elementwise(cls, node):
-        return unary(composites.hardsigmoid)
-
-
-class Hardswish(ElementwiseOp):
-    types = ("nn.Hardswish", "F.hardswish")
-
-    @classmethod
-    def elementwise(cls, node):
-        return unary(composites.hardswish)
-
-
 class Softplus(ElementwiseOp):
     """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold."""
 
@@ -315,6 +215,55 @@ class Softplus(ElementwiseOp):
         if beta == 0:
             raise params.unsupported("beta", beta, "any nonzero number")
         return unary(lambda x: composites.softplus(x, beta, limit))
+
+
+def _parameterless(name: str, types: tuple[str, ...], function, doc: str) -> type[ElementwiseOp]:
+    """An activation class whose math is one composite function of its input and takes no params."""
+    return type(name, (ElementwiseOp,), {
+        "types": types,
+        "__doc__": doc,
+        "__module__": __name__,
+        "elementwise": classmethod(lambda cls, node: unary(function)),
+    })
+
+
+# name: (types, math)
+ReLU = _parameterless(
+    "ReLU", ("nn.ReLU", "F.relu", "torch.relu"), composites.relu, "max(x, 0); keeps integer tensors integer."
+)
+ReLU6 = _parameterless(
+    "ReLU6", ("nn.ReLU6", "F.relu6"), lambda x: composites.clamp(x, 0, 6), "min(max(x, 0), 6)."
+)
+Sigmoid = _parameterless(
+    "Sigmoid", ("nn.Sigmoid", "F.sigmoid", "torch.sigmoid"), composites.sigmoid, "1 / (1 + exp(-x))."
+)
+Tanh = _parameterless(
+    "Tanh", ("nn.Tanh", "F.tanh", "torch.tanh"), lambda x: make.call("tanh", x), "tanh(x)."
+)
+LogSigmoid = _parameterless(
+    "LogSigmoid", ("nn.LogSigmoid", "F.logsigmoid"), composites.log_sigmoid, "min(x, 0) - log1p(exp(-|x|))."
+)
+Softsign = _parameterless(
+    "Softsign", ("nn.Softsign", "F.softsign"), composites.softsign, "x / (1 + |x|)."
+)
+Tanhshrink = _parameterless(
+    "Tanhshrink", ("nn.Tanhshrink", "F.tanhshrink"), composites.tanhshrink, "x - tanh(x)."
+)
+SELU = _parameterless(
+    "SELU", ("nn.SELU", "F.selu", "torch.selu"), composites.selu, "ELU with PyTorch's fixed alpha and scale."
+)
+SiLU = _parameterless(
+    "SiLU", ("nn.SiLU", "F.silu"), composites.silu, "x * sigmoid(x) (also called swish)."
+)
+Mish = _parameterless(
+    "Mish", ("nn.Mish", "F.mish"), composites.mish, "x * tanh(softplus(x))."
+)
+Hardsigmoid = _parameterless(
+    "Hardsigmoid", ("nn.Hardsigmoid", "F.hardsigmoid"), composites.hardsigmoid, "relu6(x + 3) / 6."
+)
+Hardswish = _parameterless(
+    "Hardswish", ("nn.Hardswish", "F.hardswish"), composites.hardswish, "x * relu6(x + 3) / 6."
+)
 
 
 # -- along a dim ----------------------------------------------------------------------------
