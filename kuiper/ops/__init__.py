@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..hookspecs import hookimpl
 from . import (
     activation,
+    attention,
     compare,
     concat,
     conv,
@@ -26,7 +27,7 @@ from . import (
 
 FAMILIES = [
     io, conv, pooling, norm, activation, linear, reduce, compare,
-    shape, slicing, concat, pad, resize, plumbing, expression,
+    shape, slicing, concat, pad, resize, plumbing, expression, attention,
 ]
 
 
