@@ -18,6 +18,7 @@ from . import (
     norm,
     pad,
     plumbing,
+    recurrent,
     pooling,
     reduce,
     resize,
@@ -27,7 +28,7 @@ from . import (
 
 FAMILIES = [
     io, conv, pooling, norm, activation, linear, reduce, compare,
-    shape, slicing, concat, pad, resize, plumbing, expression, attention,
+    shape, slicing, concat, pad, resize, plumbing, expression, attention, recurrent,
 ]
 
 
