@@ -12,14 +12,16 @@ from . import (
     compare,
     concat,
     conv,
+    creation,
     expression,
     io,
     linear,
     norm,
     pad,
     plumbing,
-    recurrent,
+    pointwise,
     pooling,
+    recurrent,
     reduce,
     resize,
     shape,
@@ -29,6 +31,7 @@ from . import (
 FAMILIES = [
     io, conv, pooling, norm, activation, linear, reduce, compare,
     shape, slicing, concat, pad, resize, plumbing, expression, attention, recurrent,
+    pointwise, creation,
 ]
 
 
