@@ -157,8 +157,13 @@ def pnnx_export(module: torch.nn.Module, example_inputs: Sequence[torch.Tensor],
         module.eval()
         with _quiet(log):
             # fp16=False: only changes pnnx's onnx/ncnn peers (kept f32); .pnnx.bin is f32 anyway
-            pnnx.export(module, str(ptpath), tuple(example_inputs),
-                        inputs2=None if inputs2 is None else tuple(inputs2), fp16=False)
+            try:
+                pnnx.export(module, str(ptpath), tuple(example_inputs),
+                            inputs2=None if inputs2 is None else tuple(inputs2), fp16=False)
+            except SyntaxError:
+                # pnnx.export ends by importing its generated Python, which cannot spell some
+                # ops (aten::addcmul); the files are written by then (checked below).
+                pass
             onnx_note = export_onnx(module, example_inputs, tmpdir / "model.onnx") if keep_peers else None
         if onnx_note:
             print(f"note: no model.onnx peer: {onnx_note}", file=sys.stderr)

@@ -245,8 +245,8 @@ MODELS = {
                                      "bidirectional GRU then LSTM with h0/c0, sequence first",
                                      extra_batches=(8,), dynamic_batch=3),
     "new_ops_norm_addcmul_arange": ModelSpec(lambda: NewOps(), ((2, 3, 4, 5), (2, 3, 4, 5)),
-                                             "aten::addcmul, nn.RMSNorm/F.rms_norm, LRN, torch.arange",
-                                             dynamic_batch=3),
+                                             "aten::addcmul (pnnx's Python cannot spell it), nn.RMSNorm/F.rms_norm, "
+                                             "LRN, torch.arange", dynamic_batch=3, pnnx_py_check=False),
     "pool3d": ModelSpec(lambda: Pool3d(), ((1, 2, 4, 5, 6),), "AvgPool3d/F.avg_pool3d, AdaptiveMax/AvgPool3d, "
                         "MaxPool3d ceil_mode"),
 }
