@@ -112,7 +112,7 @@ def test_sdpa_rejects_causal_with_a_mask_and_mismatched_shapes(tmp_path):
 def mha_reference(query, key, value, w, heads, batch_first, attn_mask=None, padding_mask=None,
                   add_zero_attn=False, average=True):
     """PyTorch's documented MultiheadAttention in float64, one head and one batch element at a time."""
-    f64 = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    f64 = lambda a: np.asarray(a, np.float64)
     query, key, value = f64(query), f64(key), f64(value)
     unbatched = query.ndim == 2
     if unbatched:

@@ -40,7 +40,7 @@ def make_weights(kind, input_size, hidden, layers, bidirectional, bias=True, pro
 
 def cell(kind, w, s, x, h, c, nonlinearity):
     """One step of one direction, float64, straight from the documented equations."""
-    f64 = lambda key: np.asarray(w[key + s], np.float64) if key + s in w else 0.0  # noqa: E731
+    f64 = lambda key: np.asarray(w[key + s], np.float64) if key + s in w else 0.0
     gi = x @ f64("weight_ih").T + f64("bias_ih")
     gh = h @ f64("weight_hh").T + f64("bias_hh")
     if kind == "nn.RNN":

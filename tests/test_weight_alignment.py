@@ -56,7 +56,7 @@ def test_no_misaligned_weight_reaches_matmul(tmp_path, case, matmul_operands):
     rng = np.random.default_rng(0)
     weights = {k: rng.standard_normal(s).astype(np.float32) for k, s in weight_shapes.items()}
     x = rng.standard_normal(x_shape).astype(np.float32)
-    (got,), model = one_op(tmp_path, op_type, [x], params, weights=weights)
+    (got,), _ = one_op(tmp_path, op_type, [x], params, weights=weights)
     check_weight_was_misaligned_in_the_file(tmp_path, weight_shapes["weight"])
     assert matmul_operands, "the op should compute through matmul"
     misaligned = [a.shape for a in matmul_operands if not a.flags.aligned]

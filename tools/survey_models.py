@@ -29,16 +29,16 @@ import os
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import argparse  # noqa: E402
-import importlib.util  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import traceback  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import importlib.util
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "build" / "survey"
@@ -177,9 +177,10 @@ def flatten(out):
 
 
 def survey_one(source, name, shape, kwargs, repeat):
-    import kuiper
     import pnnx
     from fixturelib import _quiet
+
+    import kuiper
 
     record = {"name": name, "source": source, "input": list(shape)}
     torch.manual_seed(0)

@@ -14,6 +14,8 @@ Outputs: output, then h_n (and c_n), as many as the file lists.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from ..errors import ShapeError
 from .activation import sigmoid
 from .base import Op
@@ -37,7 +39,7 @@ class Recurrent(Op):
 
     types = ("nn.RNN", "nn.LSTM", "nn.GRU")
     fresh_output = True
-    GATES = {"nn.RNN": 1, "nn.LSTM": 4, "nn.GRU": 3}
+    GATES: ClassVar[dict[str, int]] = {"nn.RNN": 1, "nn.LSTM": 4, "nn.GRU": 3}
 
     def setup(self):
         self.kind = self.node.type.split(".")[1]

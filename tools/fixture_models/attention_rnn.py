@@ -20,9 +20,8 @@ What pnnx writes (checked on the exported .pnnx.param):
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from fixturelib import ModelSpec
+from torch import nn
 
 
 def _randomize(module: nn.Module) -> nn.Module:
@@ -139,7 +138,7 @@ class SwinBlock(nn.Module):
         self.register_buffer("mask", mask)
 
     def forward(self, x):  # (B, H, W, C)
-        b, h, w, c = x.shape
+        b, h, w, _ = x.shape
         shortcut = x
         x = torch.roll(self.norm1(x), shifts=(-self.shift, -self.shift), dims=(1, 2))
         windows = window_partition(x, self.window)
