@@ -8,9 +8,11 @@ from __future__ import annotations
 from ..hookspecs import hookimpl
 from . import (
     activation,
+    attention,
     compare,
     concat,
     conv,
+    creation,
     elementwise,
     expression,
     io,
@@ -18,7 +20,9 @@ from . import (
     norm,
     pad,
     plumbing,
+    pointwise,
     pooling,
+    recurrent,
     reduce,
     resize,
     shape,
@@ -27,7 +31,8 @@ from . import (
 
 FAMILIES = [
     io, conv, pooling, norm, activation, linear, reduce, compare,
-    shape, slicing, concat, pad, resize, plumbing, expression, elementwise,
+    shape, slicing, concat, pad, resize, plumbing, expression, elementwise, attention, recurrent,
+    pointwise, creation,
 ]
 
 

@@ -150,14 +150,18 @@ class Op:
         return tuple(value)
 
     # -- weights and inputs ----------------------------------------------------
-    def weight(self, key: str, required: bool = True):
-        """The weight ``@key`` moved to the backend once, or None when optional and absent."""
+    def weight(self, key: str, required: bool = True, aligned: bool = False):
+        """The weight ``@key`` moved to the backend once, or None when optional and absent.
+
+        ``aligned=True`` for a weight that reaches a matmul: a mapped view at an odd file
+        offset is copied once to a 64-byte boundary (see ``Backend.aligned``).
+        """
         array = self.node.attrs.get(key)
         if array is None:
             if required:
                 raise self.error(f"missing weight '@{key}'")
             return None
-        return self.backend.asarray(array)
+        return self.backend.aligned(array) if aligned else self.backend.asarray(array)
 
     def input_index(self, key: str, default: int | None = None) -> int | None:
         """Position of the input bound to ``$key``, else ``default``."""

@@ -58,6 +58,23 @@ def compile_shared(backend, function: Function) -> Callable:
     return backend.compile_elementwise(function)
 
 
+@functools.lru_cache(maxsize=512)
+def _function_for_build(build: Callable, input_dtypes: tuple[str, ...]) -> Function:
+    return function_for(ElementwiseMath(build, len(input_dtypes)), input_dtypes)
+
+
+def apply(backend, build: Callable[..., IRExpr], *inputs):
+    """Run IR math (``composites.sigmoid``, a lambda over ``make``) on arrays of ``backend``.
+
+    For ops that need an elementwise function inside a larger computation (the gates
+    of an LSTM): the math is still written once, in the IR, and compiled once per
+    (function, input dtypes, backend).  ``build`` must be a long-lived function, not
+    a fresh lambda per call, or every call compiles again.
+    """
+    function = _function_for_build(build, tuple(dtype_name(value) for value in inputs))
+    return compile_shared(backend, function)(*inputs)
+
+
 class ElementwiseOp(Op):
     """Runs ``self.math`` (set in ``setup``) compiled for the dtypes it meets, once per dtype combination."""
 

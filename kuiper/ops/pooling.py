@@ -108,6 +108,11 @@ class MaxPool2d(MaxPoolNd):
     spatial = 2
 
 
+class MaxPool3d(MaxPoolNd):
+    types = ("nn.MaxPool3d", "F.max_pool3d")
+    spatial = 3
+
+
 class AvgPoolNd(Op):
     """nn.AvgPoolNd / F.avg_poolNd with PyTorch's divisor rules at the borders.
 
@@ -191,6 +196,11 @@ class AvgPool1d(AvgPoolNd):
 class AvgPool2d(AvgPoolNd):
     types = ("nn.AvgPool2d", "F.avg_pool2d")
     spatial = 2
+
+
+class AvgPool3d(AvgPoolNd):
+    types = ("nn.AvgPool3d", "F.avg_pool3d")
+    spatial = 3
 
 
 # ---------------------------------------------------------------- adaptive pooling
@@ -289,6 +299,11 @@ class AdaptiveAvgPool2d(AdaptiveAvgPoolNd):
     spatial = 2
 
 
+class AdaptiveAvgPool3d(AdaptiveAvgPoolNd):
+    types = ("nn.AdaptiveAvgPool3d", "F.adaptive_avg_pool3d")
+    spatial = 3
+
+
 class AdaptiveMaxPoolNd(_AdaptivePoolNd):
     """Max over PyTorch's adaptive bins, one axis at a time (a max over a box is separable).
 
@@ -367,7 +382,12 @@ class AdaptiveMaxPool2d(AdaptiveMaxPoolNd):
     spatial = 2
 
 
+class AdaptiveMaxPool3d(AdaptiveMaxPoolNd):
+    types = ("nn.AdaptiveMaxPool3d", "F.adaptive_max_pool3d")
+    spatial = 3
+
+
 OPS = [
-    MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d,
-    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
+    MaxPool1d, MaxPool2d, MaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d,
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d,
 ]
