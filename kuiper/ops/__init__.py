@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..hookspecs import hookimpl
 from . import (
     activation,
+    bitwise,
     compare,
     concat,
     conv,
@@ -27,6 +28,7 @@ from . import (
 FAMILIES = [
     io, conv, pooling, norm, activation, linear, reduce, compare,
     shape, slicing, concat, pad, resize, plumbing, expression,
+    bitwise,
 ]
 
 

@@ -33,6 +33,26 @@ def _kind_rank(value) -> int:
     return 0 if isinstance(value, bool) else 1 if isinstance(value, int) else 2
 
 
+def promoted_dtype(op: Op, values):
+    """PyTorch's promotion of tensors and numbers: tensors decide, unless a number is of a
+    higher kind than all of them (a float number with integer tensors gives float32, the
+    default dtype)."""
+    xp = op.xp
+    arrays = [v for v in values if op.backend.is_array(v)]
+    numbers = [v for v in values if not op.backend.is_array(v)]
+    dtype = xp.result_type(*arrays) if arrays else None
+    number_rank = max((_kind_rank(v) for v in numbers), default=-1)
+    if dtype is None or number_rank > _dtype_rank(xp, dtype):
+        dtype = (xp.bool, xp.int64, xp.float32)[number_rank]
+    return dtype
+
+
+def _dtype_rank(xp, dtype) -> int:
+    if xp.isdtype(dtype, "bool"):
+        return 0
+    return 1 if xp.isdtype(dtype, "integral") else 2
+
+
 class Compare(Op):
     """Elementwise comparison; the result is bool."""
 
@@ -104,28 +124,11 @@ class Where(Op):
         xp = self.xp
         condition = inputs[self.condition_at]
         values = [inputs[v] if kind == "input" else v for kind, v in self.sources]
-        dtype = self._result_dtype(values)
+        dtype = promoted_dtype(self, values)
         values = [
             xp.astype(v, dtype, copy=False) if self.backend.is_array(v) else xp.asarray(v, dtype=dtype) for v in values
         ]
         return xp.where(condition, values[0], values[1])
-
-    def _result_dtype(self, values):
-        """PyTorch's promotion: tensors decide, unless a number is of a higher kind than all
-        of them (a float number with integer tensors gives float32, the default dtype)."""
-        xp = self.xp
-        arrays = [v for v in values if self.backend.is_array(v)]
-        numbers = [v for v in values if not self.backend.is_array(v)]
-        dtype = xp.result_type(*arrays) if arrays else None
-        number_rank = max((_kind_rank(v) for v in numbers), default=-1)
-        if dtype is None or number_rank > self._dtype_rank(dtype):
-            dtype = (xp.bool, xp.int64, xp.float32)[number_rank]
-        return dtype
-
-    def _dtype_rank(self, dtype) -> int:
-        if self.xp.isdtype(dtype, "bool"):
-            return 0
-        return 1 if self.xp.isdtype(dtype, "integral") else 2
 
     @classmethod
     def elementwise_expression(cls, node):
