@@ -21,14 +21,18 @@ from . import (
     pooling,
     reduce,
     resize,
+    scan,
+    selection,
     shape,
     slicing,
+    special,
+    vector,
 )
 
 FAMILIES = [
     io, conv, pooling, norm, activation, linear, reduce, compare,
     shape, slicing, concat, pad, resize, plumbing, expression,
-    bitwise,
+    bitwise, scan, selection, special, vector,
 ]
 
 

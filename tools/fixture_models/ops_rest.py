@@ -41,6 +41,45 @@ def logical_float(x):
     return torch.logical_not(r), torch.logical_and(r, x), torch.logical_xor(r, x < -0.5)
 
 
+# ---------------------------------------------------------------- scans and selection
+
+
+def scans(x):
+    # x: (B, 5, 4)
+    v, i = torch.topk(x, 2, dim=1)
+    v2, i2 = torch.topk(x, 3, dim=-1, largest=False)
+    return (torch.cumsum(x, 1), torch.cumprod(x, dim=-1), torch.cumsum(x > 0, dim=-2), v, i, v2, i2,
+            torch.masked_select(x, x > 0.5), torch.masked_select(x, x > 100.0), torch.masked_select(x, x[:, :1] < 0))
+
+
+def diag_cross(x, y):
+    # x: (B, 3, 4), y: (B, 3, 4)
+    m = x.sum(0)  # (3, 4) at every batch (pnnx turns x[0] at batch 1 into a one-output unbind)
+    return (torch.diag(m), torch.diag(m, 1), torch.diag(m, -2), torch.diag(m[0]), torch.diag(m[1], -1),
+            torch.diag(m[2], 2), torch.cross(x, y, dim=1), torch.cross(x.transpose(1, 2), y.transpose(1, 2), dim=-1))
+
+
+class Scatters(nn.Module):
+    """scatter_add with repeated and partial indices (index smaller than src), slice_scatter with steps."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("index", torch.tensor([[[0, 1, 0, 3], [2, 2, 2, 2]]]))  # (1, 2, 4) into dim -1 of 4
+
+    def forward(self, x, y):
+        # x: (B, 3, 4), y: (B, 3, 6)
+        index = self.index  # batch 1: at other batches only the first sample is scattered into, as in PyTorch
+        return (torch.scatter_add(x, -1, index, y), torch.scatter_add(x, 1, index[:, :, :3] % 3, y),
+                torch.slice_scatter(y, x, dim=2, start=1, end=5), torch.slice_scatter(y, x[:, :, :3], dim=-1, start=0, step=2),
+                torch.slice_scatter(x, y[:, :1, :4], dim=1, start=-1))
+
+
+def special(x):
+    # x: (B, 3, 8); scaled to reach the negative half-axis and large values
+    z = x * 4.0
+    return torch.lgamma(z), torch.lgamma(torch.floor(z) * 0.5 + 0.25), torch.positive(x)
+
+
 MODELS = {
     "bitwise_logical_int": _spec(lambda: Fn(bitwise), (1, 4, 5), (1, 4, 5),
                                  input_dtypes=(("int64", -40, 70), ("int64", -3, 70)),
@@ -48,4 +87,16 @@ MODELS = {
                                              "negative and >= 64 shift amounts, shift overflow"),
     "logical_float": _spec(lambda: Fn(logical_float), (1, 3, 6),
                            description="torch.logical_not/and/xor of float tensors (zero is False)"),
+    "scan_topk_masked_select": _spec(lambda: Fn(scans), (1, 5, 4),
+                                     description="torch.cumsum/cumprod (negative dims, of bool), torch.topk "
+                                                 "(largest and smallest), torch.masked_select (broadcast mask, "
+                                                 "and an empty selection)"),
+    "diag_cross": _spec(lambda: Fn(diag_cross), (1, 3, 4), (1, 3, 4),
+                        description="torch.diag of a matrix and of vectors with positive and negative "
+                                    "offsets, torch.cross over dim 1 and -1"),
+    "scatter_add_slice_scatter": _spec(Scatters, (1, 3, 4), (1, 3, 6),
+                                       description="torch.scatter_add (repeated indices, index smaller than "
+                                                   "src, negative dim), torch.slice_scatter (step, negative start)"),
+    "lgamma_positive": _spec(lambda: Fn(special), (1, 3, 8),
+                             description="torch.lgamma over negative and positive values, torch.positive"),
 }
