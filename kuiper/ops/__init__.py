@@ -13,6 +13,7 @@ from . import (
     concat,
     conv,
     expression,
+    inplace,
     io,
     linear,
     norm,
@@ -32,7 +33,7 @@ from . import (
 FAMILIES = [
     io, conv, pooling, norm, activation, linear, reduce, compare,
     shape, slicing, concat, pad, resize, plumbing, expression,
-    bitwise, scan, selection, special, vector,
+    bitwise, scan, selection, special, vector, inplace,
 ]
 
 

@@ -80,6 +80,40 @@ def special(x):
     return torch.lgamma(z), torch.lgamma(torch.floor(z) * 0.5 + 0.25), torch.positive(x)
 
 
+# ---------------------------------------------------------------- in-place edits
+
+
+class InPlaceEdits(nn.Module):
+    """Assignments into clones: pnnx writes Tensor.clone + Tensor.slice_copy / Tensor.index_put / Tensor.fill."""
+
+    def forward(self, x):
+        # x: (B, 3, 4).  (x[:, index_tensor] = v is left out: pnnx's own Python for it fails.)
+        a = x.clone()
+        a[:, 1] = 0.5
+        b = torch.clone(x)
+        b.fill_(2.0)
+        c = x.masked_fill(x > 0, 3.0)
+        d = x.clone()
+        d[:, :, 1:3] = x[:, :, :2]
+        e = x.clone()
+        e[x > 1] = 7.0
+        g = x.clone()
+        g[:, 1:, ::2] = x[:, :2, 1::2] * 2.0
+        h = x.clone()
+        h[..., -1] = -x[..., 0]
+        return a, b, c, d, e, g, h
+
+
+class IndexPutAccumulate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("rows", torch.tensor([0, 2, 0, 1]))
+
+    def forward(self, x, y):
+        # x: (B, 3, 4), y: (B, 4, 4); repeated row 0 accumulates twice
+        return x.transpose(0, 1).index_put((self.rows,), y.transpose(0, 1), accumulate=True).transpose(0, 1)
+
+
 MODELS = {
     "bitwise_logical_int": _spec(lambda: Fn(bitwise), (1, 4, 5), (1, 4, 5),
                                  input_dtypes=(("int64", -40, 70), ("int64", -3, 70)),
@@ -99,4 +133,9 @@ MODELS = {
                                                    "src, negative dim), torch.slice_scatter (step, negative start)"),
     "lgamma_positive": _spec(lambda: Fn(special), (1, 3, 8),
                              description="torch.lgamma over negative and positive values, torch.positive"),
+    "inplace_edits": _spec(InPlaceEdits, (1, 3, 4),
+                           description="clone + slice/select assignment (Tensor.slice_copy), fill_, masked_fill, "
+                                       "index_put with a bool mask, select -1"),
+    "index_put_accumulate": _spec(IndexPutAccumulate, (1, 3, 4), (1, 4, 4),
+                                  description="Tensor.index_put accumulate=True with a repeated index"),
 }
