@@ -9,10 +9,9 @@ import math
 
 import numpy as np
 import pytest
+from conftest import op_model
 
 from kuiper.errors import InputError, KuiperError, OperatorParamError
-
-from conftest import op_model
 
 
 def test_bitwise_ops_reject_float_operands(tmp_path):
@@ -54,7 +53,7 @@ def test_topk_with_k_beyond_the_dim_is_a_clear_error(tmp_path):
 
 def test_topk_keeps_equal_values_in_order_of_appearance(tmp_path):
     model = op_model(tmp_path, "torch.topk t 1 2 x v i dim=-1 k=3 largest=True sorted=True $input=x", outputs=("v", "i"))
-    values, indices = model(np.array([[1.0, 2.0, 2.0, 0.0, 2.0]], np.float32))
+    _, indices = model(np.array([[1.0, 2.0, 2.0, 0.0, 2.0]], np.float32))
     np.testing.assert_array_equal(indices, [[1, 2, 4]])
     assert indices.dtype == np.int64
 
@@ -72,9 +71,9 @@ def test_slice_scatter_rejects_a_non_positive_step(tmp_path):
 
 
 def _graph(tmp_path, inputs, lines, outputs, name):
-    import kuiper
-
     from conftest import write_model
+
+    import kuiper
 
     body = [f"pnnx.Input in{i} 0 1 {n}" for i, n in enumerate(inputs)] + lines
     body += [f"pnnx.Output out{i} 1 0 {n}" for i, n in enumerate(outputs)]

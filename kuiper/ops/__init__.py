@@ -13,6 +13,8 @@ from . import (
     concat,
     conv,
     expression,
+    gating,
+    grid_sample,
     inplace,
     io,
     linear,
@@ -28,12 +30,14 @@ from . import (
     slicing,
     special,
     vector,
+    windows,
 )
 
 FAMILIES = [
     io, conv, pooling, norm, activation, linear, reduce, compare,
     shape, slicing, concat, pad, resize, plumbing, expression,
-    bitwise, scan, selection, special, vector, inplace,
+    bitwise, scan, selection, special, vector, inplace, windows, gating,
+    grid_sample,
 ]
 
 

@@ -10,9 +10,8 @@ torch.view_as_real (the reference files hold real arrays only).
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from fixturelib import Fn, ModelSpec
+from torch import nn
 
 
 def _spec(build, *shapes, **kw) -> ModelSpec:
@@ -114,6 +113,74 @@ class IndexPutAccumulate(nn.Module):
         return x.transpose(0, 1).index_put((self.rows,), y.transpose(0, 1), accumulate=True).transpose(0, 1)
 
 
+# ---------------------------------------------------------------- windows and shapes
+
+
+class Windows(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.unfold = nn.Unfold(2, padding=1)
+        self.fold = nn.Fold((5, 7), (2, 3), dilation=(1, 2), padding=(1, 0), stride=(2, 1))
+        self.lp2 = nn.LPPool2d(2, 2)
+        self.lp1 = nn.LPPool1d(1.5, 3, stride=2, ceil_mode=True)
+        self.glu = nn.GLU(-1)
+        self.rrelu = nn.RReLU(0.2, 0.4)
+
+    def forward(self, x):
+        # x: (B, 4, 6, 6); fractional powers of negative sums are NaN, so those lp pools see abs(x).
+        # fold input (B, 4*2*3, 9): C=4, 3x3 windows for output 5x7
+        cols = x.reshape(x.size(0), 24, 6).repeat(1, 1, 2)[:, :, :9]
+        return (self.unfold(x), self.fold(cols), self.lp2(x), self.lp1(x[:, 0].abs()), self.glu(x), self.rrelu(x),
+                F.unfold(x, (3, 2), dilation=(2, 1), padding=(0, 1), stride=(1, 2)),
+                F.fold(F.unfold(x, 3, padding=1, stride=2), (6, 6), 3, padding=1, stride=2),
+                F.lp_pool2d(x.abs(), 3.0, (2, 3), stride=(1, 2), ceil_mode=True), F.lp_pool1d(x[:, 1], 1.0, 4),
+                F.glu(x, dim=1), F.rrelu(x, 0.1, 0.3), F.pairwise_distance(x, x.flip(-1), p=2.0),
+                F.pairwise_distance(x, x * 0.5, p=1.0, eps=1e-3, keepdim=True), F.pairwise_distance(x, x.flip(2), p=3.0))
+
+
+class Pools(nn.Module):
+    """return_indices on max pools (values and int64 indices as outputs), and repeat_interleave with tensor repeats."""
+
+    def __init__(self):
+        super().__init__()
+        self.mp = nn.MaxPool2d(3, 2, 1, return_indices=True, ceil_mode=True)
+        self.mp1 = nn.MaxPool1d(2, return_indices=True)
+        self.amp = nn.AdaptiveMaxPool1d(3, return_indices=True)
+        self.amp2 = nn.AdaptiveMaxPool2d((2, 4), return_indices=True)
+        self.register_buffer("repeats", torch.tensor([1, 0, 3, 2]))
+
+    def forward(self, x):
+        # x: (B, 4, 6, 7)
+        return (*self.mp(x), *self.mp1(x[:, 0]), *self.amp(x[:, 1]), *self.amp2(x),
+                *F.max_pool2d(x, (2, 3), stride=(2, 1), padding=(1, 1), dilation=(2, 1), return_indices=True),
+                *F.max_pool1d(x[:, 2], 3, 2, 1, return_indices=True),
+                torch.repeat_interleave(x, self.repeats, dim=1),
+                torch.repeat_interleave(x[:, 0, :, :4], self.repeats, dim=-1))
+
+
+def grid_sampling(x, g):
+    # x: (B, 3, 5, 6), g: (B, 4, 5, 2) scaled to reach past the borders
+    g = g * 0.8
+    theta = g[:, :2, :3, 0] * 0.5
+    outs = []
+    for mode in ("bilinear", "nearest", "bicubic"):
+        for padding in ("zeros", "border", "reflection"):
+            for corners in (False, True):
+                outs.append(F.grid_sample(x, g, mode=mode, padding_mode=padding, align_corners=corners))
+    grid = F.affine_grid(theta, [x.size(0), 3, 4, 7], align_corners=False)
+    outs += [grid, F.affine_grid(theta, [x.size(0), 3, 1, 5], align_corners=True), F.grid_sample(x, grid)]
+    return tuple(outs)
+
+
+def grid_sampling_3d(x, g):
+    # x: (B, 2, 3, 4, 5), g: (B, 2, 3, 4, 3)
+    theta = g[:, 0, :3, :4, 0] * 0.5
+    grid = F.affine_grid(theta, [x.size(0), 2, 2, 3, 4], align_corners=True)
+    return (F.grid_sample(x, g, mode="bilinear", padding_mode="zeros"),
+            F.grid_sample(x, g, mode="nearest", padding_mode="reflection", align_corners=True),
+            F.grid_sample(x, g * 1.3, mode="bilinear", padding_mode="border"), grid, F.grid_sample(x, grid))
+
+
 MODELS = {
     "bitwise_logical_int": _spec(lambda: Fn(bitwise), (1, 4, 5), (1, 4, 5),
                                  input_dtypes=(("int64", -40, 70), ("int64", -3, 70)),
@@ -138,4 +205,15 @@ MODELS = {
                                        "index_put with a bool mask, select -1"),
     "index_put_accumulate": _spec(IndexPutAccumulate, (1, 3, 4), (1, 4, 4),
                                   description="Tensor.index_put accumulate=True with a repeated index"),
+    "windows_fold_lppool": _spec(Windows, (1, 4, 6, 6), dynamic_batch=2,
+                                 description="nn/F unfold and fold (dilation, padding, stride), lp_pool1d/2d "
+                                             "(ceil_mode, p=1, 1.5, 2, 3), glu, rrelu (eval), pairwise_distance"),
+    "maxpool_indices_repeat": _spec(Pools, (1, 4, 6, 7),
+                                    description="return_indices on nn.MaxPool1d/2d, F.max_pool1d/2d (dilation, "
+                                                "ceil_mode) and adaptive max pools; repeat_interleave with a "
+                                                "tensor of repeats"),
+    "grid_sample_2d": _spec(lambda: Fn(grid_sampling), (1, 3, 5, 6), (1, 4, 5, 2), dynamic_batch=2,
+                            description="F.grid_sample every mode x padding mode x align_corners, F.affine_grid"),
+    "grid_sample_3d": _spec(lambda: Fn(grid_sampling_3d), (1, 2, 3, 4, 5), (1, 2, 3, 4, 3), dynamic_batch=2,
+                            description="F.grid_sample on 5-D inputs (bilinear, nearest), 3-D F.affine_grid"),
 }
