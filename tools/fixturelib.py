@@ -110,8 +110,12 @@ def flatten_outputs(out) -> list[torch.Tensor]:
 
 @torch.no_grad()
 def run_eager(module: torch.nn.Module, inputs: Sequence[np.ndarray], exact_dtypes: bool = False) -> list[np.ndarray]:
-    """Outputs as float32; with ``exact_dtypes`` integer and bool outputs keep their dtype."""
+    """Outputs as float32; with ``exact_dtypes`` integer and bool outputs keep their dtype.
+
+    torch.imag of a conjugate view is a lazily negated view: resolve_neg makes it plain.
+    """
     outs = flatten_outputs(module(*[torch.from_numpy(x.copy()) for x in inputs]))
+    outs = [o.resolve_neg() for o in outs]
     return [(o if exact_dtypes and not o.is_floating_point() else o.float()).detach().numpy().copy() for o in outs]
 
 

@@ -10,6 +10,7 @@ from . import (
     activation,
     bitwise,
     compare,
+    complex_tensors,
     concat,
     conv,
     expression,
@@ -29,6 +30,7 @@ from . import (
     shape,
     slicing,
     special,
+    spectral,
     vector,
     windows,
 )
@@ -37,7 +39,7 @@ FAMILIES = [
     io, conv, pooling, norm, activation, linear, reduce, compare,
     shape, slicing, concat, pad, resize, plumbing, expression,
     bitwise, scan, selection, special, vector, inplace, windows, gating,
-    grid_sample,
+    grid_sample, complex_tensors, spectral,
 ]
 
 

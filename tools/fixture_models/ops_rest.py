@@ -181,6 +181,53 @@ def grid_sampling_3d(x, g):
             F.grid_sample(x, g * 1.3, mode="bilinear", padding_mode="border"), grid, F.grid_sample(x, grid))
 
 
+# ---------------------------------------------------------------- complex numbers and spectra
+# (conjugate views such as ifft of a real tensor cannot go through view_as_real in a traced
+# model, and pnnx cannot export resolve_conj, so those leave through torch.real / torch.imag)
+
+
+def spectra(x):
+    # x: (B, 3, 8); odd lengths through n=5/7 and s=(3, ...), every norm
+    c = torch.fft.rfft(x)
+    ih = torch.fft.ihfft(x, n=7, norm="ortho")
+    real, imag = torch.real, torch.imag
+    return (
+        torch.view_as_real(c), torch.fft.irfft(c, n=7), torch.fft.hfft(c, norm="forward"), real(ih), imag(ih),
+        torch.view_as_real(torch.fft.fft(x, n=5, dim=1, norm="ortho")), torch.view_as_real(torch.fft.fft2(x)),
+        torch.fft.irfft2(torch.fft.rfft2(x), s=(3, 7)),
+        torch.view_as_real(torch.fft.fftn(x, s=(2, 5), dim=(1, 2), norm="forward")),
+        torch.fft.irfftn(torch.fft.rfftn(x, norm="ortho"), norm="ortho"), imag(torch.fft.ifft(x, n=3, dim=-2)),
+        imag(torch.fft.ifft2(x, norm="ortho")), real(torch.fft.ifftn(x, dim=(1,))),
+        torch.fft.hfft2(torch.fft.rfft2(x)), imag(torch.fft.ihfft2(x)), torch.fft.hfftn(c, s=(4,)),
+        imag(torch.fft.ihfftn(x, dim=[-1])), torch.fft.hfftn(torch.fft.rfftn(x, dim=(1, 2)), dim=(1, 2)),
+        real(torch.fft.ihfftn(x, s=(2, 5), norm="forward")),
+    )
+
+
+def complex_parts(x):
+    # x: (B, 3, 4, 2)
+    c = torch.view_as_complex(x)
+    d = torch.complex(x[..., 1], x[..., 0])
+    return (torch.view_as_real(torch.fft.fft(c, dim=1)), torch.real(c), torch.imag(d), torch.real(x),
+            torch.view_as_real(torch.fft.ifft(d, n=6, norm="forward")), torch.fft.irfft(d, dim=-2))
+
+
+class ShortTime(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("window", torch.hann_window(12))
+
+    def forward(self, x):
+        # x: (B, 64)
+        s = torch.stft(x, 16, hop_length=4, win_length=12, window=self.window, return_complex=True)
+        s2 = torch.stft(x, 10, hop_length=3, center=False, normalized=True, onesided=False, return_complex=True)
+        s3 = torch.stft(x, 8, window=torch.ones(8), pad_mode="constant", return_complex=True)
+        y = torch.istft(s, 16, hop_length=4, win_length=12, window=self.window, length=64)
+        y2 = torch.istft(s3, 8, window=torch.ones(8), length=60)
+        y3 = torch.istft(s, 16, hop_length=4, win_length=12, window=self.window)
+        return torch.view_as_real(s), torch.view_as_real(s2), torch.view_as_real(s3), y, y2, y3
+
+
 MODELS = {
     "bitwise_logical_int": _spec(lambda: Fn(bitwise), (1, 4, 5), (1, 4, 5),
                                  input_dtypes=(("int64", -40, 70), ("int64", -3, 70)),
@@ -216,4 +263,13 @@ MODELS = {
                             description="F.grid_sample every mode x padding mode x align_corners, F.affine_grid"),
     "grid_sample_3d": _spec(lambda: Fn(grid_sampling_3d), (1, 2, 3, 4, 5), (1, 2, 3, 4, 3), dynamic_batch=2,
                             description="F.grid_sample on 5-D inputs (bilinear, nearest), 3-D F.affine_grid"),
+    "fft_family": _spec(lambda: Fn(spectra), (1, 3, 8),
+                        description="torch.fft fft/ifft/rfft/irfft/hfft/ihfft in 1-D, 2-D and n-D forms with n/s "
+                                    "(odd, padding, truncating), dims and every norm"),
+    "complex_parts": _spec(lambda: Fn(complex_parts), (1, 3, 4, 2),
+                           description="torch.view_as_complex/view_as_real, torch.complex, real, imag, "
+                                       "transforms of complex tensors"),
+    "stft_istft": _spec(ShortTime, (1, 64),
+                        description="torch.stft (window shorter than n_fft, center reflect/constant, "
+                                    "normalized two-sided) and torch.istft (with and without length)"),
 }
