@@ -23,12 +23,10 @@ class Scan(Op):
 
     def forward(self, x):
         xp = self.xp
-        axis = normalize_axis(self.dim, max(x.ndim, 1), self)
-        if x.ndim == 0:
-            return xp.asarray(x, dtype=xp.int64 if not xp.isdtype(x.dtype, "real floating") else x.dtype, copy=True)
+        axis = normalize_axis(self.dim, max(x.ndim, 1), self)  # a 0-d tensor scans as one element
         dtype = x.dtype if xp.isdtype(x.dtype, ("real floating", "complex floating")) else xp.int64
         scan = xp.cumulative_prod if self.product else xp.cumulative_sum
-        return scan(x, axis=axis, dtype=dtype)
+        return xp.reshape(scan(xp.reshape(x, tuple(x.shape) or (1,)), axis=axis, dtype=dtype), tuple(x.shape))
 
 
 class TopK(Op):

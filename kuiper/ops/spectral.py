@@ -13,7 +13,6 @@ keep single precision, as in PyTorch.
 
 from __future__ import annotations
 
-
 from ..errors import ShapeError
 from .base import Op, normalize_axis
 from .complex_tensors import complex_dtype, real_dtype
