@@ -10,7 +10,7 @@ float32, PyTorch's default dtype).
 from __future__ import annotations
 
 from ..ir import make
-from .base import NodeParams
+from .base import NodeParams, Op
 from .elementwise import ElementwiseMath, ElementwiseOp
 
 _COMPARISONS = {f"torch.{name}": getattr(make, name) for name in ("eq", "ne", "gt", "ge", "lt", "le")}
@@ -18,6 +18,31 @@ _COMPARISONS = {f"torch.{name}": getattr(make, name) for name in ("eq", "ne", "g
 
 def _is_number(value) -> bool:
     return isinstance(value, (bool, int, float))
+
+
+def _kind_rank(value) -> int:
+    """bool < integer < floating, for a Python number."""
+    return 0 if isinstance(value, bool) else 1 if isinstance(value, int) else 2
+
+
+def promoted_dtype(op: Op, values):
+    """PyTorch's promotion of tensors and numbers: tensors decide, unless a number is of a
+    higher kind than all of them (a float number with integer tensors gives float32, the
+    default dtype)."""
+    xp = op.xp
+    arrays = [v for v in values if op.backend.is_array(v)]
+    numbers = [v for v in values if not op.backend.is_array(v)]
+    dtype = xp.result_type(*arrays) if arrays else None
+    number_rank = max((_kind_rank(v) for v in numbers), default=-1)
+    if dtype is None or number_rank > _dtype_rank(xp, dtype):
+        dtype = (xp.bool, xp.int64, xp.float32)[number_rank]
+    return dtype
+
+
+def _dtype_rank(xp, dtype) -> int:
+    if xp.isdtype(dtype, "bool"):
+        return 0
+    return 1 if xp.isdtype(dtype, "integral") else 2
 
 
 class Compare(ElementwiseOp):
