@@ -1,0 +1,8 @@
+"""XLA HLO text: parse it (``parse``), draw its data-flow graph (``HloModule.dfg``), run it."""
+
+from __future__ import annotations
+
+from .module import HloComputation, HloInstruction, HloModule
+from .parser import parse
+
+__all__ = ["parse", "HloModule", "HloComputation", "HloInstruction"]

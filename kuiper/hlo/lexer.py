@@ -1,0 +1,115 @@
+"""Split HLO text into tokens, in one linear pass of one regular expression.
+
+Token kinds (``Token.kind``):
+  NAME     an identifier, optionally ``%``-prefixed: ``%add.3``, ``get-tuple-element.1``, ``f32``, ``true``
+  INT      ``3``, ``-1``
+  FLOAT    ``1.5``, ``-2e-05``, ``inf``/``-inf``/``nan`` are NAMEs and become floats in literals
+  STRING   ``"..."`` with backslash escapes (value: the unquoted text)
+  DIMS     digits joined by ``_`` or ``x``: windows ``3x3``, paddings ``2_0x0_0``, ``-1_0_2``
+  LABELS   convolution dimension labels ``b01f_01io->b01f``
+  ...  ->  <=  { } ( ) [ ] , = : * ? ! @ punctuation; the kind is the text itself
+
+Comments (``/*index=5*/``, ``// ...``) and whitespace are skipped.  Anything else is an
+HloSyntaxError with the line and column of the offending character.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+
+from kuiper.errors import HloSyntaxError
+
+NAME = "NAME"
+INT = "INT"
+FLOAT = "FLOAT"
+STRING = "STRING"
+DIMS = "DIMS"
+LABELS = "LABELS"
+END = "END"
+
+# Order matters: labels before names (both start with a letter), DIMS before numbers.
+_TOKEN_RE = re.compile(
+    r"""
+    (?P<skip>\s+|/\*.*?\*/|//[^\n]*)
+  | (?P<LABELS>[0-9a-z?]+_[0-9a-z?]+->[0-9a-z?]+(?![A-Za-z0-9_.\-]))
+  | (?P<NAME>%?[A-Za-z_][A-Za-z0-9_.\-]*)
+  | (?P<DIMS>-?[0-9]+(?:[_x]-?[0-9]+)+(?![0-9.eE]))
+  | (?P<FLOAT>-?(?:[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+))
+  | (?P<INT>-?[0-9]+)
+  | (?P<STRING>"(?:[^"\\\n]|\\.)*")
+  | (?P<NEGNAME>-(?:inf|nan)\b)
+  | (?P<punct>\.\.\.|->|<=|[{}()\[\],=:*?!@<>+|])
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "'": "'", "r": "\r"}
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    kind: str
+    text: str
+    position: int
+
+
+class SourceText:
+    """The text being parsed and a way to turn a character offset into line and column."""
+
+    def __init__(self, text: str, source: str = ""):
+        self.text = text
+        self.source = source
+        self._line_starts: list[int] | None = None
+
+    def line_column(self, position: int) -> tuple[int, int]:
+        if self._line_starts is None:
+            self._line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        line = bisect.bisect_right(self._line_starts, position)
+        return line, position - self._line_starts[line - 1] + 1
+
+    def error(self, message: str, position: int) -> HloSyntaxError:
+        line, column = self.line_column(position)
+        start = self._line_starts[line - 1]
+        end = self.text.find("\n", start)
+        line_text = self.text[start : end if end >= 0 else len(self.text)]
+        if len(line_text) > 200:  # long lines: show a window around the column
+            left = max(0, column - 100)
+            line_text, column = line_text[left : left + 200], column - left
+        return HloSyntaxError(message, self.source, line, column, line_text.expandtabs(1))
+
+
+def tokenize(source: SourceText) -> list[Token]:
+    text = source.text
+    tokens: list[Token] = []
+    append = tokens.append
+    position = 0
+    match_at = _TOKEN_RE.match
+    length = len(text)
+    while position < length:
+        match = match_at(text, position)
+        if match is None:
+            if text.startswith("/*", position):
+                raise source.error("unterminated comment", position)
+            if text[position] == '"':
+                raise source.error("unterminated string", position)
+            raise source.error(f"unexpected character {text[position]!r}", position)
+        kind = match.lastgroup
+        if kind != "skip":
+            value = match.group()
+            if kind == "punct":
+                kind = value
+            elif kind == "NEGNAME":
+                kind = NAME
+            append(Token(kind, value, position))
+        position = match.end()
+    append(Token(END, "", length))
+    return tokens
+
+
+def unquote(token_text: str) -> str:
+    """The text of a STRING token without quotes, escapes resolved."""
+    body = token_text[1:-1]
+    if "\\" not in body:
+        return body
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), body)
