@@ -5,4 +5,4 @@ from __future__ import annotations
 from .module import HloComputation, HloInstruction, HloModule
 from .parser import parse
 
-__all__ = ["parse", "HloModule", "HloComputation", "HloInstruction"]
+__all__ = ["HloComputation", "HloInstruction", "HloModule", "parse"]

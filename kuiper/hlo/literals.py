@@ -38,9 +38,8 @@ def literal_array(instruction: HloInstruction, shape: ArrayShape | None = None, 
         raise HloSyntaxError(f"{where}: the literal has {len(values)} value(s), the shape {shape} holds {shape.size()}")
     try:
         converted = [_scalar(v) for v in values]
-        if shape.dtype == "bool":
-            if any(not isinstance(v, bool) and v not in (0, 1) for v in converted):
-                raise ValueError("pred values must be true/false or 0/1")
+        if shape.dtype == "bool" and any(not isinstance(v, bool) and v not in (0, 1) for v in converted):
+            raise ValueError("pred values must be true/false or 0/1")
         array = np.array(converted, dtype=np.dtype(shape.dtype))
     except (ValueError, OverflowError, TypeError) as exc:
         raise HloSyntaxError(f"{where}: value does not fit {shape.element_type}: {exc}") from None
@@ -56,7 +55,7 @@ def _flatten(literal, out: list, complex_type: bool) -> int:
         out.append(complex(_scalar(literal[0]), _scalar(literal[1])))
         return 0
     if isinstance(literal, tuple):
-        raise ValueError("a tuple literal where an array element was expected")
+        raise ValueError("a tuple literal where an array element was expected")  # noqa: TRY004 (caught above)
     out.append(literal)
     return 0
 

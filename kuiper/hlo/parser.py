@@ -21,7 +21,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from .lexer import DIMS, END, FLOAT, INT, LABELS, NAME, STRING, SourceText, Token, tokenize, unquote
+from .lexer import (
+    DIMS,
+    END,
+    FLOAT,
+    INT,
+    LABELS,
+    NAME,
+    STRING,
+    SourceText,
+    Token,
+    tokenize,
+    unquote,
+)
 from .module import ELIDED, HloComputation, HloInstruction, HloModule, Quoted, Slice
 from .shapes import ELEMENT_TYPES, ArrayShape, Layout, Shape, TupleShape
 
@@ -81,7 +93,7 @@ class _Parser:
 
     def name(self, what: str = "a name") -> str:
         token = self.expect(NAME, what)
-        return token.text[1:] if token.text.startswith("%") else token.text
+        return token.text.removeprefix("%")
 
     # -- module ---------------------------------------------------------------------
     def module(self) -> HloModule:
@@ -150,10 +162,10 @@ class _Parser:
 
     def instruction(self) -> HloInstruction:
         is_root = False
+        position = self.token.position
         if self.token.kind == NAME and self.token.text == "ROOT":
             is_root = True
             self.advance()
-        position = self.token.position
         name = self.name("an instruction name")
         self.expect("=", f"'=' after instruction name '{name}'")
         shape = self.shape()
@@ -299,7 +311,7 @@ class _Parser:
             result = float(token.text)
         elif token.kind == NAME:
             self.advance()
-            result = token.text[1:] if token.text.startswith("%") else token.text
+            result = token.text.removeprefix("%")
             if result in ELEMENT_TYPES and self.token.kind == "[":  # a shape inside a value
                 self.index -= 1
                 result = self.shape()

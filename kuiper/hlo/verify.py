@@ -11,13 +11,10 @@ from .shapes import ArrayShape
 
 # Opcodes whose operands and result share their dims (XLA has no implicit broadcasting).
 ELEMENTWISE_UNARY = frozenset(
-    "abs cbrt ceil cos erf exponential exponential-minus-one floor imag is-finite log log-plus-one logistic negate "
-    "not popcnt real round-nearest-afz round-nearest-even rsqrt sign sin sqrt tan tanh count-leading-zeros clz "
-    "convert bitcast-convert copy reduce-precision".split()
+    ["abs", "cbrt", "ceil", "cos", "erf", "exponential", "exponential-minus-one", "floor", "imag", "is-finite", "log", "log-plus-one", "logistic", "negate", "not", "popcnt", "real", "round-nearest-afz", "round-nearest-even", "rsqrt", "sign", "sin", "sqrt", "tan", "tanh", "count-leading-zeros", "clz", "convert", "bitcast-convert", "copy", "reduce-precision"]
 )
 ELEMENTWISE_BINARY = frozenset(
-    "add subtract multiply divide remainder maximum minimum power atan2 and or xor shift-left "
-    "shift-right-arithmetic shift-right-logical compare complex".split()
+    ["add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power", "atan2", "and", "or", "xor", "shift-left", "shift-right-arithmetic", "shift-right-logical", "compare", "complex"]
 )
 
 
@@ -109,11 +106,13 @@ def _shape_problem(instruction: HloInstruction, computation: HloComputation) -> 
         for element, operand in zip(shape.elements, operands):
             if not element.same_dims(operand):
                 return f"operand shape {operand} does not match the tuple element {element}"
-    elif opcode in ("reshape", "bitcast") and operands and isinstance(shape, ArrayShape):
+    elif opcode in ("reshape", "bitcast") and len(operands) == 1 and isinstance(shape, ArrayShape):
         operand = operands[0]
-        if isinstance(operand, ArrayShape) and operand.size() != shape.size() and -1 not in shape.dims + operand.dims:
-            if opcode == "reshape" or operand.element_type == shape.element_type:
-                return f"{operand} has {operand.size()} elements, the result {shape} has {shape.size()}"
+        if operand.is_tuple:
+            return "takes an array operand, not a tuple"
+        same_type = opcode == "reshape" or operand.element_type == shape.element_type
+        if operand.size() != shape.size() and same_type and -1 not in shape.dims + operand.dims:
+            return f"{operand} has {operand.size()} elements, the result {shape} has {shape.size()}"
     elif opcode == "select":
         if len(operands) != 3:
             return f"takes 3 operands, found {len(operands)}"
