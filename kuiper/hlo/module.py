@@ -93,6 +93,13 @@ class HloModule:
     computations: dict[str, HloComputation]
     attributes: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+    # The parsed text, to turn an instruction's position into a line number in messages.
+    text: Any = field(default=None, repr=False)
+
+    def where(self, instruction: HloInstruction) -> str:
+        """``file:line`` of an instruction, for error messages."""
+        line = self.text.line_column(instruction.position)[0] if self.text is not None else 0
+        return f"{self.source or self.name}:{line}" if line else (self.source or self.name)
 
     @property
     def entry(self) -> HloComputation:

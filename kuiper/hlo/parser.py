@@ -116,7 +116,7 @@ class _Parser:
             computations[computation.name] = computation
         if not computations:
             raise self.error("the module has no computations")
-        return HloModule(name, computations, attributes, self.source.source)
+        return HloModule(name, computations, attributes, self.source.source, self.source)
 
     def attribute_list(self) -> dict[str, Any]:
         attributes: dict[str, Any] = {}
