@@ -126,7 +126,8 @@ def float_math():
             lax.rsqrt(jnp.abs(x) + 1), jnp.floor(x * 3), jnp.ceil(x * 3), jnp.round(x * 3), lax.round(x * 3),
             lax.round(z), jnp.round(z), jnp.isfinite(z), jnp.sign(z), jnp.power(jnp.abs(x), y),
             lax.reduce_precision(x * 1000, exponent_bits=5, mantissa_bits=10), x.astype(jnp.float16) * 2,
-            jnp.maximum(z, 1.0), jnp.minimum(z, 1.0), z < 1.0, z != z, x.astype(jnp.int32), jnp.remainder(x, 0.7),
+            jnp.maximum(z, 1.0), jnp.minimum(z, 1.0), z < 1.0, z != z,  # noqa: PLR0124 (NaN test)
+            x.astype(jnp.int32), jnp.remainder(x, 0.7),
             lax.rem(x, 0.7), jnp.clip(x, -0.5, 0.5), jnp.log(jnp.abs(x) + 0.1), -x, jnp.abs(x),
         )
 

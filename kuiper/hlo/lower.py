@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 from ..errors import GraphError, UnsupportedOperatorError
-from ..model_ir import ModelIR, OpNode, OperandInfo
+from ..model_ir import ModelIR, OperandInfo, OpNode
 from .literals import literal_array
 from .module import HloComputation, HloInstruction, HloModule
 from .shapes import ArrayShape, Shape

@@ -10,6 +10,8 @@ halves away from zero; integer overflow wraps; compare ``type=TOTALORDER`` order
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from .ops_base import HloOp
 
 
@@ -303,7 +305,7 @@ class ReducePrecision(HloOp):
     """Round to a float with ``exponent_bits``/``mantissa_bits`` and back (XLA's bit-level algorithm)."""
 
     types = ("hlo.reduce-precision",)
-    LAYOUT = {2: (5, 10), 4: (8, 23), 8: (11, 52)}  # itemsize -> (exponent bits, mantissa bits)
+    LAYOUT: ClassVar[dict] = {2: (5, 10), 4: (8, 23), 8: (11, 52)}  # itemsize -> (exponent, mantissa bits)
 
     def hlo_setup(self):
         self.exponent_bits = self.integer("exponent_bits")

@@ -7,7 +7,15 @@ from pathlib import Path
 from ..frontends import Frontend
 from ..hookspecs import hookimpl
 from ..model_ir import ModelIR
-from . import ops_control, ops_elementwise, ops_gather, ops_linalg, ops_reduce, ops_shape, ops_sort
+from . import (
+    ops_control,
+    ops_elementwise,
+    ops_gather,
+    ops_linalg,
+    ops_reduce,
+    ops_shape,
+    ops_sort,
+)
 
 FAMILIES = [ops_elementwise, ops_shape, ops_linalg, ops_reduce, ops_gather, ops_sort, ops_control]
 
