@@ -175,3 +175,23 @@ def test_tuple_results_dtypes_and_pickling(tmp_path):
         np.testing.assert_array_equal(same, x)
         again = pickle.loads(pickle.dumps(model))
         np.testing.assert_array_equal(again(x, to_numpy=True)[0], y)
+
+
+def test_map_complex_parts_logistic_and_one_device_collectives():
+    square_plus = ("sq {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  m = f32[] multiply(a, a)\n"
+                   "  ROOT s = f32[] add(m, b)\n}\n")
+    body = ("  x = f32[3] parameter(0)\n  y = f32[3] parameter(1)\n"
+            "  m = f32[3] map(x, y), dimensions={0}, to_apply=sq\n"
+            "  c = c64[3] complex(x, y)\n  re = f32[3] real(c)\n  im = f32[3] imag(c)\n"
+            "  sig = f32[3] logistic(x)\n  ar = f32[3] all-reduce(x), replica_groups={}, to_apply=sq\n"
+            "  id = u32[] replica-id()\n  i = s32[3] convert(y)\n  lz = s32[3] clz(i)\n"
+            "  ROOT t = (f32[3], f32[3], f32[3], f32[3], f32[3], u32[], s32[3]) tuple(m, re, im, sig, ar, id, lz)")
+    x, y = np.float32([1, -2, 0.5]), np.float32([3, 4, 1])
+    m, re, im, sig, ar, replica, lz = run(body, x, y, computations=square_plus)
+    np.testing.assert_allclose(m, x * x + y)
+    np.testing.assert_array_equal(re, x)
+    np.testing.assert_array_equal(im, y)
+    np.testing.assert_allclose(sig, 1 / (1 + np.exp(-x.astype(np.float64))), rtol=1e-6)
+    np.testing.assert_array_equal(ar, x)
+    assert replica == 0 and replica.dtype == np.uint32
+    np.testing.assert_array_equal(lz, [30, 29, 31])

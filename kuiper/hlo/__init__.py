@@ -4,5 +4,6 @@ from __future__ import annotations
 
 from .module import HloComputation, HloInstruction, HloModule
 from .parser import parse
+from .plugin import kuiper_add_frontends, kuiper_add_ops  # this package is the built-in plugin "hlo"
 
 __all__ = ["HloComputation", "HloInstruction", "HloModule", "parse"]
