@@ -5,8 +5,12 @@ Token kinds (``Token.kind``):
   INT      ``3``, ``-1``
   FLOAT    ``1.5``, ``-2e-05``, ``inf``/``-inf``/``nan`` are NAMEs and become floats in literals
   STRING   ``"..."`` with backslash escapes (value: the unquoted text)
+  RECORD   a flat ``{...}`` holding a string and no nested braces or brackets, as one token:
+           ``metadata={op_name="a" stack_frame_id=2}``, ``frontend_attributes={x="y"}``.  These are
+           most of a dump's tokens and nothing runs from them, so they are read by one regex.
   DIMS     digits joined by ``_`` or ``x``: windows ``3x3``, paddings ``2_0x0_0``, ``-1_0_2``
-  LABELS   convolution dimension labels ``b01f_01io->b01f``
+  LABELS   convolution dimension labels that start with a digit, ``01bf_01io->01bf`` (those that
+           start with a letter lex as NAME ``->`` NAME and the parser joins them)
   ...  ->  <=  { } ( ) [ ] , = : * ? ! @ punctuation; the kind is the text itself
 
 Comments (``/*index=5*/``, ``// ...``) and whitespace are skipped.  Anything else is an
@@ -17,11 +21,11 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass
 
 from kuiper.errors import HloSyntaxError
 
 NAME = "NAME"
+RECORD = "RECORD"
 INT = "INT"
 FLOAT = "FLOAT"
 STRING = "STRING"
@@ -32,26 +36,36 @@ END = "END"
 # Order matters: labels before names (both start with a letter), DIMS before numbers.
 _TOKEN_RE = re.compile(
     r"""
-    (?P<skip>\s+|/\*.*?\*/|//[^\n]*)
-  | (?P<LABELS>[0-9a-z?]+_[0-9a-z?]+->[0-9a-z?]+(?![A-Za-z0-9_.\-]))
-  | (?P<NAME>%?[A-Za-z_][A-Za-z0-9_.\-]*)
-  | (?P<DIMS>-?[0-9]+(?:[_x]-?[0-9]+)+(?![0-9.eE]))
-  | (?P<FLOAT>-?(?:[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+))
-  | (?P<INT>-?[0-9]+)
-  | (?P<STRING>"(?:[^"\\\n]|\\.)*")
-  | (?P<NEGNAME>-(?:inf|nan)\b)
-  | (?P<punct>\.\.\.|->|<=|[{}()\[\],=:*?!@<>+|])
+    \s*(?:
+      (?P<skip>/\*.*?\*/|//[^\n]*)
+    | (?P<RECORD>\{[^{}"\[\]]*"(?:[^"\\\n]|\\.)*"(?:[^{}"\[\]]|"(?:[^"\\\n]|\\.)*")*\})
+    | (?P<NAME>%?[A-Za-z_](?:[A-Za-z0-9_.]|-(?!>))*)
+    | (?P<LABELS>[0-9?][0-9a-z?]*_[0-9a-z?]+->[0-9a-z?]+)
+    | (?P<DIMS>-?[0-9]+(?:[_x]-?[0-9]+)+(?![0-9.eE]))
+    | (?P<FLOAT>-?(?:[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+))
+    | (?P<INT>-?[0-9]+)
+    | (?P<STRING>"(?:[^"\\\n]|\\.)*")
+    | (?P<NEGNAME>-(?:inf|nan)\b)
+    | (?P<punct>\.\.\.|->|<=|[{}()\[\],=:*?!@<>+|])
+    )
     """,
     re.VERBOSE | re.DOTALL,
 )
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "'": "'", "r": "\r"}
 
 
-@dataclass(frozen=True, slots=True)
 class Token:
-    kind: str
-    text: str
-    position: int
+    """One token: its kind, its text, and the offset of its first character."""
+
+    __slots__ = ("kind", "text", "position")
+
+    def __init__(self, kind: str, text: str, position: int):
+        self.kind = kind
+        self.text = text
+        self.position = position
+
+    def __repr__(self) -> str:
+        return f"Token({self.kind!r}, {self.text!r}, {self.position})"
 
 
 class SourceText:
@@ -83,28 +97,35 @@ def tokenize(source: SourceText) -> list[Token]:
     text = source.text
     tokens: list[Token] = []
     append = tokens.append
-    position = 0
-    match_at = _TOKEN_RE.match
-    length = len(text)
-    while position < length:
-        match = match_at(text, position)
-        if match is None:
-            if text.startswith("/*", position):
-                raise source.error("unterminated comment", position)
-            if text[position] == '"':
-                raise source.error("unterminated string", position)
-            raise source.error(f"unexpected character {text[position]!r}", position)
+    expected = 0  # where the next match must start; a gap is a character no token matches
+    for match in _TOKEN_RE.finditer(text):  # each match: optional whitespace, then one token
+        if match.start() != expected:
+            _raise_bad_character(source, expected)
+        expected = match.end()
         kind = match.lastgroup
-        if kind != "skip":
-            value = match.group()
-            if kind == "punct":
-                kind = value
-            elif kind == "NEGNAME":
-                kind = NAME
-            append(Token(kind, value, position))
-        position = match.end()
-    append(Token(END, "", length))
+        if kind == "skip":
+            continue
+        value = match.group(kind)
+        if kind == "punct":
+            kind = value
+        elif kind == "NEGNAME":
+            kind = NAME
+        append(Token(kind, value, expected - len(value)))
+    if expected != len(text) and not text[expected:].isspace():
+        _raise_bad_character(source, expected)
+    append(Token(END, "", len(text)))
     return tokens
+
+
+def _raise_bad_character(source: SourceText, position: int):
+    text = source.text
+    while position < len(text) - 1 and text[position].isspace():
+        position += 1
+    if text.startswith("/*", position):
+        raise source.error("unterminated comment", position)
+    if text[position] == '"':
+        raise source.error("unterminated string", position)
+    raise source.error(f"unexpected character {text[position]!r}", position)
 
 
 def unquote(token_text: str) -> str:

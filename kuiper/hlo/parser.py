@@ -19,6 +19,8 @@ Names lose their ``%``.  Positions are kept so later checks can point at the tex
 
 from __future__ import annotations
 
+import gc
+import re
 from typing import Any
 
 from .lexer import (
@@ -28,6 +30,7 @@ from .lexer import (
     INT,
     LABELS,
     NAME,
+    RECORD,
     STRING,
     SourceText,
     Token,
@@ -39,14 +42,27 @@ from .shapes import ELEMENT_TYPES, ArrayShape, Layout, Shape, TupleShape
 
 PREAMBLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 _CLOSE = {"{": "}", "[": "]", "(": ")"}
+# One pair of a RECORD: key (bare or quoted), '=' or ':', value (quoted, or up to a space, ',' or '}').
+_PAIR_RE = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([A-Za-z0-9_.\-]+))\s*[=:]\s*("(?:[^"\\]|\\.)*"|[^\s,}"]+)\s*,?')
+_INT_RE = re.compile(r"-?[0-9]+")
+# An array shape with static dims and a plain layout, e.g. f32[8,16]{1,0}: cached by its text.
+_PLAIN_SHAPE_RE = re.compile(r"[a-z][a-z0-9]*\[[0-9,]*\](?:\{[0-9,]*\})?(?![0-9A-Za-z_:{])")
 
 
 def parse(text: str, source: str = "", verify: bool = True) -> HloModule:
     """Parse HLO text into an HloModule; ``verify`` also checks names, calls and shapes."""
     if not isinstance(text, str):
         raise TypeError(f"kuiper.hlo.parse expects text (str), got {type(text).__name__}")
-    parser = _Parser(SourceText(text, source))
-    module = parser.module()
+    # The parser allocates millions of small objects that all stay alive: without this, the
+    # cyclic garbage collector rescans the growing heap again and again and parsing turns quadratic.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        parser = _Parser(SourceText(text, source))
+        module = parser.module()
+    finally:
+        if collecting:
+            gc.enable()
     if verify:
         from .verify import verify_module
 
@@ -59,6 +75,7 @@ class _Parser:
         self.source = source
         self.tokens = tokenize(source)
         self.index = 0
+        self.shape_cache: dict[str, Shape] = {}
 
     # -- token helpers ------------------------------------------------------------
     @property
@@ -201,6 +218,24 @@ class _Parser:
         return token.kind == NAME and token.text in ELEMENT_TYPES and self.peek().kind == "["
 
     def shape(self) -> Shape:
+        token = self.tokens[self.index]
+        if token.kind == NAME:  # fast path: a plain array shape seen before (most are)
+            match = _PLAIN_SHAPE_RE.match(self.source.text, token.position)
+            if match is not None:
+                shape = self.shape_cache.get(match.group())
+                end = match.end()
+                if shape is not None:
+                    index = self.index
+                    while self.tokens[index].position < end:
+                        index += 1
+                    self.index = index
+                    return shape
+                shape = self.full_shape()
+                self.shape_cache[match.group()] = shape
+                return shape
+        return self.full_shape()
+
+    def full_shape(self) -> Shape:
         if self.accept("("):
             elements: list[Shape] = []
             if not self.accept(")"):
@@ -315,6 +350,12 @@ class _Parser:
             if result in ELEMENT_TYPES and self.token.kind == "[":  # a shape inside a value
                 self.index -= 1
                 result = self.shape()
+            elif self.token.kind == "->" and self.peek().kind == NAME:  # dim labels b01f_01io->b01f
+                self.advance()
+                result = f"{result}->{self.advance().text}"
+        elif token.kind == RECORD:
+            self.advance()
+            result = self.record(token)
         elif token.kind in (DIMS, LABELS):
             self.advance()
             result = token.text
@@ -327,6 +368,28 @@ class _Parser:
                 self.advance()
                 self.value()
         return result
+
+    def record(self, token: Token) -> Any:
+        """A RECORD token's ``key=value`` / ``"key": value`` pairs; anything else parses token by token."""
+        body = token.text[1:-1]
+        pairs = _PAIR_RE.findall(body)
+        if _PAIR_RE.sub("", body).replace(",", "").strip():
+            return _Parser(SourceText(token.text, self.source.source)).group_value()
+        result: dict[str, Any] = {}
+        for quoted_key, key, value in pairs:
+            key = unquote(f'"{quoted_key}"') if quoted_key else key
+            if value.startswith('"'):
+                result[key] = Quoted(unquote(value))
+            elif _INT_RE.fullmatch(value):
+                result[key] = int(value)
+            else:
+                result[key] = value
+        return result
+
+    def group_value(self) -> Any:
+        """The whole text is one braced value (used for RECORDs that are not plain pairs)."""
+        self.expect("{")
+        return self.group("{")
 
     def group(self, opener: str) -> Any:
         close = _CLOSE[opener]
