@@ -57,7 +57,7 @@ _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "'": "'", "r": "\r"}
 class Token:
     """One token: its kind, its text, and the offset of its first character."""
 
-    __slots__ = ("kind", "text", "position")
+    __slots__ = ("kind", "position", "text")
 
     def __init__(self, kind: str, text: str, position: int):
         self.kind = kind
