@@ -216,3 +216,13 @@ def test_fuzz_mutated_module(position, insert):
         parse(text)
     except HloSyntaxError:
         pass
+
+
+def test_records_that_are_not_plain_pairs_parse_token_by_token():
+    root = _one('x = f32[2,3] custom-call(p), custom_call_target="f", frontend_attributes={"a", "b"}, '
+                'metadata={op_name="n" deduplicated_name=m profile_type={1}}')
+    assert root.attributes["frontend_attributes"] == ["a", "b"]
+    assert root.attributes["metadata"]["profile_type"] == [1]
+    with pytest.raises(HloSyntaxError) as info:
+        _one('x = f32[2,3] custom-call(p), custom_call_target="f", metadata={op_name="n" = })')
+    assert info.value.line == 5

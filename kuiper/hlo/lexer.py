@@ -93,12 +93,14 @@ class SourceText:
         return HloSyntaxError(message, self.source, line, column, line_text.expandtabs(1))
 
 
-def tokenize(source: SourceText) -> list[Token]:
+def tokenize(source: SourceText, start: int = 0, end: int | None = None) -> list[Token]:
+    """Tokens of ``source.text[start:end]``, with positions in the whole text."""
     text = source.text
+    end = len(text) if end is None else end
     tokens: list[Token] = []
     append = tokens.append
-    expected = 0  # where the next match must start; a gap is a character no token matches
-    for match in _TOKEN_RE.finditer(text):  # each match: optional whitespace, then one token
+    expected = start  # where the next match must start; a gap is a character no token matches
+    for match in _TOKEN_RE.finditer(text, start, end):  # each match: optional whitespace, then one token
         if match.start() != expected:
             _raise_bad_character(source, expected)
         expected = match.end()
@@ -111,9 +113,9 @@ def tokenize(source: SourceText) -> list[Token]:
         elif kind == "NEGNAME":
             kind = NAME
         append(Token(kind, value, expected - len(value)))
-    if expected != len(text) and not text[expected:].isspace():
+    if expected != end and not text[expected:end].isspace():
         _raise_bad_character(source, expected)
-    append(Token(END, "", len(text)))
+    append(Token(END, "", end))
     return tokens
 
 

@@ -71,9 +71,9 @@ def parse(text: str, source: str = "", verify: bool = True) -> HloModule:
 
 
 class _Parser:
-    def __init__(self, source: SourceText):
+    def __init__(self, source: SourceText, start: int = 0, end: int | None = None):
         self.source = source
-        self.tokens = tokenize(source)
+        self.tokens = tokenize(source, start, end)
         self.index = 0
         self.shape_cache: dict[str, Shape] = {}
 
@@ -374,7 +374,8 @@ class _Parser:
         body = token.text[1:-1]
         pairs = _PAIR_RE.findall(body)
         if _PAIR_RE.sub("", body).replace(",", "").strip():
-            return _Parser(SourceText(token.text, self.source.source)).group_value()
+            # Lex from after the '{' (else the same RECORD token comes back) to the end.
+            return _Parser(self.source, token.position + 1, token.position + len(token.text)).group("{")
         result: dict[str, Any] = {}
         for quoted_key, key, value in pairs:
             key = unquote(f'"{quoted_key}"') if quoted_key else key
@@ -385,11 +386,6 @@ class _Parser:
             else:
                 result[key] = value
         return result
-
-    def group_value(self) -> Any:
-        """The whole text is one braced value (used for RECORDs that are not plain pairs)."""
-        self.expect("{")
-        return self.group("{")
 
     def group(self, opener: str) -> Any:
         close = _CLOSE[opener]
