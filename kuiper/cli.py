@@ -231,6 +231,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--backend", help="backend name (default: configured, else numpy)")
     demo.set_defaults(func=cmd_demo)
 
+    from .hlo.cli import add_hlo_command
+
+    add_hlo_command(sub)
+
     try:
         from .bench import add_bench_command
     except ImportError:

@@ -33,6 +33,24 @@ class ExpressionSyntaxError(ModelFormatError):
         super().__init__(message)
 
 
+class HloSyntaxError(ModelFormatError):
+    """HLO text cannot be parsed, or names something undefined, or fails a verifier check.
+
+    ``line`` and ``column`` are 1-based; the message quotes the line with a caret under the column.
+    """
+
+    def __init__(self, message: str, source: str = "", line: int = 0, column: int = 0, line_text: str = ""):
+        self.reason = message
+        self.source = source
+        self.line = line
+        self.column = column
+        where = f"{source or '<hlo>'}:{line}:{column}: " if line else (f"{source}: " if source else "")
+        text = f"{where}{message}"
+        if line:
+            text += f"\n  {line_text}\n  {' ' * max(0, column - 1)}^"
+        super().__init__(text)
+
+
 class OperatorParamError(ModelFormatError):
     """An op's parameter or weight is missing or has the wrong kind of value."""
 
