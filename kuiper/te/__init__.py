@@ -1,0 +1,16 @@
+"""Tensor expressions: kernels in index notation, differentiated, lowered and compiled.
+
+    kernel = kuiper.te.parse("C<4, 16>[i, j] = A<4, 16>[i, k] * B<16, 16>[k, j];")
+    dkernel = kuiper.te.grad(kernel, wrt=["A"])     # dA<4, 16>[i, k] += dC<4, 16>[i, j] * B<16, 16>[k, j];
+    f = kuiper.te.compile(dkernel)                   # f(B=..., dC=...) -> {"dA": ...}
+    source = kuiper.te.emit(dkernel, "c++", name="grad_case3")
+
+See README.md ("Tensor expressions") for the language.
+"""
+
+from __future__ import annotations
+
+from kuiper.te.kernel import Kernel, Statement
+from kuiper.te.parser import parse
+
+__all__ = ["Kernel", "Statement", "parse"]
