@@ -14,3 +14,7 @@ from kuiper.te.kernel import Kernel, Statement
 from kuiper.te.parser import parse
 
 __all__ = ["Kernel", "Statement", "parse"]
+
+from kuiper.te.grad import grad  # noqa: E402
+
+__all__ += ["grad"]

@@ -82,7 +82,8 @@ class Ranges:
 
 
 class Kernel:
-    def __init__(self, statements, inputs=None, outputs=None, name: str = "kernel"):
+    def __init__(self, statements, inputs=None, outputs=None, name: str = "kernel", declared=()):
+        """``declared``: Buffers of inputs no statement reads or outputs none writes (they stay zero)."""
         self.statements: tuple[Statement, ...] = tuple(statements)
         self.name = name
         self.buffers: dict[str, Buffer] = {}
@@ -102,8 +103,10 @@ class Kernel:
             for access in stmt.accesses():
                 if access.tensor.name in written:
                     self._fail(stmt, access, f"{access.tensor.name} is written by this kernel and cannot be read by it")
-        self.inputs: list[str] = _order(read, inputs, "inputs", "reads")
-        self.outputs: list[str] = _order(written, outputs, "outputs", "writes")
+        for extra in declared:
+            self.buffers.setdefault(extra.name, extra)
+        self.inputs: list[str] = _order(read, inputs, "inputs", "reads", self.buffers)
+        self.outputs: list[str] = _order(written, outputs, "outputs", "writes", self.buffers)
         self.ranges: tuple[Ranges, ...] = tuple(check_statement(stmt) for stmt in self.statements)
 
     # --- what callers read -------------------------------------------------------
@@ -154,11 +157,11 @@ def fail(stmt: Statement, where, message: str):
     raise TESyntaxError(message, stmt.source.text, stmt.source.of(where))
 
 
-def _order(found: list[str], given, what: str, verb: str) -> list[str]:
+def _order(found: list[str], given, what: str, verb: str, buffers) -> list[str]:
     if given is None:
         return list(found)
     given = list(given)
-    if sorted(given) != sorted(found):
+    if not set(found) <= set(given) or len(set(given)) != len(given) or not set(given) <= set(buffers):
         raise TESyntaxError(f"{what} given as {given}, but the kernel {verb} {found}")
     return given
 
