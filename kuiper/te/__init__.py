@@ -4,17 +4,18 @@
     dkernel = kuiper.te.grad(kernel, wrt=["A"])     # dA<4, 16>[i, k] += dC<4, 16>[i, j] * B<16, 16>[k, j];
     f = kuiper.te.compile(dkernel)                   # f(B=..., dC=...) -> {"dA": ...}
     source = kuiper.te.emit(dkernel, "c++", name="grad_case3")
+    ir = kuiper.te.lower(dkernel)                    # the tensor-IR Function the generators consume
 
 See README.md ("Tensor expressions") for the language.
 """
 
 from __future__ import annotations
 
+from kuiper.te.compile import compile  # noqa: A004 - kuiper.te.compile is the public name
+from kuiper.te.emit import emit
+from kuiper.te.grad import grad
 from kuiper.te.kernel import Kernel, Statement
+from kuiper.te.lower import lower
 from kuiper.te.parser import parse
 
-__all__ = ["Kernel", "Statement", "parse"]
-
-from kuiper.te.grad import grad  # noqa: E402
-
-__all__ += ["grad"]
+__all__ = ["Kernel", "Statement", "compile", "emit", "grad", "lower", "parse"]

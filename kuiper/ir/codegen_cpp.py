@@ -1,0 +1,255 @@
+"""Generate C++ (and CUDA) from a tensor-IR Function whose parameters are Buffers.
+
+    cpp_function(fn) -> "void grad_case10(float (&dA)[8][8], float (&dB)[10][8]) { ... }"
+
+Loops become ``for (int i = start; i < stop; i += step)``, ``If`` becomes
+``if``, stores become ``A[i][j] = ...``.  Integer ``//`` and ``%`` round
+toward -inf as in Python (helpers in the preamble); math functions are the
+``std::`` overloads of <cmath>, which keep float32 arithmetic in float.
+
+``cuda_source(fn)`` makes one ``__global__`` kernel per top-level loop nest:
+the outer loops whose variable indexes every store of the nest plainly are
+spread over threads (each thread then owns distinct elements, so the
+accumulation needs no atomics); inner loops stay loops.
+"""
+
+from __future__ import annotations
+
+from kuiper.ir.buffers import Buffer
+from kuiper.ir.nodes import (
+    Assign,
+    Binary,
+    Block,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    For,
+    Function,
+    If,
+    Indexing,
+    IRExpr,
+    Node,
+    Select,
+    Stmt,
+    Unary,
+    Var,
+)
+
+CTYPES = {
+    "bool": "bool",
+    "uint8": "unsigned char",
+    "int8": "signed char",
+    "int16": "short",
+    "int32": "int",
+    "int64": "long long",
+    "float32": "float",
+    "float64": "double",
+    "pybool": "bool",
+    "pyint": "long long",
+    "pyfloat": "double",
+}
+_INFIX = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "div": "/",
+    "and": "&&",
+    "or": "||",
+    "xor": "^",
+    "shl": "<<",
+    "shr": ">>",
+    "gt": ">",
+    "ge": ">=",
+    "lt": "<",
+    "le": "<=",
+    "eq": "==",
+    "ne": "!=",
+}
+_HELPERS = {"floordiv": "kuiper_floordiv", "mod": "kuiper_mod", "max": "kuiper_max", "min": "kuiper_min"}
+_MATH = {"round": "nearbyint", "abs": "fabs"}  # else the IR name is the <cmath> name
+
+PREAMBLE_TEMPLATE = r"""#include <cmath>
+#ifndef KUIPER_CODEGEN_HELPERS
+#define KUIPER_CODEGEN_HELPERS
+// Integer // and % round toward -inf, as in Python; max/min propagate NaN.
+template <typename T> {qualifier}inline T kuiper_floordiv(T a, T b) {{
+  T q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}}
+template <typename T> {qualifier}inline T kuiper_mod(T a, T b) {{
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}}
+template <typename T> {qualifier}inline T kuiper_max(T a, T b) {{ return (a > b || a != a) ? a : b; }}
+template <typename T> {qualifier}inline T kuiper_min(T a, T b) {{ return (a < b || a != a) ? a : b; }}
+#endif
+"""
+PREAMBLE = PREAMBLE_TEMPLATE.format(qualifier="")
+CUDA_PREAMBLE = PREAMBLE_TEMPLATE.format(qualifier="__device__ ")
+
+
+def cpp_declaration(buffer: Buffer, const: bool = False) -> str:
+    dims = "".join(f"[{d}]" for d in buffer.shape)
+    prefix = "const " if const else ""
+    return f"{prefix}{CTYPES[buffer.dtype]} (&{buffer.name}){dims}" if dims else f"{prefix}{CTYPES[buffer.dtype]} &{buffer.name}"
+
+
+def cpp_function(fn: Function, const_params=()) -> str:
+    """The C++ definition; parameters named in ``const_params`` are declared const."""
+    params = ", ".join(cpp_declaration(p, p.name in const_params) for p in fn.params)
+    lines = [f"void {fn.name}({params}) {{", *_stmt_lines(fn.body, 1), "}"]
+    return "\n".join(lines) + "\n"
+
+
+def cpp_source(functions, const_params=()) -> str:
+    return PREAMBLE + "\n" + "\n".join(cpp_function(fn, const_params) for fn in functions)
+
+
+def _stmt_lines(node: Stmt, level: int) -> list[str]:
+    pad = "  " * level
+    if isinstance(node, Block):
+        return [line for stmt in node.stmts for line in _stmt_lines(stmt, level)]
+    if isinstance(node, Assign):
+        return [f"{pad}{expr(node.target)} = {expr(node.value)};"]
+    if isinstance(node, For):
+        name = node.var.name
+        step = "++" + name if node.step == Const(1, "pyint") or _is_one(node.step) else f"{name} += {expr(node.step)}"
+        header = f"{pad}for (long long {name} = {expr(node.start)}; {name} < {expr(node.stop)}; {step}) {{"
+        return [header, *_stmt_lines(node.body, level + 1), f"{pad}}}"]
+    if isinstance(node, If):
+        lines = [f"{pad}if ({_bare(expr(node.cond))}) {{", *_stmt_lines(node.then_body, level + 1)]
+        if node.else_body is not None:
+            lines += [f"{pad}}} else {{", *_stmt_lines(node.else_body, level + 1)]
+        return [*lines, f"{pad}}}"]
+    raise TypeError(f"no C++ for {type(node).__name__}")
+
+
+def _is_one(node: IRExpr) -> bool:
+    return isinstance(node, Const) and node.value == 1
+
+
+def _bare(text: str) -> str:
+    return text[1:-1] if text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]) else text
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for char in text:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def expr(node: Node) -> str:
+    if isinstance(node, Const):
+        return _literal(node)
+    if isinstance(node, Indexing):
+        return node.tensor.name + "".join(f"[{_bare(expr(i))}]" for i in node.indices)
+    if isinstance(node, Var):
+        return node.name
+    if isinstance(node, Unary):
+        return f"(-{expr(node.operand)})" if node.op == "neg" else f"(!{expr(node.operand)})"
+    if isinstance(node, (Binary, Compare)):
+        if node.op in _HELPERS:
+            return f"{_HELPERS[node.op]}({expr(node.lhs)}, {expr(node.rhs)})"
+        if node.op == "pow":
+            return f"std::pow({expr(node.lhs)}, {expr(node.rhs)})"
+        if node.op in ("and", "or") and node.dtype not in ("bool", "pybool"):
+            return f"({expr(node.lhs)} {'&' if node.op == 'and' else '|'} {expr(node.rhs)})"
+        return f"({expr(node.lhs)} {_INFIX[node.op]} {expr(node.rhs)})"
+    if isinstance(node, Call):
+        return f"std::{_MATH.get(node.func, node.func)}({', '.join(expr(a) for a in node.args)})"
+    if isinstance(node, Cast):
+        return f"static_cast<{CTYPES[node.dtype]}>({expr(node.operand)})"
+    if isinstance(node, Select):
+        return f"({expr(node.cond)} ? {expr(node.true_value)} : {expr(node.false_value)})"
+    raise TypeError(f"no C++ for {type(node).__name__}")
+
+
+def _literal(node: Const) -> str:
+    value = node.value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value) if value >= 0 else f"({value})"
+    text = repr(float(value))
+    if text in ("inf", "-inf", "nan"):
+        number = {"inf": "INFINITY", "-inf": "(-INFINITY)", "nan": "NAN"}[text]
+        return number if node.dtype == "float32" else f"static_cast<double>({number})"
+    if "e" not in text and "." not in text:
+        text += ".0"
+    if node.dtype == "float32":
+        text += "f"
+    return f"({text})" if text.startswith("-") else text
+
+
+# --- CUDA ------------------------------------------------------------------------------
+
+
+def cuda_source(fn: Function, block_size: int = 256) -> str:
+    """CUDA kernels ``{fn.name}_{n}`` (one per top-level loop nest) and a host launcher ``{fn.name}``.
+
+    The launcher takes device pointers in the Function's parameter order.
+    """
+    kernels, launches = [], []
+    for number, stmt in enumerate(fn.body.stmts):
+        parallel, inner = _parallel_loops(stmt)
+        kernel_name = f"{fn.name}_{number}"
+        params = ", ".join(_pointer(p) for p in fn.params)
+        total = 1
+        for loop in parallel:
+            total *= _extent(loop)
+        lines = [f"__global__ void {kernel_name}({params}) {{"]
+        lines.append("  long long flat = (long long)blockIdx.x * blockDim.x + threadIdx.x;")
+        lines.append(f"  if (flat >= {total}LL) return;")
+        for loop in reversed(parallel):
+            extent = _extent(loop)
+            lines.append(f"  long long {loop.var.name} = {expr(loop.start)} + flat % {extent};")
+            lines.append(f"  flat /= {extent};")
+        lines += _stmt_lines(inner, 1)
+        lines.append("}")
+        kernels.append("\n".join(lines))
+        blocks = (total + block_size - 1) // block_size
+        args = ", ".join(p.name for p in fn.params)
+        launches.append(f"  {kernel_name}<<<{blocks}, {block_size}>>>({args});")
+    params = ", ".join(_pointer(p) for p in fn.params)
+    launcher = "\n".join([f"void {fn.name}({params}) {{", *launches, "}"])
+    return "\n".join([CUDA_PREAMBLE, *kernels, launcher]) + "\n"
+
+
+def _pointer(buffer: Buffer) -> str:
+    dims = "".join(f"[{d}]" for d in buffer.shape[1:])
+    ctype = CTYPES[buffer.dtype]
+    return f"{ctype} (*__restrict__ {buffer.name}){dims}" if buffer.shape else f"{ctype} *{buffer.name}"
+
+
+def _extent(loop: For) -> int:
+    return int(loop.stop.value) - int(loop.start.value)
+
+
+def _parallel_loops(stmt: Stmt) -> tuple[list[For], Stmt]:
+    """Outer perfectly nested constant-bound loops whose variable every store subscripts plainly."""
+    stores = _stores(stmt)
+    parallel: list[For] = []
+    node = stmt
+    while (
+        isinstance(node, For)
+        and isinstance(node.start, Const)
+        and isinstance(node.stop, Const)
+        and _is_one(node.step)
+        and stores
+        and all(node.var in store.indices for store in stores)
+    ):
+        parallel.append(node)
+        node = node.body.stmts[0] if len(node.body.stmts) == 1 else node.body
+    if not parallel:
+        return [], stmt
+    return parallel, node
+
+
+def _stores(node: Node) -> list[Indexing]:
+    if isinstance(node, Assign):
+        return [node.target] if isinstance(node.target, Indexing) else []
+    return [store for child in node.children() if isinstance(child, Stmt) for store in _stores(child)]
