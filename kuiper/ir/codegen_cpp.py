@@ -15,6 +15,8 @@ accumulation needs no atomics); inner loops stay loops.
 
 from __future__ import annotations
 
+import numpy
+
 from kuiper.ir.buffers import Buffer
 from kuiper.ir.nodes import (
     Assign,
@@ -73,11 +75,12 @@ PREAMBLE_TEMPLATE = r"""#include <cmath>
 #ifndef KUIPER_CODEGEN_HELPERS
 #define KUIPER_CODEGEN_HELPERS
 // Integer // and % round toward -inf, as in Python; max/min propagate NaN.
-template <typename T> {qualifier}inline T kuiper_floordiv(T a, T b) {{
+// (Two type parameters, so that a long long index meets a plain int literal.)
+template <typename T, typename U> {qualifier}inline T kuiper_floordiv(T a, U b) {{
   T q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }}
-template <typename T> {qualifier}inline T kuiper_mod(T a, T b) {{
+template <typename T, typename U> {qualifier}inline T kuiper_mod(T a, U b) {{
   T r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }}
@@ -174,7 +177,8 @@ def _literal(node: Const) -> str:
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value) if value >= 0 else f"({value})"
-    text = repr(float(value))
+    # float32: the shortest decimal that rounds back to the same float32 (0.1f, not 0.10000000149011612f)
+    text = str(numpy.float32(value)) if node.dtype == "float32" else repr(float(value))
     if text in ("inf", "-inf", "nan"):
         number = {"inf": "INFINITY", "-inf": "(-INFINITY)", "nan": "NAN"}[text]
         return number if node.dtype == "float32" else f"static_cast<double>({number})"

@@ -127,11 +127,11 @@ def _lost_ranges(draft: Statement, forward) -> list[IRExpr]:
     natural: dict[str, tuple[int, int]] = {}
     for index, extent in zip(draft.target.indices, draft.tensor.shape):
         natural[index.name] = (0, extent)
-    bound = {var.name for var, _ in draft.bindings}
+    lhs = set(natural)
     for access in draft.accesses():
         for index, extent in zip(access.indices, access.tensor.shape):
-            if isinstance(index, Var) and index.name not in natural:
-                natural[index.name] = (0, extent)
+            if isinstance(index, Var) and index.name not in lhs:
+                natural[index.name] = (0, min(extent, natural.get(index.name, (0, extent))[1]))
     extra = []
     for name, (lo, hi) in {**forward.free, **forward.guarded}.items():
         if name not in natural and name not in variables_of(draft):

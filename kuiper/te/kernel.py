@@ -7,10 +7,11 @@ if each bound variable lies in its range and every condition holds, add
 ``value`` to ``T[i, j]``.  Outputs start at zero, so ``=`` and ``+=`` differ
 only in that ``=`` must be the first write of a tensor.
 
-Ranges: a left-hand variable ranges over its dimension; any other variable
-over the dimension of every subscript where it stands alone (they must
-agree).  A bound variable with no such subscript takes the range of its
-defining expression (no implicit guard).  Conditions of the form
+Ranges: a left-hand variable ranges over its dimension; any other free
+variable over the dimension of every subscript where it stands alone (they
+must agree).  A bound variable must lie within every such subscript's
+dimension; one with no such subscript takes the range of its defining
+expression (no implicit guard).  Conditions of the form
 ``v < 5`` / ``v >= 1`` narrow that range for the bounds check.  Every
 subscript must then provably stay inside its tensor.
 """
@@ -188,12 +189,15 @@ def check_statement(stmt: Statement) -> Ranges:
             fail(stmt, name, f"index {name} is bound by the where clause and cannot be a left-hand index or bound twice")
 
     # The dimension of every subscript where a variable stands alone.
+    # (A bound variable is guarded to lie in all of them, so for it the smallest counts.)
     plain: dict[str, tuple[int, Indexing]] = {}
     for access in stmt.accesses():
         for index, extent in zip(access.indices, access.tensor.shape):
             if isinstance(index, Var) and index.name not in lhs_names:
                 seen = plain.setdefault(index.name, (extent, access))
-                if seen[0] != extent:
+                if index.name in bound_names:
+                    plain[index.name] = min(seen, (extent, access), key=lambda pair: pair[0])
+                elif seen[0] != extent:
                     fail(
                         stmt,
                         access,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy
+
 from kuiper.ir.nodes import Binary, Call, Cast, Compare, Const, Indexing, IRExpr, Select, Unary, Var
 
 _SYMBOLS = {
@@ -41,7 +43,7 @@ def format_expr(expr: IRExpr) -> str:
 def _format(expr: IRExpr) -> tuple[str, int]:
     """(text, precedence level of its outermost operator)."""
     if isinstance(expr, Const):
-        return _number(expr.value), _ATOM
+        return _number(expr.value, expr.dtype), _ATOM
     if isinstance(expr, Indexing):
         tensor = expr.tensor
         shape = ", ".join(str(d) for d in getattr(tensor, "shape", ()))
@@ -76,12 +78,13 @@ def _format(expr: IRExpr) -> tuple[str, int]:
     raise TypeError(f"cannot print {type(expr).__name__} in the kernel language")
 
 
-def _number(value) -> str:
+def _number(value, dtype: str = "") -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, int):
         return str(value) if value >= 0 else f"({value})"
-    text = repr(float(value))
+    # float32: the shortest decimal that rounds back to the same float32 (0.1, not 0.10000000149011612)
+    text = str(numpy.float32(value)) if dtype == "float32" else repr(float(value))
     if text in ("inf", "nan", "-inf"):
         raise ValueError(f"{text} has no spelling in the kernel language")
     if "e" not in text and "." not in text:
