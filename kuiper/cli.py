@@ -235,6 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--backend", help="backend name (default: configured, else numpy)")
     demo.set_defaults(func=cmd_demo)
 
+    from .te.cli import add_te_command
+
+    add_te_command(sub)
+
     try:
         from .bench import add_bench_command
     except ImportError:

@@ -5,6 +5,7 @@
     f = kuiper.te.compile(dkernel)                   # f(B=..., dC=...) -> {"dA": ...}
     source = kuiper.te.emit(dkernel, "c++", name="grad_case3")
     ir = kuiper.te.lower(dkernel)                    # the tensor-IR Function the generators consume
+    Op = kuiper.te.op_class("my.Layer", text)        # an op type for a plugin's kuiper_add_ops
 
 See README.md ("Tensor expressions") for the language.
 """
@@ -16,6 +17,7 @@ from kuiper.te.emit import emit
 from kuiper.te.grad import grad
 from kuiper.te.kernel import Kernel, Statement
 from kuiper.te.lower import lower
+from kuiper.te.op import op_class
 from kuiper.te.parser import parse
 
-__all__ = ["Kernel", "Statement", "compile", "emit", "grad", "lower", "parse"]
+__all__ = ["Kernel", "Statement", "compile", "emit", "grad", "lower", "op_class", "parse"]
