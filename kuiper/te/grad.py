@@ -13,7 +13,8 @@ solved for the original variables, which become ``where`` bindings:
     anything else           -> the condition ``w == f(v)`` (v keeps looping)
 
 A variable that loses the subscript giving its range keeps that range as
-explicit conditions, so the new statement covers exactly the old space.
+explicit conditions, so the new statement covers exactly the old space; a
+summed variable it no longer mentions at all becomes a factor (its count).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from kuiper.errors import TESyntaxError
 from kuiper.ir import make
 from kuiper.ir.buffers import buffer
 from kuiper.ir.nodes import Binary, Const, Indexing, IRExpr, Var
+from kuiper.ir.simplify import simplify
 from kuiper.ir.visitors import Mutator
 from kuiper.te.derivative import adjoints
 from kuiper.te.intervals import affine, variables
@@ -60,11 +62,14 @@ def _change_of_variables(stmt: Statement, ranges, access: Indexing, adjoint: IRE
     order: list[str] = []
     conditions: list[IRExpr] = []
 
+    introduced: set[str] = set()  # the new left-hand indices: knowns, never solved for
+
     def fresh(base: str) -> Var:
         number = 0
         while f"{base}{number}" in taken:
             number += 1
         taken.add(f"{base}{number}")
+        introduced.add(f"{base}{number}")
         return make.var(f"{base}{number}", "int64")
 
     def solve(name: str, value: IRExpr) -> None:
@@ -95,7 +100,7 @@ def _change_of_variables(stmt: Statement, ranges, access: Indexing, adjoint: IRE
             continue
         index = _substitute(index, solved)
         coefficients = affine(index)
-        unknowns = [n for n in (coefficients or {}) if n is not None and n not in solved]
+        unknowns = [n for n in (coefficients or {}) if n is not None and n not in solved and n not in introduced]
         if coefficients is None or not unknowns:
             new = fresh("x")
             new_indices[axis] = new
@@ -119,24 +124,41 @@ def _change_of_variables(stmt: Statement, ranges, access: Indexing, adjoint: IRE
     target = buffer("d" + access.tensor.name, shape, access.tensor.dtype)[tuple(new_indices)]
     draft = Statement(target, adjoint, True, tuple(bindings), tuple(conditions))
     conditions += _lost_ranges(draft, ranges)
+    # A summed forward variable the new statement no longer mentions: its sum is a count.
+    mentioned = variables_of(draft) | {index.name for index in new_indices}
+    count = 1
+    for name, (lo, hi) in ranges.free.items():
+        if name not in mentioned:
+            count *= hi - lo
+    if count != 1:
+        adjoint = simplify(make.mul(adjoint, make.const(count, adjoint.dtype)))
     return Statement(target, adjoint, True, tuple(bindings), tuple(conditions))
 
 
 def _lost_ranges(draft: Statement, forward) -> list[IRExpr]:
-    """Conditions keeping every forward variable inside its forward range."""
-    natural: dict[str, tuple[int, int]] = {}
-    for index, extent in zip(draft.target.indices, draft.tensor.shape):
-        natural[index.name] = (0, extent)
-    lhs = set(natural)
+    """Conditions keeping every forward variable inside its forward range.
+
+    The new statement's own ranges: a left-hand index its dimension; a bound
+    variable the smallest dimension it stands alone in; a free one the
+    dimension it stands alone in, if all agree (else it has none of its own).
+    """
+    lhs = {index.name: (0, extent) for index, extent in zip(draft.target.indices, draft.tensor.shape)}
+    bound = {var.name for var, _ in draft.bindings}
+    extents: dict[str, set[int]] = {}
     for access in draft.accesses():
         for index, extent in zip(access.indices, access.tensor.shape):
             if isinstance(index, Var) and index.name not in lhs:
-                natural[index.name] = (0, min(extent, natural.get(index.name, (0, extent))[1]))
+                extents.setdefault(index.name, set()).add(extent)
+    natural = dict(lhs)
+    for name, found in extents.items():
+        if name in bound or len(found) == 1:
+            natural[name] = (0, min(found))
+    mentioned = variables_of(draft)
     extra = []
     for name, (lo, hi) in {**forward.free, **forward.guarded}.items():
-        if name not in natural and name not in variables_of(draft):
+        if name not in natural and name not in mentioned:
             continue  # a variable the new statement no longer mentions
-        have_lo, have_hi = natural.get(name, (None, None))
+        have_lo, have_hi = natural.get(name, (0 if name not in bound else None, None))
         var = make.var(name, "int64")
         if have_lo is None or lo > have_lo:
             extra.append(make.ge(var, lo))

@@ -189,14 +189,17 @@ def check_statement(stmt: Statement) -> Ranges:
             fail(stmt, name, f"index {name} is bound by the where clause and cannot be a left-hand index or bound twice")
 
     # The dimension of every subscript where a variable stands alone.
-    # (A bound variable is guarded to lie in all of them, so for it the smallest counts.)
+    # (A bound variable is guarded to lie in all of them, so for it the smallest counts; so
+    # it does for a free one that a condition keeps below the smallest.)
     plain: dict[str, tuple[int, Indexing]] = {}
     for access in stmt.accesses():
         for index, extent in zip(access.indices, access.tensor.shape):
             if isinstance(index, Var) and index.name not in lhs_names:
                 seen = plain.setdefault(index.name, (extent, access))
-                if index.name in bound_names:
-                    plain[index.name] = min(seen, (extent, access), key=lambda pair: pair[0])
+                smallest = min(seen, (extent, access), key=lambda pair: pair[0])
+                limit = _upper_limit(index.name, stmt.conditions)
+                if index.name in bound_names or (limit is not None and limit <= smallest[0]):
+                    plain[index.name] = smallest
                 elif seen[0] != extent:
                     fail(
                         stmt,
@@ -244,6 +247,14 @@ def check_statement(stmt: Statement) -> Ranges:
                     f"outside the dimension's [0, {extent - 1}]",
                 )
     return Ranges(free, guarded, env)
+
+
+def _upper_limit(name: str, conditions) -> int | None:
+    """The smallest n with a condition ``name < n`` (or ``name <= n - 1``), if any."""
+    env = {name: (-(2**62), 2**62)}
+    _narrow_by_conditions(env, conditions)
+    high = env[name][1]
+    return None if high >= 2**62 else high + 1
 
 
 def _narrow_by_conditions(env: dict[str, Bounds], conditions) -> None:
