@@ -1,6 +1,6 @@
 """The ten course cases and kuiper's own: forward results and gradients against PyTorch
 fixtures (tools/make_te_fixtures.py), finite differences in float64, and the emitted C++
-compiled with g++ and run (one translation unit for every case)."""
+and CUDA (emulated on the host) compiled with g++ and run: one translation unit, one g++ call."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 import kuiper.te as te
 from kuiper.ir import Var
-from kuiper.ir.codegen_cpp import cpp_source
+from kuiper.ir.codegen_cpp import BLOCK_SIZE, cpp_source, cuda_source
 
 FIXTURES = Path(__file__).parent / "fixtures" / "te"
 CASES = {case["name"]: case for case in json.loads((FIXTURES / "cases.json").read_text())}
@@ -108,13 +108,23 @@ def test_case10_gradient_text():
     assert "dB[z0][z1] = 0.0f;" in source  # outputs zero-initialised
 
 
-def _harness(gradients) -> str:
-    """main(): read every kernel's inputs from stdin, run it, write its outputs to stdout."""
+HOST_CUDA = """
+// CUDA kernels run on the host: every thread of every launch, in order.
+#define __global__
+#define __device__
+using namespace std;  // exp(float) and friends resolve to the float overloads, as in CUDA
+struct KuiperDim3 { unsigned x; };
+static KuiperDim3 blockIdx, blockDim, threadIdx;
+"""
+
+
+def _harness(gradients, launches) -> str:
+    """main(): read every kernel's inputs from stdin, run its C++ and its host-emulated CUDA, write the outputs."""
     lines = ["#include <cstdio>", '#include "run2.h"']
     for number in range(1, 11):  # a definition that differs from run2.h would overload it: decltype fails
         lines.append(f"using course_signature_{number} = decltype(&grad_case{number});")
     body = []
-    for gradient in gradients:
+    for gradient, kernel_launches in zip(gradients, launches):
         for name in gradient.inputs + gradient.outputs:
             dims = "".join(f"[{d}]" for d in gradient.shapes[name])
             lines.append(f"static float {gradient.name}_{name}{dims};")
@@ -124,15 +134,35 @@ def _harness(gradients) -> str:
         body.append(f"  {gradient.name}({args});")
         for name in gradient.outputs:
             body.append(f"  std::fwrite(&{gradient.name}_{name}, sizeof {gradient.name}_{name}, 1, stdout);")
+        for name in gradient.outputs:  # garbage in, so that the CUDA zero-fill is tested too
+            body.append(f"  std::memset(&{gradient.name}_{name}, 0x7f, sizeof {gradient.name}_{name});")
+        for launch in kernel_launches:
+            body.append(f"  for (unsigned t = 0; t < {launch.blocks * BLOCK_SIZE}u; ++t) {{")
+            body.append(f"    blockDim.x = {BLOCK_SIZE}; blockIdx.x = t / {BLOCK_SIZE}; threadIdx.x = t % {BLOCK_SIZE};")
+            body.append(f"    {launch.kernel}({args});")
+            body.append("  }")
+        for name in gradient.outputs:
+            body.append(f"  std::fwrite(&{gradient.name}_{name}, sizeof {gradient.name}_{name}, 1, stdout);")
     return "\n".join([*lines, "int main() {", *body, "  return 0;", "}", ""])
 
 
-def test_emitted_cpp_compiles_against_run2_h_and_matches(tmp_path):
+def test_emitted_cpp_and_cuda_compile_and_match(tmp_path):
+    """C++ against run2.h with g++ -O2 -std=c++17, and the CUDA kernels emulated on the host: one g++ call."""
     compiler = shutil.which("g++")
     if compiler is None:
         pytest.skip("g++ is not installed")
     gradients = [kernels(name, "float32")[1] for name in NAMES]
-    source = cpp_source([te.lower(g) for g in gradients]) + "\n" + _harness(gradients)
+    functions = [te.lower(g) for g in gradients]
+    cuda = [cuda_source(fn) for fn in functions]
+    source = "\n".join(
+        [
+            "#include <cstring>",
+            cpp_source(functions),
+            HOST_CUDA,
+            *(text for text, _ in cuda),
+            _harness(gradients, [launches for _, launches in cuda]),
+        ]
+    )
     (tmp_path / "kernels.cc").write_text(source)
     shutil.copy(FIXTURES / "run2.h", tmp_path / "run2.h")
     binary = tmp_path / "kernels"
@@ -148,11 +178,25 @@ def test_emitted_cpp_compiles_against_run2_h_and_matches(tmp_path):
     offset = 0
     for gradient, feed in zip(gradients, feeds):
         expected = te.compile(gradient, "numpy")(**feed)
-        for name in gradient.outputs:
-            count = int(np.prod(gradient.shapes[name]))
-            got = np.frombuffer(stdout, np.float32, count, offset).reshape(gradient.shapes[name])
-            offset += 4 * count
-            np.testing.assert_allclose(got, expected[name], rtol=2e-5, atol=2e-5, err_msg=f"{gradient.name} {name}")
-            # and against PyTorch's float64 gradient, to float32 accuracy
-            np.testing.assert_allclose(got, reference(gradient.name)[f"grad_{name[1:]}"], rtol=1e-4, atol=1e-4)
+        for language in ("c++", "cuda"):
+            for name in gradient.outputs:
+                count = int(np.prod(gradient.shapes[name]))
+                got = np.frombuffer(stdout, np.float32, count, offset).reshape(gradient.shapes[name])
+                offset += 4 * count
+                message = f"{language} {gradient.name} {name}"
+                np.testing.assert_allclose(got, expected[name], rtol=2e-5, atol=2e-5, err_msg=message)
+                # and against PyTorch's float64 gradient, to float32 accuracy
+                torch_grad = reference(gradient.name)[f"grad_{name[1:]}"]
+                np.testing.assert_allclose(got, torch_grad, rtol=1e-4, atol=1e-4, err_msg=message)
     assert offset == len(stdout)
+
+
+def test_cuda_source_compiles_with_nvrtc():
+    from kuiper.ir.nvrtc import CompilerUnavailable, check_compiles, unavailable_reason
+
+    sources = [cuda_source(te.lower(kernels(name, "float32")[1]))[0] for name in NAMES]
+    try:
+        result = check_compiles("\n".join(sources))
+    except CompilerUnavailable:
+        pytest.skip(f"no CUDA compiler: {unavailable_reason()}")
+    assert result.ok, result.log[:3000]

@@ -7,13 +7,16 @@ Loops become ``for (int i = start; i < stop; i += step)``, ``If`` becomes
 toward -inf as in Python (helpers in the preamble); math functions are the
 ``std::`` overloads of <cmath>, which keep float32 arithmetic in float.
 
-``cuda_source(fn)`` makes one ``__global__`` kernel per top-level loop nest:
-the outer loops whose variable indexes every store of the nest plainly are
-spread over threads (each thread then owns distinct elements, so the
-accumulation needs no atomics); inner loops stay loops.
+``cuda_source(fn)`` makes one ``__global__`` kernel per top-level loop nest
+(and says how to launch each): the outer loops whose variable indexes every
+store of the nest plainly are spread over threads (each thread then owns
+distinct elements, so the accumulation needs no atomics); inner loops stay
+loops.  It needs no headers, so NVRTC compiles it as it is.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy
 
@@ -71,8 +74,7 @@ _INFIX = {
 _HELPERS = {"floordiv": "kuiper_floordiv", "mod": "kuiper_mod", "max": "kuiper_max", "min": "kuiper_min"}
 _MATH = {"round": "nearbyint", "abs": "fabs"}  # else the IR name is the <cmath> name
 
-PREAMBLE_TEMPLATE = r"""#include <cmath>
-#ifndef KUIPER_CODEGEN_HELPERS
+PREAMBLE_TEMPLATE = r"""{include}#ifndef KUIPER_CODEGEN_HELPERS
 #define KUIPER_CODEGEN_HELPERS
 // Integer // and % round toward -inf, as in Python; max/min propagate NaN.
 // (Two type parameters, so that a long long index meets a plain int literal.)
@@ -88,8 +90,8 @@ template <typename T> {qualifier}inline T kuiper_max(T a, T b) {{ return (a > b 
 template <typename T> {qualifier}inline T kuiper_min(T a, T b) {{ return (a < b || a != a) ? a : b; }}
 #endif
 """
-PREAMBLE = PREAMBLE_TEMPLATE.format(qualifier="")
-CUDA_PREAMBLE = PREAMBLE_TEMPLATE.format(qualifier="__device__ ")
+PREAMBLE = PREAMBLE_TEMPLATE.format(include="#include <cmath>\n", qualifier="")
+CUDA_PREAMBLE = PREAMBLE_TEMPLATE.format(include="", qualifier="__device__ ")  # NVRTC needs no headers
 
 
 def cpp_declaration(buffer: Buffer, const: bool = False) -> str:
@@ -109,21 +111,21 @@ def cpp_source(functions, const_params=()) -> str:
     return PREAMBLE + "\n" + "\n".join(cpp_function(fn, const_params) for fn in functions)
 
 
-def _stmt_lines(node: Stmt, level: int) -> list[str]:
+def _stmt_lines(node: Stmt, level: int, math: str = "std::") -> list[str]:
     pad = "  " * level
     if isinstance(node, Block):
-        return [line for stmt in node.stmts for line in _stmt_lines(stmt, level)]
+        return [line for stmt in node.stmts for line in _stmt_lines(stmt, level, math)]
     if isinstance(node, Assign):
-        return [f"{pad}{expr(node.target)} = {expr(node.value)};"]
+        return [f"{pad}{expr(node.target, math)} = {expr(node.value, math)};"]
     if isinstance(node, For):
         name = node.var.name
         step = "++" + name if node.step == Const(1, "pyint") or _is_one(node.step) else f"{name} += {expr(node.step)}"
         header = f"{pad}for (long long {name} = {expr(node.start)}; {name} < {expr(node.stop)}; {step}) {{"
-        return [header, *_stmt_lines(node.body, level + 1), f"{pad}}}"]
+        return [header, *_stmt_lines(node.body, level + 1, math), f"{pad}}}"]
     if isinstance(node, If):
-        lines = [f"{pad}if ({_bare(expr(node.cond))}) {{", *_stmt_lines(node.then_body, level + 1)]
+        lines = [f"{pad}if ({_bare(expr(node.cond, math))}) {{", *_stmt_lines(node.then_body, level + 1, math)]
         if node.else_body is not None:
-            lines += [f"{pad}}} else {{", *_stmt_lines(node.else_body, level + 1)]
+            lines += [f"{pad}}} else {{", *_stmt_lines(node.else_body, level + 1, math)]
         return [*lines, f"{pad}}}"]
     raise TypeError(f"no C++ for {type(node).__name__}")
 
@@ -145,29 +147,34 @@ def _balanced(text: str) -> bool:
     return depth == 0
 
 
-def expr(node: Node) -> str:
+def expr(node: Node, math: str = "std::") -> str:
+    """C++ for an expression; ``math`` qualifies <cmath> functions (CUDA device code uses none)."""
+
+    def sub(child):
+        return expr(child, math)
+
     if isinstance(node, Const):
         return _literal(node)
     if isinstance(node, Indexing):
-        return node.tensor.name + "".join(f"[{_bare(expr(i))}]" for i in node.indices)
+        return node.tensor.name + "".join(f"[{_bare(sub(i))}]" for i in node.indices)
     if isinstance(node, Var):
         return node.name
     if isinstance(node, Unary):
-        return f"(-{expr(node.operand)})" if node.op == "neg" else f"(!{expr(node.operand)})"
+        return f"(-{sub(node.operand)})" if node.op == "neg" else f"(!{sub(node.operand)})"
     if isinstance(node, (Binary, Compare)):
         if node.op in _HELPERS:
-            return f"{_HELPERS[node.op]}({expr(node.lhs)}, {expr(node.rhs)})"
+            return f"{_HELPERS[node.op]}({sub(node.lhs)}, {sub(node.rhs)})"
         if node.op == "pow":
-            return f"std::pow({expr(node.lhs)}, {expr(node.rhs)})"
+            return f"{math}pow({sub(node.lhs)}, {sub(node.rhs)})"
         if node.op in ("and", "or") and node.dtype not in ("bool", "pybool"):
-            return f"({expr(node.lhs)} {'&' if node.op == 'and' else '|'} {expr(node.rhs)})"
-        return f"({expr(node.lhs)} {_INFIX[node.op]} {expr(node.rhs)})"
+            return f"({sub(node.lhs)} {'&' if node.op == 'and' else '|'} {sub(node.rhs)})"
+        return f"({sub(node.lhs)} {_INFIX[node.op]} {sub(node.rhs)})"
     if isinstance(node, Call):
-        return f"std::{_MATH.get(node.func, node.func)}({', '.join(expr(a) for a in node.args)})"
+        return f"{math}{_MATH.get(node.func, node.func)}({', '.join(sub(a) for a in node.args)})"
     if isinstance(node, Cast):
-        return f"static_cast<{CTYPES[node.dtype]}>({expr(node.operand)})"
+        return f"static_cast<{CTYPES[node.dtype]}>({sub(node.operand)})"
     if isinstance(node, Select):
-        return f"({expr(node.cond)} ? {expr(node.true_value)} : {expr(node.false_value)})"
+        return f"({sub(node.cond)} ? {sub(node.true_value)} : {sub(node.false_value)})"
     raise TypeError(f"no C++ for {type(node).__name__}")
 
 
@@ -191,42 +198,53 @@ def _literal(node: Const) -> str:
 
 # --- CUDA ------------------------------------------------------------------------------
 
+BLOCK_SIZE = 256
 
-def cuda_source(fn: Function, block_size: int = 256) -> str:
-    """CUDA kernels ``{fn.name}_{n}`` (one per top-level loop nest) and a host launcher ``{fn.name}``.
 
-    The launcher takes device pointers in the Function's parameter order.
+@dataclass(frozen=True)
+class Launch:
+    kernel: str
+    threads: int
+
+    @property
+    def blocks(self) -> int:
+        return (self.threads + BLOCK_SIZE - 1) // BLOCK_SIZE
+
+
+def cuda_source(fn: Function) -> tuple[str, list[Launch]]:
+    """``extern "C" __global__`` kernels ``{fn.name}_{n}``, one per top-level loop nest, and their launches.
+
+    Every kernel takes pointers to the Function's parameters, in order; launch
+    them in order with ``BLOCK_SIZE`` threads per block.
     """
     kernels, launches = [], []
+    params = ", ".join(_pointer(p) for p in fn.params)
     for number, stmt in enumerate(fn.body.stmts):
         parallel, inner = _parallel_loops(stmt)
         kernel_name = f"{fn.name}_{number}"
-        params = ", ".join(_pointer(p) for p in fn.params)
-        total = 1
+        threads = 1
         for loop in parallel:
-            total *= _extent(loop)
-        lines = [f"__global__ void {kernel_name}({params}) {{"]
+            threads *= _extent(loop)
+        lines = [f'extern "C" __global__ void {kernel_name}({params}) {{']
         lines.append("  long long flat = (long long)blockIdx.x * blockDim.x + threadIdx.x;")
-        lines.append(f"  if (flat >= {total}LL) return;")
+        lines.append(f"  if (flat >= {threads}LL) return;")
         for loop in reversed(parallel):
             extent = _extent(loop)
-            lines.append(f"  long long {loop.var.name} = {expr(loop.start)} + flat % {extent};")
+            lines.append(f"  const long long {loop.var.name} = {expr(loop.start)} + flat % {extent};")
             lines.append(f"  flat /= {extent};")
-        lines += _stmt_lines(inner, 1)
+        lines += _stmt_lines(inner, 1, math="")
         lines.append("}")
         kernels.append("\n".join(lines))
-        blocks = (total + block_size - 1) // block_size
-        args = ", ".join(p.name for p in fn.params)
-        launches.append(f"  {kernel_name}<<<{blocks}, {block_size}>>>({args});")
-    params = ", ".join(_pointer(p) for p in fn.params)
-    launcher = "\n".join([f"void {fn.name}({params}) {{", *launches, "}"])
-    return "\n".join([CUDA_PREAMBLE, *kernels, launcher]) + "\n"
+        launches.append(Launch(kernel_name, threads))
+    plan = "\n".join(f"//   {launch.kernel}<<<{launch.blocks}, {BLOCK_SIZE}>>>" for launch in launches)
+    source = "\n".join([CUDA_PREAMBLE, f"// launch in order:\n{plan}", *kernels]) + "\n"
+    return source, launches
 
 
 def _pointer(buffer: Buffer) -> str:
     dims = "".join(f"[{d}]" for d in buffer.shape[1:])
     ctype = CTYPES[buffer.dtype]
-    return f"{ctype} (*__restrict__ {buffer.name}){dims}" if buffer.shape else f"{ctype} *{buffer.name}"
+    return f"{ctype} (*__restrict__ {buffer.name}){dims}" if buffer.shape else f"{ctype}* __restrict__ {buffer.name}"
 
 
 def _extent(loop: For) -> int:
@@ -234,7 +252,11 @@ def _extent(loop: For) -> int:
 
 
 def _parallel_loops(stmt: Stmt) -> tuple[list[For], Stmt]:
-    """Outer perfectly nested constant-bound loops whose variable every store subscripts plainly."""
+    """Outer perfectly nested constant-bound loops whose variable every store subscripts plainly.
+
+    Distinct values of those variables then write distinct elements, so the
+    loops can run as independent threads.
+    """
     stores = _stores(stmt)
     parallel: list[For] = []
     node = stmt
@@ -248,8 +270,6 @@ def _parallel_loops(stmt: Stmt) -> tuple[list[For], Stmt]:
     ):
         parallel.append(node)
         node = node.body.stmts[0] if len(node.body.stmts) == 1 else node.body
-    if not parallel:
-        return [], stmt
     return parallel, node
 
 

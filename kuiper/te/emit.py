@@ -13,7 +13,7 @@ def emit(kernel: Kernel, language: str = "c++", name: str | None = None) -> str:
     if language in ("c++", "cpp"):
         return codegen_cpp.cpp_source([fn])
     if language == "cuda":
-        return codegen_cpp.cuda_source(fn)
+        return codegen_cpp.cuda_source(fn)[0]
     if language == "numpy":
         from kuiper.te.numpy_source import numpy_source
 
