@@ -8,7 +8,7 @@ one launch per loop nest); on every other backend through its array namespace, v
 from __future__ import annotations
 
 from kuiper.errors import InputError, ShapeError
-from kuiper.te.execute import run_nest
+from kuiper.te.execute import plan, run_plan
 from kuiper.te.kernel import Kernel
 from kuiper.te.lower import nests
 
@@ -19,7 +19,7 @@ class CompiledKernel:
 
         self.kernel = kernel
         self.backend = backend if hasattr(backend, "xp") else get_backend(backend)
-        self.nests = nests(kernel)
+        self.plans = [plan(nest) for nest in nests(kernel)]
         self.cuda = _CudaKernels(kernel) if self.backend.name == "cupy" else None
 
     def __call__(self, **arrays) -> dict:
@@ -42,8 +42,9 @@ class CompiledKernel:
         if self.cuda is not None:
             self.cuda(feeds, outputs)
             return outputs
-        for nest in self.nests:
-            run_nest(nest, backend, feeds, outputs[nest.target.tensor.name])
+        for step in self.plans:
+            if step is not None:
+                run_plan(step, backend, feeds, outputs[step.target])
         return outputs
 
 

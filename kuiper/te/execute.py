@@ -1,17 +1,19 @@
 """Run a kernel on arrays of any backend, vectorised: no Python loop per element.
 
-Each statement's iteration space (kuiper.te.nest) is computed in one of two ways:
+Each statement's iteration space (kuiper.te.nest) is planned once, in one of two ways:
 
-* einsum: the value is a product of accesses and constants and nothing is
+* EinsumPlan: the value is a product of accesses and constants and nothing is
   guarded.  An access whose subscripts are ``a*v + b`` or constants becomes a
   strided slice (a view); any other access is gathered with index arrays
   over the variables it uses.  One einsum then multiplies and sums.
-* grid: anything else.  Every loop variable is an ``arange`` along its own
+* GridPlan: anything else.  Every loop variable is an ``arange`` along its own
   axis; subscripts, the guard and the value are evaluated by broadcasting
   (guarded reads use clamped subscripts and are masked out), and the
   reduction axes are summed.
 
-Both add their result into a slice of the zero-initialised output.
+Both add their result into ``region``, a slice of the zero-initialised output.
+``run_plan`` executes a plan with a backend; kuiper.te.numpy_source prints
+the same plans as NumPy source.
 """
 
 from __future__ import annotations
@@ -52,53 +54,71 @@ def monomial(value: IRExpr) -> Monomial | None:
     return None
 
 
-def run_nest(nest: Nest, backend, arrays: dict, out) -> None:
+# --- plans ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One einsum factor: ``tensor[slices]`` (a view), or ``tensor[gather]`` over ``labels``' aranges."""
+
+    tensor: str
+    labels: tuple[str, ...]
+    slices: tuple | None = None
+    gather: tuple[IRExpr, ...] | None = None
+
+
+@dataclass(frozen=True)
+class EinsumPlan:
+    target: str
+    dtype: str
+    region: tuple[slice, ...]
+    loops: dict  # name -> (start, stop)
+    operands: tuple[Operand, ...]
+    equation: str  # "" when there is no factor (a constant)
+    scale: float
+    expanded: tuple[int, ...]  # the einsum result reshaped: 1 along left-hand axes no factor reads
+    shape: tuple[int, ...]  # ... and broadcast to the region's shape
+
+
+@dataclass(frozen=True)
+class GridPlan:
+    target: str
+    region: tuple[slice, ...]
+    loops: tuple[tuple[str, int, int], ...]
+    value: IRExpr
+    guard: tuple[IRExpr, ...]
+    reduced: tuple[int, ...]
+
+
+def plan(nest: Nest) -> EinsumPlan | GridPlan | None:
+    """How to compute one nest; None when its iteration space is empty."""
     if nest.empty:
-        return
+        return None
+    count = len(nest.target.indices)
+    region = tuple(slice(start, stop) for _, start, stop in nest.loops[:count])
+    target = nest.target.tensor.name
     product = None if nest.guard else monomial(nest.value)
-    if product is not None:
-        result = _einsum(nest, product, backend, arrays)
-    else:
-        result = _grid(nest, backend, arrays)
-    region = tuple(slice(start, stop) for _, start, stop in nest.loops[: len(nest.target.indices)])
-    out[region] += result
-
-
-# --- einsum ---------------------------------------------------------------------------
-
-
-def _einsum(nest: Nest, product: Monomial, backend, arrays: dict):
-    xp = backend.xp
+    if product is None:
+        return GridPlan(target, region, nest.loops, nest.value, nest.guard, tuple(range(count, len(nest.loops))))
     loops = {name: (start, stop) for name, start, stop in nest.loops}
     letters = dict(zip(loops, string.ascii_letters))
-    operands, subscripts = [], []
-    for access in product.factors:
-        view, labels = _view(access, loops, xp, arrays[access.tensor.name])
-        operands.append(view)
-        subscripts.append("".join(letters[name] for name in labels))
+    operands = tuple(_operand(access, loops) for access in product.factors)
+    subscripts = ["".join(letters[name] for name in operand.labels) for operand in operands]
     used = set("".join(subscripts))
-    lhs_names = [name for name, _, _ in nest.loops[: len(nest.target.indices)]]
+    lhs_names = [name for name, _, _ in nest.loops[:count]]
     present = [name for name in lhs_names if letters[name] in used]
     scale = product.coefficient
     for name, start, stop in nest.reduction_loops:
         if letters[name] not in used:
             scale *= stop - start  # a summed variable no factor reads: its sum is a count
-    dtype = dtypes.storage_dtype(nest.target.dtype)
-    if operands:
-        equation = ",".join(subscripts) + "->" + "".join(letters[name] for name in present)
-        result = backend.einsum(equation, *operands)
-    else:
-        result = xp.asarray(1.0, dtype=getattr(xp, dtype))
-    if scale != 1.0:
-        result = result * xp.asarray(scale, dtype=getattr(xp, dtype))
-    # Left-hand variables no factor reads: the result is the same along them.
-    shape = tuple(stop - start for _, start, stop in nest.loops[: len(lhs_names)])
+    equation = ",".join(subscripts) + "->" + "".join(letters[name] for name in present) if operands else ""
+    shape = tuple(stop - start for _, start, stop in nest.loops[:count])
     expanded = tuple(shape[i] if name in present else 1 for i, name in enumerate(lhs_names))
-    return xp.broadcast_to(xp.reshape(result, expanded), shape)
+    dtype = dtypes.storage_dtype(nest.target.dtype)
+    return EinsumPlan(target, dtype, region, loops, operands, equation, scale, expanded, shape)
 
 
-def _view(access: Indexing, loops, xp, array):
-    """(array, labels): a strided view when every subscript is a*v + b, else a gather."""
+def _operand(access: Indexing, loops) -> Operand:
     slices, labels = [], []
     for index in access.indices:
         form = affine(index)
@@ -112,34 +132,51 @@ def _view(access: Indexing, loops, xp, array):
             slices.append(slice(a * start + b, a * (stop - 1) + b + 1, a))
             labels.append(name)
         else:
-            break
-    else:
-        return array[tuple(slices)], labels
-    involved = [name for name in loops if any(name in _names(i) for i in access.indices)]
-    env = {name: _arange(xp, loops[name], position, len(involved)) for position, name in enumerate(involved)}
-    indices = tuple(_evaluate(index, env, xp, {}, False) for index in access.indices)
-    return array[indices], involved
+            involved = tuple(name for name in loops if any(name in variable_names(i) for i in access.indices))
+            return Operand(access.tensor.name, involved, gather=access.indices)
+    return Operand(access.tensor.name, tuple(labels), slices=tuple(slices))
 
 
-# --- grid -----------------------------------------------------------------------------
+# --- running plans ------------------------------------------------------------------------
 
 
-def _grid(nest: Nest, backend, arrays: dict):
+def run_plan(step, backend, arrays: dict, out) -> None:
+    if step is None:
+        return
+    out[step.region] += _einsum(step, backend, arrays) if isinstance(step, EinsumPlan) else _grid(step, backend, arrays)
+
+
+def _einsum(step: EinsumPlan, backend, arrays: dict):
     xp = backend.xp
-    count = len(nest.loops)
-    env = {name: _arange(xp, (start, stop), axis, count) for axis, (name, start, stop) in enumerate(nest.loops)}
-    shape = tuple(stop - start for _, start, stop in nest.loops)
-    guarded = bool(nest.guard)
-    value = _evaluate(nest.value, env, xp, arrays, guarded)
-    value = xp.broadcast_to(xp.asarray(value), shape)
+    operands = []
+    for operand in step.operands:
+        array = arrays[operand.tensor]
+        if operand.slices is not None:
+            operands.append(array[operand.slices])
+        else:
+            env = {n: _arange(xp, step.loops[n], axis, len(operand.labels)) for axis, n in enumerate(operand.labels)}
+            operands.append(array[tuple(_evaluate(i, env, xp, arrays, False) for i in operand.gather)])
+    dtype = getattr(xp, step.dtype)
+    result = backend.einsum(step.equation, *operands) if operands else xp.asarray(1.0, dtype=dtype)
+    if step.scale != 1.0:
+        result = result * xp.asarray(step.scale, dtype=dtype)
+    return xp.broadcast_to(xp.reshape(result, step.expanded), step.shape)
+
+
+def _grid(step: GridPlan, backend, arrays: dict):
+    xp = backend.xp
+    count = len(step.loops)
+    env = {name: _arange(xp, (start, stop), axis, count) for axis, (name, start, stop) in enumerate(step.loops)}
+    shape = tuple(stop - start for _, start, stop in step.loops)
+    guarded = bool(step.guard)
+    value = xp.broadcast_to(xp.asarray(_evaluate(step.value, env, xp, arrays, guarded)), shape)
     if guarded:
         mask = None
-        for test in nest.guard:
+        for test in step.guard:
             passed = _evaluate(test, env, xp, arrays, guarded)
             mask = passed if mask is None else xp.logical_and(mask, passed)
         value = xp.where(mask, value, xp.zeros((), dtype=value.dtype))
-    reduced = tuple(range(len(nest.target.indices), count))
-    return xp.sum(value, axis=reduced) if reduced else value
+    return xp.sum(value, axis=step.reduced) if step.reduced else value
 
 
 def _arange(xp, bounds, axis: int, count: int):
@@ -166,7 +203,7 @@ def _evaluate(node: IRExpr, env: dict, xp, arrays: dict, clamp: bool):
     return resolve(xp, node).fn(*operands)
 
 
-def _names(expr: IRExpr) -> set[str]:
+def variable_names(expr: IRExpr) -> set[str]:
     if isinstance(expr, Var):
         return {expr.name}
-    return set().union(*(_names(c) for c in expr.children())) if expr.children() else set()
+    return set().union(*(variable_names(c) for c in expr.children())) if expr.children() else set()
