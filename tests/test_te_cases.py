@@ -129,7 +129,9 @@ def _harness(gradients, launches) -> str:
             dims = "".join(f"[{d}]" for d in gradient.shapes[name])
             lines.append(f"static float {gradient.name}_{name}{dims};")
         for name in gradient.inputs:
-            body.append(f"  if (std::fread(&{gradient.name}_{name}, sizeof {gradient.name}_{name}, 1, stdin) != 1) return 1;")
+            body.append(
+                f"  if (std::fread(&{gradient.name}_{name}, sizeof {gradient.name}_{name}, 1, stdin) != 1) return 1;"
+            )
         args = ", ".join(f"{gradient.name}_{n}" for n in gradient.inputs + gradient.outputs)
         body.append(f"  {gradient.name}({args});")
         for name in gradient.outputs:
@@ -138,7 +140,9 @@ def _harness(gradients, launches) -> str:
             body.append(f"  std::memset(&{gradient.name}_{name}, 0x7f, sizeof {gradient.name}_{name});")
         for launch in kernel_launches:
             body.append(f"  for (unsigned t = 0; t < {launch.blocks * BLOCK_SIZE}u; ++t) {{")
-            body.append(f"    blockDim.x = {BLOCK_SIZE}; blockIdx.x = t / {BLOCK_SIZE}; threadIdx.x = t % {BLOCK_SIZE};")
+            body.append(
+                f"    blockDim.x = {BLOCK_SIZE}; blockIdx.x = t / {BLOCK_SIZE}; threadIdx.x = t % {BLOCK_SIZE};"
+            )
             body.append(f"    {launch.kernel}({args});")
             body.append("  }")
         for name in gradient.outputs:

@@ -12,7 +12,9 @@ from kuiper.ir import print_ir
 
 
 def test_kernel_object_names_shapes_and_prints_back():
-    kernel = te.parse("C<4, 16>[i, j] = A<4, 16>[i, k] * B<16, 16>[k, j];\nD<4>[i] += select(i > 1 && i < 3, exp(A[i, 0]), -2.5);")
+    kernel = te.parse(
+        "C<4, 16>[i, j] = A<4, 16>[i, k] * B<16, 16>[k, j];\nD<4>[i] += select(i > 1 && i < 3, exp(A[i, 0]), -2.5);"
+    )
     assert kernel.inputs == ["A", "B"] and kernel.outputs == ["C", "D"]
     assert kernel.shapes == {"C": (4, 16), "A": (4, 16), "B": (16, 16), "D": (4,)}
     assert kernel.dtypes["A"] == "float32"
@@ -90,8 +92,14 @@ def test_grad_of_unknown_tensor_is_an_error():
 
 
 def test_cli_grad_writes_the_course_signature(tmp_path, capsys):
-    case = {"name": "grad_case7", "ins": ["A"], "outs": ["B"], "data_type": "float",
-            "kernel": "B<16, 32>[i, j] = A<32, 16>[j, i];", "grad_to": ["A"]}
+    case = {
+        "name": "grad_case7",
+        "ins": ["A"],
+        "outs": ["B"],
+        "data_type": "float",
+        "kernel": "B<16, 32>[i, j] = A<32, 16>[j, i];",
+        "grad_to": ["A"],
+    }
     path = tmp_path / "case7.json"
     path.write_text(json.dumps(case))
     assert main(["te", "grad", str(path), "-o", str(tmp_path / "g.cc")]) == 0
@@ -104,8 +112,18 @@ def test_cli_grad_writes_the_course_signature(tmp_path, capsys):
 
 def test_cli_reports_bad_cases(tmp_path, capsys):
     path = tmp_path / "bad.json"
-    path.write_text(json.dumps({"name": "g", "ins": ["A"], "outs": ["B"], "data_type": "float",
-                                "kernel": "B<4>[i] = A<4>[i + 1];", "grad_to": ["A"]}))
+    path.write_text(
+        json.dumps(
+            {
+                "name": "g",
+                "ins": ["A"],
+                "outs": ["B"],
+                "data_type": "float",
+                "kernel": "B<4>[i] = A<4>[i + 1];",
+                "grad_to": ["A"],
+            }
+        )
+    )
     assert main(["te", "grad", str(path)]) == 1
     assert "subscript 0 of A ranges over [1, 4]" in capsys.readouterr().err
     path.write_text(json.dumps({"name": "g"}))

@@ -61,7 +61,11 @@ def kernels(draw):
     return f"Y<3, 2>[i, j] = {value};"
 
 
-@settings(max_examples=int(os.environ.get("KUIPER_TE_EXAMPLES", 40)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("KUIPER_TE_EXAMPLES", 40)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(kernels(), st.integers(0, 2**31 - 1))
 def test_grad_of_random_kernel_matches_finite_differences(text, seed):
     forward = te.parse(text, dtype="float64")
@@ -79,8 +83,10 @@ def test_grad_of_random_kernel_matches_finite_differences(text, seed):
     step = 1e-6
     for name in forward.inputs:
         direction = rng.standard_normal(inputs[name].shape)
-        numeric = (loss({**inputs, name: inputs[name] + step * direction})
-                   - loss({**inputs, name: inputs[name] - step * direction})) / (2 * step)
+        numeric = (
+            loss({**inputs, name: inputs[name] + step * direction})
+            - loss({**inputs, name: inputs[name] - step * direction})
+        ) / (2 * step)
         analytic = float(np.sum(grads["d" + name] * direction))
         assert abs(numeric - analytic) <= 1e-5 * max(1.0, abs(analytic)), (text, name, numeric, analytic)
     # the gradient kernel is itself well formed and prints back (a constant kernel's has no statements)

@@ -52,9 +52,7 @@ FORWARD = {
         "Y": t["X"][:, None] * t["X"][None, :] + t["X"][(torch.arange(5)[:, None] + torch.arange(5)[None, :]) % 5]
     },
     "grad_shifted_products": lambda t: {"Y": t["X"][0:6] * t["X"][1:7] * t["X"][2:8]},
-    "grad_select_max": lambda t: {
-        "Y": torch.where(t["X"] > 0, t["X"], 0.1 * t["X"]) + torch.maximum(t["X"], t["W"])
-    },
+    "grad_select_max": lambda t: {"Y": torch.where(t["X"] > 0, t["X"], 0.1 * t["X"]) + torch.maximum(t["X"], t["W"])},
     "grad_diagonal": lambda t: {"Y": torch.diagonal(t["X"]) * t["Z"].sum(1)},
     "grad_split": lambda t: {"Y": (t["X"] + torch.roll(t["X"], -5)).reshape(2, 3, 4)},
 }

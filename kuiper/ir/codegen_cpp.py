@@ -97,7 +97,11 @@ CUDA_PREAMBLE = PREAMBLE_TEMPLATE.format(include="", qualifier="__device__ ")  #
 def cpp_declaration(buffer: Buffer, const: bool = False) -> str:
     dims = "".join(f"[{d}]" for d in buffer.shape)
     prefix = "const " if const else ""
-    return f"{prefix}{CTYPES[buffer.dtype]} (&{buffer.name}){dims}" if dims else f"{prefix}{CTYPES[buffer.dtype]} &{buffer.name}"
+    return (
+        f"{prefix}{CTYPES[buffer.dtype]} (&{buffer.name}){dims}"
+        if dims
+        else f"{prefix}{CTYPES[buffer.dtype]} &{buffer.name}"
+    )
 
 
 def cpp_function(fn: Function, const_params=()) -> str:

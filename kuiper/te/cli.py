@@ -27,14 +27,25 @@ def add_te_command(sub) -> None:
     grad = commands.add_parser("grad", help="write the gradient kernel of a course-format CASE.json")
     grad.add_argument("case", help="JSON with name, ins, outs, data_type, kernel, grad_to")
     grad.add_argument("--output", "-o", help="write here instead of to stdout")
-    grad.add_argument("--language", "-l", default="c++", choices=["c++", "cuda", "numpy", "te"],
-                      help="c++ (default: the course's signature), cuda, numpy, or te (the kernel language)")
+    grad.add_argument(
+        "--language",
+        "-l",
+        default="c++",
+        choices=["c++", "cuda", "numpy", "te"],
+        help="c++ (default: the course's signature), cuda, numpy, or te (the kernel language)",
+    )
     grad.set_defaults(func=cmd_grad)
 
     run = commands.add_parser("run", help="evaluate a kernel (a case .json or a text file) on .npy inputs")
     run.add_argument("kernel", help="a course-format .json, or a text file holding the kernel")
-    run.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE",
-                     help="an input tensor from a .npy file, or a .npz keyed by tensor name; repeatable")
+    run.add_argument(
+        "--input",
+        "-i",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        help="an input tensor from a .npy file, or a .npz keyed by tensor name; repeatable",
+    )
     run.add_argument("--output", "-o", help="save the outputs to this .npz")
     run.add_argument("--dtype", default=None, help="float32 or float64 (default: the case's data_type, else float32)")
     run.add_argument("--backend", help="backend name (see `kuiper backends`)")

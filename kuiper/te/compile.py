@@ -33,7 +33,9 @@ class CompiledKernel:
             buffer = kernel.buffers[name]
             array = backend.asarray(arrays[name], dtype=getattr(xp, buffer.dtype))
             if tuple(array.shape) != buffer.shape:
-                raise ShapeError(f"kernel {kernel.name}: input {name} has shape {tuple(array.shape)}, expected {buffer.shape}")
+                raise ShapeError(
+                    f"kernel {kernel.name}: input {name} has shape {tuple(array.shape)}, expected {buffer.shape}"
+                )
             feeds[name] = array
         outputs = {
             name: xp.zeros(kernel.buffers[name].shape, dtype=getattr(xp, kernel.buffers[name].dtype))

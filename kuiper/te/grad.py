@@ -24,10 +24,10 @@ from kuiper.ir import make
 from kuiper.ir.buffers import buffer
 from kuiper.ir.nodes import Binary, Const, Indexing, IRExpr, Var
 from kuiper.ir.simplify import simplify
-from kuiper.ir.visitors import Mutator
 from kuiper.te.derivative import adjoints
 from kuiper.te.intervals import affine, variables
-from kuiper.te.kernel import Kernel, Statement, check_statement
+from kuiper.te.kernel import Kernel, Statement
+from kuiper.te.rewrite import from_affine, substitute, tidy
 
 
 def grad(kernel: Kernel, wrt, name: str | None = None) -> Kernel:
@@ -85,7 +85,12 @@ def _change_of_variables(stmt: Statement, ranges, access: Indexing, adjoint: IRE
     for axis, index in enumerate(subscripts):
         for other, partner in enumerate(subscripts):
             divided = _split(index, "floordiv")
-            if divided and _split(partner, "mod") == divided and new_indices[axis] is None and new_indices[other] is None:
+            if (
+                divided
+                and _split(partner, "mod") == divided
+                and new_indices[axis] is None
+                and new_indices[other] is None
+            ):
                 name, divisor = divided
                 if name in solved:
                     continue
@@ -98,7 +103,7 @@ def _change_of_variables(stmt: Statement, ranges, access: Indexing, adjoint: IRE
     for axis, index in enumerate(subscripts):
         if new_indices[axis] is not None:
             continue
-        index = _substitute(index, solved)
+        index = substitute(index, solved)
         coefficients = affine(index)
         unknowns = [n for n in (coefficients or {}) if n is not None and n not in solved and n not in introduced]
         if coefficients is None or not unknowns:
@@ -111,14 +116,14 @@ def _change_of_variables(stmt: Statement, ranges, access: Indexing, adjoint: IRE
         new = fresh(name)
         new_indices[axis] = new
         coefficient = coefficients.pop(name)
-        rest = make.sub(new, _from_affine(coefficients))
+        rest = make.sub(new, from_affine(coefficients))
         if abs(coefficient) == 1:
             solve(name, rest if coefficient == 1 else make.neg(rest))
         else:
             solve(name, make.floordiv(rest, coefficient))
             conditions.append(make.eq(make.mod(rest, coefficient), 0))
 
-    bindings = [(make.var(name, "int64"), _tidy(solved[name])) for name in reversed(order)]
+    bindings = [(make.var(name, "int64"), tidy(solved[name])) for name in reversed(order)]
     bindings += list(stmt.bindings)
     conditions += list(stmt.conditions)
     target = buffer("d" + access.tensor.name, shape, access.tensor.dtype)[tuple(new_indices)]
@@ -187,52 +192,8 @@ def _split(index: IRExpr, op: str):
 def _expand(index: IRExpr, definitions: dict[str, IRExpr]) -> IRExpr:
     """Replace forward-bound variables by their definitions (in order, so recursively)."""
     for _ in range(len(definitions) + 1):
-        expanded = _substitute(index, definitions)
+        expanded = substitute(index, definitions)
         if expanded == index:
             return index
         index = expanded
     return index
-
-
-class _Substitute(Mutator):
-    def __init__(self, mapping: dict[str, IRExpr]):
-        super().__init__()
-        self.mapping = mapping
-
-    def visit_Var(self, node: Var) -> IRExpr:
-        return self.mapping.get(node.name, node)
-
-
-def _substitute(expr: IRExpr, mapping: dict[str, IRExpr]) -> IRExpr:
-    return _Substitute(mapping)(expr) if mapping else expr
-
-
-def _from_affine(coefficients: dict[str | None, int]) -> IRExpr:
-    total: IRExpr | None = None
-    for name, coefficient in coefficients.items():
-        if name is None or coefficient == 0:
-            continue
-        term = make.var(name, "int64")
-        if abs(coefficient) != 1:
-            term = make.mul(abs(coefficient), term)
-        if total is None:
-            total = term if coefficient > 0 else make.neg(term)
-        else:
-            total = make.sub(total, term) if coefficient < 0 else make.add(total, term)
-    constant = coefficients.get(None, 0)
-    if total is None:
-        return make.const(constant, "int64")
-    if constant:
-        total = make.add(total, constant) if constant > 0 else make.sub(total, -constant)
-    return total
-
-
-def _tidy(expr: IRExpr) -> IRExpr:
-    """Affine expressions in a canonical, readable form (``w - r``, ``i0 - 1``); others unchanged."""
-    coefficients = affine(expr)
-    if coefficients is None:
-        return expr
-    return _from_affine(coefficients)
-
-
-__all__ = ["grad", "check_statement"]

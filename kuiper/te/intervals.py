@@ -1,7 +1,7 @@
 """Integer index arithmetic: bounds by interval arithmetic, and affine forms.
 
-    bounds(i + 2 * r, {"i": (0, 7), "r": (0, 2)}) -> (0, 11)      inclusive bounds, None if unknown
-    affine(2 * p + r - 1) -> {"p": 2, "r": 1, None: -1}            None if not affine
+bounds(i + 2 * r, {"i": (0, 7), "r": (0, 2)}) -> (0, 11)      inclusive bounds, None if unknown
+affine(2 * p + r - 1) -> {"p": 2, "r": 1, None: -1}            None if not affine
 """
 
 from __future__ import annotations

@@ -141,11 +141,15 @@ class Kernel:
     def _declare(self, stmt: Statement, node: Indexing, buffer: Buffer) -> None:
         known = self.buffers.setdefault(buffer.name, buffer)
         if known.shape != buffer.shape:
-            self._fail(stmt, node, f"{buffer.name} is declared with shape {_shape(buffer)} here but {_shape(known)} before")
+            self._fail(
+                stmt, node, f"{buffer.name} is declared with shape {_shape(buffer)} here but {_shape(known)} before"
+            )
         if known.dtype != buffer.dtype:
             self._fail(stmt, node, f"{buffer.name} has dtype {buffer.dtype} here but {known.dtype} before")
         if len(node.indices) != len(buffer.shape):
-            self._fail(stmt, node, f"{buffer.name} has {len(buffer.shape)} dimensions but {len(node.indices)} subscripts")
+            self._fail(
+                stmt, node, f"{buffer.name} has {len(buffer.shape)} dimensions but {len(node.indices)} subscripts"
+            )
 
     @staticmethod
     def _fail(stmt: Statement, where, message: str):
@@ -177,7 +181,7 @@ def _shape(buffer: Buffer) -> str:
 def check_statement(stmt: Statement) -> Ranges:
     target = stmt.target
     lhs_names: list[str] = []
-    for index, extent in zip(target.indices, stmt.tensor.shape):
+    for index in target.indices:
         if not isinstance(index, Var):
             fail(stmt, target, "a left-hand subscript must be a plain index variable (use a where clause)")
         if index.name in lhs_names:
@@ -186,7 +190,9 @@ def check_statement(stmt: Statement) -> Ranges:
     bound_names = [var.name for var, _ in stmt.bindings]
     for name in bound_names:
         if name in lhs_names or bound_names.count(name) > 1:
-            fail(stmt, name, f"index {name} is bound by the where clause and cannot be a left-hand index or bound twice")
+            fail(
+                stmt, name, f"index {name} is bound by the where clause and cannot be a left-hand index or bound twice"
+            )
 
     # The dimension of every subscript where a variable stands alone.
     # (A bound variable is guarded to lie in all of them, so for it the smallest counts; so

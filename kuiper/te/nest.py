@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kuiper.ir import make
-from kuiper.ir.nodes import Compare, Const, Indexing, IRExpr, Var
-from kuiper.te.grad import _substitute
+from kuiper.ir.nodes import Compare, Indexing, IRExpr
 from kuiper.te.intervals import affine, bounds
+from kuiper.te.rewrite import substitute
 
 
 @dataclass(frozen=True)
@@ -39,12 +39,12 @@ def normalise(stmt, ranges) -> Nest:
     definitions: dict[str, IRExpr] = {}
     tests: list[IRExpr] = []
     for var, expr in stmt.bindings:
-        expr = _substitute(expr, definitions)
+        expr = substitute(expr, definitions)
         definitions[var.name] = expr
         if var.name in ranges.guarded:
             lo, hi = ranges.guarded[var.name]
             tests += [make.ge(expr, lo), make.lt(expr, hi)]
-    tests += [_substitute(cond, definitions) for cond in stmt.conditions]
+    tests += [substitute(cond, definitions) for cond in stmt.conditions]
     remaining = []
     for test in tests:  # bounds on one variable become loop bounds
         if not _narrow(loops, test):
@@ -52,7 +52,7 @@ def normalise(stmt, ranges) -> Nest:
     env = {name: (lo, hi - 1) for name, (lo, hi) in loops.items()}
     guard = tuple(test for test in remaining if not _always(test, env))
     target = stmt.target
-    value = _substitute(stmt.value, definitions)
+    value = substitute(stmt.value, definitions)
     return Nest(target, tuple((name, lo, hi) for name, (lo, hi) in loops.items()), value, guard)
 
 
@@ -107,6 +107,3 @@ def conjunction(tests) -> IRExpr | None:
     for test in tests:
         result = test if result is None else make.bitwise("and", result, test)
     return result
-
-
-__all__ = ["Nest", "normalise", "conjunction", "Var", "Const"]

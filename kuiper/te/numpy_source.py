@@ -19,10 +19,31 @@ from kuiper.te.execute import EinsumPlan, GridPlan, plan
 from kuiper.te.kernel import Kernel
 from kuiper.te.lower import nests
 
-_INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
-          "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-_FUNCTIONS = {"and": "np.logical_and", "or": "np.logical_or", "max": "np.maximum", "min": "np.minimum",
-              "pow": "np.power", "round": "np.rint", "asin": "np.arcsin", "acos": "np.arccos", "atan": "np.arctan"}
+_INFIX = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "div": "/",
+    "floordiv": "//",
+    "mod": "%",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+    "eq": "==",
+    "ne": "!=",
+}
+_FUNCTIONS = {
+    "and": "np.logical_and",
+    "or": "np.logical_or",
+    "max": "np.maximum",
+    "min": "np.minimum",
+    "pow": "np.power",
+    "round": "np.rint",
+    "asin": "np.arcsin",
+    "acos": "np.arccos",
+    "atan": "np.arctan",
+}
 
 
 def numpy_source(kernel: Kernel, name: str) -> str:

@@ -24,10 +24,10 @@ from __future__ import annotations
 from kuiper.errors import ExpressionSyntaxError, TESyntaxError
 from kuiper.ir import dtypes, make
 from kuiper.ir.buffers import buffer
-from kuiper.ir.nodes import IRExpr
+from kuiper.ir.nodes import Const, Indexing, IRExpr
+from kuiper.te.functions import call_function, is_function
 from kuiper.te.kernel import Kernel, SourceMap, Statement
 from kuiper.te.lexer import END, FLOAT, INT, NAME, Token, tokenize
-from kuiper.te.functions import call_function, is_function
 
 _COMPARISONS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
 _PRODUCTS = {"*": "mul", "/": "div", "//": "floordiv", "%": "mod"}
@@ -103,9 +103,8 @@ class _Parser:
         accumulate = self.advance().kind == "+="
         value_position = self.token.position
         value = self.expr()
-        if dtypes.is_scalar(value.dtype) or not dtypes.is_float(value.dtype):
-            if not dtypes.is_float(value.dtype) and value.dtype not in ("pyint", "int64"):
-                self.error("the right-hand side is a condition, not a number", value_position)
+        if value.dtype in ("bool", "pybool"):
+            self.error("the right-hand side is a condition, not a number", value_position)
         value = make.cast(value, self.dtype)
         bindings, conditions = [], []
         if self.token.kind == NAME and self.token.text == "where":
@@ -178,7 +177,7 @@ class _Parser:
         if self.token.kind == "-":
             position = self.advance().position
             operand = self.unary()
-            if isinstance(operand, type(make.const(0))) and not isinstance(operand.value, bool):
+            if isinstance(operand, Const) and not isinstance(operand.value, bool):
                 return make.const(-operand.value, operand.dtype)
             return self.typed(lambda: make.neg(operand), position)
         if self.token.kind == "!":
@@ -253,7 +252,9 @@ class _Parser:
         elif name.text in self.shapes:
             shape = self.shapes[name.text]
         else:
-            self.error(f"{name.text} has no shape: write {name.text}<d0, d1, ...>[...] where it first appears", name.position)
+            self.error(
+                f"{name.text} has no shape: write {name.text}<d0, d1, ...>[...] where it first appears", name.position
+            )
         self.expect("[", "'[' and the subscripts")
         indices = []
         if self.token.kind != "]":
@@ -274,8 +275,6 @@ class _Parser:
 
 
 def _reads_tensor(expr: IRExpr) -> bool:
-    from kuiper.ir.nodes import Indexing
-
     return isinstance(expr, Indexing) or any(_reads_tensor(c) for c in expr.children())
 
 
