@@ -140,3 +140,20 @@ def test_cli_run_evaluates_on_npy_inputs(tmp_path, capsys):
     with np.load(out) as saved:
         np.testing.assert_array_equal(saved["S"], (a * a).sum(1))
     assert "S: shape (3,) float32" in capsys.readouterr().out
+
+
+def test_large_grids_run_in_slabs(monkeypatch):
+    from kuiper.te import execute
+
+    kernel = te.parse("Y<6, 5>[i, j] = X<8, 7>[i + r, j + s] * W<3, 3>[r, s] where i + r < 7;", dtype="float64")
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((8, 7)), rng.standard_normal((3, 3))
+    whole = te.compile(kernel)(X=x, W=w)["Y"]
+    monkeypatch.setattr(execute, "GRID_POINTS", 40)  # 6*5*3*3 = 270 points: slabs of one row
+    np.testing.assert_allclose(te.compile(kernel)(X=x, W=w)["Y"], whole, rtol=1e-15)
+    expected = np.zeros((6, 5))
+    for r in range(3):
+        for s in range(3):
+            rows = np.arange(6)[:, None] + r < 7
+            expected += np.where(rows, x[r : r + 6, s : s + 5] * w[r, s], 0.0)
+    np.testing.assert_allclose(whole, expected, rtol=1e-12)

@@ -19,7 +19,7 @@ the same plans as NumPy source.
 from __future__ import annotations
 
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kuiper.ir import dtypes
 from kuiper.ir.nodes import Binary, Const, Indexing, IRExpr, Unary, Var
@@ -140,10 +140,35 @@ def _operand(access: Indexing, loops) -> Operand:
 # --- running plans ------------------------------------------------------------------------
 
 
+# A grid holds one value per point of the iteration space; past this many points it is
+# computed in slabs along the first left-hand loop (whose slabs write disjoint regions).
+GRID_POINTS = 1 << 22
+
+
 def run_plan(step, backend, arrays: dict, out) -> None:
     if step is None:
         return
-    out[step.region] += _einsum(step, backend, arrays) if isinstance(step, EinsumPlan) else _grid(step, backend, arrays)
+    if isinstance(step, EinsumPlan):
+        out[step.region] += _einsum(step, backend, arrays)
+        return
+    for slab in _slabs(step):
+        out[slab.region] += _grid(slab, backend, arrays)
+
+
+def _slabs(step: GridPlan) -> list[GridPlan]:
+    points = 1
+    for _, start, stop in step.loops:
+        points *= stop - start
+    if points <= GRID_POINTS or not step.region:
+        return [step]
+    name, start, stop = step.loops[0]
+    rows = max(1, GRID_POINTS // (points // (stop - start)))
+    slabs = []
+    for low in range(start, stop, rows):
+        high = min(stop, low + rows)
+        loops = ((name, low, high), *step.loops[1:])
+        slabs.append(replace(step, loops=loops, region=(slice(low, high), *step.region[1:])))
+    return slabs
 
 
 def _einsum(step: EinsumPlan, backend, arrays: dict):
@@ -157,7 +182,11 @@ def _einsum(step: EinsumPlan, backend, arrays: dict):
             env = {n: _arange(xp, step.loops[n], axis, len(operand.labels)) for axis, n in enumerate(operand.labels)}
             operands.append(array[tuple(_evaluate(i, env, xp, arrays, False) for i in operand.gather)])
     dtype = getattr(xp, step.dtype)
-    result = backend.einsum(step.equation, *operands) if operands else xp.asarray(1.0, dtype=dtype)
+    inputs, output = step.equation.split("->") if operands else ("", "")
+    if inputs == output:
+        result = operands[0]  # a copy with slices: no einsum needed
+    else:
+        result = backend.einsum(step.equation, *operands) if operands else xp.asarray(1.0, dtype=dtype)
     if step.scale != 1.0:
         result = result * xp.asarray(step.scale, dtype=dtype)
     return xp.broadcast_to(xp.reshape(result, step.expanded), step.shape)

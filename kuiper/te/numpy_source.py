@@ -88,7 +88,9 @@ def _einsum_lines(step: EinsumPlan) -> list[str]:
         indices = ", ".join(_expr(index, False, {}) for index in operand.gather)
         lines.append(f"    gathered{number} = {operand.tensor}[{indices}]")
         operands.append(f"gathered{number}")
-    if operands:
+    if operands and step.equation.split("->")[0] == step.equation.split("->")[1]:
+        result = operands[0]
+    elif operands:
         result = f"np.einsum({step.equation!r}, {', '.join(operands)}, optimize=True)"
     else:
         result = f"np.{step.dtype}(1.0)"
