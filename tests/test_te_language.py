@@ -157,3 +157,34 @@ def test_large_grids_run_in_slabs(monkeypatch):
             rows = np.arange(6)[:, None] + r < 7
             expected += np.where(rows, x[r : r + 6, s : s + 5] * w[r, s], 0.0)
     np.testing.assert_allclose(whole, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "A<4>[i] = B<4>[i] * i + 2;",  # an index variable as a value
+        "A<4, 3>[i, j] = select(i > j || i == 0, pow(B<4>[i] * B[i] + 1.0, 1.5), abs(B[i]) - max(B[i], 0.25));",
+        "A<3>[i] = B<7>[6 - 2 * i] / (1.0 + B[i] * B[i]);",  # a negative stride
+        "A<4>[i] = B<2, 2>[i // 2, i % 2] + B<2, 2>[i % 2, i // 2];",  # a split, and its transpose
+        "A<2>[i] = -B<2>[i];\nA[i] += exp(B<2>[1 - i]);",  # two statements into one output
+    ],
+)
+def test_more_gradients_match_finite_differences(text):
+    kernel = te.parse(text, dtype="float64")
+    gradient = te.grad(kernel, kernel.inputs)
+    rng = np.random.default_rng(0)
+    x = {name: rng.uniform(0.1, 1, kernel.shapes[name]) for name in kernel.inputs}
+    dy = {out: rng.uniform(-1, 1, kernel.shapes[out]) for out in kernel.outputs}
+    run = te.compile(kernel)
+
+    def loss(values):
+        outputs = run(**values)
+        return sum(float((outputs[out] * dy[out]).sum()) for out in kernel.outputs)
+
+    grads = te.compile(gradient)(**{n: x[n] if n in x else dy[n[1:]] for n in gradient.inputs})
+    for name in kernel.inputs:
+        direction, step = rng.standard_normal(x[name].shape), 1e-6
+        numeric = (loss({**x, name: x[name] + step * direction}) - loss({**x, name: x[name] - step * direction})) / (
+            2 * step
+        )
+        assert abs(numeric - float((grads["d" + name] * direction).sum())) < 1e-7

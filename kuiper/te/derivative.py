@@ -15,7 +15,7 @@ from kuiper.te.functions import derivative_rule
 
 
 def adjoints(value: IRExpr, seed: IRExpr, wanted: set[str]) -> dict[Indexing, IRExpr]:
-    found: dict[Indexing, IRExpr] = {}
+    found: dict[Indexing, dict[IRExpr, int]] = {}  # access -> its adjoint terms, with multiplicity
     depends: dict[IRExpr, bool] = {}
 
     def reads_wanted(node: IRExpr) -> bool:
@@ -30,7 +30,8 @@ def adjoints(value: IRExpr, seed: IRExpr, wanted: set[str]) -> dict[Indexing, IR
         if not reads_wanted(node) or not dtypes.is_float(node.dtype):
             return  # index arithmetic and conditions carry no derivative
         if isinstance(node, Indexing):
-            found[node] = make.add(found[node], grad) if node in found else grad
+            terms = found.setdefault(node, {})
+            terms[grad] = terms.get(grad, 0) + 1
         elif isinstance(node, Cast):
             visit(node.operand, make.cast(grad, node.operand.dtype))
         elif isinstance(node, Select):
@@ -49,4 +50,14 @@ def adjoints(value: IRExpr, seed: IRExpr, wanted: set[str]) -> dict[Indexing, IR
             raise TypeError(f"no derivative rule for {type(node).__name__}")
 
     visit(value, seed)
-    return {access: simplify(make.cast(grad, access.dtype)) for access, grad in found.items()}
+    return {access: simplify(make.cast(_sum(terms), access.dtype)) for access, terms in found.items()}
+
+
+def _sum(terms: dict[IRExpr, int]) -> IRExpr:
+    """The sum of the terms; a term reached n times (``x * x``) becomes ``term * n``."""
+    total = None
+    for term, count in terms.items():
+        if count > 1:
+            term = make.mul(term, make.const(count, term.dtype))
+        total = term if total is None else make.add(total, term)
+    return total

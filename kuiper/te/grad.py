@@ -120,6 +120,8 @@ def _change_of_variables(stmt: Statement, ranges, access: Indexing, adjoint: IRE
         if abs(coefficient) == 1:
             solve(name, rest if coefficient == 1 else make.neg(rest))
         else:
+            if coefficient < 0:  # c * v = rest with c < 0: v = (-rest) // |c|
+                rest, coefficient = tidy(make.neg(rest)), -coefficient
             solve(name, make.floordiv(rest, coefficient))
             conditions.append(make.eq(make.mod(rest, coefficient), 0))
 

@@ -22,10 +22,14 @@ def substitute(expr: IRExpr, mapping: dict[str, IRExpr]) -> IRExpr:
 
 
 def from_affine(coefficients: dict[str | None, int]) -> IRExpr:
+    """``{"w": 1, "r": -2, None: 3}`` as ``w - 2 * r + 3``; a leading negative term yields to a
+    positive constant (``6 - w``, not ``-w + 6``)."""
+    terms = [(name, c) for name, c in coefficients.items() if name is not None and c != 0]
+    constant = coefficients.get(None, 0)
     total: IRExpr | None = None
-    for name, coefficient in coefficients.items():
-        if name is None or coefficient == 0:
-            continue
+    if constant > 0 and not any(c > 0 for _, c in terms):
+        total, constant = make.const(constant, "int64"), 0
+    for name, coefficient in sorted(terms, key=lambda term: term[1] < 0):  # positive terms first
         term = make.var(name, "int64")
         if abs(coefficient) != 1:
             term = make.mul(abs(coefficient), term)
@@ -33,7 +37,6 @@ def from_affine(coefficients: dict[str | None, int]) -> IRExpr:
             total = term if coefficient > 0 else make.neg(term)
         else:
             total = make.sub(total, term) if coefficient < 0 else make.add(total, term)
-    constant = coefficients.get(None, 0)
     if total is None:
         return make.const(constant, "int64")
     if constant:
