@@ -235,6 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_hlo_command(sub)
 
+    from .te.cli import add_te_command
+
+    add_te_command(sub)
+
     try:
         from .bench import add_bench_command
     except ImportError:
