@@ -130,8 +130,10 @@ def _check_names(paths: list[Path]) -> None:
 def process_file(spec: ModelSpec, input_path: str, out_path: str, batch_size: int | None) -> ItemResult:
     """On a worker: read one input file, run the cached model, write the output atomically."""
     name = Path(input_path).name
-    if Path(out_path).exists():  # a retried task whose first attempt finished the write
-        return ItemResult(name, "skipped")
+    if Path(out_path).exists():
+        # The client submits only missing outputs, so this is a rerun of a task whose first
+        # attempt wrote the file before its worker died (its result was lost with the worker).
+        return ItemResult(name, "written", samples=_rows_of(input_path))
     try:
         model = cached_model(spec)
         feeds = read_feeds(model, input_path)
@@ -143,6 +145,17 @@ def process_file(spec: ModelSpec, input_path: str, out_path: str, batch_size: in
 
 
 NPY_MAGIC, ZIP_MAGIC = b"\x93NUMPY", b"PK"
+
+
+def _rows_of(input_path: str) -> int:
+    try:
+        data = np.load(input_path, mmap_mode="r", allow_pickle=False)
+        if isinstance(data, np.lib.npyio.NpzFile):
+            with data:
+                data = data[data.files[0]]
+        return int(data.shape[0])
+    except (OSError, ValueError, EOFError, IndexError, zipfile.BadZipFile):
+        return 0
 
 
 def read_feeds(model, input_path: str) -> dict:

@@ -64,10 +64,15 @@ def make_spec(path: str | os.PathLike, backend: str | None, options: dict) -> Mo
     return ModelSpec(str(path), mtimes, choose_backend(backend).name, tuple(sorted(options.items())))
 
 
-def _locally_available(backend: str) -> bool:
+def _backend_for_checking_here(backend: str) -> str:
+    """``backend`` if it runs on the client; NumPy when it is registered but not usable here (e.g. no GPU)."""
     import kuiper
+    from ..backends import get_backend
 
-    return any(info.name == backend and info.available for info in kuiper.backends())
+    infos = {info.name: info for info in kuiper.backends()}
+    if backend not in infos:
+        get_backend(backend)  # raises the error that names the registered backends
+    return backend if infos[backend].available else "numpy"
 
 
 def resolve_model(model, backend: str | None = None, load_options: dict | None = None):
@@ -91,7 +96,7 @@ def resolve_model(model, backend: str | None = None, load_options: dict | None =
     else:
         raise InputError(f"model must be a path or a kuiper Model, got {type(model).__name__}")
     if local is None:
-        local = spec.load(spec.backend if _locally_available(spec.backend) else "numpy")
+        local = spec.load(_backend_for_checking_here(spec.backend))
     return spec, local
 
 
