@@ -12,11 +12,11 @@ import pytest
 pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
-import kuiper  # noqa: E402
-from kuiper.dask import load_counts, map_files, predict, resolve_model  # noqa: E402
-from kuiper.dask.files import write_atomically  # noqa: E402
+from conftest import model_dir, reference_batches
 
-from conftest import model_dir, reference_batches  # noqa: E402
+import kuiper
+from kuiper.dask import load_counts, map_files, predict, resolve_model
+from kuiper.dask.files import write_atomically
 
 TWO_OUT = model_dir("two_in_two_out") / "model.pnnx.param"  # two inputs, two outputs, declared batch 1
 DYNAMIC = model_dir("reshape_batch_dynamic") / "model.pnnx.param"  # (?,3,4,5) -> (?,6)

@@ -16,5 +16,5 @@ from .files import FilesSummary, ItemResult, map_files
 from .model_cache import ModelSpec, load_counts, resolve_model
 from .predict import predict
 
-__all__ = ["predict", "map_files", "FilesSummary", "ItemResult", "connect", "local_cluster", "ModelSpec",
-           "resolve_model", "load_counts"]
+__all__ = ["FilesSummary", "ItemResult", "ModelSpec", "connect", "load_counts", "local_cluster", "map_files",
+           "predict", "resolve_model"]

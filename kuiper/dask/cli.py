@@ -89,7 +89,7 @@ class ProgressBar:
         self.done += 1
         self.failed += item.status == "failed"
         fraction = self.done / max(self.total, 1)
-        filled = int(round(fraction * self.WIDTH))
+        filled = round(fraction * self.WIDTH)
         line = f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {self.done}/{self.total}"
         line += f" ({self.failed} failed)" if self.failed else ""
         if self.live:

@@ -67,6 +67,7 @@ def make_spec(path: str | os.PathLike, backend: str | None, options: dict) -> Mo
 def _backend_for_checking_here(backend: str) -> str:
     """``backend`` if it runs on the client; NumPy when it is registered but not usable here (e.g. no GPU)."""
     import kuiper
+
     from ..backends import get_backend
 
     infos = {info.name: info for info in kuiper.backends()}
