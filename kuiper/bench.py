@@ -144,12 +144,9 @@ def limit_numpy_threads(threads: int | None) -> tuple[Any, str]:
 def kuiper_engine(param: Path, bin_path, backend: str | None, fuse: bool, inputs: list[np.ndarray]) -> Engine:
     import kuiper
 
-    from .formats.pnnx import load_pnnx
-    from .graph import build
-
     kuiper.backends()  # plugin discovery happens once per process; keep it out of the load time
     start = time.perf_counter()
-    model = build(load_pnnx(param, bin_path), backend=backend, fuse=fuse)
+    model = kuiper.load(param, bin_path=bin_path, backend=backend, fuse=fuse)
     load_ms = (time.perf_counter() - start) * 1e3
     backend_obj = model.backend
     device_inputs = [backend_obj.asarray(x) for x in inputs]  # a GPU backend times compute, not uploads
@@ -418,16 +415,16 @@ def _peak_rss_mib() -> float:
 
 def input_specs(param: Path):
     """The model's declared inputs, from the param text alone (no weights read)."""
+    from .formats.pnnx import neutral_ir
     from .formats.pnnx_param import parse_param
     from .graph.model import TensorSpec
 
     parsed = parse_param(param.read_text(), str(param))
+    ir = neutral_ir(parsed.ops, parsed.operands, str(param))
     specs = []
-    for op in parsed.ops:
-        if op.type == "pnnx.Input":
-            for operand in op.outputs:
-                info = parsed.operands.get(operand)
-                specs.append(TensorSpec(operand, info.shape if info else None, info.dtype if info else None))
+    for operand in ir.inputs:
+        info = ir.operands.get(operand)
+        specs.append(TensorSpec(operand, info.shape if info else None, info.dtype if info else None))
     return specs
 
 

@@ -119,10 +119,11 @@ def cmd_info(args) -> int:
         model = _load(args)
     except UnsupportedOperatorError as exc:
         # Still show the user what the file holds, and mark what kuiper cannot run yet.
-        from .formats.pnnx import load_pnnx
+        from .frontends import load_ir
         from .plugins import op_registry
 
-        ir = load_pnnx(args.model, getattr(args, "bin", None))
+        options = {"bin_path": args.bin} if getattr(args, "bin", None) else {}
+        ir = load_ir(args.model, **options)
         registry = op_registry()
         print(f"model: {ir.source}")
         _print_op_table(ir, ir.ops, note=lambda node: "" if node.type in registry else "UNSUPPORTED")

@@ -11,7 +11,8 @@ compute.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Sequence
+import threading
+from typing import Any, Callable, ClassVar, Sequence
 
 from ..errors import OperatorParamError, UnsupportedOperatorError
 from ..model_ir import OpNode
@@ -35,7 +36,22 @@ class Op:
         self.name = node.name
         self.backend = backend
         self.xp = backend.xp
+        self._cache_lock = threading.Lock()
         self.setup()
+
+    def cached(self, table: dict, key, make: Callable[[], Any]):
+        """``table[key]``, made by ``make()`` on first use; safe when one Model runs in many threads.
+
+        For what depends on run-time shapes or dtypes (transformed weights per tile
+        size, tables per input size): everything else is made in ``setup()``.
+        """
+        value = table.get(key)
+        if value is None:
+            with self._cache_lock:
+                value = table.get(key)
+                if value is None:
+                    value = table[key] = make()
+        return value
 
     # -- what subclasses write ------------------------------------------------
     def setup(self) -> None:

@@ -276,12 +276,12 @@ class ConvNd(_ConvBase):
 
     def winograd_weight(self, m: int) -> algorithms.WinogradWeight:
         """The weight transformed for F(m x m, 3 x 3): once per tile size, kept for later calls."""
-        prepared = self.winograd_weights.get(m)
-        if prepared is None:
+        def transform():
             weight = self.static_weight
             raw = self.xp.reshape(weight.matrix, (weight.out_channels, weight.in_channels) + weight.kernel)
-            prepared = self.winograd_weights[m] = algorithms.WinogradWeight(self.backend, raw, m)
-        return prepared
+            return algorithms.WinogradWeight(self.backend, raw, m)
+
+        return self.cached(self.winograd_weights, m, transform)
 
     def compute_im2col(self, x, weight, bias):
         """The reference path: pad, gather sliding windows into columns, one batched matmul."""

@@ -138,19 +138,21 @@ class AvgPoolNd(Op):
 
     def _reciprocal_divisors(self, sizes, outs, dtype):
         key = (tuple(sizes), str(dtype))
-        if key not in self._reciprocals:
-            if self.divisor_override is not None:
-                table = np.full(outs, 1.0 / self.divisor_override)
-            else:
-                table = np.ones(())
-                for size, out, k, s, p in zip(sizes, outs, self.kernel, self.stride, self.padding):
-                    start = np.arange(out) * s - p
-                    end = np.minimum(start + k, size + p)
-                    if not self.count_include_pad:
-                        start, end = np.maximum(start, 0), np.minimum(end, size)
-                    table = np.multiply.outer(table, 1.0 / (end - start))
-            self._reciprocals[key] = self.backend.asarray(table, dtype=dtype)
-        return self._reciprocals[key]
+        return self.cached(self._reciprocals, key, lambda: self._make_reciprocals(sizes, outs, dtype))
+
+    def _make_reciprocals(self, sizes, outs, dtype):
+        """1/divisor for every output position: a host-side table made once per input size and dtype."""
+        if self.divisor_override is not None:
+            table = np.full(outs, 1.0 / self.divisor_override)
+        else:
+            table = np.ones(())
+            for size, out, k, s, p in zip(sizes, outs, self.kernel, self.stride, self.padding):
+                start = np.arange(out) * s - p
+                end = np.minimum(start + k, size + p)
+                if not self.count_include_pad:
+                    start, end = np.maximum(start, 0), np.minimum(end, size)
+                table = np.multiply.outer(table, 1.0 / (end - start))
+        return self.backend.asarray(table, dtype=dtype)
 
     def forward(self, x):
         xp = self.xp
@@ -254,11 +256,11 @@ class AdaptiveAvgPoolNd(_AdaptivePoolNd):
         self._matrices = {}  # (size, out, dtype) -> transposed averaging matrix on the backend
 
     def _average_matrix_t(self, size: int, out: int, dtype):
-        key = (size, out, str(dtype))
-        if key not in self._matrices:
-            matrix = self.backend.asarray(adaptive_average_matrix(size, out).T.copy(), dtype=dtype)
-            self._matrices[key] = matrix
-        return self._matrices[key]
+        return self.cached(
+            self._matrices,
+            (size, out, str(dtype)),
+            lambda: self.backend.asarray(adaptive_average_matrix(size, out).T.copy(), dtype=dtype),
+        )
 
     def forward(self, x):
         xp = self.xp
@@ -307,11 +309,11 @@ class AdaptiveMaxPoolNd(_AdaptivePoolNd):
         self._tables = {}  # (size, out) -> flat gather table on the backend
 
     def _gather_table(self, size: int, out: int):
-        key = (size, out)
-        if key not in self._tables:
+        def make():
             table = adaptive_gather_table(size, out)
-            self._tables[key] = (self.backend.asarray(table.reshape(-1)), table.shape[1])
-        return self._tables[key]
+            return self.backend.asarray(table.reshape(-1)), table.shape[1]
+
+        return self.cached(self._tables, (size, out), make)
 
     def _gather_bins(self, x, size: int, out: int):
         """x with its last axis (length size) replaced by (out, longest bin)."""
