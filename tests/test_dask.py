@@ -107,6 +107,14 @@ def test_built_model_travels_as_its_path(client):
     np.testing.assert_array_equal(predict(model, z, batch_size=5).compute(), model(z, to_numpy=True))
 
 
+def test_model_without_origin_is_refused():
+    import dataclasses
+
+    in_memory = dataclasses.replace(kuiper.load(DYNAMIC), origin=None)
+    with pytest.raises(kuiper.KuiperError, match="in-memory graph"):
+        predict(in_memory, np.zeros((1, 3, 4, 5), "float32"))
+
+
 class NoSubmitClient:
     def submit(self, *args, **kwargs):
         raise AssertionError("a task was submitted")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,19 +25,23 @@ from ..errors import InputError, KuiperError
 class ModelSpec:
     """A model by reference: small, hashable, and the cache key on every worker.
 
-    ``mtimes_ns`` makes a rewritten model file a new key, so a long-lived worker loads
-    the new weights instead of serving the old ones.
+    ``loader(path=path, backend=backend, **options)`` builds the model (``kuiper.load``
+    unless the Model came from another loader, see ``Model.origin``).  ``mtimes_ns``
+    makes a rewritten model file a new key, so a long-lived worker loads the new weights
+    instead of serving the old ones.
     """
 
     path: str
     mtimes_ns: tuple[int, ...]
     backend: str
     options: tuple[tuple[str, Any], ...] = ()
+    loader: Callable | None = None  # None: kuiper.load
 
     def load(self, backend: str | None = None):
         import kuiper
 
-        return kuiper.load(self.path, backend=backend or self.backend, **dict(self.options))
+        loader = self.loader or kuiper.load
+        return loader(path=self.path, backend=backend or self.backend, **dict(self.options))
 
     def __str__(self) -> str:
         return f"{self.path} (backend '{self.backend}')"
@@ -53,15 +58,14 @@ def _model_files(path: Path, options: dict) -> list[Path]:
     return [f for f in files if f.exists()]
 
 
-def make_spec(path: str | os.PathLike, backend: str | None, options: dict) -> ModelSpec:
+def make_spec(path: str | os.PathLike, backend: str | None, options: dict, loader: Callable | None = None) -> ModelSpec:
     path = Path(path).resolve()
     if not path.is_file():
         raise InputError(f"{path}: model file not found")
-    for key in ("bin_path",):
-        if options.get(key) is not None:
-            options = {**options, key: str(Path(options[key]).resolve())}
+    if options.get("bin_path") is not None:
+        options = {**options, "bin_path": str(Path(options["bin_path"]).resolve())}
     mtimes = tuple(f.stat().st_mtime_ns for f in _model_files(path, options))
-    return ModelSpec(str(path), mtimes, choose_backend(backend).name, tuple(sorted(options.items())))
+    return ModelSpec(str(path), mtimes, choose_backend(backend).name, tuple(sorted(options.items())), loader)
 
 
 def _backend_for_checking_here(backend: str) -> str:
@@ -102,27 +106,16 @@ def resolve_model(model, backend: str | None = None, load_options: dict | None =
 
 
 def _spec_of_built_model(model, backend: str | None, load_options: dict) -> ModelSpec:
-    """A built Model travels as the path and options it was loaded with, never as its weights."""
-    origin = getattr(model, "origin", None)
-    if origin is not None:
-        path, recorded_backend, options = _unpack_origin(origin)
-    else:
-        path, recorded_backend, options = model.source, model.backend.name, {}
-    if not path or not Path(path).is_file():
+    """A built Model travels as the loader call that made it (``model.origin``), never as its weights."""
+    if model.origin is None:
         raise KuiperError(
-            f"{model.source or 'model'}: this Model was not loaded from a file, so workers cannot load it; "
-            "pass the model's path instead"
+            f"{model.source or 'model'}: this Model was built from an in-memory graph, so workers cannot load it; "
+            "load it from a file (kuiper.load) or pass the model's path"
         )
-    return make_spec(path, backend or recorded_backend, {**options, **load_options})
-
-
-def _unpack_origin(origin) -> tuple[str, str | None, dict]:
-    """``model.origin`` is (loader, keyword arguments); kuiper.load's arguments name the file and backend."""
-    _loader, kwargs = origin
-    kwargs = dict(kwargs)
-    path = kwargs.pop("param_path", None) or kwargs.pop("path", None)
-    recorded_backend = kwargs.pop("backend", None)
-    return str(path) if path is not None else "", recorded_backend, kwargs
+    arguments = dict(model.origin.arguments)
+    path = arguments.pop("path")
+    recorded_backend = arguments.pop("backend", None)
+    return make_spec(path, backend or recorded_backend, {**arguments, **load_options}, model.origin.loader)
 
 
 # -- the per-process cache (lives in each worker process) ------------------------------
