@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
-from conftest import model_dir, reference_batches
+from conftest import model_dir, reference_batches, write_model
 
 import kuiper
 from kuiper.dask import load_counts, map_files, predict, resolve_model
@@ -72,6 +72,23 @@ def test_predict_dynamic_batch_declares_shapes_without_running(client, tmp_path)
     # Shapes came from the declaration: no worker has loaded (let alone run) the model yet.
     assert all(spec.path != str(path) for counts in client.run(load_counts).values() for spec in counts)
     np.testing.assert_array_equal(out.compute(), chunkwise(kuiper.load(path), [z.compute()], 2)[0])
+
+
+def test_a_free_output_dim_is_an_unknown_chunk_size(client):
+    # Output dim 2 is batch + 3 (the fixture's expression), so equal chunks give equal blocks.
+    path = model_dir("dynamic_interpolate_size") / "model.pnnx.param"  # (?,3,4,5) -> (?,3,?,5)
+    z = np.random.default_rng(6).standard_normal((4, 3, 4, 5)).astype("float32")
+    out = predict(path, z, batch_size=2)
+    assert out.chunks[0] == (2, 2) and out.chunks[1] == (3,) and np.isnan(out.chunks[2][0]) and out.chunks[3] == (5,)
+    got = out.compute()
+    assert got.shape == (4, 3, 5, 5)
+    np.testing.assert_array_equal(got, chunkwise(kuiper.load(path), [z], 2)[0])
+
+
+def test_an_output_without_a_declared_shape_is_refused_up_front(tmp_path):
+    path = write_model(tmp_path, "7767517\n3 2\npnnx.Input in0 0 1 x\nF.relu r 1 1 x y\npnnx.Output out0 1 0 y\n")
+    with pytest.raises(kuiper.KuiperError, match="no declared batch dim"):
+        predict(path, np.zeros((2, 3), "float32"))
 
 
 def test_each_worker_loads_the_model_once(client, tmp_path):

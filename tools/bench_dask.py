@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -48,10 +47,11 @@ def load_average() -> str:
     return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
-def timed(function) -> float:
+def timed(function, *args):
+    """(seconds, result) of ``function(*args)``."""
     start = time.perf_counter()
-    function()
-    return time.perf_counter() - start
+    result = function(*args)
+    return time.perf_counter() - start, result
 
 
 def main() -> int:
@@ -77,23 +77,23 @@ def main() -> int:
     model = kuiper.load(args.model)
 
     def plain(blas_threads):
-        def run():
-            with threadpool_limits(blas_threads):
-                return np.concatenate([model(images[i:i + args.batch], to_numpy=True)
-                                       for i in range(0, len(images), args.batch)])
-        return run
+        with threadpool_limits(blas_threads):
+            return np.concatenate([model(images[i:i + args.batch], to_numpy=True)
+                                   for i in range(0, len(images), args.batch)])
 
-    reference = plain(2)()
     clusters = {
-        "dask 2w x 1t": dict(workers=2, threads_per_worker=1, blas_threads=1),
-        "dask 1w x 2t": dict(workers=1, threads_per_worker=2, blas_threads=1),
-        "dask 1w x 1t, BLAS 2": dict(workers=1, threads_per_worker=1, blas_threads=2),
+        "dask 2w x 1t": {"workers": 2, "threads_per_worker": 1, "blas_threads": 1},
+        "dask 1w x 2t": {"workers": 1, "threads_per_worker": 2, "blas_threads": 1},
+        "dask 1w x 1t, BLAS 2": {"workers": 1, "threads_per_worker": 1, "blas_threads": 2},
     }
+    reference = {}
     seconds: dict[str, list[float]] = {}
     notes: dict[str, str] = {}
     for round_index in range(args.rounds):
-        for label, blas in (("plain, BLAS 2", 2), ("plain, BLAS 1", 1)):
-            seconds.setdefault(label, []).append(timed(plain(blas)))
+        for label, blas in (("plain, BLAS 1", 1), ("plain, BLAS 2", 2)):
+            elapsed, out = timed(plain, blas)
+            seconds.setdefault(label, []).append(elapsed)
+            reference.setdefault("out", out)
             print(f"  {label}: {seconds[label][-1]:.1f} s", flush=True)
         for label, settings in clusters.items():
             start = time.perf_counter()
@@ -102,19 +102,17 @@ def main() -> int:
                 held = da.from_array(images, chunks=(args.batch, 3, 224, 224)).persist()
                 distributed.wait(held)
                 # Warm-up: one chunk per worker thread loads the model into each worker's cache.
-                first_load = timed(lambda: predict(args.model, held[: args.batch * settings["workers"]
-                                                                    * settings["threads_per_worker"]],
-                                                   batch_size=args.batch).compute())
-                result = {}
-                seconds.setdefault(label, []).append(
-                    timed(lambda: result.update(out=predict(args.model, held, batch_size=args.batch).compute())))
+                warm_rows = args.batch * settings["workers"] * settings["threads_per_worker"]
+                first_load, _ = timed(predict(args.model, held[:warm_rows], batch_size=args.batch).compute)
+                elapsed, out = timed(predict(args.model, held, batch_size=args.batch).compute)
+                seconds.setdefault(label, []).append(elapsed)
                 print(f"  {label}: {seconds[label][-1]:.1f} s", flush=True)
                 notes[label] = (f"cluster start {started:.1f} s, warm-up (model load + first chunks) "
-                                f"{first_load:.1f} s, max |diff| vs plain {np.abs(result['out'] - reference).max():.1e}")
+                                f"{first_load:.1f} s, max |diff| vs plain {np.abs(out - reference['out']).max():.1e}")
                 if settings["workers"] == 2:
                     label_client = label + ", from client"
-                    seconds.setdefault(label_client, []).append(
-                        timed(lambda: predict(args.model, images, batch_size=args.batch).compute()))
+                    elapsed, _ = timed(predict(args.model, images, batch_size=args.batch).compute)
+                    seconds.setdefault(label_client, []).append(elapsed)
                     print(f"  {label_client}: {seconds[label_client][-1]:.1f} s", flush=True)
                     if round_index == 0:
                         overhead_lines = measure_overhead(client, args, predict, np)
@@ -139,22 +137,22 @@ def measure_overhead(client, args, predict, np) -> list[str]:
     import distributed
 
     count = args.overhead_tasks
-    noop_seconds = timed(lambda: client.gather(client.map(_noop, range(count), pure=False)))
+    noop_seconds, _ = timed(lambda: client.gather(client.map(_noop, range(count), pure=False)))
     tiny = np.zeros((count, 3, 4, 5), np.float32)
     predict(TINY_MODEL, tiny[:2], batch_size=1).compute()  # load the tiny model on the workers first
-    tiny_seconds = timed(lambda: predict(TINY_MODEL, tiny, batch_size=1).compute())
+    tiny_seconds, _ = timed(predict(TINY_MODEL, tiny, batch_size=1).compute)
     chunk = np.zeros((args.batch, 3, 224, 224), np.float32)
     transfers = 10
     worker = next(iter(client.scheduler_info()["workers"]))
-    transfer_seconds = timed(lambda: [distributed.wait(client.scatter(chunk.copy(), workers=[worker], direct=True))
+    transfer_seconds, _ = timed(lambda: [distributed.wait(client.scatter(chunk.copy(), workers=[worker], direct=True))
                                       for _ in range(transfers)])
     return [
-        f"- {count} no-op tasks on 2 workers: {noop_seconds:.2f} s = {noop_seconds / count * 1e6:.0f} us per task "
-        f"({count / noop_seconds:.0f} tasks/s)",
-        f"- predict over {count} one-row chunks of a tiny model (2 tasks per chunk): {tiny_seconds:.2f} s = "
-        f"{tiny_seconds / count * 1e6:.0f} us per chunk",
-        f"- sending one {args.batch}-image chunk ({chunk.nbytes / 2**20:.1f} MiB) client -> worker: "
-        f"{transfer_seconds / transfers * 1e3:.1f} ms",
+        (f"- {count} no-op tasks on 2 workers: {noop_seconds:.2f} s = {noop_seconds / count * 1e6:.0f} us per task "
+         f"({count / noop_seconds:.0f} tasks/s)"),
+        (f"- predict over {count} one-row chunks of a tiny model (2 tasks per chunk): {tiny_seconds:.2f} s = "
+         f"{tiny_seconds / count * 1e6:.0f} us per chunk"),
+        (f"- sending one {args.batch}-image chunk ({chunk.nbytes / 2**20:.1f} MiB) client -> worker: "
+         f"{transfer_seconds / transfers * 1e3:.1f} ms"),
     ]
 
 
