@@ -20,7 +20,7 @@ BLAS_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def local_cluster(workers: int | None = None, threads_per_worker: int = 1, blas_threads: int = 1,
-                  dashboard_address: str | None = ":8787"):
+                  dashboard_address: str | None = "127.0.0.1:8787"):
     """A LocalCluster of worker processes on the loopback address only."""
     import dask
     from distributed import LocalCluster
