@@ -62,6 +62,10 @@ def _summarise(name: str, array: np.ndarray) -> str:
 
 
 def cmd_run(args) -> int:
+    from .dask.cli import run_files, wants_files
+
+    if wants_files(args):  # many files over a Dask cluster: kuiper/dask/cli.py
+        return run_files(args)
     model = _load(args)
     feeds = _random_feeds(model, args.batch) if args.random else _read_inputs(model, args.input)
     start = time.perf_counter()
@@ -216,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--random", action="store_true", help="feed seeded random inputs of the declared shapes instead")
     run.add_argument("--batch", type=int, default=1, help="batch size for --random (default 1)")
     run.add_argument("--output", "-o", help="save outputs: .npy for one output, .npz for several")
+    from .dask.cli import add_arguments as add_dask_arguments
+
+    add_dask_arguments(run)
     run.set_defaults(func=cmd_run)
 
     info = model_command("info", "print the model's inputs, outputs, op table and parameter count")
