@@ -53,6 +53,9 @@ class Linear(Op):
         if weight is None or weight.ndim != 2:
             raise self.error("needs a 2-D weight '@weight' (out_features, in_features)")
         self.in_features = weight.shape[1]
+        for key, actual in (("out_features", weight.shape[0]), ("in_features", weight.shape[1])):
+            if self.has_param(key) and self.int_param(key) != actual:
+                raise self.error(f"param '{key}'={self.int_param(key)} contradicts @weight of shape {weight.shape}")
         # Transposed once here so forward is a plain x @ W^T without a per-call transpose.
         self.weight_t = self.xp.permute_dims(self.weight("weight", aligned=True), (1, 0))
         self.bias = self.weight("bias", required=self.bool_param("bias", default="bias" in self.node.attrs))
