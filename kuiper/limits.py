@@ -90,10 +90,11 @@ def check_size(shape, itemsize: int, what: str) -> None:
 
 
 def check_feeds(model, arrays) -> None:
-    """Refuse a run whose feeds would make a declared intermediate tensor exceed the budget.
+    """Refuse a run whose feeds would make a declared operand exceed the budget.
 
     Each operand's declared size is scaled by the fed batch over the declared batch
-    (dim 0 of the input), so a batch of 10^6 on a CNN fails here, before the first op.
+    (dim 0 of the input; never scaled down), so a batch of 10^6 on a CNN fails here,
+    before the first op, and so does a file declaring an operand larger than the budget.
     """
     estimates = getattr(model, "_size_estimates", None)
     if estimates is None:
@@ -101,19 +102,20 @@ def check_feeds(model, arrays) -> None:
     largest_bytes, largest_name = estimates
     if not largest_bytes:
         return
+    scale, reason = 1.0, ""
     for spec, array in zip(model.inputs, arrays):
         shape = getattr(array, "shape", ())
         declared_batch = spec.shape[0] if spec.shape and spec.shape[0] else 1
-        if not shape or shape[0] <= declared_batch:
-            continue
-        needed = largest_bytes * shape[0] // declared_batch
-        budget = budget_bytes()
-        if needed > budget:
-            raise SizeLimitError(
-                f"{model.source or 'model'}: input '{spec.name}' has batch {shape[0]} (declared {declared_batch}); "
-                f"operand '{largest_name}' would then need about {_human(needed)}, over the size budget of "
-                f"{_human(budget)} (use a smaller batch, or raise {ENV_VAR})"
-            )
+        if shape and shape[0] / declared_batch > scale:
+            scale = shape[0] / declared_batch
+            reason = f"input '{spec.name}' has batch {shape[0]} (declared {declared_batch}); "
+    needed = math.ceil(largest_bytes * scale)
+    budget = budget_bytes()
+    if needed > budget:
+        raise SizeLimitError(
+            f"{model.source or 'model'}: {reason}operand '{largest_name}' would need about {_human(needed)}, "
+            f"over the size budget of {_human(budget)} (use a smaller batch, or raise {ENV_VAR})"
+        )
 
 
 def _declared_sizes(model) -> tuple[int, str]:

@@ -277,7 +277,7 @@ def test_4_a_huge_batch_is_refused_before_the_first_op(tmp_path, monkeypatch):
     monkeypatch.setenv("KUIPER_MEMORY_BUDGET", "4MiB")
     # Declared (1,8,7,7) f32 = 1568 bytes per image: up to 2675 images fit in 4 MiB.
     model(np.zeros((100, 4, 7, 7), np.float32))
-    with pytest.raises(SizeLimitError, match="input '0' has batch 3000 .* operand '1' would then need about 4.49 MiB"):
+    with pytest.raises(SizeLimitError, match="input '0' has batch 3000 .* operand '1' would need about 4.49 MiB"):
         model(np.zeros((3000, 4, 7, 7), np.float32))
 
 
@@ -470,3 +470,11 @@ def test_4_a_transposed_convolution_with_a_huge_stride_is_refused_by_the_budget(
     model = op_model(tmp_path, line, weights={"weight": np.ones((1, 1, 1, 1))})
     with pytest.raises(SizeLimitError, match=r"shape \(1, 1, 300001, 300001\)"):
         model(np.zeros((1, 1, 4, 4), np.float32))
+
+
+def test_4_a_file_declaring_an_operand_over_the_budget_is_refused_when_run(tmp_path, small_budget):
+    text = ("7767517\n3 2\npnnx.Input in0 0 1 x #x=(1,2)f32\n"
+            "Tensor.expand e 1 1 x y sizes=(100000,100000) #y=(100000,100000)f32\npnnx.Output out 1 0 y\n")
+    model = kuiper.load(write_model(tmp_path, text))
+    with pytest.raises(SizeLimitError, match="operand 'y' would need about 37.3 GiB"):
+        model(np.zeros((1, 2), np.float32))

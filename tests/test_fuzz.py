@@ -12,7 +12,7 @@ Three targets, each with Hypothesis:
 Every example must end, within ``HANG_SECONDS``, in success or a KuiperError,
 and must not allocate more than the size budget it runs under (traced with
 tracemalloc, which sees NumPy's allocations).  In CI the example counts are small
-(seconds in all); tests/README.md gives the command for a one-hour run.
+(seconds in all); docs/reliability.md gives the command for a one-hour run.
 """
 
 from __future__ import annotations
