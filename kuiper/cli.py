@@ -47,14 +47,9 @@ def _read_inputs(model, specs: list[str]) -> dict:
 
 
 def _random_feeds(model, batch: int) -> dict:
-    rng = np.random.default_rng(0)
-    feeds = {}
-    for spec in model.inputs:
-        if spec.shape is None or any(d is None for d in spec.shape[1:]):
-            raise InputError(f"input '{spec.name}' has unknown dims {spec}; pass --input instead of --random")
-        shape = (batch,) + tuple(spec.shape[1:]) if spec.shape else ()
-        feeds[spec.name] = rng.standard_normal(shape).astype(spec.dtype or "float32")
-    return feeds
+    from .bench import random_inputs
+
+    return {spec.name: array for spec, array in zip(model.inputs, random_inputs(model.inputs, batch))}
 
 
 def _summarise(name: str, array: np.ndarray) -> str:
@@ -67,6 +62,10 @@ def _summarise(name: str, array: np.ndarray) -> str:
 
 
 def cmd_run(args) -> int:
+    from .dask.cli import run_files, wants_files
+
+    if wants_files(args):  # many files over a Dask cluster: kuiper/dask/cli.py
+        return run_files(args)
     model = _load(args)
     feeds = _random_feeds(model, args.batch) if args.random else _read_inputs(model, args.input)
     start = time.perf_counter()
@@ -221,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--random", action="store_true", help="feed seeded random inputs of the declared shapes instead")
     run.add_argument("--batch", type=int, default=1, help="batch size for --random (default 1)")
     run.add_argument("--output", "-o", help="save outputs: .npy for one output, .npz for several")
+    from .dask.cli import add_arguments as add_dask_arguments
+
+    add_dask_arguments(run)
     run.set_defaults(func=cmd_run)
 
     info = model_command("info", "print the model's inputs, outputs, op table and parameter count")
@@ -239,6 +241,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .hlo.cli import add_hlo_command
 
     add_hlo_command(sub)
+
+    from .te.cli import add_te_command
+
+    add_te_command(sub)
 
     try:
         from .bench import add_bench_command

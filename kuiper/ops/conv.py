@@ -76,7 +76,7 @@ class _ConvBase(Op):
             self.input_pos, self.weight_pos, self.bias_pos = 0, None, None
             weight = node.attrs["weight"]
             self._check_weight_rank(weight.shape)
-            self.static_weight = self.prepare_weight(self.weight("weight"))
+            self.static_weight = self.prepare_weight(self.weight("weight", aligned=True))
             bias = self.weight("bias", required=self.bool_param("bias", default="bias" in node.attrs))
             out_channels = self.static_weight.out_channels
             if bias is not None and tuple(bias.shape) != (out_channels,):
