@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from kuiper.cli import main
 from kuiper.hlo import parse
 
@@ -80,3 +82,14 @@ def test_cli_reports_a_syntax_error(tmp_path, capsys):
     path.write_text("HloModule m\nENTRY e {\n  ROOT x = f32[] negate(y)\n}\n")
     assert main(["hlo", "dfg", str(path)]) == 1
     assert "bad.hlo.txt:3:3" in capsys.readouterr().err
+
+
+def test_kuiper_info_and_run_read_hlo_files(tmp_path, capsys):
+    path = tmp_path / "m.hlo.txt"
+    path.write_text(MODULE)
+    assert main(["info", str(path)]) == 0
+    info = capsys.readouterr().out
+    assert "hlo.while" in info and "hlo.reduce" in info
+    np.save(tmp_path / "x.npy", np.float32([1.5, 2.0]))
+    assert main(["run", str(path), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy")]) == 0
+    assert np.load(tmp_path / "y.npy") == np.float32(3.5)  # the loop leaves x alone; reduce adds it up

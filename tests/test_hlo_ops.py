@@ -135,6 +135,10 @@ def test_reduce_with_a_general_reducer_and_an_index_out_of_range_conditional():
     assert run(body, np.int32(0), np.float32(3), computations=branches) == -3
     assert run(body, np.int32(7), np.float32(3), computations=branches) == 6
     assert run(body, np.int32(-1), np.float32(3), computations=branches) == 6
+    body = ("  c = pred[] parameter(0)\n  x = f32[] parameter(1)\n"
+            "  ROOT r = f32[] conditional(c, x, x), true_computation=b0, false_computation=b1")
+    assert run(body, np.bool_(True), np.float32(3), computations=branches) == -3
+    assert run(body, np.bool_(False), np.float32(3), computations=branches) == 6
 
 
 def test_reduce_precision_to_half():
@@ -148,11 +152,13 @@ def test_reduce_precision_to_half():
 
 def test_unsupported_instructions_are_listed_in_one_error():
     text = ("HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  r = f32[2] rng(x, x), distribution=rng_uniform\n"
-            "  c = f32[2] custom-call(x), custom_call_target=\"my_kernel\"\n  ROOT t = (f32[2], f32[2]) tuple(r, c)\n}\n")
+            "  c = f32[2] custom-call(x), custom_call_target=\"my_kernel\"\n  h = bf16[2] convert(x)\n"
+            "  ROOT t = (f32[2], f32[2], bf16[2]) tuple(r, c, h)\n}\n")
     with pytest.raises(UnsupportedOperatorError) as info:
         kuiper.load_hlo(text)
     message = str(info.value)
-    assert "2 instruction(s)" in message and "r in e: rng" in message and "'my_kernel'" in message
+    assert "3 instruction(s)" in message and "r in e: rng" in message and "'my_kernel'" in message
+    assert "h in e: element type bf16" in message
 
 
 def test_an_elided_constant_says_how_to_dump_it():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import string
+from math import prod
 
 from .ops_base import HloOp
 
@@ -141,11 +142,17 @@ class Convolution(HloOp):
             rhs = xp.reshape(rhs, (g, out_channels // g, in_channels, *kernel))
             result = backend.einsum(f"GBC{o}{k},GNC{k}->BGN{o}", windows, rhs)
             result = xp.reshape(result, (batch // g, out_channels, *out_spatial))
-        else:
+        else:  # im2col: one matrix product per feature group, through BLAS
             g = self.groups
-            windows = xp.reshape(windows, (batch, g, channels // g, *out_spatial, *kernel))
-            rhs = xp.reshape(rhs, (g, out_channels // g, in_channels, *kernel))
-            result = backend.einsum(f"BGC{o}{k},GNC{k}->BGN{o}", windows, rhs)
+            spatial_count = len(out_spatial)
+            # (B, C, O..., K...) -> (B, O..., C, K...) -> rows (B*O) of columns (G, C/G * K)
+            order = (0, *range(2, 2 + spatial_count), 1, *range(2 + spatial_count, windows.ndim))
+            columns = xp.reshape(xp.permute_dims(windows, order), (-1, g, (channels // g) * prod(kernel)))
+            matrix = xp.reshape(rhs, (g, out_channels // g, -1))  # (G, N/G, C/G*K)
+            # 2-D products (BLAS GEMM); NumPy's stacked matmul does not reach BLAS for these.
+            result = xp.stack([xp.matmul(columns[:, i, :], matrix[i].T) for i in range(g)])  # (G, B*O, N/G)
+            result = xp.reshape(result, (g, batch, *out_spatial, out_channels // g))
+            result = xp.permute_dims(result, (1, 0, spatial_count + 2, *range(2, 2 + spatial_count)))
             result = xp.reshape(result, (batch, out_channels, *out_spatial))
         return xp.asarray(xp.permute_dims(result, self.out_order)).astype(self.dtype())
 
