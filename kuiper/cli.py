@@ -47,14 +47,9 @@ def _read_inputs(model, specs: list[str]) -> dict:
 
 
 def _random_feeds(model, batch: int) -> dict:
-    rng = np.random.default_rng(0)
-    feeds = {}
-    for spec in model.inputs:
-        if spec.shape is None or any(d is None for d in spec.shape[1:]):
-            raise InputError(f"input '{spec.name}' has unknown dims {spec}; pass --input instead of --random")
-        shape = (batch,) + tuple(spec.shape[1:]) if spec.shape else ()
-        feeds[spec.name] = rng.standard_normal(shape).astype(spec.dtype or "float32")
-    return feeds
+    from .bench import random_inputs
+
+    return {spec.name: array for spec, array in zip(model.inputs, random_inputs(model.inputs, batch))}
 
 
 def _summarise(name: str, array: np.ndarray) -> str:
@@ -115,10 +110,11 @@ def cmd_info(args) -> int:
         model = _load(args)
     except UnsupportedOperatorError as exc:
         # Still show the user what the file holds, and mark what kuiper cannot run yet.
-        from .formats.pnnx import load_pnnx
+        from .frontends import load_ir
         from .plugins import op_registry
 
-        ir = load_pnnx(args.model, getattr(args, "bin", None))
+        options = {"bin_path": args.bin} if getattr(args, "bin", None) else {}
+        ir = load_ir(args.model, **options)
         registry = op_registry()
         print(f"model: {ir.source}")
         _print_op_table(ir, ir.ops, note=lambda node: "" if node.type in registry else "UNSUPPORTED")
@@ -234,6 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="classify bundled handwritten digits with a bundled model and report accuracy")
     demo.add_argument("--backend", help="backend name (default: configured, else numpy)")
     demo.set_defaults(func=cmd_demo)
+
+    from .hlo.cli import add_hlo_command
+
+    add_hlo_command(sub)
 
     from .te.cli import add_te_command
 

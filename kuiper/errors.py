@@ -33,6 +33,24 @@ class ExpressionSyntaxError(ModelFormatError):
         super().__init__(message)
 
 
+class HloSyntaxError(ModelFormatError):
+    """HLO text cannot be parsed, or names something undefined, or fails a verifier check.
+
+    ``line`` and ``column`` are 1-based; the message quotes the line with a caret under the column.
+    """
+
+    def __init__(self, message: str, source: str = "", line: int = 0, column: int = 0, line_text: str = ""):
+        self.reason = message
+        self.source = source
+        self.line = line
+        self.column = column
+        where = f"{source or '<hlo>'}:{line}:{column}: " if line else (f"{source}: " if source else "")
+        text = f"{where}{message}"
+        if line:
+            text += f"\n  {line_text}\n  {' ' * max(0, column - 1)}^"
+        super().__init__(text)
+
+
 class OperatorParamError(ModelFormatError):
     """An op's parameter or weight is missing or has the wrong kind of value."""
 
@@ -63,6 +81,12 @@ class ConfigError(KuiperError):
 
 class PluginError(KuiperError):
     """A plugin failed to load or registered something inconsistent."""
+
+
+class IRError(KuiperError):
+    """The tensor IR was asked to build something it cannot: a type error (``sub`` of two bool
+    tensors), an unknown operation.  No file is at fault by itself: a frontend that lowers a
+    file's expression catches this and re-raises it naming the file, line and expression."""
 
 
 class DeviceMemoryError(KuiperError):

@@ -1,12 +1,20 @@
-"""Load a PNNX model (``.pnnx.param`` + ``.pnnx.bin``) into a ModelIR."""
+"""The PNNX frontend: ``.pnnx.param`` + ``.pnnx.bin`` -> a neutral ModelIR.
+
+PNNX marks the model's inputs and outputs with ``pnnx.Input`` / ``pnnx.Output``
+ops and returns several tensors as one (possibly nested) ``prim::TupleConstruct``.
+This module turns those into the ModelIR's explicit ``inputs`` and ``outputs``
+lists, so the graph below never sees PNNX's type strings.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from ..errors import ModelFormatError
-from ..model_ir import ModelIR
+from ..errors import GraphError, ModelFormatError
+from ..frontends import Frontend
+from ..hookspecs import hookimpl
+from ..model_ir import ModelIR, OpNode
 from .pnnx_bin import WeightArchive
 from .pnnx_param import parse_param
 
@@ -46,4 +54,60 @@ def load_pnnx(param_path: str | os.PathLike, bin_path: str | os.PathLike | None 
                     op.attrs[attr] = archive.read(f"{op_name}.{attr}", decl.shape, decl.dtype)
                 except ModelFormatError as exc:
                     raise ModelFormatError(f"{exc} [weight '{attr}' of op '{op_name}', {op.source}]") from None
-    return ModelIR(ops=parsed.ops, operands=parsed.operands, source=str(param_path))
+    return neutral_ir(parsed.ops, parsed.operands, str(param_path))
+
+
+INPUT_TYPE = "pnnx.Input"
+OUTPUT_TYPE = "pnnx.Output"
+TUPLE_TYPES = ("prim::TupleConstruct", "prim::ListConstruct")
+
+
+def neutral_ir(ops: list[OpNode], operands: dict, source: str) -> ModelIR:
+    """Drop pnnx.Input/pnnx.Output ops in favour of explicit input and output lists."""
+    inputs = [operand for node in ops if node.type == INPUT_TYPE for operand in node.outputs]
+    output_nodes = [node for node in ops if node.type == OUTPUT_TYPE]
+    for node in output_nodes:
+        if node.outputs:
+            raise GraphError(
+                f"{node.source or source}: {node.describe()} declares output operand(s) {node.outputs}; "
+                "a pnnx.Output only reads the values the model returns"
+            )
+    roots = [operand for node in output_nodes for operand in node.inputs]
+    compute = [node for node in ops if node.type not in (INPUT_TYPE, OUTPUT_TYPE)]
+    return ModelIR(compute, operands, inputs, _flatten_tuples(roots, compute, source), source)
+
+
+def _flatten_tuples(roots: list[str], ops: list[OpNode], source: str) -> list[str]:
+    """Every tensor inside the returned tuples, depth-first (PyTorch's output order).
+
+    Iterative, so a file cannot make it recurse as deep as it likes; a tuple
+    that contains itself is a GraphError.
+    """
+    producer = {operand: node for node in ops for operand in node.outputs}
+    leaves: list[str] = []
+    stack: list[tuple[str, tuple[str, ...]]] = [(operand, ()) for operand in reversed(roots)]
+    while stack:
+        operand, path = stack.pop()
+        node = producer.get(operand)
+        if node is None or node.type not in TUPLE_TYPES:
+            leaves.append(operand)
+            continue
+        if node.name in path:
+            raise GraphError(f"{node.source or source}: tuple op '{node.name}' contains itself")
+        stack.extend((item, path + (node.name,)) for item in reversed(node.inputs))
+    return leaves
+
+
+class PnnxFrontend(Frontend):
+    name = "pnnx"
+    description = "PNNX models: NAME.pnnx.param + NAME.pnnx.bin (the .bin is found beside the .param)"
+    suffixes = (".pnnx.param", ".param")
+
+    @classmethod
+    def load(cls, path: Path, bin_path: str | os.PathLike | None = None) -> ModelIR:
+        return load_pnnx(path, bin_path)
+
+
+@hookimpl
+def kuiper_add_frontends():
+    return [PnnxFrontend]

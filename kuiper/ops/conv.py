@@ -76,7 +76,7 @@ class _ConvBase(Op):
             self.input_pos, self.weight_pos, self.bias_pos = 0, None, None
             weight = node.attrs["weight"]
             self._check_weight_rank(weight.shape)
-            self.static_weight = self.prepare_weight(self.weight("weight"))
+            self.static_weight = self.prepare_weight(self.weight("weight", aligned=True))
             bias = self.weight("bias", required=self.bool_param("bias", default="bias" in node.attrs))
             out_channels = self.static_weight.out_channels
             if bias is not None and tuple(bias.shape) != (out_channels,):
@@ -276,12 +276,12 @@ class ConvNd(_ConvBase):
 
     def winograd_weight(self, m: int) -> algorithms.WinogradWeight:
         """The weight transformed for F(m x m, 3 x 3): once per tile size, kept for later calls."""
-        prepared = self.winograd_weights.get(m)
-        if prepared is None:
+        def transform():
             weight = self.static_weight
             raw = self.xp.reshape(weight.matrix, (weight.out_channels, weight.in_channels) + weight.kernel)
-            prepared = self.winograd_weights[m] = algorithms.WinogradWeight(self.backend, raw, m)
-        return prepared
+            return algorithms.WinogradWeight(self.backend, raw, m)
+
+        return self.cached(self.winograd_weights, m, transform)
 
     def compute_im2col(self, x, weight, bias):
         """The reference path: pad, gather sliding windows into columns, one batched matmul."""

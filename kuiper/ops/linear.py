@@ -54,7 +54,7 @@ class Linear(Op):
             raise self.error("needs a 2-D weight '@weight' (out_features, in_features)")
         self.in_features = weight.shape[1]
         # Transposed once here so forward is a plain x @ W^T without a per-call transpose.
-        self.weight_t = self.xp.permute_dims(self.weight("weight"), (1, 0))
+        self.weight_t = self.xp.permute_dims(self.weight("weight", aligned=True), (1, 0))
         self.bias = self.weight("bias", required=self.bool_param("bias", default="bias" in self.node.attrs))
 
     def forward(self, x):
@@ -86,7 +86,7 @@ class FunctionalLinear(Op):
         if self.weight_at is None:
             if "weight" not in self.node.attrs:
                 raise self.error("needs a weight: an input bound to $weight or a '@weight' attribute")
-            self.weight_value = self.weight("weight")
+            self.weight_value = self.weight("weight", aligned=True)
         self.bias_value = None
         if self.bias_at is None and "bias" in self.node.attrs:
             self.bias_value = self.weight("bias")
