@@ -40,6 +40,11 @@ def test_kernel_object_names_shapes_and_prints_back():
         ("A<4>[i] = B<4>[i];\nA<4>[i] = B<4>[i];", "A is written a second time with '='", 1),
         ("A<4>[i] = B[i];", "B has no shape", 11),
         ("A<4>[i] = B<4>[i]", "expected ';' at the end of the statement, found the end of the kernel", 18),
+        ("A<4>[i] = B<4>[i];\nC<4>[i] = A<4>[i];", "A is written by this kernel and cannot be read by it", 11),
+        ("A<4, 4>[i, i] = B<4>[i];", "index i appears twice on the left-hand side", 9),
+        ("A<4>[i] = B<4>[k] where k = i, k = i;", "index k is bound by the where clause", 16),
+        ("A<4>[i] = B<4>[i] > 0.0;", "the right-hand side is a condition, not a number", 11),
+        ("A<4>[i] = B<4>[i / 2];", "a subscript is integer arithmetic on index variables", 16),
     ],
 )
 def test_semantic_and_syntax_errors_point_at_the_spot(text, message, column):
