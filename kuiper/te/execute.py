@@ -154,7 +154,9 @@ def _paddings(guard, factors, loops) -> list | None:
 
 def _operand(access: Indexing, loops, padding=None) -> Operand:
     if padding is not None:  # read a zero-padded copy, every subscript shifted by its padding
-        shifted = tuple(make.add(index, before) if before else index for index, (before, _) in zip(access.indices, padding))
+        shifted = tuple(
+            make.add(index, before) if before else index for index, (before, _) in zip(access.indices, padding)
+        )
         involved = tuple(name for name in loops if any(name in variable_names(i) for i in access.indices))
         return Operand(access.tensor.name, involved, gather=shifted, padding=padding)
     slices, labels = [], []
