@@ -2,10 +2,12 @@
 
 Each statement's iteration space (kuiper.te.nest) is planned once, in one of two ways:
 
-* EinsumPlan: the value is a product of accesses and constants and nothing is
-  guarded.  An access whose subscripts are ``a*v + b`` or constants becomes a
-  strided slice (a view); any other access is gathered with index arrays
-  over the variables it uses.  One einsum then multiplies and sums.
+* EinsumPlan: the value is a product of accesses and constants, and either
+  nothing is guarded or the guard only keeps subscripts inside their tensors
+  (then those tensors are read zero-padded, see ``_paddings``).  An access
+  whose subscripts are ``a*v + b`` or constants becomes a strided slice (a
+  view); any other access is gathered with index arrays over the variables
+  it uses.  One einsum then multiplies and sums.
 * GridPlan: anything else.  Every loop variable is an ``arange`` along its own
   axis; subscripts, the guard and the value are evaluated by broadcasting
   (guarded reads use clamped subscripts and are masked out), and the
@@ -21,10 +23,10 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass, replace
 
-from kuiper.ir import dtypes
-from kuiper.ir.nodes import Binary, Const, Indexing, IRExpr, Unary, Var
+from kuiper.ir import dtypes, make
+from kuiper.ir.nodes import Binary, Compare, Const, Indexing, IRExpr, Unary, Var
 from kuiper.ir.xp_ops import resolve
-from kuiper.te.intervals import affine
+from kuiper.te.intervals import affine, bounds
 from kuiper.te.nest import Nest
 
 
@@ -65,6 +67,7 @@ class Operand:
     labels: tuple[str, ...]
     slices: tuple | None = None
     gather: tuple[IRExpr, ...] | None = None
+    padding: tuple[tuple[int, int], ...] | None = None  # zeros around the tensor before gathering
 
 
 @dataclass(frozen=True)
@@ -97,12 +100,13 @@ def plan(nest: Nest) -> EinsumPlan | GridPlan | None:
     count = len(nest.target.indices)
     region = tuple(slice(start, stop) for _, start, stop in nest.loops[:count])
     target = nest.target.tensor.name
-    product = None if nest.guard else monomial(nest.value)
-    if product is None:
-        return GridPlan(target, region, nest.loops, nest.value, nest.guard, tuple(range(count, len(nest.loops))))
     loops = {name: (start, stop) for name, start, stop in nest.loops}
+    product = monomial(nest.value)
+    paddings = _paddings(nest.guard, product.factors, loops) if product is not None else None
+    if paddings is None:
+        return GridPlan(target, region, nest.loops, nest.value, nest.guard, tuple(range(count, len(nest.loops))))
     letters = dict(zip(loops, string.ascii_letters))
-    operands = tuple(_operand(access, loops) for access in product.factors)
+    operands = tuple(_operand(access, loops, padding) for access, padding in zip(product.factors, paddings))
     subscripts = ["".join(letters[name] for name in operand.labels) for operand in operands]
     used = set("".join(subscripts))
     lhs_names = [name for name, _, _ in nest.loops[:count]]
@@ -118,7 +122,43 @@ def plan(nest: Nest) -> EinsumPlan | GridPlan | None:
     return EinsumPlan(target, dtype, region, loops, operands, equation, scale, expanded, shape)
 
 
-def _operand(access: Indexing, loops) -> Operand:
+def _paddings(guard, factors, loops) -> list | None:
+    """Zero padding per factor that makes ``guard`` redundant in a product, or None if none does.
+
+    That holds when every test of the guard says that some factor's subscript lies in
+    its dimension (``p0 - r >= 0``, ``p0 - r < 5`` for ``dO[n, k, p0 - r, q0 - s]``):
+    where a test fails, that factor reads a padded zero and the product is zero.  Only
+    the values differ where another factor is infinite or NaN (0 * inf), the same
+    caveat as any zero-padded convolution.
+    """
+    env = {name: (start, stop - 1) for name, (start, stop) in loops.items()}
+    for test in guard:
+        if not (isinstance(test, Compare) and test.op in ("ge", "lt") and isinstance(test.rhs, Const)):
+            return None
+        wanted = 0 if test.op == "ge" else None
+        if not any(
+            index == test.lhs and int(test.rhs.value) == (extent if wanted is None else wanted)
+            for access in factors
+            for index, extent in zip(access.indices, access.tensor.shape)
+        ):
+            return None
+    paddings = []
+    for access in factors:
+        pads = []
+        for index, extent in zip(access.indices, access.tensor.shape):
+            low, high = bounds(index, env) or (0, extent - 1)
+            pads.append((max(0, -low), max(0, high - extent + 1)))
+        paddings.append(tuple(pads) if any(before or after for before, after in pads) else None)
+    return paddings
+
+
+def _operand(access: Indexing, loops, padding=None) -> Operand:
+    if padding is not None:  # read a zero-padded copy, every subscript shifted by its padding
+        shifted = tuple(
+            make.add(index, before) if before else index for index, (before, _) in zip(access.indices, padding)
+        )
+        involved = tuple(name for name in loops if any(name in variable_names(i) for i in access.indices))
+        return Operand(access.tensor.name, involved, gather=shifted, padding=padding)
     slices, labels = [], []
     for index in access.indices:
         form = affine(index)
@@ -176,6 +216,8 @@ def _einsum(step: EinsumPlan, backend, arrays: dict):
     operands = []
     for operand in step.operands:
         array = arrays[operand.tensor]
+        if operand.padding is not None:
+            array = backend.pad(array, operand.padding)
         if operand.slices is not None:
             operands.append(array[operand.slices])
         else:

@@ -86,7 +86,10 @@ def _einsum_lines(step: EinsumPlan) -> list[str]:
             shape = tuple(-1 if a == axis else 1 for a in range(len(operand.labels)))
             lines.append(f"    {var} = np.arange({start}, {stop}).reshape({shape!r})")
         indices = ", ".join(_expr(index, False, {}) for index in operand.gather)
-        lines.append(f"    gathered{number} = {operand.tensor}[{indices}]")
+        source = operand.tensor
+        if operand.padding is not None:
+            source = f"np.pad({operand.tensor}, {operand.padding!r})"
+        lines.append(f"    gathered{number} = {source}[{indices}]")
         operands.append(f"gathered{number}")
     if operands and step.equation.split("->")[0] == step.equation.split("->")[1]:
         result = operands[0]
