@@ -44,7 +44,7 @@ class CompiledConv2d(reference.Conv2d):
             self.kernel_note = f"{self.algorithm}: one BLAS GEMM"
         else:
             self.compiled = self.algorithm
-            self.kernel_note = f"{self.algorithm}: compiled"
+            self.kernel_note = f"{self.algorithm}: compiled" + (" (im2col on maps with few tiles)" if self.algorithm == "winograd" else "")
             self.bias_vector = (np.zeros(weight.out_channels, np.float32) if self.static_bias_vector is None
                                 else np.ascontiguousarray(self.static_bias_vector, dtype=np.float32))
             if self.compiled == "depthwise":
