@@ -501,9 +501,13 @@ def cmd_bench(args) -> int:
         raise InputError("--threads must be at least 1")
     compare = parse_compare(args.compare)
     handle, thread_note = limit_numpy_threads(args.threads)
+    from .numba_kernels import set_threads
+
+    set_threads(args.threads)  # the compiled CPU kernels' own pool (numba)
     try:
         return _bench(args, param, compare, thread_note)
     finally:
+        set_threads(None)
         if handle is not None:  # callers in the same process (tests) get their thread pools back
             handle.restore_original_limits()
 

@@ -176,6 +176,10 @@ def cmd_info(args) -> int:
         print(f"fused {len(model.fused_groups)} elementwise chain(s):")
         for group in model.fused_groups:
             print("  " + " + ".join(group))
+    if model.backend.name == "numpy":
+        from .numba_kernels import kernel_notes
+
+        print("\n".join(kernel_notes(model)))
     return 0
 
 
