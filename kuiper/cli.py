@@ -91,15 +91,9 @@ def _write_outputs(path_text: str, outputs: dict) -> None:
 
 
 def _random_feeds(model, batch: int) -> dict:
-    rng = np.random.default_rng(0)
-    feeds = {}
-    for spec in model.inputs:
-        if spec.shape is None or any(d is None for d in spec.shape[1:]):
-            raise InputError(f"input '{spec.name}' has unknown dims {spec}; pass --input instead of --random")
-        shape = (batch,) + tuple(spec.shape[1:]) if spec.shape else ()
-        check_size(shape, np.dtype(spec.dtype or "float32").itemsize, f"--random --batch {batch}: input '{spec.name}'")
-        feeds[spec.name] = rng.standard_normal(shape).astype(spec.dtype or "float32")
-    return feeds
+    from .bench import random_inputs
+
+    return {spec.name: array for spec, array in zip(model.inputs, random_inputs(model.inputs, batch))}
 
 
 def _summarise(name: str, array: np.ndarray) -> str:
@@ -112,6 +106,10 @@ def _summarise(name: str, array: np.ndarray) -> str:
 
 
 def cmd_run(args) -> int:
+    from .dask.cli import run_files, wants_files
+
+    if wants_files(args):  # many files over a Dask cluster: kuiper/dask/cli.py
+        return run_files(args)
     model = _load(args)
     if args.output:
         _check_output_path(args.output, len(model.outputs))
@@ -178,6 +176,10 @@ def cmd_info(args) -> int:
         print(f"fused {len(model.fused_groups)} elementwise chain(s):")
         for group in model.fused_groups:
             print("  " + " + ".join(group))
+    if model.backend.name == "numpy":
+        from .numba_kernels import kernel_notes
+
+        print("\n".join(kernel_notes(model)))
     return 0
 
 
@@ -280,6 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--random", action="store_true", help="feed seeded random inputs of the declared shapes instead")
     run.add_argument("--batch", type=_positive_int, default=1, help="batch size for --random (default 1)")
     run.add_argument("--output", "-o", help="save outputs: .npy for one output, .npz for several")
+    from .dask.cli import add_arguments as add_dask_arguments
+
+    add_dask_arguments(run)
     run.set_defaults(func=cmd_run)
 
     info = model_command("info", "print the model's inputs, outputs, op table and parameter count")
@@ -294,6 +299,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="classify bundled handwritten digits with a bundled model and report accuracy")
     demo.add_argument("--backend", help="backend name (default: configured, else numpy)")
     demo.set_defaults(func=cmd_demo)
+
+    from .hlo.cli import add_hlo_command
+
+    add_hlo_command(sub)
+
+    from .te.cli import add_te_command
+
+    add_te_command(sub)
 
     try:
         from .bench import add_bench_command

@@ -33,6 +33,24 @@ class ExpressionSyntaxError(ModelFormatError):
         super().__init__(message)
 
 
+class HloSyntaxError(ModelFormatError):
+    """HLO text cannot be parsed, or names something undefined, or fails a verifier check.
+
+    ``line`` and ``column`` are 1-based; the message quotes the line with a caret under the column.
+    """
+
+    def __init__(self, message: str, source: str = "", line: int = 0, column: int = 0, line_text: str = ""):
+        self.reason = message
+        self.source = source
+        self.line = line
+        self.column = column
+        where = f"{source or '<hlo>'}:{line}:{column}: " if line else (f"{source}: " if source else "")
+        text = f"{where}{message}"
+        if line:
+            text += f"\n  {line_text}\n  {' ' * max(0, column - 1)}^"
+        super().__init__(text)
+
+
 class OperatorParamError(ModelFormatError):
     """An op's parameter or weight is missing or has the wrong kind of value."""
 
@@ -73,5 +91,33 @@ class PluginError(KuiperError):
     """A plugin failed to load or registered something inconsistent."""
 
 
+class IRError(KuiperError):
+    """The tensor IR was asked to build something it cannot: a type error (``sub`` of two bool
+    tensors), an unknown operation.  No file is at fault by itself: a frontend that lowers a
+    file's expression catches this and re-raises it naming the file, line and expression."""
+
+
 class DeviceMemoryError(KuiperError):
     """The accelerator ran out of memory; the message says how much was asked and what was free."""
+
+
+class TESyntaxError(ModelFormatError):
+    """A tensor-expression kernel (``kuiper.te``) cannot be parsed or is inconsistent.
+
+    ``text`` is the kernel source and ``position`` the 0-based offset of the problem; the
+    message names the line and column and shows that line with a caret under the spot.
+    """
+
+    def __init__(self, message: str, text: str = "", position: int | None = None):
+        self.text = text
+        self.position = position
+        self.reason = message
+        if text and position is not None:
+            position = max(0, min(position, len(text)))
+            line_start = text.rfind("\n", 0, position) + 1
+            line_end = text.find("\n", position)
+            line = text[line_start : line_end if line_end >= 0 else len(text)]
+            line_number = text.count("\n", 0, position) + 1
+            column = position - line_start
+            message = f"line {line_number}, column {column + 1}: {message}\n  {line}\n  {' ' * column}^"
+        super().__init__(message)

@@ -1,6 +1,6 @@
 """The Op base class: parse params once at build time, compute with ``self.xp``.
 
-An op family subclasses ``Op``, lists the PNNX type strings it runs in
+An op family subclasses ``Op``, lists the type strings it runs in
 ``types``, reads and validates its params in ``setup()`` (using the typed
 accessors below, which raise errors naming the op and the param), and
 computes in ``forward()`` with the backend's array namespace ``self.xp`` and
@@ -62,11 +62,12 @@ class Op:
         raise NotImplementedError(f"{type(self).__qualname__}.forward")
 
     @classmethod
-    def elementwise_expression(cls, node: OpNode) -> str | None:
-        """An expression (``@0`` = the first input) equal to this op, if it is elementwise.
+    def elementwise(cls, node: OpNode):
+        """This op's math as ``kuiper.ops.elementwise.ElementwiseMath``, if it is elementwise.
 
-        The graph's fusion pass merges chains of such ops into one fused
-        expression; return None (the default) for ops that are not elementwise.
+        The graph's fusion pass composes the math of chains of such ops into one
+        fused op; return None (the default) for ops that are not elementwise.
+        Raise the usual param errors for bad params (``NodeParams(node)`` reads them).
         """
         return None
 
@@ -149,14 +150,18 @@ class Op:
         return tuple(value)
 
     # -- weights and inputs ----------------------------------------------------
-    def weight(self, key: str, required: bool = True):
-        """The weight ``@key`` moved to the backend once, or None when optional and absent."""
+    def weight(self, key: str, required: bool = True, aligned: bool = False):
+        """The weight ``@key`` moved to the backend once, or None when optional and absent.
+
+        ``aligned=True`` for a weight that reaches a matmul: a mapped view at an odd file
+        offset is copied once to a 64-byte boundary (see ``Backend.aligned``).
+        """
         array = self.node.attrs.get(key)
         if array is None:
             if required:
                 raise self.error(f"missing weight '@{key}'")
             return None
-        return self.backend.asarray(array)
+        return self.backend.aligned(array) if aligned else self.backend.asarray(array)
 
     def input_index(self, key: str, default: int | None = None) -> int | None:
         """Position of the input bound to ``$key``, else ``default``."""
@@ -171,6 +176,17 @@ class Op:
         if not low <= count <= high:
             expected = str(low) if low == high else f"{low} to {high}"
             raise self.error(f"expects {expected} input(s), the file gives {count}")
+
+
+class NodeParams(Op):
+    """The param accessors of Op on a bare node, for class methods such as ``elementwise``.
+
+    It has no backend: only the ``*_param`` readers and ``error``/``unsupported`` may be used.
+    """
+
+    def __init__(self, node: OpNode):  # noqa: D107 - deliberately not Op.__init__: no backend, no setup
+        self.node = node
+        self.name = node.name
 
 
 def normalize_axis(axis: int, rank: int, op: Op) -> int:

@@ -82,7 +82,7 @@ class _ConvBase(Op):
             self._check_weight_rank(weight.shape)
             if 0 in weight.shape:
                 raise self.error(f"weight has a zero-size dimension: shape {tuple(weight.shape)}")
-            self.static_weight = self.prepare_weight(self.weight("weight"))
+            self.static_weight = self.prepare_weight(self.weight("weight", aligned=True))
             self._check_params_match_weight(self.static_weight)
             bias = self.weight("bias", required=self.bool_param("bias", default="bias" in node.attrs))
             out_channels = self.static_weight.out_channels

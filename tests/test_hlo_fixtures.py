@@ -1,0 +1,54 @@
+"""JAX programs dumped as HLO text (tools/make_hlo_fixtures.py): both texts parse, and run like JAX."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kuiper.hlo import parse
+
+FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
+PROGRAMS = sorted(path.name[: -len(".npz")] for path in FIXTURES.glob("*.npz"))
+TEXTS = [(name, suffix) for name in PROGRAMS for suffix in (".hlo.txt", ".opt.hlo.txt")]
+
+
+def test_every_program_has_both_texts():
+    assert len(PROGRAMS) >= 15
+    for name, suffix in TEXTS:
+        assert (FIXTURES / f"{name}{suffix}").is_file()
+
+
+@pytest.mark.parametrize("name, suffix", TEXTS, ids=[f"{n}{s}" for n, s in TEXTS])
+def test_both_texts_parse(name, suffix):
+    module = parse((FIXTURES / f"{name}{suffix}").read_text(), source=f"{name}{suffix}")
+    entry = module.entry
+    assert entry.is_entry
+    # The ENTRY signature of the optimised text names as many parameters as the unoptimised one has.
+    assert len(entry.parameters()) >= 1
+    graph = module.dfg()
+    assert len(graph.nodes) == module.instruction_count()
+
+
+def _arrays(data, prefix):
+    return [data[f"{prefix}{i}"] for i in range(sum(key.startswith(prefix) for key in data.files))]
+
+
+@pytest.mark.parametrize("name, suffix", TEXTS, ids=[f"{n}{s}" for n, s in TEXTS])
+def test_runs_like_jax_on_numpy(name, suffix):
+    import kuiper
+
+    data = np.load(FIXTURES / f"{name}.npz")
+    model = kuiper.load(FIXTURES / f"{name}{suffix}", backend="numpy")
+    outputs = model(*_arrays(data, "input"), to_numpy=True)
+    outputs = list(outputs) if isinstance(outputs, tuple) else [outputs]
+    expected = _arrays(data, "output")
+    assert len(outputs) == len(expected)
+    for index, (got, want) in enumerate(zip(outputs, expected)):
+        got = np.asarray(got)
+        assert (got.shape, got.dtype) == (want.shape, want.dtype), f"output {index}"
+        if want.dtype.kind in "fc":
+            np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-3, equal_nan=True, err_msg=f"output {index}")
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=f"output {index}")
