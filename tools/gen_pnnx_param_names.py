@@ -36,6 +36,7 @@ PNNX_OWN = {
     "prim::TupleConstruct": (),
     "prim::TupleUnpack": (),
     "Tensor.slice": ("dim", "dims", "start", "starts", "end", "ends", "step", "steps", "select", "selects"),
+    "Tensor.slice_copy": ("dim", "dims", "start", "starts", "end", "ends", "step", "steps", "select", "selects"),
     "Tensor.index": ("indices", "expr"),
     "Tensor.expand": ("shape", "sizes"),
     "Tensor.view": ("shape", "size"),
@@ -44,7 +45,8 @@ PNNX_OWN = {
     "Tensor.to": ("dtype", "copy", "non_blocking", "memory_format", "device"),
 }
 # Params PyTorch hides behind a dispatch wrapper (F.max_pool2d -> max_pool2d_with_indices).
-EXTRA = {name: ("return_indices",) for name in (
+EXTRA = {"nn.RNN": ("nonlinearity",)}
+EXTRA |= {name: ("return_indices",) for name in (
     "F.max_pool1d", "F.max_pool2d", "F.max_pool3d",
     "F.adaptive_max_pool1d", "F.adaptive_max_pool2d", "F.adaptive_max_pool3d",
 )}
@@ -57,6 +59,18 @@ def aten_names(name: str) -> set[str]:
         # PNNX writes ATen's "self" as "input".
         names.update("input" if argument.name == "self" else argument.name for argument in schema.arguments)
     return names
+
+
+def constructor_names(module_class) -> set[str]:
+    """Named constructor arguments; past ``__init__(self, *args, **kwargs)`` wrappers (nn.LSTM) to the base's."""
+    for cls in module_class.__mro__:
+        if cls is torch.nn.Module:
+            return {"self"}  # a module without constructor arguments: no params at all
+        parameters = inspect.signature(cls.__init__).parameters.values()
+        names = {p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+        if names - {"self"}:
+            return names
+    return set()
 
 
 def signature_names(function) -> set[str]:
@@ -73,7 +87,7 @@ def names_for(op_type: str) -> set[str] | None:
     if op_type.startswith("aten::"):
         found = aten_names(op_type[len("aten::"):])
     elif prefix == "nn" and hasattr(torch.nn, name):
-        found = set(inspect.signature(getattr(torch.nn, name).__init__).parameters)
+        found = constructor_names(getattr(torch.nn, name))
     elif prefix == "F" and hasattr(F, name):
         found = signature_names(getattr(F, name)) | aten_names(name)
     elif prefix in ("torch", "Tensor"):
@@ -87,7 +101,7 @@ def names_for(op_type: str) -> set[str] | None:
 
 def main() -> None:
     table = {}
-    for op_type in sorted(op_registry()):
+    for op_type in sorted(set(op_registry()) | set(PNNX_OWN)):
         names = names_for(op_type)
         if names is not None:
             table[op_type] = tuple(sorted(names))
