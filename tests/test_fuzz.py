@@ -36,6 +36,7 @@ from kuiper.errors import KuiperError
 from kuiper.formats.pnnx import load_pnnx
 from kuiper.formats.pnnx_bin import WeightArchive
 from kuiper.formats.pnnx_param import parse_param
+from kuiper.formats.pnnx_param_names import KNOWN_PARAMS
 from kuiper.plugins import op_registry
 
 EXAMPLES = int(os.environ.get("KUIPER_FUZZ_EXAMPLES", "40"))
@@ -194,28 +195,64 @@ def test_fuzz_zip_reader_on_mutated_real_bins(data, fixture):
                     archive.read(f"{op_name}.{attr}", decl.shape, decl.dtype)
 
 
+def _nearby_values(value: str) -> list[str]:
+    """Values close to ``value``: off by one, zero, negative, doubled, an element changed or dropped."""
+    if value.startswith("(") and value.endswith(")"):
+        items = value[1:-1].split(",")
+        options = ["(" + ",".join(items[:-1]) + ")", "(" + ",".join(items + items[-1:]) + ")"]
+        for index, item in enumerate(items):
+            for replacement in _nearby_values(item)[:4]:
+                options.append("(" + ",".join(items[:index] + [replacement] + items[index + 1 :]) + ")")
+        return options
+    try:
+        number = int(value)
+    except ValueError:
+        return [value.upper(), value[:-1] or "x", "none"]
+    return [str(number + 1), str(number - 1), "0", str(-number), str(number * 2), str(number * 1000)]
+
+
 @st.composite
 def mutated_param(draw, text: str) -> str:
+    """Mostly plausible edits (a param value nudged or made extreme, an operand shape changed),
+    sometimes structural ones (tokens, lines), so that most mutants still parse and run."""
     lines = text.splitlines()
     for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["token", "token", "token", "drop_token", "dup_line", "drop_line", "swap"]))
-        index = draw(st.integers(0, len(lines) - 1))
+        kind = draw(st.sampled_from(["param"] * 6 + ["shape", "add_param", "token", "drop_token", "dup_line",
+                                                      "drop_line", "swap"]))
+        body = list(range(2, len(lines))) or [0]
+        index = draw(st.sampled_from(body))
         tokens = lines[index].split()
-        if kind in ("token", "drop_token") and tokens:
+        params = [i for i, token in enumerate(tokens) if "=" in token and token[0] not in "@#$"]
+        shapes = [i for i, token in enumerate(tokens) if token.startswith("#")]
+        if kind == "param" and params:
+            at = draw(st.sampled_from(params))
+            key, _, value = tokens[at].partition("=")
+            tokens[at] = f"{key}={draw(st.one_of(st.sampled_from(_nearby_values(value)), values))}"
+        elif kind == "shape" and shapes:
+            at = draw(st.sampled_from(shapes))
+            key, _, value = tokens[at].partition("=")
+            dims, _, dtype = value[1:].partition(")")
+            changed = draw(st.sampled_from(_nearby_values(f"({dims})")))
+            tokens[at] = f"{key}={changed}{dtype if draw(st.integers(0, 3)) else draw(values)}"
+        elif kind == "add_param" and len(tokens) > 1:
+            known = sorted(KNOWN_PARAMS.get(tokens[0], ())) or ["k"]
+            tokens.append(f"{draw(st.sampled_from(known))}={draw(values)}")
+        elif kind in ("token", "drop_token") and tokens:
             at = draw(st.integers(0, len(tokens) - 1))
             if kind == "drop_token":
                 del tokens[at]
             else:
                 key, sep, _ = tokens[at].partition("=")
                 tokens[at] = f"{key}={draw(values)}" if sep else draw(values)
-            lines[index] = " ".join(tokens)
         elif kind == "dup_line":
             lines.insert(index, lines[index])
         elif kind == "drop_line":
             del lines[index]
         elif kind == "swap":
-            other = draw(st.integers(0, len(lines) - 1))
+            other = draw(st.sampled_from(body))
             lines[index], lines[other] = lines[other], lines[index]
+        if kind in ("param", "shape", "add_param", "token", "drop_token") and index < len(lines):
+            lines[index] = " ".join(tokens)
     return "\n".join(lines) + "\n"
 
 
