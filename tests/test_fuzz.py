@@ -83,8 +83,8 @@ def guarded():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             yield
-    except KuiperError:
-        pass
+    except KuiperError as exc:
+        _log_translated(exc)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
@@ -95,6 +95,16 @@ def guarded():
         else:
             os.environ["KUIPER_MEMORY_BUDGET"] = old_budget
     assert peak <= BUDGET + TRACE_SLACK, f"allocated {peak} bytes, over the {BUDGET}-byte budget"
+
+
+def _log_translated(exc: KuiperError) -> None:
+    """With KUIPER_FUZZ_LOG=path, note KuiperErrors that wrap another exception (an op's raw failure
+    translated by the model): they are correct for the user, but each is a message an op could improve."""
+    path = os.environ.get("KUIPER_FUZZ_LOG")
+    cause = exc.__cause__
+    if path and cause is not None and not isinstance(cause, KuiperError):
+        with open(path, "a") as log:
+            log.write(f"{type(cause).__name__}: {str(exc).splitlines()[0][:300]}\n")
 
 
 # -- the param grammar ---------------------------------------------------------------------
