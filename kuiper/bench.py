@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, UsageError
 from .limits import check_size
 
 PEERS = ("torch", "onnxruntime")
@@ -120,7 +120,7 @@ def parse_compare(text: str) -> list[str]:
     names = [aliases.get(n, n) for n in names]
     unknown = [n for n in names if n not in PEERS]
     if unknown:
-        raise InputError(f"--compare: unknown peer(s) {unknown}; choose from {', '.join(PEERS)} or 'none'")
+        raise UsageError(f"--compare: unknown peer(s) {unknown}; choose from {', '.join(PEERS)} or 'none'")
     return list(dict.fromkeys(names))
 
 
@@ -496,9 +496,9 @@ def measure_fresh_processes(param: Path, peers: dict[str, Path], batch: int, thr
 def cmd_bench(args) -> int:
     param = resolve_param(args.model)
     if args.batch < 1 or args.runs < 1 or args.warmup < 0:
-        raise InputError("--batch and --runs must be at least 1, --warmup at least 0")
+        raise UsageError("--batch and --runs must be at least 1, --warmup at least 0")
     if args.threads is not None and args.threads < 1:
-        raise InputError("--threads must be at least 1")
+        raise UsageError("--threads must be at least 1")
     compare = parse_compare(args.compare)
     handle, thread_note = limit_numpy_threads(args.threads)
     from .numba_kernels import set_threads

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, KuiperError
+from .errors import InputError, KuiperError, UsageError
 from .limits import check_size
 
 DEMO_DIR = Path(__file__).parent / "demo"
@@ -325,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.func(args)
+    except UsageError as exc:
+        print(f"kuiper: error: {exc} (see `kuiper {args.command} --help`)", file=sys.stderr)
+        return 2
     except KuiperError as exc:
         print(f"kuiper: error: {exc}", file=sys.stderr)
         return 1

@@ -83,6 +83,10 @@ class BackendUnavailableError(KuiperError):
     """A backend name is unknown, or the backend cannot run on this machine."""
 
 
+class UsageError(InputError):
+    """A command-line invocation is wrong (the CLI exits with status 2, as for argparse's own errors)."""
+
+
 class ConfigError(KuiperError):
     """A configuration file or environment variable holds an invalid value."""
 

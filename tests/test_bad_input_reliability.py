@@ -438,6 +438,8 @@ def _cli(capsys, *argv):
         (["run", "{model}", "--random", "-o", "{tmp}/no/such/folder/y.npy"], 1, "does not exist"),
         (["run", "{model}", "--random", "-o", "{tmp}"], 1, "is a directory"),
         (["info", "{tmp}/nothing.pnnx.param"], 1, "model file not found"),
+        (["bench", "{model}", "--batch", "0"], 2, "--batch and --runs must be at least 1"),
+        (["run", "{model}", "--inputs", "{tmp}/*.npy"], 2, "--inputs and --output-dir go together"),
     ],
 )
 def test_10_bad_invocations_print_one_error_line(tmp_path, capsys, argv, code, message):
