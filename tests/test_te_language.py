@@ -45,6 +45,7 @@ def test_kernel_object_names_shapes_and_prints_back():
         ("A<4>[i] = B<4>[k] where k = i, k = i;", "index k is bound by the where clause", 16),
         ("A<4>[i] = B<4>[i] > 0.0;", "the right-hand side is a condition, not a number", 11),
         ("A<4>[i] = B<4>[i / 2];", "a subscript is integer arithmetic on index variables", 16),
+        ("A<4>[i] = B<4>[i] where B[i] > 0.0;", "a where condition is on index variables", 25),
     ],
 )
 def test_semantic_and_syntax_errors_point_at_the_spot(text, message, column):

@@ -5,9 +5,9 @@ Each statement's iteration space (kuiper.te.nest) is planned once, in one of two
 * EinsumPlan: the value is a product of accesses and constants, and either
   nothing is guarded or the guard only keeps subscripts inside their tensors
   (then those tensors are read zero-padded, see ``_paddings``).  An access
-  whose subscripts are ``a*v + b`` or constants becomes a strided slice (a
-  view); any other access is gathered with index arrays over the variables
-  it uses.  One einsum then multiplies and sums.
+  whose subscripts are ``a*u + b``, ``a*u + v + b`` (a sliding window) or
+  constants becomes a view; any other access is gathered with index arrays
+  over the variables it uses.  One einsum then multiplies and sums.
 * GridPlan: anything else.  Every loop variable is an ``arange`` along its own
   axis; subscripts, the guard and the value are evaluated by broadcasting
   (guarded reads use clamped subscripts and are masked out), and the
@@ -68,6 +68,7 @@ class Operand:
     slices: tuple | None = None
     gather: tuple[IRExpr, ...] | None = None
     padding: tuple[tuple[int, int], ...] | None = None  # zeros around the tensor before gathering
+    windows: tuple[tuple[int, int], ...] = ()  # (axis, length): sliding windows appended before slicing
 
 
 @dataclass(frozen=True)
@@ -159,22 +160,37 @@ def _operand(access: Indexing, loops, padding=None) -> Operand:
         )
         involved = tuple(name for name in loops if any(name in variable_names(i) for i in access.indices))
         return Operand(access.tensor.name, involved, gather=shifted, padding=padding)
-    slices, labels = [], []
-    for index in access.indices:
+    slices, labels, windows, window_labels = [], [], [], []
+    for axis, index in enumerate(access.indices):
         form = affine(index)
         names = [n for n in (form or {}) if n is not None]
-        if form is not None and not names:
-            slices.append(form.get(None, 0))
-        elif form is not None and len(names) == 1 and form[names[0]] > 0:
-            name = names[0]
-            a, b = form[name], form.get(None, 0)
-            start, stop = loops[name]
-            slices.append(slice(a * start + b, a * (stop - 1) + b + 1, a))
-            labels.append(name)
-        else:
-            involved = tuple(name for name in loops if any(name in variable_names(i) for i in access.indices))
-            return Operand(access.tensor.name, involved, gather=access.indices)
-    return Operand(access.tensor.name, tuple(labels), slices=tuple(slices))
+        if form is None or any(form[n] <= 0 for n in names) or len(names) > 2:
+            break
+        constant = form.get(None, 0)
+        if not names:
+            slices.append(constant)
+            continue
+        # a*u + v + c: a sliding window of v's extent along this axis, u picks windows
+        inner = names[-1] if len(names) == 2 and form[names[-1]] == 1 else None
+        if len(names) == 2 and inner is None:
+            inner = names[0] if form[names[0]] == 1 else None
+        if len(names) == 2 and inner is None:
+            break
+        outer = names[0] if inner != names[0] else names[-1]
+        a = form[outer]
+        start, stop = loops[outer]
+        slices.append(slice(a * start + constant, a * (stop - 1) + constant + 1, a))
+        labels.append(outer)
+        if len(names) == 2:
+            inner_start, inner_stop = loops[inner]
+            windows.append((axis, inner_stop))
+            window_labels.append((inner, slice(inner_start, inner_stop)))
+    else:
+        slices += [window_slice for _, window_slice in window_labels]
+        labels += [name for name, _ in window_labels]
+        return Operand(access.tensor.name, tuple(labels), slices=tuple(slices), windows=tuple(windows))
+    involved = tuple(name for name in loops if any(name in variable_names(i) for i in access.indices))
+    return Operand(access.tensor.name, involved, gather=access.indices)
 
 
 # --- running plans ------------------------------------------------------------------------
@@ -219,6 +235,8 @@ def _einsum(step: EinsumPlan, backend, arrays: dict):
         if operand.padding is not None:
             array = backend.pad(array, operand.padding)
         if operand.slices is not None:
+            if operand.windows:
+                array = backend.sliding_window(array, [n for _, n in operand.windows], [a for a, _ in operand.windows])
             operands.append(array[operand.slices])
         else:
             env = {n: _arange(xp, step.loops[n], axis, len(operand.labels)) for axis, n in enumerate(operand.labels)}

@@ -79,7 +79,12 @@ def _einsum_lines(step: EinsumPlan) -> list[str]:
     lines, operands = [], []
     for number, operand in enumerate(step.operands):
         if operand.slices is not None:
-            operands.append(f"{operand.tensor}[{_region(operand.slices)}]")
+            source = operand.tensor
+            if operand.windows:
+                lengths = tuple(n for _, n in operand.windows)
+                axes = tuple(a for a, _ in operand.windows)
+                source = f"np.lib.stride_tricks.sliding_window_view({source}, {lengths!r}, axis={axes!r})"
+            operands.append(f"{source}[{_region(operand.slices)}]")
             continue
         for axis, var in enumerate(operand.labels):
             start, stop = step.loops[var]
