@@ -66,7 +66,7 @@ def _configured_budget(env_value: str, directory: str) -> int:
 
 
 def budget_bytes() -> int:
-    """The current budget (the environment and the working directory are read on every call)."""
+    """The current budget: the environment variable is read on every call, a config file once per directory."""
     try:
         directory = os.getcwd()
     except OSError:
