@@ -31,8 +31,8 @@ import numpy as np
 import pytest
 from conftest import MODELS, reference_batches
 from hypothesis import HealthCheck, given, settings
-from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis import strategies as st
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 import kuiper
 from kuiper.errors import KuiperError
