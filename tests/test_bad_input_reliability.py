@@ -492,3 +492,13 @@ def test_7_a_scalar_expression_feeding_a_tensor_op_names_the_op(tmp_path, line):
     model = kuiper.load(write_model(tmp_path, "7767517\n4 3\n" + "\n".join(ops) + "\n"))
     with pytest.raises(KuiperError, match="op 'o' of type"):
         model(np.ones((1, 2), np.float32))
+
+
+def test_11_the_cli_strict_flag_refuses_unknown_params(tmp_path, capsys):
+    text = "7767517\n3 2\npnnx.Input in0 0 1 x\nnn.ReLU r 1 1 x y frobnicate=1\npnnx.Output out 1 0 y\n"
+    param = str(write_model(tmp_path, text))
+    code, err = _cli(capsys, "info", param, "--strict")
+    assert code == 1 and "op 'r' (nn.ReLU): frobnicate" in err
+    with pytest.warns(UnknownParamWarning):
+        code, _ = _cli(capsys, "info", param)
+    assert code == 0
