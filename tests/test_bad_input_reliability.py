@@ -504,3 +504,19 @@ def test_11_the_cli_strict_flag_refuses_unknown_params(tmp_path, capsys):
     with pytest.warns(UnknownParamWarning):
         code, _ = _cli(capsys, "info", param)
     assert code == 0
+
+
+@pytest.mark.parametrize(
+    "line, weight_shape, expected",
+    [
+        # PyTorch's sizes: (9 + 2*1 - 3) // 2 + 1 = 5 and (11 + 2 - 3) // 2 + 1 = 6
+        (conv_line(out_channels=2, stride="(2,2)", padding="(1,1)"), (2, 1, 3, 3), (0, 2, 5, 6)),
+        # transposed: (9 - 1) * 2 + 3 = 19 and (11 - 1) * 2 + 3 = 23
+        (("nn.ConvTranspose2d t 1 1 x y in_channels=1 out_channels=2 kernel_size=(3,3) stride=(2,2) padding=(0,0) "
+          "output_padding=(0,0) dilation=(1,1) groups=1 bias=False"), (1, 2, 3, 3), (0, 2, 19, 23)),
+    ],
+)
+def test_an_empty_batch_gives_an_empty_batch_like_pytorch(tmp_path, line, weight_shape, expected):
+    # Found by the one-hour fuzz: an empty batch failed inside a reshape.
+    model = op_model(tmp_path, line, weights={"weight": np.ones(weight_shape)})
+    assert kuiper.to_numpy(model(np.zeros((0, 1, 9, 11), np.float32))).shape == expected

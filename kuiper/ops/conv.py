@@ -246,14 +246,17 @@ class ConvNd(_ConvBase):
         self.check_input(x, weight.in_channels)
         pads = self.static_pads if weight is self.static_weight else self.pads_for(weight.kernel)
         self._check_padding(x.shape, pads)
+        outs = [conv_output_size(size, k, s, sum(p), d)
+                for size, k, s, p, d in zip(x.shape[2:], weight.kernel, self.stride, pads, self.dilation)]
+        if x.shape[0] == 0 and all(o >= 1 for o in outs):
+            # An empty batch gives an empty batch (as in PyTorch); the matmul reshapes cannot infer dims of it.
+            return self.xp.zeros((0, weight.out_channels, *outs), dtype=x.dtype)
         if self.algorithm != "im2col" and weight is self.static_weight and x.dtype == weight.matrix.dtype:
             out = self.compute_fast(x)
             if out is not None:
                 if bias is not None and self.algorithm != "winograd":
                     out += bias
                 return out
-        outs = [conv_output_size(size, k, s, sum(p), d)
-                for size, k, s, p, d in zip(x.shape[2:], weight.kernel, self.stride, pads, self.dilation)]
         columns_bytes = weight.matrix.shape[-1] * self.groups * prod(outs) * x.dtype.itemsize  # per image
         images = max(1, IM2COL_CHUNK_BYTES // max(1, columns_bytes))
         if x.shape[0] <= images:
@@ -389,6 +392,8 @@ class ConvTransposeNd(_ConvBase):
         if any(o < 0 for o in outs):
             raise ShapeError(f"{self.node.describe()}: input {tuple(x.shape)} gives a negative output size {outs}")
         check_size((batch, weight.out_channels) + outs, x.dtype.itemsize, self.node.describe())
+        if batch == 0:  # an empty batch gives an empty batch (as in PyTorch)
+            return xp.zeros((0, weight.out_channels, *outs), dtype=x.dtype)
         columns = xp.matmul(weight.matrix, xp.reshape(x, (batch, self.groups, weight.in_channels // self.groups, -1)))
         # (N, G, out/G * K, P) -> (N, out, *kernel, *input sizes)
         columns = xp.reshape(columns, (batch, weight.out_channels) + weight.kernel + sizes)
