@@ -147,10 +147,13 @@ def build(source, name, kwargs):
 
 @torch.no_grad()
 def randomize_norms(model, shape):
-    """Random LayerNorm/GroupNorm affine; BatchNorm via fixturelib (calibrated statistics)."""
+    """Random LayerNorm/GroupNorm affine; BatchNorm via fixturelib (calibrated statistics);
+    zero-initialised layers (torchvision ViT's head) get random weights, or the output is all zeros."""
     from fixturelib import randomize_batchnorm
 
     for module in model.modules():
+        if isinstance(module, (torch.nn.Linear, torch.nn.Conv2d)) and not module.weight.any():
+            torch.nn.init.normal_(module.weight, std=0.02)
         if isinstance(module, (torch.nn.LayerNorm, torch.nn.GroupNorm)) and module.weight is not None:
             module.weight.uniform_(0.7, 1.3)
             module.bias.normal_(0.0, 0.1)
