@@ -267,9 +267,21 @@ def test_mha_reads_pnnx_mask_first_order(tmp_path):
     np.testing.assert_allclose(out, mha_reference(x, x, x, w, 2, True, mask)[0], atol=1e-5)
 
 
+def test_mha_query_bound_to_input_as_pnnx_fusion_writes_it(tmp_path):
+    """pnnx's fused MHA (torchvision Swin): ``$input=x $attn_mask=m`` with a 3-D float mask."""
+    w = mha_weights(8, seed=7)
+    r = rng(7)
+    x = r.standard_normal((2, 4, 8)).astype(np.float32)
+    mask = r.standard_normal((4, 4, 4)).astype(np.float32)
+    out, _ = mha(tmp_path, [x, mask], ["input", "attn_mask"], w, 2, batch_first=True)
+    np.testing.assert_allclose(out, mha_reference(x, x, x, w, 2, True, mask)[0], atol=1e-5)
+
+
 def test_mha_errors_name_the_op_and_what_was_expected(tmp_path):
     w = mha_weights(8)
     x = np.zeros((2, 4, 8), np.float32)
+    with pytest.raises(kuiper.KuiperError, match="unknown input keyword"):
+        mha(tmp_path, [x, x], [None, "mask"], w, heads=2)
     with pytest.raises(kuiper.KuiperError, match="multiple of num_heads"):
         mha(tmp_path, [x], [None], w, heads=3)
     with pytest.raises(kuiper.KuiperError, match="attn_mask must be"):

@@ -127,6 +127,7 @@ class MultiheadAttention(Op):
     types = ("nn.MultiheadAttention",)
     fresh_output = True
     MASK_KEYS = ("attn_mask", "key_padding_mask")
+    TENSOR_KEYS = (None, "input", "query", "key", "value")  # pnnx's fusion passes bind the query to $input
 
     def setup(self):
         self.embed_dim = self.int_param("embed_dim")
@@ -148,9 +149,10 @@ class MultiheadAttention(Op):
     def _read_inputs(self):
         keys = self.node.input_keys
         self.mask_keys = [key for key in keys if key in self.MASK_KEYS]
-        unknown = [key for key in keys if key is not None and key not in self.MASK_KEYS]
+        unknown = [key for key in keys if key not in self.MASK_KEYS + self.TENSOR_KEYS]
         if unknown:
-            raise self.error(f"unknown input keyword(s) {unknown}; expected {', '.join('$' + k for k in self.MASK_KEYS)}")
+            expected = ", ".join("$" + k for k in self.TENSOR_KEYS[1:] + self.MASK_KEYS)
+            raise self.error(f"unknown input keyword(s) {unknown}; expected {expected}")
         self.tensor_count = len(keys) - len(self.mask_keys)
         if not 1 <= self.tensor_count <= 3:
             raise self.error(f"expects query[, key[, value]] and masks, the file gives {len(keys)} input(s)")

@@ -172,7 +172,8 @@ class Recurrent(Op):
         xp = self.xp
         n = self.hidden_size
         gates = gates_x + xp.matmul(h, w.hh_t)
-        i, f, o = (apply(self.backend, composites.sigmoid, gates[:, k * n:(k + 1) * n]) for k in (0, 1, 3))
+        squashed = apply(self.backend, composites.sigmoid, gates)  # i, f, o in one call (g's sigmoid is unused)
+        i, f, o = squashed[:, :n], squashed[:, n:2 * n], squashed[:, 3 * n:]
         g = xp.tanh(gates[:, 2 * n:3 * n])
         c = f * c + i * g
         h = o * xp.tanh(c)
@@ -187,8 +188,8 @@ class Recurrent(Op):
         hidden_candidate = hidden[:, 2 * n:]
         if w.hidden_bias is not None:
             hidden_candidate = hidden_candidate + w.hidden_bias
-        r = apply(self.backend, composites.sigmoid, gates_x[:, :n] + hidden[:, :n])
-        z = apply(self.backend, composites.sigmoid, gates_x[:, n:2 * n] + hidden[:, n:2 * n])
+        reset_update = apply(self.backend, composites.sigmoid, gates_x[:, :2 * n] + hidden[:, :2 * n])
+        r, z = reset_update[:, :n], reset_update[:, n:]
         candidate = xp.tanh(gates_x[:, 2 * n:] + r * hidden_candidate)
         return candidate + z * (h - candidate), None
 
