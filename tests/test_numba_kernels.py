@@ -162,6 +162,8 @@ def test_kernels_are_registered_for_numpy_only_and_switch_off(monkeypatch):
     from kuiper import numba_kernels
     from kuiper.backends import numpy_backend
 
+    monkeypatch.delenv(runtime.DISABLE_ENV, raising=False)
+    runtime.availability.cache_clear()
     assert set(numpy_backend.kuiper_add_kernels("numpy")) >= {"nn.Conv2d", "F.conv2d", "nn.MaxPool2d"}
     assert numpy_backend.kuiper_add_kernels("cupy") is None
     monkeypatch.setenv(runtime.DISABLE_ENV, "0")
@@ -173,6 +175,7 @@ def test_kernels_are_registered_for_numpy_only_and_switch_off(monkeypatch):
         monkeypatch.delenv(runtime.DISABLE_ENV)
         runtime.availability.cache_clear()
     assert "compiled CPU kernels: on" in numba_kernels.describe()
+    runtime.availability.cache_clear()  # back to what the environment of this session says
 
 
 def test_compiled_layer_norm_matches_float64():
@@ -211,3 +214,28 @@ def test_compiled_softmax_matches_float64(op_type, dim):
     got = CompiledSoftmax(node, get_backend("numpy")).forward(x)
     np.testing.assert_allclose(got, expected, atol=TOLERANCE)
     np.testing.assert_allclose(got, Softmax(node, get_backend("numpy")).forward(x), atol=TOLERANCE)
+
+
+def test_without_numba_the_reference_ops_run_and_info_says_why(monkeypatch, tmp_path):
+    import sys
+
+    from conftest import op_model
+
+    from kuiper import numba_kernels
+    from kuiper.plugins import kernel_registry
+
+    monkeypatch.setitem(sys.modules, "numba", None)  # `import numba` now raises ImportError
+    runtime.availability.cache_clear()
+    kernel_registry.cache_clear()
+    try:
+        assert numba_kernels.kernels() == {}
+        assert "numba is not installed" in numba_kernels.describe()
+        weight = np.ones((4, 1, 3, 3), np.float32)
+        model = op_model(tmp_path, "nn.Conv2d conv 1 1 x y in_channels=4 out_channels=4 kernel_size=(3,3) "
+                         "stride=(1,1) padding=(1,1) groups=4 bias=False", weights={"weight": weight})
+        assert type(model.steps[0].op) is Conv2d
+        np.testing.assert_allclose(model(np.ones((1, 4, 6, 6), np.float32))[0, 0, 1:-1, 1:-1], 9.0)
+    finally:
+        monkeypatch.undo()
+        runtime.availability.cache_clear()
+        kernel_registry.cache_clear()
