@@ -35,12 +35,18 @@ def _arrays(data, prefix):
     return [data[f"{prefix}{i}"] for i in range(sum(key.startswith(prefix) for key in data.files))]
 
 
-@pytest.mark.parametrize("name, suffix", TEXTS, ids=[f"{n}{s}" for n, s in TEXTS])
-def test_runs_like_jax_on_numpy(name, suffix):
+UNFUSED = [("mlp", ".hlo.txt"), ("float_math", ".hlo.txt"), ("softmax_layernorm", ".opt.hlo.txt")]
+
+
+@pytest.mark.parametrize("name, suffix, fuse", [(n, s, True) for n, s in TEXTS] + [(n, s, False) for n, s in UNFUSED],
+                         ids=[f"{n}{s}" for n, s in TEXTS] + [f"{n}{s}-unfused" for n, s in UNFUSED])
+def test_runs_like_jax_on_numpy(name, suffix, fuse):
     import kuiper
 
     data = np.load(FIXTURES / f"{name}.npz")
-    model = kuiper.load(FIXTURES / f"{name}{suffix}", backend="numpy")
+    model = kuiper.load(FIXTURES / f"{name}{suffix}", backend="numpy", fuse=fuse)
+    if (name, suffix) in UNFUSED:  # these have elementwise chains the IR runs: fused or not, same answers
+        assert bool(model.fused_groups) == fuse
     outputs = model(*_arrays(data, "input"), to_numpy=True)
     outputs = list(outputs) if isinstance(outputs, tuple) else [outputs]
     expected = _arrays(data, "output")
