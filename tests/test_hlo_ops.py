@@ -201,3 +201,11 @@ def test_map_complex_parts_logistic_and_one_device_collectives():
     np.testing.assert_array_equal(ar, x)
     assert replica == 0 and replica.dtype == np.uint32
     np.testing.assert_array_equal(lz, [30, 29, 31])
+
+
+def test_a_computation_that_calls_itself_is_an_error():
+    text = ("HloModule m\nf {\n  p = f32[] parameter(0)\n  ROOT c = f32[] call(p), to_apply=f\n}\n"
+            "ENTRY e {\n  x = f32[] parameter(0)\n  ROOT r = f32[] call(x), to_apply=f\n}\n")
+    with pytest.raises(HloSyntaxError, match="computation 'f' calls itself") as info:
+        kuiper.load_hlo(text)
+    assert info.value.line == 4

@@ -22,19 +22,17 @@ from .shapes import ArrayShape, Shape
 
 INLINED = ("call", "fusion")
 REGROUPING = ("tuple", "get-tuple-element", "parameter")
-# custom-call targets kuiper runs (as the op type hlo.custom-call.<target>).
-CUSTOM_CALLS = ("TopK",)
-
-Value = "str | tuple"  # an operand name, or a tuple of Values
 
 
 def op_type(instruction: HloInstruction) -> str:
+    """``hlo.<opcode>``; a custom call is ``hlo.custom-call.<target>`` (e.g. the TopK op)."""
     if instruction.opcode == "custom-call":
         return f"hlo.custom-call.{instruction.attributes.get('custom_call_target', '')}"
     return f"hlo.{instruction.opcode}"
 
 
 def leaves(value) -> list[str]:
+    """The operand names of a value: itself, or a tuple's leaves in order."""
     if isinstance(value, tuple):
         return [leaf for item in value for leaf in leaves(item)]
     return [value]
@@ -94,6 +92,7 @@ class _Lowering:
         self.vectorized = vectorized
         self.ops: list[OpNode] = []
         self.operands: dict[str, OperandInfo] = {}
+        self.inlining: list[str] = []  # computations being inlined, innermost last
 
     def fresh_value(self, name: str, shape: Shape):
         """Operand names for a value of ``shape``: ``name``, or ``name#0``, ``name#1`` ... per leaf."""
@@ -108,6 +107,13 @@ class _Lowering:
 
     def emit(self, computation: HloComputation, arguments: list, prefix: str):
         """Emit ops for ``computation`` with parameters bound to ``arguments``; return the root's value."""
+        self.inlining.append(computation.name)
+        try:
+            return self._emit(computation, arguments, prefix)
+        finally:
+            self.inlining.pop()
+
+    def _emit(self, computation: HloComputation, arguments: list, prefix: str):
         values: dict[str, object] = {}
         for instruction in _post_order(computation):
             name = prefix + instruction.name
@@ -122,8 +128,7 @@ class _Lowering:
             elif opcode == "get-tuple-element":
                 values[instruction.name] = operands[0][instruction.attributes["index"]]
             elif opcode in INLINED:
-                called = self.module.computations[instruction.attributes.get("calls") or instruction.attributes["to_apply"]]
-                values[instruction.name] = self.emit(called, operands, prefix=name + "/")
+                values[instruction.name] = self.emit(self.callee(instruction), operands, prefix=name + "/")
             elif opcode == "constant" and instruction.shape.is_tuple:
                 values[instruction.name] = self.tuple_constant(instruction, name)
             else:
@@ -131,6 +136,16 @@ class _Lowering:
                 self.ops.append(self.node(instruction, name, operands, leaves(output)))
                 values[instruction.name] = output
         return values[computation.root.name]
+
+    def callee(self, instruction: HloInstruction) -> HloComputation:
+        """The computation a call or fusion inlines (a computation calling itself is an error)."""
+        name = instruction.attributes.get("calls") or instruction.attributes.get("to_apply")
+        if not isinstance(name, str) or name not in self.module.computations:
+            raise GraphError(f"{self.module.where(instruction)}: {instruction.opcode} '{instruction.name}' "
+                             f"names no computation to call (calls= or to_apply=)")
+        if name in self.inlining:
+            raise GraphError(f"{self.module.where(instruction)}: computation '{name}' calls itself")
+        return self.module.computations[name]
 
     def node(self, instruction: HloInstruction, name: str, operands: list, outputs: list[str]) -> OpNode:
         attrs = {"data": literal_array(instruction)} if instruction.opcode == "constant" else {}
