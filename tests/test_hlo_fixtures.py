@@ -41,10 +41,21 @@ UNFUSED = [("mlp", ".hlo.txt"), ("float_math", ".hlo.txt"), ("softmax_layernorm"
 @pytest.mark.parametrize("name, suffix, fuse", [(n, s, True) for n, s in TEXTS] + [(n, s, False) for n, s in UNFUSED],
                          ids=[f"{n}{s}" for n, s in TEXTS] + [f"{n}{s}-unfused" for n, s in UNFUSED])
 def test_runs_like_jax_on_numpy(name, suffix, fuse):
+    _check_against_jax(name, suffix, "numpy", fuse)
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_runs_like_jax_on_other_backends(name, backend_name):
+    if backend_name == "numpy":
+        pytest.skip("numpy is checked above")
+    _check_against_jax(name, ".opt.hlo.txt", backend_name, True)
+
+
+def _check_against_jax(name, suffix, backend, fuse):
     import kuiper
 
     data = np.load(FIXTURES / f"{name}.npz")
-    model = kuiper.load(FIXTURES / f"{name}{suffix}", backend="numpy", fuse=fuse)
+    model = kuiper.load(FIXTURES / f"{name}{suffix}", backend=backend, fuse=fuse)
     if (name, suffix) in UNFUSED:  # these have elementwise chains the IR runs: fused or not, same answers
         assert bool(model.fused_groups) == fuse
     outputs = model(*_arrays(data, "input"), to_numpy=True)
