@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kuiper.hlo import parse
 
@@ -69,3 +72,21 @@ def _check_against_jax(name, suffix, backend, fuse):
             np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-3, equal_nan=True, err_msg=f"output {index}")
         else:
             np.testing.assert_array_equal(got, want, err_msg=f"output {index}")
+
+
+_SLICING = (FIXTURES / "slicing.opt.hlo.txt").read_text() if (FIXTURES / "slicing.opt.hlo.txt").exists() else ""
+_WORDS = list(re.finditer(r"[0-9]+|[a-z_]+", _SLICING))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, max(len(_WORDS) - 1, 0)), st.sampled_from(["0", "1", "2", "7", "-1", "f32", "s32", "pred", "x", ""]))
+def test_a_mutated_program_runs_or_raises_a_kuiper_error(index, replacement):
+    import kuiper
+
+    word = _WORDS[index]
+    text = _SLICING[: word.start()] + replacement + _SLICING[word.end() :]
+    inputs = _arrays(np.load(FIXTURES / "slicing.npz"), "input")
+    try:
+        kuiper.load_hlo(text)(*inputs)
+    except kuiper.KuiperError:
+        pass
