@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError
+from .limits import check_size
 
 PEERS = ("torch", "onnxruntime")
 PROGRESS_AFTER_S = 2.0  # runs shorter than this print no progress line
@@ -105,6 +106,7 @@ def random_inputs(specs, batch: int, seed: int = 0) -> list[np.ndarray]:
         if spec.shape is None or any(d is None for d in spec.shape[1:]):
             raise InputError(f"input '{spec.name}' has unknown dims {spec}; pass real inputs instead of random ones")
         shape = (batch,) + tuple(spec.shape[1:]) if spec.shape else ()
+        check_size(shape, np.dtype(spec.dtype or "float32").itemsize, f"random input '{spec.name}' at batch {batch}")
         arrays.append(rng.standard_normal(shape).astype(spec.dtype or "float32"))
     return arrays
 
@@ -499,9 +501,13 @@ def cmd_bench(args) -> int:
         raise InputError("--threads must be at least 1")
     compare = parse_compare(args.compare)
     handle, thread_note = limit_numpy_threads(args.threads)
+    from .numba_kernels import set_threads
+
+    set_threads(args.threads)  # the compiled CPU kernels' own pool (numba)
     try:
         return _bench(args, param, compare, thread_note)
     finally:
+        set_threads(None)
         if handle is not None:  # callers in the same process (tests) get their thread pools back
             handle.restore_original_limits()
 

@@ -55,6 +55,10 @@ class OperatorParamError(ModelFormatError):
     """An op's parameter or weight is missing or has the wrong kind of value."""
 
 
+class UnknownParamWarning(UserWarning):
+    """An op in a model file has params kuiper does not know; they are ignored (``strict=True``: an error)."""
+
+
 class UnsupportedOperatorError(KuiperError):
     """An op type is not registered, or an op uses a parameter value kuiper does not implement."""
 
@@ -69,6 +73,10 @@ class InputError(KuiperError):
 
 class ShapeError(InputError):
     """A feed or an intermediate tensor has a shape the model cannot accept."""
+
+
+class SizeLimitError(KuiperError):
+    """A tensor would exceed the size budget (kuiper.limits); the message says who asked and how much."""
 
 
 class BackendUnavailableError(KuiperError):

@@ -254,9 +254,12 @@ def test_cli_run_over_a_folder(client, tmp_path, capsys):
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [p.name for p in paths]
 
     (tmp_path / "in" / "bad.npy").unlink()
+    (tmp_path / "out" / "item01.npy").unlink()
     assert main(["run", str(DYNAMIC), "--inputs", str(tmp_path / "in" / "*.npy"), "--output-dir",
-                 str(tmp_path / "out")]) == 0
-    assert "3 skipped" in capsys.readouterr().out
+                 str(tmp_path / "out"), "--scheduler", client.scheduler.address]) == 0
+    assert "3 item(s): 1 written, 2 skipped" in capsys.readouterr().out
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "item01.npy"),
+                                  kuiper.load(DYNAMIC)(np.load(paths[1]), to_numpy=True))
 
 
 def test_cli_reports_an_unloadable_model_and_bad_options(tmp_path, capsys):

@@ -49,10 +49,11 @@ sys.path.insert(0, str(ROOT / "tools"))
 def import_torchvision():
     """CPU torch lacks torchvision's nms kernels, whose fake registration fails on import
     unless the op schemas exist: define them first (the models are pure Python)."""
-    lib = torch.library.Library("torchvision", "DEF")
-    lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-    lib.define("qnms(Tensor qdets, Tensor scores, float iou_threshold) -> Tensor")
-    import_torchvision.lib = lib  # keep the library alive
+    if not hasattr(import_torchvision, "lib"):  # once per process: a namespace is defined only once
+        lib = torch.library.Library("torchvision", "DEF")
+        lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        lib.define("qnms(Tensor qdets, Tensor scores, float iou_threshold) -> Tensor")
+        import_torchvision.lib = lib  # keep the library alive
     import torchvision
 
     return torchvision
@@ -85,7 +86,7 @@ MODELS = [
     tm("swin_tiny_patch4_window7_224"), tm("cait_xxs24_224"), tm("ghostnet_100"), tm("rexnet_100"),
     tm("resmlp_12_224"), tm("mixer_s16_224"), tm("edgenext_xx_small", 256), tm("fastvit_t8"), tm("repvit_m1"),
     tm("efficientformer_l1"), tm("coat_lite_tiny"), tm("convit_tiny"), tm("hgnetv2_b0"),
-    tm("mobilenetv4_conv_small"), tm("regnety_002"), tm("efficientnet_b0"),
+    tm("mobilenetv4_conv_small"), tm("regnety_002"), tm("efficientnet_lite0"),
     nn_model("nn_transformer", (1, 10, 64)), nn_model("nn_transformer_encoder", (1, 20, 64)),
     nn_model("nn_transformer_decoder", (1, 12, 64)), nn_model("nn_lstm_classifier", (1, 30, 40)),
     nn_model("nn_gru_bidir", (1, 30, 40)),
@@ -176,11 +177,9 @@ def flatten(out):
     return [t.detach().numpy() for t in flatten_outputs(out)]
 
 
-def survey_one(source, name, shape, kwargs, repeat):
+def survey_one(source, name, shape, kwargs, repeat, reuse_export=False):
     import pnnx
     from fixturelib import _quiet
-
-    import kuiper
 
     record = {"name": name, "source": source, "input": list(shape)}
     torch.manual_seed(0)
@@ -192,6 +191,8 @@ def survey_one(source, name, shape, kwargs, repeat):
         record["torch_s"] = best_time(lambda: model(x), repeat)
     folder = OUT / name
     folder.mkdir(parents=True, exist_ok=True)
+    if reuse_export and (folder / "model.pnnx.param").exists():
+        return compare(record, folder, x, want, repeat)
     start = time.perf_counter()
     try:
         with _quiet(folder / "pnnx.log"):
@@ -202,10 +203,17 @@ def survey_one(source, name, shape, kwargs, repeat):
         record["export_error"] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
         return record
     record["export_s"] = round(time.perf_counter() - start, 1)
-    param = folder / "model.pnnx.param"
-    if not param.exists():
+    if not (folder / "model.pnnx.param").exists():
         record["export_error"] = "pnnx wrote no .pnnx.param (see pnnx.log)"
         return record
+    return compare(record, folder, x, want, repeat)
+
+
+def compare(record, folder, x, want, repeat):
+    """pnnx's Python and kuiper against the eager outputs ``want``; kuiper's time."""
+    import kuiper
+
+    param = folder / "model.pnnx.param"
     record["pnnx_py_error"] = pnnx_python_error(folder, x, want)
     try:
         model_k = kuiper.load(param)
@@ -294,6 +302,9 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per framework (best is kept)")
     parser.add_argument("--redo", action="store_true", help="rerun models already in results.jsonl")
     parser.add_argument("--table", action="store_true", help="print the markdown table and exit")
+    parser.add_argument("--retime", action="store_true",
+                        help="rerun every listed model on its existing export (no pnnx): fresh errors and times "
+                             "taken in one stretch (appended; the last line per model counts)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     if args.table:
@@ -303,11 +314,15 @@ def main(argv=None):
     done = load_results()
     wanted = [m for m in MODELS if not args.names or m[1] in args.names]
     for source, name, shape, kwargs in wanted:
-        if name in done and not args.redo:
+        if name in done and not (args.redo or args.retime):
             continue
+        if args.retime and "export_s" not in done.get(name, {}):
+            continue  # nothing exported to rerun
         print(f"{name} ...", flush=True)
         try:
-            record = survey_one(source, name, shape, kwargs, args.repeat)
+            record = survey_one(source, name, shape, kwargs, args.repeat, reuse_export=args.retime)
+            if args.retime:
+                record["export_s"] = done[name]["export_s"]
         except Exception as exc:  # noqa: BLE001 - one model must not stop the survey
             record = {"name": name, "source": source, "input": list(shape), "torch_s": float("nan"),
                       "export_error": f"survey failed: {type(exc).__name__}: {str(exc)[:200]}"}

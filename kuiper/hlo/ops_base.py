@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ops.base import Op
+from ..ops.base import REQUIRED, Op
 from .module import HloComputation, HloInstruction, HloModule
 from .shapes import ArrayShape
-
-_REQUIRED = object()
-
 
 class HloOp(Op):
     """An op made from one HLO instruction (``node.params['instruction']``)."""
@@ -24,14 +21,14 @@ class HloOp(Op):
         """Read attributes; raise for anything unsupported.  Runs once, at build time."""
 
     # -- attributes ----------------------------------------------------------------
-    def attribute(self, key: str, default: Any = _REQUIRED) -> Any:
+    def attribute(self, key: str, default: Any = REQUIRED) -> Any:
         if key in self.instruction.attributes:
             return self.instruction.attributes[key]
-        if default is _REQUIRED:
+        if default is REQUIRED:
             raise self.error(f"missing attribute '{key}'")
         return default
 
-    def ints(self, key: str, default: Any = _REQUIRED) -> tuple[int, ...]:
+    def ints(self, key: str, default: Any = REQUIRED) -> tuple[int, ...]:
         """An attribute that is a list of integers, ``{1,2}``."""
         value = self.attribute(key, default)
         if isinstance(value, int) and not isinstance(value, bool):
@@ -40,7 +37,7 @@ class HloOp(Op):
             raise self.error(f"attribute '{key}' must be a list of integers, found {value!r}")
         return tuple(value)
 
-    def integer(self, key: str, default: Any = _REQUIRED) -> int:
+    def integer(self, key: str, default: Any = REQUIRED) -> int:
         value = self.attribute(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(f"attribute '{key}' must be an integer, found {value!r}")
@@ -54,7 +51,7 @@ class HloOp(Op):
             return False
         raise self.error(f"attribute '{key}' must be true or false, found {value!r}")
 
-    def word(self, key: str, default: Any = _REQUIRED) -> str:
+    def word(self, key: str, default: Any = REQUIRED) -> str:
         value = self.attribute(key, default)
         if not isinstance(value, str):
             raise self.error(f"attribute '{key}' must be a word, found {value!r}")

@@ -78,6 +78,18 @@ def _d_div(args, result, grad):
     return m.div(grad, b), m.neg(m.div(m.mul(grad, result), b))
 
 
+def _d_mod(args, result, grad):
+    a, b = args
+    m = _make()
+    return grad, m.neg(m.mul(grad, m.call("floor", m.div(a, b))))  # a - floor(a/b) * b
+
+
+def _d_fmod(args, result, grad):
+    a, b = args
+    m = _make()
+    return grad, m.neg(m.mul(grad, m.call("trunc", m.div(a, b))))  # a - trunc(a/b) * b
+
+
 def _d_pow(args, result, grad):
     a, b = args
     m = _make()
@@ -106,6 +118,13 @@ def _unary(rule: Callable) -> Callable:
         return (_make().mul(grad, rule(_make(), args[0], result)),)
 
     return derivative
+
+
+def _sign(x):
+    """sign(x), 0 at 0: the subgradient of |x| PyTorch uses."""
+    from kuiper.ir.composites import sign
+
+    return sign(x)
 
 
 def _zero(args, result, grad):
@@ -146,8 +165,8 @@ OPERATORS: dict[str, Operation] = {
         _op("mul", 2, NUMERIC, ["multiply"], "*", True, "a * b", _d_mul),
         _op("div", 2, FLOAT, ["divide"], "/", summary="true division", derivative=_d_div),
         _op("floordiv", 2, NUMERIC, ["floor_divide"], "//", summary="rounds toward -inf", derivative=_zero),
-        _op("mod", 2, NUMERIC, ["remainder"], "%", summary="sign of the divisor (Python)"),
-        _op("fmod", 2, NUMERIC, ["fmod"], summary="sign of the dividend (C)"),
+        _op("mod", 2, NUMERIC, ["remainder"], "%", summary="sign of the divisor (Python)", derivative=_d_mod),
+        _op("fmod", 2, NUMERIC, ["fmod"], summary="sign of the dividend (C)", derivative=_d_fmod),
         _op("pow", 2, NUMERIC, ["pow", "power"], "**", summary="a ** b", derivative=_d_pow),
         _op("max", 2, NUMERIC, ["maximum"], "", True, "NaN-propagating maximum", _d_max),
         _op("min", 2, NUMERIC, ["minimum"], "", True, "NaN-propagating minimum", _d_min),
@@ -168,7 +187,7 @@ OPERATORS: dict[str, Operation] = {
 INTRINSICS: dict[str, Operation] = {
     fn.name: fn
     for fn in (
-        _fn("abs", NUMERIC, "fabs", ["abs"], "|x|", _unary(lambda m, x, y: m.select(m.ge(x, 0), 1, -1))),
+        _fn("abs", NUMERIC, "fabs", ["abs"], "|x|", _unary(lambda m, x, y: _sign(x))),
         _fn("sqrt", FLOAT, "sqrt", ["sqrt"], "square root", _unary(lambda m, x, y: m.div(0.5, y))),
         _fn("exp", FLOAT, "exp", ["exp"], "e ** x", _unary(lambda m, x, y: y)),
         _fn("expm1", FLOAT, "expm1", ["expm1"], "e ** x - 1, exact near 0", _unary(lambda m, x, y: m.add(y, 1))),

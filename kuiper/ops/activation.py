@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from ..ir import composites, make
-from .base import NodeParams, Op, normalize_axis
+from .base import REQUIRED, NodeParams, Op, normalize_axis
 from .elementwise import ElementwiseMath, ElementwiseOp
 
 
@@ -20,18 +20,57 @@ def unary(function) -> ElementwiseMath:
     return ElementwiseMath(function, 1)
 
 
+def _nonzero(key: str):
+    def check(params, value):
+        if value == 0:
+            raise params.unsupported(key, value, "any nonzero number (PyTorch rejects 0)")
+
+    return check
+
+
+def _not_negative(key: str):
+    def check(params, value):
+        if value < 0:
+            raise params.unsupported(key, value, "a number >= 0")
+
+    return check
+
+
+def _activation(name: str, types: tuple[str, ...], function, doc: str, params=(), checks=()) -> type[ElementwiseOp]:
+    """An activation whose math is ``function(x, *param values)``.
+
+    ``params`` are (name, default) pairs of float params (``REQUIRED`` for none);
+    ``checks`` are (name, check) pairs run on a value after it is read.
+    """
+
+    def elementwise(cls, node):
+        reader = NodeParams(node)
+        values = {key: reader.float_param(key, default=default) for key, default in params}
+        for key, check in checks:
+            check(reader, values[key])
+        return unary(lambda x: function(x, *values.values()))
+
+    return type(name, (ElementwiseOp,), {
+        "types": types, "__doc__": doc, "__module__": __name__, "elementwise": classmethod(elementwise),
+    })
+
+
 # -- piecewise linear -----------------------------------------------------------------
 
-
-class LeakyReLU(ElementwiseOp):
-    """x if x > 0 else negative_slope * x.  pnnx also writes PReLU with one weight this way."""
-
-    types = ("nn.LeakyReLU", "F.leaky_relu")
-
-    @classmethod
-    def elementwise(cls, node):
-        slope = NodeParams(node).float_param("negative_slope", default=0.01)
-        return unary(lambda x: composites.leaky_relu(x, slope))
+ReLU = _activation("ReLU", ("nn.ReLU", "F.relu", "torch.relu"), composites.relu,
+                   "max(x, 0); keeps integer tensors integer.")
+ReLU6 = _activation("ReLU6", ("nn.ReLU6", "F.relu6"), lambda x: composites.clamp(x, 0, 6), "min(max(x, 0), 6).")
+LeakyReLU = _activation("LeakyReLU", ("nn.LeakyReLU", "F.leaky_relu"), composites.leaky_relu,
+                        "x if x > 0 else negative_slope * x.", params=[("negative_slope", 0.01)])
+Hardtanh = _activation("Hardtanh", ("nn.Hardtanh", "F.hardtanh"), composites.clamp, "min(max(x, min_val), max_val).",
+                       params=[("min_val", -1.0), ("max_val", 1.0)])
+Threshold = _activation("Threshold", ("nn.Threshold", "F.threshold"), composites.threshold,
+                        "value where x <= threshold, else x.", params=[("threshold", REQUIRED), ("value", REQUIRED)])
+Hardshrink = _activation("Hardshrink", ("nn.Hardshrink", "F.hardshrink"), composites.hardshrink,
+                         "0 where |x| <= lambd, else x.", params=[("lambd", 0.5)])
+Softshrink = _activation("Softshrink", ("nn.Softshrink", "F.softshrink"), composites.softshrink,
+                         "x - lambd above lambd, x + lambd below -lambd, 0 between.", params=[("lambd", 0.5)],
+                         checks=[("lambd", _not_negative("lambd"))])
 
 
 class PReLU(Op):
@@ -79,16 +118,6 @@ class PReLU(Op):
         return unary(lambda x: composites.leaky_relu(x, slope))
 
 
-class Hardtanh(ElementwiseOp):
-    types = ("nn.Hardtanh", "F.hardtanh")
-
-    @classmethod
-    def elementwise(cls, node):
-        params = NodeParams(node)
-        low, high = params.float_param("min_val", default=-1.0), params.float_param("max_val", default=1.0)
-        return unary(lambda x: composites.clamp(x, low, high))
-
-
 class Clamp(ElementwiseOp):
     """torch.clamp: min and max are each a number, None (no bound), or a tensor input ``$min``/``$max``.
 
@@ -127,69 +156,29 @@ class Clamp(ElementwiseOp):
         return ElementwiseMath(build, len(node.inputs))
 
 
-class Threshold(ElementwiseOp):
-    """x if x > threshold else value."""
-
-    types = ("nn.Threshold", "F.threshold")
-
-    @classmethod
-    def elementwise(cls, node):
-        params = NodeParams(node)
-        limit, value = params.float_param("threshold"), params.float_param("value")
-        return unary(lambda x: composites.threshold(x, limit, value))
-
-
-class Hardshrink(ElementwiseOp):
-    """x if |x| > lambd else 0."""
-
-    types = ("nn.Hardshrink", "F.hardshrink")
-
-    @classmethod
-    def elementwise(cls, node):
-        lambd = NodeParams(node).float_param("lambd", default=0.5)
-        return unary(lambda x: composites.hardshrink(x, lambd))
-
-
-class Softshrink(ElementwiseOp):
-    """x - lambd above lambd, x + lambd below -lambd, 0 between."""
-
-    types = ("nn.Softshrink", "F.softshrink")
-
-    @classmethod
-    def elementwise(cls, node):
-        params = NodeParams(node)
-        lambd = params.float_param("lambd", default=0.5)
-        if lambd < 0:
-            raise params.unsupported("lambd", lambd, "a number >= 0")
-        return unary(lambda x: composites.softshrink(x, lambd))
-
-
 # -- smooth -----------------------------------------------------------------------------
 
-
-class ELU(ElementwiseOp):
-    """x if x > 0 else alpha * expm1(x)."""
-
-    types = ("nn.ELU", "F.elu")
-
-    @classmethod
-    def elementwise(cls, node):
-        alpha = NodeParams(node).float_param("alpha", default=1.0)
-        return unary(lambda x: composites.elu(x, alpha))
-
-
-class CELU(ElementwiseOp):
-    """max(0, x) + min(0, alpha * expm1(x / alpha))."""
-
-    types = ("nn.CELU", "F.celu", "torch.celu")
-
-    @classmethod
-    def elementwise(cls, node):
-        params = NodeParams(node)
-        alpha = params.float_param("alpha", default=1.0)
-        if alpha == 0:
-            raise params.unsupported("alpha", alpha, "any nonzero number (PyTorch rejects 0)")
-        return unary(lambda x: composites.celu(x, alpha))
+Sigmoid = _activation("Sigmoid", ("nn.Sigmoid", "F.sigmoid", "torch.sigmoid"), composites.sigmoid, "1 / (1 + exp(-x)).")
+Tanh = _activation("Tanh", ("nn.Tanh", "F.tanh", "torch.tanh"), lambda x: make.call("tanh", x), "tanh(x).")
+LogSigmoid = _activation("LogSigmoid", ("nn.LogSigmoid", "F.logsigmoid"), composites.log_sigmoid,
+                         "min(x, 0) - log1p(exp(-|x|)).")
+Softsign = _activation("Softsign", ("nn.Softsign", "F.softsign"), composites.softsign, "x / (1 + |x|).")
+Tanhshrink = _activation("Tanhshrink", ("nn.Tanhshrink", "F.tanhshrink"), composites.tanhshrink, "x - tanh(x).")
+ELU = _activation("ELU", ("nn.ELU", "F.elu"), composites.elu, "x if x > 0 else alpha * expm1(x).",
+                  params=[("alpha", 1.0)])
+SELU = _activation("SELU", ("nn.SELU", "F.selu", "torch.selu"), composites.selu,
+                   "ELU with PyTorch's fixed alpha and scale.")
+CELU = _activation("CELU", ("nn.CELU", "F.celu", "torch.celu"), composites.celu,
+                   "max(0, x) + min(0, alpha * expm1(x / alpha)).", params=[("alpha", 1.0)],
+                   checks=[("alpha", _nonzero("alpha"))])
+SiLU = _activation("SiLU", ("nn.SiLU", "F.silu"), composites.silu, "x * sigmoid(x) (also called swish).")
+Mish = _activation("Mish", ("nn.Mish", "F.mish"), composites.mish, "x * tanh(softplus(x)).")
+Hardsigmoid = _activation("Hardsigmoid", ("nn.Hardsigmoid", "F.hardsigmoid"), composites.hardsigmoid,
+                          "relu6(x + 3) / 6.")
+Hardswish = _activation("Hardswish", ("nn.Hardswish", "F.hardswish"), composites.hardswish, "x * relu6(x + 3) / 6.")
+Softplus = _activation("Softplus", ("nn.Softplus", "F.softplus"), composites.softplus,
+                       "log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold.",
+                       params=[("beta", 1.0), ("threshold", 20.0)], checks=[("beta", _nonzero("beta"))])
 
 
 class GELU(ElementwiseOp):
@@ -201,69 +190,6 @@ class GELU(ElementwiseOp):
     def elementwise(cls, node):
         approximate = NodeParams(node).choice_param("approximate", ("none", "tanh"), default="none")
         return unary(composites.gelu_tanh if approximate == "tanh" else composites.gelu)
-
-
-class Softplus(ElementwiseOp):
-    """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold."""
-
-    types = ("nn.Softplus", "F.softplus")
-
-    @classmethod
-    def elementwise(cls, node):
-        params = NodeParams(node)
-        beta, limit = params.float_param("beta", default=1.0), params.float_param("threshold", default=20.0)
-        if beta == 0:
-            raise params.unsupported("beta", beta, "any nonzero number")
-        return unary(lambda x: composites.softplus(x, beta, limit))
-
-
-def _parameterless(name: str, types: tuple[str, ...], function, doc: str) -> type[ElementwiseOp]:
-    """An activation class whose math is one composite function of its input and takes no params."""
-    return type(name, (ElementwiseOp,), {
-        "types": types,
-        "__doc__": doc,
-        "__module__": __name__,
-        "elementwise": classmethod(lambda cls, node: unary(function)),
-    })
-
-
-# name: (types, math)
-ReLU = _parameterless(
-    "ReLU", ("nn.ReLU", "F.relu", "torch.relu"), composites.relu, "max(x, 0); keeps integer tensors integer."
-)
-ReLU6 = _parameterless(
-    "ReLU6", ("nn.ReLU6", "F.relu6"), lambda x: composites.clamp(x, 0, 6), "min(max(x, 0), 6)."
-)
-Sigmoid = _parameterless(
-    "Sigmoid", ("nn.Sigmoid", "F.sigmoid", "torch.sigmoid"), composites.sigmoid, "1 / (1 + exp(-x))."
-)
-Tanh = _parameterless(
-    "Tanh", ("nn.Tanh", "F.tanh", "torch.tanh"), lambda x: make.call("tanh", x), "tanh(x)."
-)
-LogSigmoid = _parameterless(
-    "LogSigmoid", ("nn.LogSigmoid", "F.logsigmoid"), composites.log_sigmoid, "min(x, 0) - log1p(exp(-|x|))."
-)
-Softsign = _parameterless(
-    "Softsign", ("nn.Softsign", "F.softsign"), composites.softsign, "x / (1 + |x|)."
-)
-Tanhshrink = _parameterless(
-    "Tanhshrink", ("nn.Tanhshrink", "F.tanhshrink"), composites.tanhshrink, "x - tanh(x)."
-)
-SELU = _parameterless(
-    "SELU", ("nn.SELU", "F.selu", "torch.selu"), composites.selu, "ELU with PyTorch's fixed alpha and scale."
-)
-SiLU = _parameterless(
-    "SiLU", ("nn.SiLU", "F.silu"), composites.silu, "x * sigmoid(x) (also called swish)."
-)
-Mish = _parameterless(
-    "Mish", ("nn.Mish", "F.mish"), composites.mish, "x * tanh(softplus(x))."
-)
-Hardsigmoid = _parameterless(
-    "Hardsigmoid", ("nn.Hardsigmoid", "F.hardsigmoid"), composites.hardsigmoid, "relu6(x + 3) / 6."
-)
-Hardswish = _parameterless(
-    "Hardswish", ("nn.Hardswish", "F.hardswish"), composites.hardswish, "x * relu6(x + 3) / 6."
-)
 
 
 # -- along a dim ----------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any, Callable, ClassVar, Sequence
 from ..errors import OperatorParamError, UnsupportedOperatorError
 from ..model_ir import OpNode
 
-_REQUIRED = object()
+REQUIRED = object()  # a param with no default: missing is an error
 
 
 class Op:
@@ -86,14 +86,14 @@ class Op:
     def has_param(self, key: str) -> bool:
         return key in self.node.params and self.node.params[key] is not None
 
-    def param(self, key: str, default: Any = _REQUIRED) -> Any:
+    def param(self, key: str, default: Any = REQUIRED) -> Any:
         if key in self.node.params:
             return self.node.params[key]
-        if default is _REQUIRED:
+        if default is REQUIRED:
             raise self.error(f"missing required param '{key}'")
         return default
 
-    def int_param(self, key: str, default: Any = _REQUIRED) -> int:
+    def int_param(self, key: str, default: Any = REQUIRED) -> int:
         value = self.param(key, default)
         if isinstance(value, list) and len(value) == 1:
             value = value[0]
@@ -104,7 +104,7 @@ class Op:
     def optional_int_param(self, key: str) -> int | None:
         return None if self.param(key, None) is None else self.int_param(key)
 
-    def float_param(self, key: str, default: Any = _REQUIRED) -> float:
+    def float_param(self, key: str, default: Any = REQUIRED) -> float:
         value = self.param(key, default)
         if isinstance(value, list) and len(value) == 1:
             value = value[0]
@@ -112,7 +112,7 @@ class Op:
             raise self.error(f"param '{key}' must be a number, found {value!r}")
         return float(value)
 
-    def bool_param(self, key: str, default: Any = _REQUIRED) -> bool:
+    def bool_param(self, key: str, default: Any = REQUIRED) -> bool:
         value = self.param(key, default)
         # Old PNNX files write bools as 0/1.
         if isinstance(value, bool):
@@ -121,19 +121,19 @@ class Op:
             return bool(value)
         raise self.error(f"param '{key}' must be True or False, found {value!r}")
 
-    def str_param(self, key: str, default: Any = _REQUIRED) -> str:
+    def str_param(self, key: str, default: Any = REQUIRED) -> str:
         value = self.param(key, default)
         if not isinstance(value, str):
             raise self.error(f"param '{key}' must be a name, found {value!r}")
         return value
 
-    def choice_param(self, key: str, supported: Sequence[str], default: Any = _REQUIRED) -> str:
+    def choice_param(self, key: str, supported: Sequence[str], default: Any = REQUIRED) -> str:
         value = self.param(key, default)
         if value not in supported:
             raise self.unsupported(key, value, supported)
         return value
 
-    def ints_param(self, key: str, length: int | None = None, default: Any = _REQUIRED) -> tuple[int, ...]:
+    def ints_param(self, key: str, length: int | None = None, default: Any = REQUIRED) -> tuple[int, ...]:
         """An int or list of ints; a single int is repeated to ``length`` (PyTorch's _pair etc.)."""
         value = self.param(key, default)
         if isinstance(value, int) and not isinstance(value, bool):

@@ -51,7 +51,7 @@ class Complex(Op):
 class RealPart(Op):
     """torch.real: the real part; a real tensor is returned as it is."""
 
-    types = ("torch.real", "Tensor.real")
+    types = ("torch.real",)
 
     def setup(self):
         self.require_inputs(1)
@@ -61,7 +61,7 @@ class RealPart(Op):
 
 
 class ImagPart(Op):
-    types = ("torch.imag", "Tensor.imag")
+    types = ("torch.imag",)
 
     def setup(self):
         self.require_inputs(1)

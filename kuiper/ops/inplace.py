@@ -51,7 +51,7 @@ class ValueOp(Op):
 class Fill(ValueOp):
     """Tensor.fill (x.fill_(v)): a tensor of x's shape and dtype holding v."""
 
-    types = ("Tensor.fill", "Tensor.fill_")
+    types = ("Tensor.fill",)
 
     def setup(self):
         self.input_at = self.input_index("input", 0)
@@ -63,7 +63,7 @@ class Fill(ValueOp):
 
 
 class MaskedFill(ValueOp):
-    types = ("Tensor.masked_fill", "Tensor.masked_fill_", "torch.masked_fill")
+    types = ("Tensor.masked_fill",)
 
     def setup(self):
         self.input_at = self.input_index("input", 0)
@@ -85,7 +85,7 @@ class IndexPut(ValueOp):
     """Tensor.index_put(indices, values, accumulate): x[indices] = values (+= with accumulate,
     where repeated indices add up, as in PyTorch)."""
 
-    types = ("Tensor.index_put", "Tensor.index_put_", "torch.index_put")
+    types = ("Tensor.index_put",)
 
     def setup(self):
         self.input_at = self.input_index("input", 0)

@@ -24,6 +24,8 @@ from .base import Op
 
 
 POOL_CHUNK_BYTES = 4 << 20  # max pooling input per chunk of images
+MAX_WINDOW = 1 << 16  # per axis; far beyond any real pooling window
+MAX_ADAPTIVE_BINS = 1 << 20  # per axis; the bin tables are built in Python
 
 
 def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: int, ceil_mode: bool) -> int:
@@ -35,6 +37,13 @@ def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: in
     if ceil_mode and (out - 1) * stride >= size + pad:
         out -= 1
     return out
+
+
+def check_window(op: Op, kernel, stride, dilation) -> None:
+    """Positive window params, and no larger than MAX_WINDOW: pooling loops over kernel taps in Python."""
+    for key, values in (("kernel_size", kernel), ("stride", stride), ("dilation", dilation)):
+        if any(not 1 <= v <= MAX_WINDOW for v in values):
+            raise op.error(f"param '{key}' must be between 1 and {MAX_WINDOW}, found {values}")
 
 
 def read_window(op: Op, spatial: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
@@ -72,6 +81,7 @@ class MaxPoolNd(Op):
         for k, p in zip(self.kernel, self.padding):
             if p * 2 > k:
                 raise self.error(f"padding {self.padding} must be at most half of kernel_size {self.kernel}")
+        check_window(self, self.kernel, self.stride, self.dilation)
 
     def forward(self, x):
         n = self.spatial
@@ -95,12 +105,16 @@ class MaxPoolNd(Op):
             pool_output_size(size, k, s, p, d, self.ceil_mode)
             for size, k, s, p, d in zip(sizes, self.kernel, self.stride, self.padding, self.dilation)
         ]
+        if any(out < 1 for out in outs):
+            raise ShapeError(f"{self.node.describe()}: input {tuple(x.shape)} is too small for kernel_size "
+                             f"{self.kernel} with padding {self.padding} and dilation {self.dilation}")
         pads = []
         for size, out, k, s, p, d in zip(sizes, outs, self.kernel, self.stride, self.padding, self.dilation):
             needed = (out - 1) * s + d * (k - 1) + 1
             pads.append((p, max(0, needed - size - p)))
         lead = x.ndim - n
-        return self.backend.pad(x, ((0, 0),) * lead + tuple(pads), "constant", value=-math.inf), outs
+        lowest = -math.inf if x.dtype.kind in "fc" else self.xp.iinfo(x.dtype).min if x.dtype.kind in "iu" else False
+        return self.backend.pad(x, ((0, 0),) * lead + tuple(pads), "constant", value=lowest), outs
 
     def pool(self, x):
         n = self.spatial
@@ -193,6 +207,7 @@ class AvgPoolNd(Op):
         self.divisor_override = self.optional_int_param("divisor_override")
         if any(k < 1 for k in self.kernel) or any(s < 1 for s in self.stride):
             raise self.error(f"kernel_size {self.kernel} and stride {self.stride} must be positive")
+        check_window(self, self.kernel, self.stride, (1,) * n)
         if self.divisor_override is not None and self.divisor_override <= 0:
             raise self.error(f"param 'divisor_override' must be positive, found {self.divisor_override}")
         for k, p in zip(self.kernel, self.padding):
@@ -304,8 +319,9 @@ class _AdaptivePoolNd(Op):
         if len(value) == 1:
             value = value * self.spatial
         valid = all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) for v in value)
-        if len(value) != self.spatial or not valid:
-            raise self.error(f"param 'output_size' must be {self.spatial} positive integer(s) or None, found {value!r}")
+        if len(value) != self.spatial or not valid or any(v is not None and v > MAX_ADAPTIVE_BINS for v in value):
+            raise self.error(f"param 'output_size' must be {self.spatial} positive integer(s) up to "
+                             f"{MAX_ADAPTIVE_BINS} or None, found {value!r}")
         self.output_size = tuple(None if v in (None, 0) else v for v in value)
 
     def output_sizes(self, x) -> tuple[tuple[int, ...], tuple[int, ...]]:

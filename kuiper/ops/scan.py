@@ -14,7 +14,7 @@ from .base import Op, normalize_axis
 
 
 class Scan(Op):
-    types = ("torch.cumsum", "torch.cumprod", "Tensor.cumsum", "Tensor.cumprod")
+    types = ("torch.cumsum", "torch.cumprod")
 
     def setup(self):
         self.require_inputs(1)
@@ -30,7 +30,7 @@ class Scan(Op):
 
 
 class TopK(Op):
-    types = ("torch.topk", "Tensor.topk")
+    types = ("torch.topk",)
 
     def setup(self):
         self.require_inputs(1)

@@ -13,7 +13,7 @@ from .base import Op, is_to_the_end, normalize_axis
 class MaskedSelect(Op):
     """The elements of ``input`` where ``mask`` (broadcast together) is True, as a 1-D tensor."""
 
-    types = ("torch.masked_select", "Tensor.masked_select")
+    types = ("torch.masked_select",)
 
     def setup(self):
         self.require_inputs(2)
@@ -31,7 +31,7 @@ class MaskedSelect(Op):
 class Diag(Op):
     """torch.diag: a vector becomes a square matrix with it on diagonal ``diagonal``; a matrix gives that diagonal."""
 
-    types = ("torch.diag", "Tensor.diag")
+    types = ("torch.diag",)
 
     def setup(self):
         self.require_inputs(1)
@@ -77,7 +77,7 @@ class ScatterAdd(Op):
     in the other dims, as in PyTorch.
     """
 
-    types = ("torch.scatter_add", "Tensor.scatter_add")
+    types = ("torch.scatter_add",)
 
     def setup(self):
         self.require_inputs(3)
@@ -108,7 +108,7 @@ class ScatterAdd(Op):
 class SliceScatter(Op):
     """torch.slice_scatter(input, src, dim, start, end, step): a copy of input with ``src`` in that slice."""
 
-    types = ("torch.slice_scatter", "Tensor.slice_scatter")
+    types = ("torch.slice_scatter",)
 
     def setup(self):
         self.require_inputs(2)

@@ -41,7 +41,7 @@ def lgamma(xp, x):
 
 
 class Lgamma(Op):
-    types = ("torch.lgamma", "Tensor.lgamma")
+    types = ("torch.lgamma",)
 
     def setup(self):
         self.require_inputs(1)

@@ -168,15 +168,17 @@ class STFT(_Frames):
 
 class ISTFT(_Frames):
     """torch.istft: inverse transforms of the frames, windowed, overlap-added and divided by the
-    summed squared window (PyTorch refuses where that envelope is ~0: so does this)."""
+    summed squared window (PyTorch refuses where that envelope is ~0: so does this).
+    ``return_complex=True`` (two-sided spectra only) keeps the complex inverse transforms."""
 
     types = ("torch.istft",)
 
     def setup(self):
         self.read_frame_params()
         self.length = self.optional_int_param("length")
-        if self.bool_param("return_complex", default=False):
-            raise self.unsupported("return_complex", True, [False])
+        self.return_complex = self.bool_param("return_complex", default=False)
+        if self.return_complex and self.onesided:
+            raise self.error("return_complex=True needs a two-sided spectrum (onesided=False)")
 
     def forward(self, *inputs):
         xp = self.xp
@@ -187,6 +189,8 @@ class ISTFT(_Frames):
         batched = spectrum if spectrum.ndim == 3 else spectrum[None]
         batch, freqs, frame_count = batched.shape
         onesided = self.onesided if self.onesided is not None else freqs != self.n_fft
+        if self.return_complex and onesided:
+            raise ShapeError(f"{self.node.describe()}: return_complex=True needs {self.n_fft} frequencies, found {freqs}")
         expected = self.n_fft // 2 + 1 if onesided else self.n_fft
         if freqs != expected:
             raise ShapeError(f"{self.node.describe()}: {freqs} frequencies, expected {expected} for n_fft={self.n_fft}")
@@ -195,9 +199,10 @@ class ISTFT(_Frames):
         if onesided:
             frames = xp.fft.irfft(columns, n=self.n_fft, axis=-1, norm=norm)
         else:
-            frames = xp.real(xp.fft.ifft(columns, n=self.n_fft, axis=-1, norm=norm))
-        dtype = real_dtype(xp, spectrum.dtype)
-        window = self.full_window(inputs, dtype)
+            frames = xp.fft.ifft(columns, n=self.n_fft, axis=-1, norm=norm)
+            frames = frames if self.return_complex else xp.real(frames)
+        dtype = spectrum.dtype if self.return_complex else real_dtype(xp, spectrum.dtype)
+        window = self.full_window(inputs, real_dtype(xp, spectrum.dtype))
         frames = xp.astype(frames, dtype) * window
         total = self.n_fft + self.hop * (frame_count - 1)
         # Overlap-add: sample t * hop + k of each frame t, as one scatter over all frames.
@@ -206,7 +211,7 @@ class ISTFT(_Frames):
         signal = xp.zeros((batch * total,), dtype=dtype)
         batch_offsets = xp.reshape(xp.reshape(xp.arange(batch, dtype=xp.int64) * total, (-1, 1)) + offsets, (-1,))
         self.backend.scatter_add(signal, batch_offsets, xp.reshape(frames, (-1,)))
-        envelope = xp.zeros((total,), dtype=dtype)
+        envelope = xp.zeros((total,), dtype=window.dtype)
         squared = xp.broadcast_to(window * window, (frame_count, self.n_fft))
         self.backend.scatter_add(envelope, offsets, xp.reshape(squared, (-1,)))
         start = self.n_fft // 2 if self.center else 0

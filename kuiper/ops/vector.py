@@ -7,20 +7,28 @@ from .base import Op, normalize_axis
 
 
 class Cross(Op):
-    """torch.cross(input, other, dim): the 3-vector cross product along ``dim`` (inputs broadcast)."""
+    """torch.cross(input, other, dim): the 3-vector cross product along ``dim`` (inputs broadcast).
 
-    types = ("torch.cross", "Tensor.cross", "torch.linalg.cross")
+    Without ``dim`` (pnnx writes dim=None), PyTorch's deprecated default: the first dim of size 3.
+    """
+
+    types = ("torch.cross",)
 
     def setup(self):
         self.require_inputs(2)
         self.input_at = self.input_index("input", 0)
         self.other_at = self.input_index("other", 1 - self.input_at)
-        self.dim = self.int_param("dim", default=-1)
+        self.dim = self.optional_int_param("dim")
 
     def forward(self, *inputs):
         xp = self.xp
         a, b = xp.broadcast_arrays(inputs[self.input_at], inputs[self.other_at])
-        axis = normalize_axis(self.dim, a.ndim, self)
+        if self.dim is None:
+            axis = next((axis for axis, size in enumerate(a.shape) if size == 3), None)
+            if axis is None:
+                raise ShapeError(f"{self.node.describe()}: no dim of size 3 in shape {tuple(a.shape)}")
+        else:
+            axis = normalize_axis(self.dim, a.ndim, self)
         if a.shape[axis] != 3:
             raise ShapeError(f"{self.node.describe()}: dim {self.dim} must have size 3, found shape {tuple(a.shape)}")
         a, b = xp.moveaxis(a, axis, -1), xp.moveaxis(b, axis, -1)
@@ -33,7 +41,7 @@ class Cross(Op):
 class PairwiseDistance(Op):
     """F.pairwise_distance(x1, x2, p, eps, keepdim) = ||x1 - x2 + eps||_p over the last dim."""
 
-    types = ("F.pairwise_distance", "nn.PairwiseDistance")
+    types = ("F.pairwise_distance",)
 
     def setup(self):
         self.require_inputs(2)

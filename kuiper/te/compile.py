@@ -74,5 +74,10 @@ class _CudaKernels:
 
 
 def compile(kernel: Kernel, backend=None) -> CompiledKernel:  # noqa: A001 - the public name the issue asks for
-    """A callable taking the kernel's inputs by name; ``backend``: a name, a Backend, or None (the default)."""
+    """A callable taking the kernel's inputs by name and returning ``{output name: array}``.
+
+    ``backend`` is a backend name, a Backend, or None (the configured default).  Inputs
+    are converted to the kernel's dtype and must have its shapes exactly (ShapeError);
+    missing or unknown names are an InputError.
+    """
     return CompiledKernel(kernel, backend)

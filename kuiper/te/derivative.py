@@ -3,13 +3,13 @@
 Each distinct access (``B[i, j]``, ``B[i + 1, j]``) is its own variable;
 ``adjoints(value, seed, wanted)`` returns, per access of a wanted tensor, the
 sum over its occurrences of ``seed * d value / d access``, built from the
-rules in kuiper.te.functions (one per operator and function).
+rules of the IR's elementwise table (kuiper/ir/functions.py), one per operator and function.
 """
 
 from __future__ import annotations
 
 from kuiper.ir import dtypes, make
-from kuiper.ir.nodes import Binary, Call, Cast, Indexing, IRExpr, Select, Unary
+from kuiper.ir.nodes import Binary, Call, Cast, Const, Indexing, IRExpr, Select, Unary
 from kuiper.ir.simplify import simplify
 from kuiper.te.functions import derivative_rule
 
@@ -45,12 +45,19 @@ def adjoints(value: IRExpr, seed: IRExpr, wanted: set[str]) -> dict[Indexing, IR
             if rule is None:
                 return  # piecewise constant (floor, round, ...): zero almost everywhere
             for arg, arg_grad in zip(args, rule(args, node, grad)):
-                visit(arg, make.as_expr(arg_grad))
+                if not _is_zero(arg_grad):
+                    visit(arg, make.as_expr(arg_grad))
         else:
             raise TypeError(f"no derivative rule for {type(node).__name__}")
 
     visit(value, seed)
     return {access: simplify(make.cast(_sum(terms), access.dtype)) for access, terms in found.items()}
+
+
+def _is_zero(expr) -> bool:
+    """``grad * 0``, how the table's rules say "zero almost everywhere" (floor, round ...)."""
+    expr = make.as_expr(expr)
+    return isinstance(expr, Binary) and expr.op == "mul" and isinstance(expr.rhs, Const) and expr.rhs.value == 0
 
 
 def _sum(terms: dict[IRExpr, int]) -> IRExpr:

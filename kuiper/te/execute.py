@@ -2,9 +2,11 @@
 
 Each statement's iteration space (kuiper.te.nest) is planned once, in one of two ways:
 
-* EinsumPlan: the value is a product of accesses and constants and nothing is
-  guarded.  An access whose subscripts are ``a*v + b`` or constants becomes a
-  strided slice (a view); any other access is gathered with index arrays
+* EinsumPlan: the value is a product of accesses and constants, and either
+  nothing is guarded or the guard only keeps subscripts inside their tensors
+  (then those tensors are read zero-padded, see ``_paddings``).  An access
+  whose subscripts are ``a*u + b``, ``a*u + v + b`` (a sliding window) or
+  constants becomes a view; any other access is gathered with index arrays
   over the variables it uses.  One einsum then multiplies and sums.
 * GridPlan: anything else.  Every loop variable is an ``arange`` along its own
   axis; subscripts, the guard and the value are evaluated by broadcasting
@@ -21,10 +23,10 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass, replace
 
-from kuiper.ir import dtypes
-from kuiper.ir.nodes import Binary, Const, Indexing, IRExpr, Unary, Var
+from kuiper.ir import dtypes, make
+from kuiper.ir.nodes import Binary, Compare, Const, Indexing, IRExpr, Unary, Var
 from kuiper.ir.xp_ops import resolve
-from kuiper.te.intervals import affine
+from kuiper.te.intervals import affine, bounds
 from kuiper.te.nest import Nest
 
 
@@ -65,6 +67,8 @@ class Operand:
     labels: tuple[str, ...]
     slices: tuple | None = None
     gather: tuple[IRExpr, ...] | None = None
+    padding: tuple[tuple[int, int], ...] | None = None  # zeros around the tensor before gathering
+    windows: tuple[tuple[int, int], ...] = ()  # (axis, length): sliding windows appended before slicing
 
 
 @dataclass(frozen=True)
@@ -97,12 +101,13 @@ def plan(nest: Nest) -> EinsumPlan | GridPlan | None:
     count = len(nest.target.indices)
     region = tuple(slice(start, stop) for _, start, stop in nest.loops[:count])
     target = nest.target.tensor.name
-    product = None if nest.guard else monomial(nest.value)
-    if product is None:
-        return GridPlan(target, region, nest.loops, nest.value, nest.guard, tuple(range(count, len(nest.loops))))
     loops = {name: (start, stop) for name, start, stop in nest.loops}
+    product = monomial(nest.value)
+    paddings = _paddings(nest.guard, product.factors, loops) if product is not None else None
+    if paddings is None:
+        return GridPlan(target, region, nest.loops, nest.value, nest.guard, tuple(range(count, len(nest.loops))))
     letters = dict(zip(loops, string.ascii_letters))
-    operands = tuple(_operand(access, loops) for access in product.factors)
+    operands = tuple(_operand(access, loops, padding) for access, padding in zip(product.factors, paddings))
     subscripts = ["".join(letters[name] for name in operand.labels) for operand in operands]
     used = set("".join(subscripts))
     lhs_names = [name for name, _, _ in nest.loops[:count]]
@@ -118,23 +123,74 @@ def plan(nest: Nest) -> EinsumPlan | GridPlan | None:
     return EinsumPlan(target, dtype, region, loops, operands, equation, scale, expanded, shape)
 
 
-def _operand(access: Indexing, loops) -> Operand:
-    slices, labels = [], []
-    for index in access.indices:
+def _paddings(guard, factors, loops) -> list | None:
+    """Zero padding per factor that makes ``guard`` redundant in a product, or None if none does.
+
+    That holds when every test of the guard says that some factor's subscript lies in
+    its dimension (``p0 - r >= 0``, ``p0 - r < 5`` for ``dO[n, k, p0 - r, q0 - s]``):
+    where a test fails, that factor reads a padded zero and the product is zero.  Only
+    the values differ where another factor is infinite or NaN (0 * inf), the same
+    caveat as any zero-padded convolution.
+    """
+    env = {name: (start, stop - 1) for name, (start, stop) in loops.items()}
+    for test in guard:
+        if not (isinstance(test, Compare) and test.op in ("ge", "lt") and isinstance(test.rhs, Const)):
+            return None
+        wanted = 0 if test.op == "ge" else None
+        if not any(
+            index == test.lhs and int(test.rhs.value) == (extent if wanted is None else wanted)
+            for access in factors
+            for index, extent in zip(access.indices, access.tensor.shape)
+        ):
+            return None
+    paddings = []
+    for access in factors:
+        pads = []
+        for index, extent in zip(access.indices, access.tensor.shape):
+            low, high = bounds(index, env) or (0, extent - 1)
+            pads.append((max(0, -low), max(0, high - extent + 1)))
+        paddings.append(tuple(pads) if any(before or after for before, after in pads) else None)
+    return paddings
+
+
+def _operand(access: Indexing, loops, padding=None) -> Operand:
+    if padding is not None:  # read a zero-padded copy, every subscript shifted by its padding
+        shifted = tuple(
+            make.add(index, before) if before else index for index, (before, _) in zip(access.indices, padding)
+        )
+        involved = tuple(name for name in loops if any(name in variable_names(i) for i in access.indices))
+        return Operand(access.tensor.name, involved, gather=shifted, padding=padding)
+    slices, labels, windows, window_labels = [], [], [], []
+    for axis, index in enumerate(access.indices):
         form = affine(index)
         names = [n for n in (form or {}) if n is not None]
-        if form is not None and not names:
-            slices.append(form.get(None, 0))
-        elif form is not None and len(names) == 1 and form[names[0]] > 0:
-            name = names[0]
-            a, b = form[name], form.get(None, 0)
-            start, stop = loops[name]
-            slices.append(slice(a * start + b, a * (stop - 1) + b + 1, a))
-            labels.append(name)
-        else:
-            involved = tuple(name for name in loops if any(name in variable_names(i) for i in access.indices))
-            return Operand(access.tensor.name, involved, gather=access.indices)
-    return Operand(access.tensor.name, tuple(labels), slices=tuple(slices))
+        if form is None or any(form[n] <= 0 for n in names) or len(names) > 2:
+            break
+        constant = form.get(None, 0)
+        if not names:
+            slices.append(constant)
+            continue
+        # a*u + v + c: a sliding window of v's extent along this axis, u picks windows
+        inner = names[-1] if len(names) == 2 and form[names[-1]] == 1 else None
+        if len(names) == 2 and inner is None:
+            inner = names[0] if form[names[0]] == 1 else None
+        if len(names) == 2 and inner is None:
+            break
+        outer = names[0] if inner != names[0] else names[-1]
+        a = form[outer]
+        start, stop = loops[outer]
+        slices.append(slice(a * start + constant, a * (stop - 1) + constant + 1, a))
+        labels.append(outer)
+        if len(names) == 2:
+            inner_start, inner_stop = loops[inner]
+            windows.append((axis, inner_stop))
+            window_labels.append((inner, slice(inner_start, inner_stop)))
+    else:
+        slices += [window_slice for _, window_slice in window_labels]
+        labels += [name for name, _ in window_labels]
+        return Operand(access.tensor.name, tuple(labels), slices=tuple(slices), windows=tuple(windows))
+    involved = tuple(name for name in loops if any(name in variable_names(i) for i in access.indices))
+    return Operand(access.tensor.name, involved, gather=access.indices)
 
 
 # --- running plans ------------------------------------------------------------------------
@@ -176,7 +232,11 @@ def _einsum(step: EinsumPlan, backend, arrays: dict):
     operands = []
     for operand in step.operands:
         array = arrays[operand.tensor]
+        if operand.padding is not None:
+            array = backend.pad(array, operand.padding)
         if operand.slices is not None:
+            if operand.windows:
+                array = backend.sliding_window(array, [n for _, n in operand.windows], [a for a, _ in operand.windows])
             operands.append(array[operand.slices])
         else:
             env = {n: _arange(xp, step.loops[n], axis, len(operand.labels)) for axis, n in enumerate(operand.labels)}

@@ -79,14 +79,22 @@ def _einsum_lines(step: EinsumPlan) -> list[str]:
     lines, operands = [], []
     for number, operand in enumerate(step.operands):
         if operand.slices is not None:
-            operands.append(f"{operand.tensor}[{_region(operand.slices)}]")
+            source = operand.tensor
+            if operand.windows:
+                lengths = tuple(n for _, n in operand.windows)
+                axes = tuple(a for a, _ in operand.windows)
+                source = f"np.lib.stride_tricks.sliding_window_view({source}, {lengths!r}, axis={axes!r})"
+            operands.append(f"{source}[{_region(operand.slices)}]")
             continue
         for axis, var in enumerate(operand.labels):
             start, stop = step.loops[var]
             shape = tuple(-1 if a == axis else 1 for a in range(len(operand.labels)))
             lines.append(f"    {var} = np.arange({start}, {stop}).reshape({shape!r})")
         indices = ", ".join(_expr(index, False, {}) for index in operand.gather)
-        lines.append(f"    gathered{number} = {operand.tensor}[{indices}]")
+        source = operand.tensor
+        if operand.padding is not None:
+            source = f"np.pad({operand.tensor}, {operand.padding!r})"
+        lines.append(f"    gathered{number} = {source}[{indices}]")
         operands.append(f"gathered{number}")
     if operands and step.equation.split("->")[0] == step.equation.split("->")[1]:
         result = operands[0]

@@ -120,6 +120,8 @@ class _Parser:
                     cond = self.expr()
                     if cond.dtype != "bool":
                         self.error("a where clause holds 'name = index expression' or a condition", position)
+                    if _reads_tensor(cond):
+                        self.error("a where condition is on index variables; test values with select()", position)
                     conditions.append(cond)
                 if not self.accept(","):
                     break

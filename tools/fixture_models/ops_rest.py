@@ -55,7 +55,8 @@ def diag_cross(x, y):
     # x: (B, 3, 4), y: (B, 3, 4)
     m = x.sum(0)  # (3, 4) at every batch (pnnx turns x[0] at batch 1 into a one-output unbind)
     return (torch.diag(m), torch.diag(m, 1), torch.diag(m, -2), torch.diag(m[0]), torch.diag(m[1], -1),
-            torch.diag(m[2], 2), torch.cross(x, y, dim=1), torch.cross(x.transpose(1, 2), y.transpose(1, 2), dim=-1))
+            torch.diag(m[2], 2), torch.cross(x, y, dim=1), torch.cross(x.transpose(1, 2), y.transpose(1, 2), dim=-1),
+            torch.cross(x.transpose(1, 2), y.transpose(1, 2)))  # no dim: the first dim of size 3
 
 
 class Scatters(nn.Module):
@@ -225,7 +226,9 @@ class ShortTime(nn.Module):
         y = torch.istft(s, 16, hop_length=4, win_length=12, window=self.window, length=64)
         y2 = torch.istft(s3, 8, window=torch.ones(8), length=60)
         y3 = torch.istft(s, 16, hop_length=4, win_length=12, window=self.window)
-        return torch.view_as_real(s), torch.view_as_real(s2), torch.view_as_real(s3), y, y2, y3
+        y4 = torch.istft(s2, 10, hop_length=3, center=False, normalized=True, onesided=False, return_complex=True)
+        return (torch.view_as_real(s), torch.view_as_real(s2), torch.view_as_real(s3), y, y2, y3,
+                torch.view_as_real(y4))
 
 
 MODELS = {
@@ -271,5 +274,6 @@ MODELS = {
                                        "transforms of complex tensors"),
     "stft_istft": _spec(ShortTime, (1, 64),
                         description="torch.stft (window shorter than n_fft, center reflect/constant, "
-                                    "normalized two-sided) and torch.istft (with and without length)"),
+                                    "normalized two-sided) and torch.istft (with and without length, "
+                                    "complex two-sided)"),
 }
