@@ -6,6 +6,8 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kuiper
 from kuiper.errors import HloSyntaxError, UnsupportedOperatorError
@@ -209,3 +211,25 @@ def test_a_computation_that_calls_itself_is_an_error():
     with pytest.raises(HloSyntaxError, match="computation 'f' calls itself") as info:
         kuiper.load_hlo(text)
     assert info.value.line == 4
+
+
+_LESS_TOTAL = ("less {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  i = s32[] parameter(2)\n"
+               "  j = s32[] parameter(3)\n  ROOT lt = pred[] compare(a, b), direction=LT, type=TOTALORDER\n}\n")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.5, np.inf, -np.inf, np.nan]), min_size=1, max_size=70))
+def test_sort_is_a_stable_total_order_sort_of_any_length(values):
+    x = np.float32(values)
+    n = len(values)
+    body = (f"  x = f32[{n}] parameter(0)\n  i = s32[{n}] iota(), iota_dimension=0\n"
+            f"  ROOT s = (f32[{n}], s32[{n}]) sort(x, i), dimensions={{0}}, is_stable=true, to_apply=less")
+    keys, order = run(body, x, computations=_LESS_TOTAL)
+
+    def total_order(position):  # -inf < ... < -0 < +0 < ... < inf < NaN, then by position (stable)
+        value = values[position]
+        return (np.isnan(value), 0.0 if np.isnan(value) else value, not np.signbit(value), position)
+
+    expected = sorted(range(n), key=total_order)
+    np.testing.assert_array_equal(order, expected)
+    np.testing.assert_array_equal(keys, x[expected])
