@@ -21,6 +21,10 @@ from .module import HloComputation, HloInstruction, HloModule
 from .shapes import ArrayShape, Shape
 
 INLINED = ("call", "fusion")
+# Elementwise opcodes whose operands may be scalars broadcast by the array rules instead.
+ELEMENTWISE = frozenset(
+    ["add", "subtract", "multiply", "divide", "remainder", "power", "maximum", "minimum", "atan2", "and", "or", "xor", "shift-left", "shift-right-arithmetic", "shift-right-logical", "complex", "compare", "select", "clamp"]
+)
 REGROUPING = ("tuple", "get-tuple-element", "parameter")
 
 
@@ -132,10 +136,31 @@ class _Lowering:
             elif opcode == "constant" and instruction.shape.is_tuple:
                 values[instruction.name] = self.tuple_constant(instruction, name)
             else:
+                operands = self.unbroadcast_scalars(computation, instruction, operands, values)
                 output = self.fresh_value(name, instruction.shape)
                 self.ops.append(self.node(instruction, name, operands, leaves(output)))
                 values[instruction.name] = output
         return values[computation.root.name]
+
+    def unbroadcast_scalars(self, computation: HloComputation, instruction: HloInstruction, operands: list,
+                            values: dict) -> list:
+        """Feed an elementwise instruction the scalar behind ``broadcast(scalar)`` operands.
+
+        Array broadcasting gives the same values when another operand has the full shape, and
+        it saves a full-size array per scalar constant; the elementwise chain can then fuse.
+        """
+        if instruction.opcode not in ELEMENTWISE or len(operands) < 2:
+            return operands
+        scalars = {}
+        for position, operand_name in enumerate(instruction.operands):
+            producer = computation.by_name[operand_name]
+            if producer.opcode == "broadcast" and len(producer.operands) == 1:
+                source = computation.by_name[producer.operands[0]].shape
+                if not source.is_tuple and source.rank == 0:
+                    scalars[position] = values[producer.operands[0]]
+        if not scalars or len(scalars) == len(operands):
+            return operands  # nothing to do, or no operand left to carry the full shape
+        return [scalars.get(position, operand) for position, operand in enumerate(operands)]
 
     def callee(self, instruction: HloInstruction) -> HloComputation:
         """The computation a call or fusion inlines (a computation calling itself is an error)."""
