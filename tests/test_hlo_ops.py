@@ -233,3 +233,12 @@ def test_sort_is_a_stable_total_order_sort_of_any_length(values):
     expected = sorted(range(n), key=total_order)
     np.testing.assert_array_equal(order, expected)
     np.testing.assert_array_equal(keys, x[expected])
+
+
+def test_convolution_window_reversal_and_one_spatial_dim():
+    body = ("  x = f32[1,1,5] parameter(0)\n  w = f32[1,1,3] constant({ { {1, 0, -1} } })\n"
+            "  ROOT y = f32[1,1,3] convolution(x, w), window={size=3WINDOW}, dim_labels=bf0_oi0->bf0")
+    x = np.float32([[[1, 2, 3, 4, 5]]])
+    np.testing.assert_array_equal(run(body.replace("WINDOW", ""), x), [[[-2, -2, -2]]])  # x[i] - x[i+2]
+    flipped = run(body.replace("WINDOW", " rhs_reversal=1"), x)
+    np.testing.assert_array_equal(flipped, [[[2, 2, 2]]])  # the kernel read backwards
