@@ -242,3 +242,12 @@ def test_convolution_window_reversal_and_one_spatial_dim():
     np.testing.assert_array_equal(run(body.replace("WINDOW", ""), x), [[[-2, -2, -2]]])  # x[i] - x[i+2]
     flipped = run(body.replace("WINDOW", " rhs_reversal=1"), x)
     np.testing.assert_array_equal(flipped, [[[2, 2, 2]]])  # the kernel read backwards
+
+
+def test_reduce_window_that_tiles_the_operand():
+    adder = "add {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  ROOT s = s32[] add(a, b)\n}\n"
+    body = ("  x = s32[4,6] parameter(0)\n  init = s32[] constant(100)\n"
+            "  ROOT r = s32[2,2] reduce-window(x, init), window={size=2x3 stride=2x3}, to_apply=add")
+    x = np.arange(24, dtype=np.int32).reshape(4, 6)
+    expected = x.reshape(2, 2, 2, 3).sum(axis=(1, 3)) + 100  # the init joins each window once
+    np.testing.assert_array_equal(run(body, x, computations=adder), expected)
