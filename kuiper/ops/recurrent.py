@@ -129,7 +129,7 @@ class Recurrent(Op):
             states = tuple(None if s is None else s[:, None] for s in states)
         elif self.batch_first:
             x = xp.permute_dims(x, (1, 0, 2))  # time-major inside
-        length, batch = x.shape[:2]
+        batch = x.shape[1]
         h0, c0 = self._initial_states(states, batch, x.dtype)
         h_n, c_n = [], []
         d = self.directions
