@@ -58,6 +58,11 @@ class Backend:
     def einsum(self, equation: str, *operands):
         raise NotImplementedError
 
+    def scatter_add(self, target, indices, values):
+        """Add ``values`` into the 1-D array ``target`` at ``indices`` (1-D, same length), in place;
+        repeated indices accumulate.  Returns ``target``."""
+        raise NotImplementedError
+
     def erf(self, x):
         """The error function, elementwise (GELU needs it; the array API has none)."""
         from ..ir.erf import erf

@@ -41,3 +41,13 @@ class NumpyBackend(NumPyLikeBackend):
 @hookimpl
 def kuiper_add_backends():
     return [NumpyBackend]
+
+
+@hookimpl
+def kuiper_add_kernels(backend_name):
+    """Compiled multi-threaded kernels (kuiper.numba_kernels) when numba is installed; {} otherwise."""
+    if backend_name != NumpyBackend.name:
+        return None
+    from ..numba_kernels import kernels
+
+    return kernels()

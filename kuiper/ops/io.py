@@ -1,20 +1,8 @@
-"""Graph plumbing: model inputs and outputs, and constant tensors."""
+"""Constant tensors stored in the model file."""
 
 from __future__ import annotations
 
 from .base import Op
-
-
-class Input(Op):
-    """A model input; the graph feeds its output operand directly."""
-
-    types = ("pnnx.Input",)
-
-
-class Output(Op):
-    """A model output; the graph reads its input operand directly."""
-
-    types = ("pnnx.Output",)
 
 
 class Attribute(Op):
@@ -35,4 +23,4 @@ class Attribute(Op):
         return self.value
 
 
-OPS = [Input, Output, Attribute]
+OPS = [Attribute]

@@ -154,10 +154,10 @@ class BatchNorm(_NormOp):
             if channels != self.channels:
                 raise ShapeError(f"{self.node.describe()}: expected {self.channels} channels (dim 1), "
                                  f"found input {tuple(x.shape)}")
-            if x.ndim not in self._shaped:
-                shape = _channel_shape(channels, x.ndim)
-                self._shaped[x.ndim] = (xp.reshape(self.scale, shape), xp.reshape(self.shift, shape))
-            scale, shift = self._shaped[x.ndim]
+            shape = _channel_shape(channels, x.ndim)
+            scale, shift = self.cached(
+                self._shaped, x.ndim, lambda: (xp.reshape(self.scale, shape), xp.reshape(self.shift, shape))
+            )
         else:
             scale, shift = self._fold_inputs(inputs, channels)
             shape = _channel_shape(channels, x.ndim)

@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..errors import ShapeError
-from .activation import sigmoid
+from ..ir import composites
+from .elementwise import apply
 from .base import Op
 
 
@@ -196,7 +197,7 @@ class Recurrent(Op):
         xp = self.xp
         n = self.hidden_size
         gates = gates_x + xp.matmul(h, w.hh_t)
-        squashed = sigmoid(xp, gates)  # one call for i, f, o (g's sigmoid is unused): fewer per-step calls
+        squashed = apply(self.backend, composites.sigmoid, gates)  # i, f, o in one call (g's sigmoid is unused)
         i, f, o = squashed[..., :n], squashed[..., n:2 * n], squashed[..., 3 * n:]
         g = xp.tanh(gates[..., 2 * n:3 * n])
         c = f * c + i * g
@@ -212,7 +213,7 @@ class Recurrent(Op):
         hidden_candidate = hidden[..., 2 * n:]
         if w.hidden_bias is not None:
             hidden_candidate = hidden_candidate + w.hidden_bias
-        reset_update = sigmoid(xp, gates_x[..., :2 * n] + hidden[..., :2 * n])
+        reset_update = apply(self.backend, composites.sigmoid, gates_x[..., :2 * n] + hidden[..., :2 * n])
         r, z = reset_update[..., :n], reset_update[..., n:]
         candidate = xp.tanh(gates_x[..., 2 * n:] + r * hidden_candidate)
         return candidate + z * (h - candidate), None
