@@ -296,7 +296,7 @@ def table(records):
             note = (note + "; " if note else "") + f"pnnx Python: {py}"
         elif py is not None and "max_abs_err" in record and py > 1e-3:
             note = (note + "; " if note else "") + f"pnnx Python err {py:.1e}"
-        note = note.replace("|", "/")
+        note = note.replace("|", "/").replace(str(ROOT) + "/", "")
         lines.append(f"| {name} | {source} | {'x'.join(map(str, shape[1:]))} | {err} | {scale} | {ratio} | "
                      f"{record['torch_s'] * 1e3:.1f} | {status(record)} | {note} |")
     return "\n".join(lines)

@@ -106,11 +106,16 @@ class ScaledDotProductAttention(Op):
         blocked_rows = None
         if self.mask_at is not None and inputs[self.mask_at] is not None:
             mask = additive_mask(xp, inputs[self.mask_at], q.dtype, true_means_keep=True)
-            masks.append(mask)
-            # PyTorch gives 0 (not NaN) for a query that may attend to nothing; found on the small mask.
+            # PyTorch gives 0 for a query that may attend to nothing.  Such rows (found on the
+            # small mask) are unmasked for the softmax, which then stays finite, and zeroed after.
             blocked_rows = xp.all(mask == NEG_INF, axis=-1, keepdims=True)
+            if bool(xp.any(blocked_rows)):
+                mask = xp.where(blocked_rows, xp.zeros((), dtype=mask.dtype), mask)
+            else:
+                blocked_rows = None
+            masks.append(mask)
         out, _ = attend(xp, q, k, v, scale, masks)
-        if blocked_rows is not None and bool(xp.any(blocked_rows)):
+        if blocked_rows is not None:
             out = xp.where(blocked_rows, xp.zeros((), dtype=out.dtype), out)
         return out
 
