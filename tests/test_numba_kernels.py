@@ -16,13 +16,13 @@ import pytest
 
 pytest.importorskip("numba")
 
-from kuiper.backends import get_backend  # noqa: E402
-from kuiper.model_ir import OpNode  # noqa: E402
-from kuiper.numba_kernels import conv as compiled_conv  # noqa: E402
-from kuiper.numba_kernels import pooling as compiled_pooling  # noqa: E402
-from kuiper.numba_kernels import runtime  # noqa: E402
-from kuiper.ops.conv import Conv2d  # noqa: E402
-from kuiper.ops.pooling import MaxPool2d  # noqa: E402
+from kuiper.backends import get_backend
+from kuiper.model_ir import OpNode
+from kuiper.numba_kernels import conv as compiled_conv
+from kuiper.numba_kernels import pooling as compiled_pooling
+from kuiper.numba_kernels import runtime
+from kuiper.ops.conv import Conv2d
+from kuiper.ops.pooling import MaxPool2d
 
 TOLERANCE = 1e-4
 
@@ -35,8 +35,8 @@ def conv_node(in_channels, out_channels, kernel, stride=1, padding=1, groups=1, 
     attrs = {"weight": weight.astype(dtype)}
     if bias:
         attrs["bias"] = rng.standard_normal(out_channels).astype(dtype)
-    params = dict(stride=[stride, stride], padding=[padding, padding], dilation=[dilation, dilation],
-                  groups=groups, bias=bias, padding_mode=padding_mode)
+    params = {"stride": [stride, stride], "padding": [padding, padding], "dilation": [dilation, dilation],
+                  "groups": groups, "bias": bias, "padding_mode": padding_mode}
     return OpNode("nn.Conv2d", "conv", ["x"], ["y"], params=params, attrs=attrs)
 
 
@@ -127,11 +127,11 @@ def pool_node(**params):
 
 
 POOL_CASES = {
-    "3x3 s2 p1": dict(kernel_size=[3, 3], stride=[2, 2], padding=[1, 1]),
-    "5x5 s1 p2 (SPPF)": dict(kernel_size=[5, 5], stride=[1, 1], padding=[2, 2]),
-    "2x2 default stride": dict(kernel_size=[2, 2]),
-    "3x2 s(2,3) dilation (2,1) ceil_mode": dict(kernel_size=[3, 2], stride=[2, 3], padding=[1, 1], dilation=[2, 1],
-                                                ceil_mode=True),
+    "3x3 s2 p1": {"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1]},
+    "5x5 s1 p2 (SPPF)": {"kernel_size": [5, 5], "stride": [1, 1], "padding": [2, 2]},
+    "2x2 default stride": {"kernel_size": [2, 2]},
+    "3x2 s(2,3) dilation (2,1) ceil_mode": {"kernel_size": [3, 2], "stride": [2, 3], "padding": [1, 1], "dilation": [2, 1],
+                                                "ceil_mode": True},
 }
 
 
@@ -189,8 +189,8 @@ def test_compiled_layer_norm_matches_float64():
     mean = x64.mean(axis=(-2, -1), keepdims=True)
     var = ((x64 - mean) ** 2).mean(axis=(-2, -1), keepdims=True)
     normalized = (x64 - mean) / np.sqrt(var + 1e-5)
-    cases = [({"weight": weight, "bias": bias}, dict(elementwise_affine=True), normalized * weight + bias),
-             ({}, dict(elementwise_affine=False), normalized)]
+    cases = [({"weight": weight, "bias": bias}, {"elementwise_affine": True}, normalized * weight + bias),
+             ({}, {"elementwise_affine": False}, normalized)]
     for attrs, params, expected in cases:
         node = OpNode("nn.LayerNorm", "ln", ["x"], ["y"], params=dict(normalized_shape=[4, 5], eps=1e-5, **params),
                       attrs=attrs)

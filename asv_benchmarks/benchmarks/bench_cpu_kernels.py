@@ -22,11 +22,11 @@ CONV_CASES = {
 }
 OTHER_CASES = {
     "maxpool_3x3_s2_64x112x112": ("nn.MaxPool2d", (1, 64, 112, 112),
-                                  dict(kernel_size=[3, 3], stride=[2, 2], padding=[1, 1])),
+                                  {"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1]}),
     "maxpool_5x5_s1_128x20x20": ("nn.MaxPool2d", (1, 128, 20, 20),
-                                 dict(kernel_size=[5, 5], stride=[1, 1], padding=[2, 2])),
-    "layernorm_3136x96": ("nn.LayerNorm", (1, 3136, 96), dict(normalized_shape=[96], eps=1e-6)),
-    "softmax_8x197x197": ("F.softmax", (1, 8, 197, 197), dict(dim=-1)),
+                                 {"kernel_size": [5, 5], "stride": [1, 1], "padding": [2, 2]}),
+    "layernorm_3136x96": ("nn.LayerNorm", (1, 3136, 96), {"normalized_shape": [96], "eps": 1e-6}),
+    "softmax_8x197x197": ("F.softmax", (1, 8, 197, 197), {"dim": -1}),
 }
 PATHS = ["compiled", "reference"]
 
@@ -60,7 +60,7 @@ class CompiledConv:
         shape, out_channels, kernel, stride, padding, groups = CONV_CASES[case]
         rng = np.random.default_rng(0)
         weight = rng.standard_normal((out_channels, shape[1] // groups, kernel, kernel)).astype(np.float32)
-        node = _node("nn.Conv2d", dict(stride=[stride, stride], padding=[padding, padding], groups=groups, bias=True),
+        node = _node("nn.Conv2d", {"stride": [stride, stride], "padding": [padding, padding], "groups": groups, "bias": True},
                      {"weight": weight, "bias": rng.standard_normal(out_channels).astype(np.float32)})
         self.op = _classes("nn.Conv2d", path)(node, get_backend("numpy"))
         self.x = rng.standard_normal(shape).astype(np.float32)

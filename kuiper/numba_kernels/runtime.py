@@ -26,7 +26,7 @@ _requested_threads: int | None = None
 _workqueue_lock = threading.Lock()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def availability() -> tuple[bool, str]:
     """(True, "numba X.Y") or (False, the reason the kernels are off)."""
     if os.environ.get(DISABLE_ENV, "").strip().lower() in ("0", "false", "no", "off"):
@@ -35,7 +35,7 @@ def availability() -> tuple[bool, str]:
         import numba
     except ImportError as exc:
         return False, f"numba is not installed ({exc}); `pip install numba` for the multi-threaded CPU kernels"
-    except Exception as exc:  # a broken numba (e.g. built for another numpy) must not break kuiper
+    except Exception as exc:  # noqa: BLE001 - a broken numba (e.g. built for another numpy) must not break kuiper
         return False, f"numba failed to import: {type(exc).__name__}: {exc}"
     if "NUMBA_THREADING_LAYER" not in os.environ:
         # Numba's own pool: its workers sleep between launches.  OpenMP's spin after each
