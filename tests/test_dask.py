@@ -274,3 +274,15 @@ def test_cli_reports_an_unloadable_model_and_bad_options(tmp_path, capsys):
     assert main(["run", str(DYNAMIC), "--output-dir", str(tmp_path / "out")]) == 1
     with pytest.raises(SystemExit):
         main(["run", str(DYNAMIC), "--inputs", "x", "--output-dir", "o", "--workers", "2", "--scheduler", "tcp://a:1"])
+
+
+def test_the_embedded_cluster_sets_the_blas_thread_count_in_each_worker():
+    # The default is one BLAS thread per worker; 2 here shows the setting (not Dask's default of 1) arrives.
+    from kuiper.dask import local_cluster
+
+    def blas_environment():
+        return {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+
+    with local_cluster(workers=1, blas_threads=2, dashboard_address=None) as cluster, \
+            distributed.Client(cluster, set_as_default=False) as other:
+        assert list(other.run(blas_environment).values()) == [dict.fromkeys(blas_environment(), "2")]
