@@ -69,6 +69,17 @@ def load(
     return model
 
 
+def load_hlo(path_or_text: str | os.PathLike, backend: str | None = None, fuse: bool = True) -> Model:
+    """Load XLA HLO text (a ``.hlo.txt`` file, or the text itself) and build its ENTRY computation.
+
+    Inputs are the ENTRY parameters in order; a ROOT tuple gives one output per leaf.
+    ``kuiper.load("prog.hlo.txt")`` does the same through the frontend hook.
+    """
+    from .hlo.load import load_hlo as load_hlo_module
+
+    return load_hlo_module(path_or_text, backend=backend, fuse=fuse)
+
+
 def backends():
     """Every registered backend with whether it can run here and, if not, why."""
     from .backends import backend_infos
@@ -89,6 +100,7 @@ def to_numpy(array):
 
 __all__ = [
     "load",
+    "load_hlo",
     "backends",
     "to_numpy",
     "hookimpl",

@@ -23,6 +23,7 @@ BUILTIN_PLUGINS = {
     "cupy": "kuiper.backends.cupy_backend",
     "builtin_ops": "kuiper.ops",
     "pnnx": "kuiper.formats.pnnx",
+    "hlo": "kuiper.hlo",
 }
 # Set to 1 to load only the built-ins (e.g. to rule out a broken third-party plugin).
 DISABLE_AUTOLOAD_ENV = "KUIPER_DISABLE_PLUGIN_AUTOLOAD"

@@ -220,3 +220,44 @@ def test_hooks_are_called_through_pluggy_so_wrappers_work():
         plugins.reset_registries()
     assert "nn.Conv2d" in registry
     assert calls[0] == "before" and calls[1] >= 1
+
+
+def test_the_tensor_ir_imports_no_frontend():
+    import subprocess
+
+    code = (
+        "import sys, kuiper.ir, kuiper.ir.codegen_numpy, kuiper.ir.codegen_cuda\n"
+        "bad = sorted(m for m in sys.modules if m.startswith(('kuiper.expr', 'kuiper.formats')))\n"
+        "print(bad)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]", result.stdout
+
+
+def _chain(tmp_path, count: int):
+    lines = ["pnnx.Input i 0 1 v0 #v0=(2,3)f32"]
+    for k in range(count):
+        if k % 2:
+            lines.append(f"pnnx.Expression e{k} 1 1 v{k} v{k + 1} expr=mul(@0,0.999)")
+        else:
+            lines.append(f"nn.Tanh t{k} 1 1 v{k} v{k + 1}")
+    lines.append(f"pnnx.Output o 1 0 v{count}")
+    return write_model(tmp_path, f"7767517\n{len(lines)} {count + 1}\n" + "\n".join(lines) + "\n", name=f"c{count}")
+
+
+def test_a_chain_of_ten_thousand_elementwise_ops_loads_fused_in_bounded_groups(tmp_path):
+    count = 10_000
+    fused = kuiper.load(_chain(tmp_path, count))
+    assert len(fused.steps) < count // 16, "the chain is fused into groups"
+    assert sum(len(group) for group in fused.fused_groups) == count
+    x = np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)
+    want = x.copy()
+    for k in range(count):  # the unfused computation, op by op in float32
+        want = np.tanh(want) if k % 2 == 0 else want * np.float32(0.999)
+    np.testing.assert_allclose(fused(x), want, rtol=1e-6)
+
+
+def test_a_long_chain_fused_matches_the_same_chain_unfused(tmp_path):
+    path = _chain(tmp_path, 1_000)
+    x = np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(kuiper.load(path)(x), kuiper.load(path, fuse=False)(x), rtol=1e-6)

@@ -7,12 +7,12 @@ here are worked out by hand from PyTorch's documented rules.
 
 import numpy as np
 import pytest
+from conftest import MODELS, op_model
 
 import kuiper
-from kuiper.errors import OperatorParamError, ShapeError, UnsupportedOperatorError
+from kuiper.errors import OperatorParamError, ShapeError
 from kuiper.formats.pnnx import load_pnnx
 
-from conftest import MODELS, op_model
 
 def run(model, x):
     result = model(np.asarray(x, dtype=np.float32))
@@ -144,14 +144,14 @@ def test_adaptive_avg_pool_zero_output_size_keeps_that_dim(tmp_path):
          OperatorParamError, r"'divisor_override' must be positive"),
         ("nn.AvgPool1d p 1 1 x y kernel_size=(0) padding=(0) stride=(1)", ("y",),
          OperatorParamError, r"must be positive"),
-        ("nn.AdaptiveMaxPool2d p 1 1 x y output_size=(2,2) return_indices=True", ("y",),
-         UnsupportedOperatorError, r"return_indices=True is not supported"),
+        ("nn.AdaptiveMaxPool2d p 1 2 x y i output_size=(2,2) return_indices=False", ("y", "i"),
+         OperatorParamError, r"return_indices=False gives 1 output\(s\), the file declares 2"),
         ("nn.AdaptiveMaxPool2d p 1 1 x y output_size=(2,-1) return_indices=False", ("y",),
          OperatorParamError, r"'output_size' must be 2 positive integer"),
         ("nn.AdaptiveMaxPool2d p 1 1 x y output_size=(2,2,2) return_indices=False", ("y",),
          OperatorParamError, r"'output_size' must be 2 positive integer"),
-        ("nn.MaxPool2d p 1 1 x y kernel_size=(2,2) return_indices=True", ("y",),
-         UnsupportedOperatorError, r"return_indices=True is not supported"),
+        ("nn.MaxPool2d p 1 3 x y i j kernel_size=(2,2) return_indices=True", ("y", "i", "j"),
+         OperatorParamError, r"return_indices=True gives 1 or 2 output\(s\), the file declares 3"),
     ],
 )
 def test_unsupported_or_invalid_params_fail_at_load_time(tmp_path, line, outputs, error, message):

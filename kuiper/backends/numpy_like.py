@@ -30,3 +30,7 @@ class NumPyLikeBackend(Backend):
 
     def einsum(self, equation: str, *operands):
         return self.native.einsum(equation, *operands, optimize=True)
+
+    def scatter_add(self, target, indices, values):
+        self.native.add.at(target, indices, values)  # unbuffered: repeated indices accumulate
+        return target

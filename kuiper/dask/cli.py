@@ -9,7 +9,7 @@ from __future__ import annotations
 import glob
 import sys
 
-from ..errors import InputError, KuiperError
+from ..errors import InputError, KuiperError, UsageError
 
 
 def add_arguments(run_parser) -> None:
@@ -39,11 +39,11 @@ def expand_inputs(patterns: list[str]) -> list[str]:
 
 def run_files(args) -> int:
     if not (args.inputs and args.output_dir):
-        raise InputError("--inputs and --output-dir go together")
+        raise UsageError("--inputs and --output-dir go together")
     if args.batch_size is not None and args.batch_size < 1:
-        raise InputError(f"--batch-size must be at least 1, got {args.batch_size}")
+        raise UsageError(f"--batch-size must be at least 1, got {args.batch_size}")
     if args.workers is not None and args.workers < 1:
-        raise InputError(f"--workers must be at least 1, got {args.workers}")
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
     try:
         import dask.array  # noqa: F401
         import distributed  # noqa: F401

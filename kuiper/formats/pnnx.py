@@ -15,7 +15,8 @@ from ..errors import GraphError, ModelFormatError
 from ..frontends import Frontend
 from ..hookspecs import hookimpl
 from ..model_ir import ModelIR, OpNode
-from .pnnx_bin import WeightArchive
+from .files import read_regular_file
+from .pnnx_bin import EXTRA_ENTRIES_ALLOWED, WeightArchive
 from .pnnx_param import parse_param
 
 
@@ -27,33 +28,35 @@ def default_bin_path(param_path: str | os.PathLike) -> Path:
     return path.with_name(path.name + ".bin")
 
 
-def load_pnnx(param_path: str | os.PathLike, bin_path: str | os.PathLike | None = None) -> ModelIR:
-    """Read both files; weights become read-only arrays backed by a memory map of the .bin."""
+def load_pnnx(
+    param_path: str | os.PathLike, bin_path: str | os.PathLike | None = None, strict: bool = False
+) -> ModelIR:
+    """Read both files; weights become read-only arrays copied from the .bin (see pnnx_bin).
+
+    ``strict=True`` turns the warning about params kuiper does not know into an error.
+    """
     param_path = Path(param_path)
-    try:
-        raw = param_path.read_bytes()
-    except FileNotFoundError:
-        raise ModelFormatError(f"{param_path}: model file not found") from None
-    except IsADirectoryError:
-        raise ModelFormatError(f"{param_path}: is a directory, expected a .pnnx.param file") from None
+    raw = read_regular_file(param_path, "model file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise ModelFormatError(f"{param_path}:{line}: not UTF-8 text (is this a .pnnx.bin?)") from None
 
-    parsed = parse_param(text, str(param_path))
+    parsed = parse_param(text, str(param_path), strict=strict)
 
     if parsed.weights:
-        archive = WeightArchive(bin_path if bin_path is not None else default_bin_path(param_path))
+        declared_count = sum(len(declared) for declared in parsed.weights.values())
+        bin_path = bin_path if bin_path is not None else default_bin_path(param_path)
         by_name = {op.name: op for op in parsed.ops}
-        for op_name, declared in parsed.weights.items():
-            op = by_name[op_name]
-            for attr, decl in declared.items():
-                try:
-                    op.attrs[attr] = archive.read(f"{op_name}.{attr}", decl.shape, decl.dtype)
-                except ModelFormatError as exc:
-                    raise ModelFormatError(f"{exc} [weight '{attr}' of op '{op_name}', {op.source}]") from None
+        with WeightArchive(bin_path, max_entries=declared_count + EXTRA_ENTRIES_ALLOWED) as archive:
+            for op_name, declared in parsed.weights.items():
+                op = by_name[op_name]
+                for attr, decl in declared.items():
+                    try:
+                        op.attrs[attr] = archive.read(f"{op_name}.{attr}", decl.shape, decl.dtype)
+                    except ModelFormatError as exc:
+                        raise ModelFormatError(f"{exc} [weight '{attr}' of op '{op_name}', {op.source}]") from None
     return neutral_ir(parsed.ops, parsed.operands, str(param_path))
 
 
@@ -104,8 +107,8 @@ class PnnxFrontend(Frontend):
     suffixes = (".pnnx.param", ".param")
 
     @classmethod
-    def load(cls, path: Path, bin_path: str | os.PathLike | None = None) -> ModelIR:
-        return load_pnnx(path, bin_path)
+    def load(cls, path: Path, bin_path: str | os.PathLike | None = None, strict: bool = False) -> ModelIR:
+        return load_pnnx(path, bin_path, strict=strict)
 
 
 @hookimpl

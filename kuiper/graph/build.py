@@ -144,7 +144,7 @@ def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) 
     if fuse:
         from .fusion import fuse_elementwise
 
-        order, fused_groups = fuse_elementwise(order, output_operands)
+        order, fused_groups = fuse_elementwise(order, output_operands, backend.name)
 
     compute = order
     slot_of: dict[str, int] = {operand: slot for slot, operand in enumerate(ir.inputs)}

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..errors import InputError, KuiperError, ShapeError
+from ..limits import check_feeds
 from ..model_ir import ModelIR, OpNode
 
 
@@ -130,6 +131,7 @@ class Model:
         slots: list[Any] = [None] * self.slot_count
         for spec, slot, array in zip(self.inputs, self.input_slots, arrays):
             slots[slot] = self._check_feed(spec, array)
+        check_feeds(self, [slots[slot] for slot in self.input_slots])  # kuiper.limits: size budget
         for step in self.steps:
             inputs = [slots[i] for i in step.input_slots]
             if observer is not None:

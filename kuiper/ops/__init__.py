@@ -8,25 +8,43 @@ from __future__ import annotations
 from ..hookspecs import hookimpl
 from . import (
     activation,
+    attention,
+    bitwise,
     compare,
+    complex_tensors,
     concat,
     conv,
+    creation,
+    elementwise,
     expression,
+    gating,
+    grid_sample,
+    inplace,
     io,
     linear,
     norm,
     pad,
     plumbing,
+    pointwise,
     pooling,
+    recurrent,
     reduce,
     resize,
+    scan,
+    selection,
     shape,
     slicing,
+    special,
+    spectral,
+    vector,
+    windows,
 )
 
 FAMILIES = [
     io, conv, pooling, norm, activation, linear, reduce, compare,
-    shape, slicing, concat, pad, resize, plumbing, expression,
+    shape, slicing, concat, pad, resize, plumbing, expression, elementwise, attention, recurrent,
+    pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
+    grid_sample, complex_tensors, spectral,
 ]
 
 

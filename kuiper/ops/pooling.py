@@ -24,6 +24,8 @@ from .base import Op
 
 
 POOL_CHUNK_BYTES = 4 << 20  # max pooling input per chunk of images
+MAX_WINDOW = 1 << 16  # per axis; far beyond any real pooling window
+MAX_ADAPTIVE_BINS = 1 << 20  # per axis; the bin tables are built in Python
 
 
 def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: int, ceil_mode: bool) -> int:
@@ -37,6 +39,13 @@ def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: in
     return out
 
 
+def check_window(op: Op, kernel, stride, dilation) -> None:
+    """Positive window params, and no larger than MAX_WINDOW: pooling loops over kernel taps in Python."""
+    for key, values in (("kernel_size", kernel), ("stride", stride), ("dilation", dilation)):
+        if any(not 1 <= v <= MAX_WINDOW for v in values):
+            raise op.error(f"param '{key}' must be between 1 and {MAX_WINDOW}, found {values}")
+
+
 def read_window(op: Op, spatial: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """kernel_size, stride (PyTorch: defaults to the kernel) and padding of a pooling op."""
     kernel = op.ints_param("kernel_size", spatial)
@@ -45,7 +54,21 @@ def read_window(op: Op, spatial: int) -> tuple[tuple[int, ...], tuple[int, ...],
     return kernel, stride, op.ints_param("padding", spatial, default=0)
 
 
+def read_return_indices(op: Op) -> bool:
+    """``return_indices``: the indices come as a second output operand, or, when pnnx writes
+    one output followed by prim::TupleUnpack (nn.AdaptiveMaxPool1d), inside a (values, indices) tuple."""
+    return_indices = op.bool_param("return_indices", default=False)
+    outputs = len(op.node.outputs)
+    if outputs not in ((1, 2) if return_indices else (1,)):
+        raise op.error(f"return_indices={return_indices} gives {'1 or 2' if return_indices else '1'} "
+                       f"output(s), the file declares {outputs}")
+    return return_indices
+
+
 class MaxPoolNd(Op):
+    """Max pooling; with return_indices also the int64 position of each maximum in its input
+    plane (h * W + w for 2-D), the first maximum in row-major order as PyTorch picks it."""
+
     spatial = 2
 
     def setup(self):
@@ -54,16 +77,18 @@ class MaxPoolNd(Op):
         self.kernel, self.stride, self.padding = read_window(self, n)
         self.dilation = self.ints_param("dilation", n, default=1)
         self.ceil_mode = self.bool_param("ceil_mode", default=False)
-        if self.bool_param("return_indices", default=False):
-            raise self.unsupported("return_indices", True, [False])
+        self.return_indices = read_return_indices(self)
         for k, p in zip(self.kernel, self.padding):
             if p * 2 > k:
                 raise self.error(f"padding {self.padding} must be at most half of kernel_size {self.kernel}")
+        check_window(self, self.kernel, self.stride, self.dilation)
 
     def forward(self, x):
         n = self.spatial
         if x.ndim not in (n + 1, n + 2):
             raise ShapeError(f"{self.node.describe()}: expected a rank-{n + 2} input, found shape {tuple(x.shape)}")
+        if self.return_indices:
+            return self.pool_with_indices(x)
         image_bytes = math.prod(x.shape[1:]) * x.dtype.itemsize
         images = max(1, POOL_CHUNK_BYTES // image_bytes)
         if x.ndim == n + 2 and x.shape[0] > images:
@@ -72,19 +97,29 @@ class MaxPoolNd(Op):
             return self.xp.concat(parts, axis=0)
         return self.pool(x)
 
-    def pool(self, x):
+    def padded(self, x):
+        """x padded with -inf so every window lies inside, and the output size per spatial axis."""
         n = self.spatial
         sizes = x.shape[-n:]
         outs = [
             pool_output_size(size, k, s, p, d, self.ceil_mode)
             for size, k, s, p, d in zip(sizes, self.kernel, self.stride, self.padding, self.dilation)
         ]
+        if any(out < 1 for out in outs):
+            raise ShapeError(f"{self.node.describe()}: input {tuple(x.shape)} is too small for kernel_size "
+                             f"{self.kernel} with padding {self.padding} and dilation {self.dilation}")
         pads = []
         for size, out, k, s, p, d in zip(sizes, outs, self.kernel, self.stride, self.padding, self.dilation):
             needed = (out - 1) * s + d * (k - 1) + 1
             pads.append((p, max(0, needed - size - p)))
         lead = x.ndim - n
-        x = self.backend.pad(x, ((0, 0),) * lead + tuple(pads), "constant", value=-math.inf)
+        lowest = -math.inf if x.dtype.kind in "fc" else self.xp.iinfo(x.dtype).min if x.dtype.kind in "iu" else False
+        return self.backend.pad(x, ((0, 0),) * lead + tuple(pads), "constant", value=lowest), outs
+
+    def pool(self, x):
+        n = self.spatial
+        lead = x.ndim - n
+        x, outs = self.padded(x)
         # A max over a box is a max over each axis in turn: k - 1 elementwise maxima of
         # strided views per axis, each over contiguous rows (no window gather).
         for axis, (out, k, s, d) in enumerate(zip(outs, self.kernel, self.stride, self.dilation)):
@@ -97,6 +132,44 @@ class MaxPoolNd(Op):
             x = result
         return x
 
+    def pool_with_indices(self, x):
+        """The same axis-by-axis maximum, carrying each candidate's flat position in the plane.
+
+        The last axis goes first; a later tap wins only if strictly greater, so each
+        row keeps its first maximum and the rows then keep the first row: the first
+        maximum in row-major order.  Padding (-inf) never beats a real element.
+        """
+        xp = self.xp
+        n = self.spatial
+        lead = x.ndim - n
+        sizes = tuple(x.shape[-n:])
+        x, outs = self.padded(x)
+        position = None  # flat position within the axes reduced so far, shaped like x
+        trailing = 1
+        for axis in reversed(range(n)):
+            out, k, s, p, d = outs[axis], self.kernel[axis], self.stride[axis], self.padding[axis], self.dilation[axis]
+            shape = [1] * x.ndim
+            shape[lead + axis] = out
+            starts = xp.reshape(xp.arange(out, dtype=xp.int64) * s - p, tuple(shape))
+            best = best_position = None
+            for tap in range(k):
+                index = [slice(None)] * x.ndim
+                index[lead + axis] = slice(tap * d, tap * d + (out - 1) * s + 1, s)
+                index = tuple(index)
+                view = x[index]
+                here = (starts + tap * d) * trailing
+                if position is not None:
+                    here = here + position[index]
+                if best is None:
+                    best, best_position = view, xp.broadcast_to(here, tuple(view.shape))
+                else:
+                    better = view > best
+                    best = xp.where(better, view, best)
+                    best_position = xp.where(better, here, best_position)
+            x, position = best, best_position
+            trailing *= sizes[axis]
+        return x, xp.asarray(position, dtype=xp.int64, copy=True)
+
 
 class MaxPool1d(MaxPoolNd):
     types = ("nn.MaxPool1d", "F.max_pool1d")
@@ -106,6 +179,11 @@ class MaxPool1d(MaxPoolNd):
 class MaxPool2d(MaxPoolNd):
     types = ("nn.MaxPool2d", "F.max_pool2d")
     spatial = 2
+
+
+class MaxPool3d(MaxPoolNd):
+    types = ("nn.MaxPool3d", "F.max_pool3d")
+    spatial = 3
 
 
 class AvgPoolNd(Op):
@@ -129,6 +207,7 @@ class AvgPoolNd(Op):
         self.divisor_override = self.optional_int_param("divisor_override")
         if any(k < 1 for k in self.kernel) or any(s < 1 for s in self.stride):
             raise self.error(f"kernel_size {self.kernel} and stride {self.stride} must be positive")
+        check_window(self, self.kernel, self.stride, (1,) * n)
         if self.divisor_override is not None and self.divisor_override <= 0:
             raise self.error(f"param 'divisor_override' must be positive, found {self.divisor_override}")
         for k, p in zip(self.kernel, self.padding):
@@ -193,6 +272,11 @@ class AvgPool2d(AvgPoolNd):
     spatial = 2
 
 
+class AvgPool3d(AvgPoolNd):
+    types = ("nn.AvgPool3d", "F.avg_pool3d")
+    spatial = 3
+
+
 # ---------------------------------------------------------------- adaptive pooling
 
 
@@ -235,8 +319,9 @@ class _AdaptivePoolNd(Op):
         if len(value) == 1:
             value = value * self.spatial
         valid = all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) for v in value)
-        if len(value) != self.spatial or not valid:
-            raise self.error(f"param 'output_size' must be {self.spatial} positive integer(s) or None, found {value!r}")
+        if len(value) != self.spatial or not valid or any(v is not None and v > MAX_ADAPTIVE_BINS for v in value):
+            raise self.error(f"param 'output_size' must be {self.spatial} positive integer(s) up to "
+                             f"{MAX_ADAPTIVE_BINS} or None, found {value!r}")
         self.output_size = tuple(None if v in (None, 0) else v for v in value)
 
     def output_sizes(self, x) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -289,6 +374,11 @@ class AdaptiveAvgPool2d(AdaptiveAvgPoolNd):
     spatial = 2
 
 
+class AdaptiveAvgPool3d(AdaptiveAvgPoolNd):
+    types = ("nn.AdaptiveAvgPool3d", "F.adaptive_avg_pool3d")
+    spatial = 3
+
+
 class AdaptiveMaxPoolNd(_AdaptivePoolNd):
     """Max over PyTorch's adaptive bins, one axis at a time (a max over a box is separable).
 
@@ -300,12 +390,7 @@ class AdaptiveMaxPoolNd(_AdaptivePoolNd):
 
     def setup(self):
         super().setup()
-        self.return_indices = self.bool_param("return_indices", default=False)
-        outputs = len(self.node.outputs)
-        if self.return_indices and outputs != 2:
-            raise self.unsupported("return_indices", True, "True only with two output operands (values, indices)")
-        if not self.return_indices and outputs != 1:
-            raise self.error(f"return_indices=False gives one output, the file declares {outputs}")
+        self.return_indices = read_return_indices(self)
         self._tables = {}  # (size, out) -> flat gather table on the backend
 
     def _gather_table(self, size: int, out: int):
@@ -367,7 +452,12 @@ class AdaptiveMaxPool2d(AdaptiveMaxPoolNd):
     spatial = 2
 
 
+class AdaptiveMaxPool3d(AdaptiveMaxPoolNd):
+    types = ("nn.AdaptiveMaxPool3d", "F.adaptive_max_pool3d")
+    spatial = 3
+
+
 OPS = [
-    MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d,
-    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
+    MaxPool1d, MaxPool2d, MaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d,
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d,
 ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import operator
 
 from ..errors import ShapeError
+from ..limits import check_size
 from .base import Op, normalize_axis, prod
 
 
@@ -292,6 +293,7 @@ class Repeat(ShapeArgOp):
                 f"{self.node.describe()}: repeat sizes {list(sizes)} must be non-negative, one per dim of {tuple(x.shape)} or more"
             )
         x = self.xp.reshape(x, (1,) * (len(sizes) - x.ndim) + tuple(x.shape))
+        check_size(tuple(s * d for s, d in zip(sizes, x.shape)), x.dtype.itemsize, self.node.describe())
         return self.xp.tile(x, sizes)
 
 
@@ -309,30 +311,55 @@ class Tile(Op):
     def forward(self, x):
         rank = max(x.ndim, len(self.dims))
         x = self.xp.reshape(x, (1,) * (rank - x.ndim) + tuple(x.shape))
-        return self.xp.tile(x, (1,) * (rank - len(self.dims)) + self.dims)
+        reps = (1,) * (rank - len(self.dims)) + self.dims
+        check_size(tuple(r * d for r, d in zip(reps, x.shape)), x.dtype.itemsize, self.node.describe())
+        return self.xp.tile(x, reps)
 
 
 class RepeatInterleave(Op):
-    """torch.repeat_interleave with an int ``repeats``; without ``dim`` the input is flattened first."""
+    """torch.repeat_interleave with an int ``repeats`` or a tensor of per-element repeats bound to
+    ``$repeats``; without ``dim`` the input is flattened first."""
 
     types = ("torch.repeat_interleave", "Tensor.repeat_interleave")
 
     def setup(self):
+        self.dim = self.optional_int_param("dim")
+        self.data_index = data_input_index(self)
+        self.repeats_index = self.input_index("repeats")
+        if self.repeats_index is not None:
+            self.require_inputs(2)
+            return
         self.require_inputs(1)
         repeats = self.param("repeats")
         if isinstance(repeats, list) and len(repeats) == 1:
             repeats = repeats[0]
         if isinstance(repeats, bool) or not isinstance(repeats, int):
-            raise self.unsupported("repeats", repeats, "a single non-negative integer")
+            raise self.unsupported("repeats", repeats, "a single non-negative integer, or a tensor input $repeats")
         if repeats < 0:
             raise self.error(f"param 'repeats' must be non-negative, found {repeats}")
         self.repeats = repeats
-        self.dim = self.optional_int_param("dim")
 
-    def forward(self, x):
+    def forward(self, *inputs):
+        xp = self.xp
+        x = inputs[self.data_index]
+        repeats = self.repeats if self.repeats_index is None else self._repeat_counts(inputs[self.repeats_index])
+        largest = repeats if isinstance(repeats, int) else (int(xp.max(repeats)) if repeats.size else 0)
+        check_size((prod(x.shape), largest), x.dtype.itemsize, self.node.describe())  # an upper bound
         if self.dim is None:
-            return self.xp.repeat(self.xp.reshape(x, (-1,)), self.repeats, axis=0)
-        return self.xp.repeat(x, self.repeats, axis=normalize_axis(self.dim, x.ndim, self))
+            return xp.repeat(xp.reshape(x, (-1,)), repeats, axis=0)
+        axis = normalize_axis(self.dim, x.ndim, self)
+        if not isinstance(repeats, int) and repeats.shape[0] not in (1, x.shape[axis]):
+            raise ShapeError(f"{self.node.describe()}: {repeats.shape[0]} repeats for dim {self.dim} of size {x.shape[axis]}")
+        return xp.repeat(x, repeats, axis=axis)
+
+    def _repeat_counts(self, repeats):
+        xp = self.xp
+        if not xp.isdtype(repeats.dtype, "integral") or repeats.ndim > 1:
+            raise ShapeError(f"{self.node.describe()}: repeats must be a 0-d or 1-d integer tensor, "
+                             f"found {tuple(repeats.shape)} {repeats.dtype}")
+        if repeats.size and int(xp.min(repeats)) < 0:
+            raise ShapeError(f"{self.node.describe()}: repeats must be non-negative")
+        return int(repeats) if repeats.ndim == 0 else repeats
 
 
 class Flip(Op):

@@ -45,9 +45,10 @@ def _slice_bound(value: int) -> int | None:
 
 class Slice(ArgsOp):
     types = ("Tensor.slice",)
+    extra_inputs = 0  # tensor inputs besides the data and the $-bound slice arguments
 
     def setup(self):
-        self.data_index = data_input_index(self)
+        self.data_index = self.data_position()
         if self.has_param("dims"):
             self.dims = self.ints_param("dims")
             count = len(self.dims)
@@ -66,7 +67,7 @@ class Slice(ArgsOp):
                 "starts": self.int_args("start", 0),
                 "ends": self.int_args("end", INT_MAX),
                 "steps": self.int_args("step", 1),
-                "selects": ("param", INT_MAX),
+                "selects": self.int_args("select", INT_MAX),
             }
         for key, (kind, value) in self.sources.items():
             if kind == "param":
@@ -76,11 +77,18 @@ class Slice(ArgsOp):
                 ):
                     raise self.error(f"param '{key}' must hold {len(self.dims)} integer(s), found {value!r}")
                 self.sources[key] = ("param", tuple(values))
-        expected_inputs = 1 + sum(kind == "input" for kind, _ in self.sources.values())
+        expected_inputs = 1 + self.extra_inputs + sum(kind == "input" for kind, _ in self.sources.values())
         self.require_inputs(expected_inputs)
+
+    def data_position(self) -> int:
+        return data_input_index(self)
 
     def forward(self, *inputs):
         x = inputs[self.data_index]
+        return x[self.index_key(x, inputs)]
+
+    def index_key(self, x, inputs) -> tuple:
+        """The basic-indexing key (slices and ints) this op applies to ``x``."""
         values = {}
         for key, source in self.sources.items():
             values[key] = self.resolve(source, inputs, key)
@@ -101,7 +109,7 @@ class Slice(ArgsOp):
                 if step < 1:
                     raise self.error(f"slice step must be positive, found {step}")
                 index[axis] = slice(start, _slice_bound(end), step)
-        return x[tuple(index)]
+        return tuple(index)
 
 
 def checked_index(op: Op, index: int, size: int, dim: int) -> int:
@@ -181,6 +189,22 @@ def parse_index_expr(op: Op, text: str) -> list:
     return value
 
 
+def index_item(op: Op, item):
+    """One item of an index list as NumPy-style indexing takes it: None -> ``:``, a list -> an array."""
+    if item is None:
+        return slice(None)
+    if isinstance(item, list):
+        return op.backend.asarray(item)
+    if isinstance(item, bool):
+        raise op.error("a bare True/False index is not supported")
+    if op.backend.is_array(item) or isinstance(item, int):
+        return item
+    try:
+        return int(item)  # a NumPy integer from an expression
+    except (TypeError, ValueError):
+        raise op.error(f"cannot index with {item!r}") from None
+
+
 class Index(Op):
     """Tensor.index: advanced indexing ``x[None-or-index, ...]`` with PyTorch's (= NumPy's) rules.
 
@@ -199,21 +223,7 @@ class Index(Op):
             text = self.param("expr")
             if not isinstance(text, str):
                 raise self.error(f"param 'expr' must be an index list string, found {text!r}")
-            self.key = tuple(self._key_item(item) for item in parse_index_expr(self, text))
-
-    def _key_item(self, item):
-        if item is None:
-            return slice(None)
-        if isinstance(item, list):
-            return self.backend.asarray(item)
-        if isinstance(item, bool):
-            raise self.error("a bare True/False index is not supported")
-        if self.backend.is_array(item) or isinstance(item, int):
-            return item
-        try:
-            return int(item)  # a NumPy integer from an expression
-        except (TypeError, ValueError):
-            raise self.error(f"cannot index with {item!r}") from None
+            self.key = tuple(index_item(self, item) for item in parse_index_expr(self, text))
 
     def forward(self, *inputs):
         x = inputs[self.data_index]
@@ -223,7 +233,7 @@ class Index(Op):
             value = inputs[self.expr_index]
             if not isinstance(value, (list, tuple)):
                 value = [value]
-            key = tuple(self._key_item(item) for item in value)
+            key = tuple(index_item(self, item) for item in value)
         if len(key) > x.ndim:
             raise ShapeError(f"{self.node.describe()}: {len(key)} indices for a tensor of rank {x.ndim}")
         try:

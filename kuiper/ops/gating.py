@@ -1,0 +1,53 @@
+"""Activations beyond activation.py: F.glu/nn.GLU (gated halves) and F.rrelu/nn.RReLU in eval mode.
+
+RReLU samples its negative slope in training; an exported (eval-mode) model uses the
+fixed slope (lower + upper) / 2, a leaky ReLU.
+"""
+
+from __future__ import annotations
+
+from ..errors import ShapeError
+from ..ir import composites
+from .elementwise import apply
+from .base import Op, normalize_axis
+
+
+class GLU(Op):
+    """glu(x, dim) = a * sigmoid(b), a and b the first and second half of x along dim."""
+
+    types = ("nn.GLU", "F.glu")
+
+    def setup(self):
+        self.require_inputs(1)
+        self.dim = self.int_param("dim", default=-1)
+
+    def forward(self, x):
+        xp = self.xp
+        axis = normalize_axis(self.dim, x.ndim, self)
+        size = x.shape[axis]
+        if size % 2:
+            raise ShapeError(f"{self.node.describe()}: dim {self.dim} must have an even size, found {tuple(x.shape)}")
+        first = [slice(None)] * x.ndim
+        second = [slice(None)] * x.ndim
+        first[axis], second[axis] = slice(0, size // 2), slice(size // 2, size)
+        return x[tuple(first)] * apply(self.backend, composites.sigmoid, x[tuple(second)])
+
+
+class RReLU(Op):
+    types = ("nn.RReLU", "F.rrelu")
+
+    def setup(self):
+        self.require_inputs(1)
+        lower = self.float_param("lower", default=1.0 / 8.0)
+        upper = self.float_param("upper", default=1.0 / 3.0)
+        if self.bool_param("training", default=False):
+            raise self.unsupported("training", True, [False])
+        if lower > upper:
+            raise self.error(f"param 'lower' ({lower}) must not exceed 'upper' ({upper})")
+        self.slope = (lower + upper) / 2.0
+
+    def forward(self, x):
+        return self.xp.where(x >= 0, x, x * self.slope)
+
+
+OPS = [GLU, RReLU]

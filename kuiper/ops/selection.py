@@ -1,0 +1,140 @@
+"""Selection and scattering: torch.masked_select, torch.diag, torch.scatter_add, torch.slice_scatter.
+
+pnnx binds the tensors by name (``$input``, ``$mask``, ``$index``, ``$src``); the
+rest are params.  Scatters never change their input: they work on a copy.
+"""
+
+from __future__ import annotations
+
+from ..errors import ShapeError
+from .base import Op, is_to_the_end, normalize_axis
+
+
+class MaskedSelect(Op):
+    """The elements of ``input`` where ``mask`` (broadcast together) is True, as a 1-D tensor."""
+
+    types = ("torch.masked_select",)
+
+    def setup(self):
+        self.require_inputs(2)
+        self.input_at = self.input_index("input", 0)
+        self.mask_at = self.input_index("mask", 1 - self.input_at)
+
+    def forward(self, *inputs):
+        xp = self.xp
+        x, mask = xp.broadcast_arrays(inputs[self.input_at], inputs[self.mask_at])
+        if not xp.isdtype(mask.dtype, "bool"):
+            raise ShapeError(f"{self.node.describe()}: mask must be bool, found {mask.dtype}")
+        return x[mask]
+
+
+class Diag(Op):
+    """torch.diag: a vector becomes a square matrix with it on diagonal ``diagonal``; a matrix gives that diagonal."""
+
+    types = ("torch.diag",)
+
+    def setup(self):
+        self.require_inputs(1)
+        self.offset = self.int_param("diagonal", default=0)
+
+    def forward(self, x):
+        xp = self.xp
+        k = self.offset
+        if x.ndim == 1:
+            n = x.shape[0]
+            size = n + abs(k)
+            out = xp.zeros((size, size), dtype=x.dtype)
+            steps = xp.arange(n)
+            out[steps + max(-k, 0), steps + max(k, 0)] = x
+            return out
+        if x.ndim == 2:
+            length = max(0, min(x.shape[0] - max(-k, 0), x.shape[1] - max(k, 0)))
+            steps = xp.arange(length)
+            return x[steps + max(-k, 0), steps + max(k, 0)]
+        raise ShapeError(f"{self.node.describe()}: expects a 1-D or 2-D input, found shape {tuple(x.shape)}")
+
+
+def _flat_positions(xp, index, axis: int, shape) -> object:
+    """Row-major positions in an array of ``shape`` of each element of ``index``, with dim ``axis`` replaced by its value."""
+    position = xp.zeros(index.shape, dtype=xp.int64)
+    stride = 1
+    for dim in reversed(range(len(shape))):
+        if dim == axis:
+            coordinate = index
+        else:
+            view = [1] * index.ndim
+            view[dim] = index.shape[dim]
+            coordinate = xp.reshape(xp.arange(index.shape[dim], dtype=xp.int64), tuple(view))
+        position = position + coordinate * stride
+        stride *= shape[dim]
+    return position
+
+
+class ScatterAdd(Op):
+    """torch.scatter_add(input, dim, index, src): out[..., index[i], ...] += src[i] along ``dim``.
+
+    ``index`` may be smaller than ``src`` (only its leading part is used) and than ``input``
+    in the other dims, as in PyTorch.
+    """
+
+    types = ("torch.scatter_add",)
+
+    def setup(self):
+        self.require_inputs(3)
+        self.dim = self.int_param("dim")
+        self.input_at = self.input_index("input", 0)
+        self.index_at = self.input_index("index", 1)
+        self.src_at = self.input_index("src", 2)
+
+    def forward(self, *inputs):
+        xp = self.xp
+        x, index, src = inputs[self.input_at], inputs[self.index_at], inputs[self.src_at]
+        axis = normalize_axis(self.dim, x.ndim, self)
+        fits = index.ndim == x.ndim == src.ndim and all(
+            n <= s and (d == axis or n <= i) for d, (n, s, i) in enumerate(zip(index.shape, src.shape, x.shape))
+        )
+        if not fits:
+            raise ShapeError(f"{self.node.describe()}: index {tuple(index.shape)} must fit in src "
+                             f"{tuple(src.shape)} and, except in dim {self.dim}, in input {tuple(x.shape)}")
+        if index.size and (int(xp.min(index)) < 0 or int(xp.max(index)) >= x.shape[axis]):
+            raise ShapeError(f"{self.node.describe()}: index values must lie in [0, {x.shape[axis]}) for dim {self.dim}")
+        positions = _flat_positions(xp, xp.astype(index, xp.int64), axis, tuple(x.shape))
+        values = src[tuple(slice(0, n) for n in index.shape)]
+        out = xp.reshape(xp.asarray(x, copy=True), (-1,))
+        self.backend.scatter_add(out, xp.reshape(positions, (-1,)), xp.reshape(xp.astype(values, x.dtype), (-1,)))
+        return xp.reshape(out, tuple(x.shape))
+
+
+class SliceScatter(Op):
+    """torch.slice_scatter(input, src, dim, start, end, step): a copy of input with ``src`` in that slice."""
+
+    types = ("torch.slice_scatter",)
+
+    def setup(self):
+        self.require_inputs(2)
+        self.input_at = self.input_index("input", 0)
+        self.src_at = self.input_index("src", 1 - self.input_at)
+        self.dim = self.int_param("dim", default=0)
+        self.start = self.optional_int_param("start")
+        end = self.optional_int_param("end")
+        self.end = None if end is None or is_to_the_end(end) else end
+        self.step = self.int_param("step", default=1)
+        if self.step < 1:
+            raise self.error(f"param 'step' must be positive, found {self.step}")
+
+    def forward(self, *inputs):
+        xp = self.xp
+        x, src = inputs[self.input_at], inputs[self.src_at]
+        axis = normalize_axis(self.dim, x.ndim, self)
+        key = [slice(None)] * x.ndim
+        key[axis] = slice(self.start, self.end, self.step)
+        key = tuple(key)
+        out = xp.asarray(x, copy=True)
+        target_shape = tuple(out[key].shape)
+        if tuple(src.shape) != target_shape:
+            raise ShapeError(f"{self.node.describe()}: src has shape {tuple(src.shape)}, the slice {target_shape}")
+        out[key] = src
+        return out
+
+
+OPS = [MaskedSelect, Diag, ScatterAdd, SliceScatter]

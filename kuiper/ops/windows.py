@@ -1,0 +1,126 @@
+"""Sliding windows as tensors: F.unfold/nn.Unfold (im2col), F.fold/nn.Fold (col2im), and power-average
+pooling F.lp_pool1d/2d / nn.LPPool1d/2d.
+
+unfold turns (N, C, H, W) into (N, C*kh*kw, L): column l holds the window at output
+position l (row-major), its rows ordered channel, then kernel row, then kernel column.
+fold is its adjoint: it adds each column's window back into a zero (N, C, H, W)
+image, so overlapping windows sum.  Inputs without the batch dim are accepted, as in
+PyTorch.
+
+lp pooling is PyTorch's formula: avg_pool(x ** p) * (kernel area), then ** (1/p),
+with avg_pool's ceil_mode border rule (so a window hanging past the edge is scaled by
+its clipped size, not summed).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import ShapeError
+from .base import Op
+from .pooling import AvgPoolNd
+
+
+def _windows_out(size: int, kernel: int, stride: int, pad: int, dilation: int) -> int:
+    return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+
+
+class WindowOp(Op):
+    """Reads kernel_size, dilation, padding and stride (all pairs) and checks them."""
+
+    def setup(self):
+        self.require_inputs(1)
+        self.kernel = self.ints_param("kernel_size", 2)
+        self.dilation = self.ints_param("dilation", 2, default=1)
+        self.padding = self.ints_param("padding", 2, default=0)
+        self.stride = self.ints_param("stride", 2, default=1)
+        if min(self.kernel + self.dilation + self.stride) < 1 or min(self.padding) < 0:
+            raise self.error(f"kernel_size {self.kernel}, dilation {self.dilation} and stride {self.stride} must be "
+                             f"positive and padding {self.padding} non-negative")
+
+    def grid(self, height: int, width: int) -> tuple[int, int]:
+        outs = tuple(_windows_out(size, k, s, p, d) for size, k, s, p, d in
+                     zip((height, width), self.kernel, self.stride, self.padding, self.dilation))
+        if min(outs) < 1:
+            raise ShapeError(f"{self.node.describe()}: a {height}x{width} image with padding {self.padding} is "
+                             f"smaller than the dilated kernel {self.kernel} (dilation {self.dilation})")
+        return outs
+
+    def tap(self, i: int, j: int, out_h: int, out_w: int) -> tuple:
+        """The (rows, columns) slices that kernel element (i, j) visits in the padded image."""
+        (dh, dw), (sh, sw) = self.dilation, self.stride
+        return (slice(i * dh, i * dh + (out_h - 1) * sh + 1, sh), slice(j * dw, j * dw + (out_w - 1) * sw + 1, sw))
+
+
+class Unfold(WindowOp):
+    types = ("nn.Unfold", "F.unfold")
+
+    def forward(self, x):
+        xp = self.xp
+        if x.ndim not in (3, 4):
+            raise ShapeError(f"{self.node.describe()}: expects (N, C, H, W) or (C, H, W), found {tuple(x.shape)}")
+        batched = x if x.ndim == 4 else x[None]
+        n, c, h, w = batched.shape
+        out_h, out_w = self.grid(h, w)
+        (ph, pw), (kh, kw) = self.padding, self.kernel
+        padded = self.backend.pad(batched, ((0, 0), (0, 0), (ph, ph), (pw, pw)), "constant", value=0.0)
+        taps = [padded[(..., *self.tap(i, j, out_h, out_w))] for i in range(kh) for j in range(kw)]
+        columns = xp.reshape(xp.stack(taps, axis=2), (n, c * kh * kw, out_h * out_w))
+        return columns if x.ndim == 4 else columns[0]
+
+
+class Fold(WindowOp):
+    types = ("nn.Fold", "F.fold")
+
+    def setup(self):
+        super().setup()
+        self.output_size = self.ints_param("output_size", 2)
+
+    def forward(self, columns):
+        xp = self.xp
+        if columns.ndim not in (2, 3):
+            raise ShapeError(f"{self.node.describe()}: expects (N, C*kh*kw, L) or (C*kh*kw, L), "
+                             f"found {tuple(columns.shape)}")
+        batched = columns if columns.ndim == 3 else columns[None]
+        (h, w), (kh, kw), (ph, pw) = self.output_size, self.kernel, self.padding
+        out_h, out_w = self.grid(h, w)
+        n, rows, length = batched.shape
+        if rows % (kh * kw) or length != out_h * out_w:
+            raise ShapeError(f"{self.node.describe()}: input {tuple(columns.shape)} needs dim -2 divisible by "
+                             f"{kh * kw} and dim -1 = {out_h * out_w} ({out_h}x{out_w} windows)")
+        c = rows // (kh * kw)
+        windows = xp.reshape(batched, (n, c, kh, kw, out_h, out_w))
+        image = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=columns.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                key = (..., *self.tap(i, j, out_h, out_w))
+                image[key] = image[key] + windows[:, :, i, j]  # one tap's positions are distinct: no overlap
+        image = image[:, :, ph : ph + h, pw : pw + w]
+        return image if columns.ndim == 3 else image[0]
+
+
+class LPPoolNd(AvgPoolNd):
+    def setup(self):
+        super().setup()
+        if self.has_param("padding") or self.has_param("divisor_override") or self.has_param("count_include_pad"):
+            raise self.error("takes no padding, divisor_override or count_include_pad")
+        self.norm_type = self.float_param("norm_type")
+        if self.norm_type == 0:
+            raise self.unsupported("norm_type", self.norm_type, "a non-zero power")
+        self.area = math.prod(self.kernel)
+
+    def forward(self, x):
+        return (super().forward(x**self.norm_type) * self.area) ** (1.0 / self.norm_type)
+
+
+class LPPool1d(LPPoolNd):
+    types = ("nn.LPPool1d", "F.lp_pool1d")
+    spatial = 1
+
+
+class LPPool2d(LPPoolNd):
+    types = ("nn.LPPool2d", "F.lp_pool2d")
+    spatial = 2
+
+
+OPS = [Unfold, Fold, LPPool1d, LPPool2d]
