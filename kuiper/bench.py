@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, UsageError
+from .limits import check_size
 
 PEERS = ("torch", "onnxruntime")
 PROGRESS_AFTER_S = 2.0  # runs shorter than this print no progress line
@@ -103,8 +104,9 @@ def random_inputs(specs, batch: int, seed: int = 0) -> list[np.ndarray]:
     arrays = []
     for spec in specs:
         if spec.shape is None or any(d is None for d in spec.shape[1:]):
-            raise InputError(f"input '{spec.name}' has unknown dims {spec}; kuiper bench needs declared shapes")
+            raise InputError(f"input '{spec.name}' has unknown dims {spec}; pass real inputs instead of random ones")
         shape = (batch,) + tuple(spec.shape[1:]) if spec.shape else ()
+        check_size(shape, np.dtype(spec.dtype or "float32").itemsize, f"random input '{spec.name}' at batch {batch}")
         arrays.append(rng.standard_normal(shape).astype(spec.dtype or "float32"))
     return arrays
 
@@ -118,7 +120,7 @@ def parse_compare(text: str) -> list[str]:
     names = [aliases.get(n, n) for n in names]
     unknown = [n for n in names if n not in PEERS]
     if unknown:
-        raise InputError(f"--compare: unknown peer(s) {unknown}; choose from {', '.join(PEERS)} or 'none'")
+        raise UsageError(f"--compare: unknown peer(s) {unknown}; choose from {', '.join(PEERS)} or 'none'")
     return list(dict.fromkeys(names))
 
 
@@ -144,12 +146,9 @@ def limit_numpy_threads(threads: int | None) -> tuple[Any, str]:
 def kuiper_engine(param: Path, bin_path, backend: str | None, fuse: bool, inputs: list[np.ndarray]) -> Engine:
     import kuiper
 
-    from .formats.pnnx import load_pnnx
-    from .graph import build
-
     kuiper.backends()  # plugin discovery happens once per process; keep it out of the load time
     start = time.perf_counter()
-    model = build(load_pnnx(param, bin_path), backend=backend, fuse=fuse)
+    model = kuiper.load(param, bin_path=bin_path, backend=backend, fuse=fuse)
     load_ms = (time.perf_counter() - start) * 1e3
     backend_obj = model.backend
     device_inputs = [backend_obj.asarray(x) for x in inputs]  # a GPU backend times compute, not uploads
@@ -352,32 +351,34 @@ def format_report(report: Report) -> str:
 
 
 # -- per-op profile ---------------------------------------------------------------------------------------
+class _StepTimer:
+    """A StepObserver that times each step, synchronising the backend around it."""
+
+    def __init__(self, model):
+        self.backend = model.backend
+        self.index = {id(step.node): i for i, step in enumerate(model.steps)}
+        self.samples: dict[int, list[float]] = {i: [] for i in range(len(model.steps))}
+        self.started = 0.0
+
+    def before_step(self, node, inputs):
+        self.backend.synchronize()
+        self.started = time.perf_counter()
+
+    def after_step(self, node, inputs, outputs):
+        self.backend.synchronize()
+        self.samples[self.index[id(node)]].append(time.perf_counter() - self.started)
+
+
 def profile_steps(model, inputs: list, rounds: int) -> dict[int, list[float]]:
-    """Seconds per step (index into model.steps), running the built steps one by one like Model does.
+    """Seconds per step (index into model.steps), through the model's own executor and a StepObserver.
 
     Each step is synchronised on its own, so on an asynchronous backend the per-op
     times add up to more than a normal run (which overlaps launches).
     """
-    backend = model.backend
-    samples: dict[int, list[float]] = {i: [] for i in range(len(model.steps))}
+    timer = _StepTimer(model)
     for _ in range(rounds):
-        slots: list[Any] = [None] * model.slot_count
-        for slot, array in zip(model.input_slots, inputs):
-            slots[slot] = backend.asarray(array)
-        for index, step in enumerate(model.steps):
-            args = [slots[i] for i in step.input_slots]
-            start = time.perf_counter()
-            result = step.op.forward(*args)
-            backend.synchronize()
-            samples[index].append(time.perf_counter() - start)
-            if len(step.output_slots) == 1:
-                slots[step.output_slots[0]] = result
-            else:
-                for slot, value in zip(step.output_slots, result):
-                    slots[slot] = value
-            for slot in step.free_slots:
-                slots[slot] = None
-    return samples
+        model(*inputs, observer=timer)
+    return timer.samples
 
 
 def format_profile(model, samples: dict[int, list[float]], top: int = 12) -> list[str]:
@@ -418,16 +419,16 @@ def _peak_rss_mib() -> float:
 
 def input_specs(param: Path):
     """The model's declared inputs, from the param text alone (no weights read)."""
+    from .formats.pnnx import neutral_ir
     from .formats.pnnx_param import parse_param
     from .graph.model import TensorSpec
 
     parsed = parse_param(param.read_text(), str(param))
+    ir = neutral_ir(parsed.ops, parsed.operands, str(param))
     specs = []
-    for op in parsed.ops:
-        if op.type == "pnnx.Input":
-            for operand in op.outputs:
-                info = parsed.operands.get(operand)
-                specs.append(TensorSpec(operand, info.shape if info else None, info.dtype if info else None))
+    for operand in ir.inputs:
+        info = ir.operands.get(operand)
+        specs.append(TensorSpec(operand, info.shape if info else None, info.dtype if info else None))
     return specs
 
 
@@ -495,14 +496,18 @@ def measure_fresh_processes(param: Path, peers: dict[str, Path], batch: int, thr
 def cmd_bench(args) -> int:
     param = resolve_param(args.model)
     if args.batch < 1 or args.runs < 1 or args.warmup < 0:
-        raise InputError("--batch and --runs must be at least 1, --warmup at least 0")
+        raise UsageError("--batch and --runs must be at least 1, --warmup at least 0")
     if args.threads is not None and args.threads < 1:
-        raise InputError("--threads must be at least 1")
+        raise UsageError("--threads must be at least 1")
     compare = parse_compare(args.compare)
     handle, thread_note = limit_numpy_threads(args.threads)
+    from .numba_kernels import set_threads
+
+    set_threads(args.threads)  # the compiled CPU kernels' own pool (numba)
     try:
         return _bench(args, param, compare, thread_note)
     finally:
+        set_threads(None)
         if handle is not None:  # callers in the same process (tests) get their thread pools back
             handle.restore_original_limits()
 

@@ -6,11 +6,13 @@ import argparse
 import os
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, KuiperError
+from .errors import InputError, KuiperError, UsageError
+from .limits import check_size
 
 DEMO_DIR = Path(__file__).parent / "demo"
 
@@ -18,8 +20,9 @@ DEMO_DIR = Path(__file__).parent / "demo"
 def _load(args):
     import kuiper
 
+    options = {"strict": True} if getattr(args, "strict", False) else {}
     return kuiper.load(args.model, bin_path=getattr(args, "bin", None), backend=args.backend,
-                       fuse=not getattr(args, "no_fuse", False))
+                       fuse=not getattr(args, "no_fuse", False), **options)
 
 
 def _read_inputs(model, specs: list[str]) -> dict:
@@ -30,31 +33,67 @@ def _read_inputs(model, specs: list[str]) -> dict:
         name, sep, path = spec.partition("=")
         if not sep:
             name, path = None, spec
-        try:
-            data = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"--input {spec}: cannot read a .npy/.npz file ({exc})") from None
-        if isinstance(data, np.lib.npyio.NpzFile):
-            for key in data.files:
-                feeds[key] = data[key]
+        arrays = _load_arrays(path, f"--input {spec}")
+        if isinstance(arrays, dict):
+            feeds.update(arrays)
             continue
         if name is None:
             if index >= len(positional):
                 raise InputError(f"--input {spec}: the model has only {len(positional)} input(s)")
             name = positional[index]
-        feeds[name] = data
+        feeds[name] = arrays
     return feeds
+
+
+def _load_arrays(path: str, what: str):
+    """One array from a .npy, or {key: array} from a .npz, read completely; never unpickles."""
+    from .formats.files import open_regular_file
+
+    try:
+        fd = open_regular_file(path, "input file")
+    except KuiperError as exc:
+        raise InputError(f"{what}: {exc}") from None
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            data = np.load(handle, allow_pickle=False)
+            if isinstance(data, np.lib.npyio.NpzFile):
+                with data:
+                    return {key: data[key] for key in data.files}
+            return data
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+        raise InputError(f"{what}: cannot read a .npy/.npz file ({type(exc).__name__}: {exc})") from None
+
+
+def _check_output_path(path_text: str, output_count: int) -> None:
+    """Refuse an unusable --output before running the model."""
+    path = Path(path_text)
+    if path.suffix != ".npz" and output_count != 1:
+        raise InputError(f"--output {path}: the model has {output_count} outputs; use a .npz file")
+    if path.is_dir():
+        raise InputError(f"--output {path}: is a directory; give a file name")
+    if not path.parent.is_dir():
+        raise InputError(f"--output {path}: the folder {path.parent} does not exist")
+
+
+def _write_outputs(path_text: str, outputs: dict) -> None:
+    """Write exactly ``path_text``: a .npz of all outputs, else the one output as .npy bytes."""
+    path = Path(path_text)
+    _check_output_path(path_text, len(outputs))
+    try:
+        # A file object, so NumPy does not add .npy/.npz to a name that lacks it.
+        with open(path, "wb") as handle:
+            if path.suffix == ".npz":
+                np.savez(handle, **outputs)
+            else:
+                np.save(handle, next(iter(outputs.values())))
+    except OSError as exc:
+        raise InputError(f"--output {path}: cannot write ({exc.strerror or exc})") from None
 
 
 def _random_feeds(model, batch: int) -> dict:
-    rng = np.random.default_rng(0)
-    feeds = {}
-    for spec in model.inputs:
-        if spec.shape is None or any(d is None for d in spec.shape[1:]):
-            raise InputError(f"input '{spec.name}' has unknown dims {spec}; pass --input instead of --random")
-        shape = (batch,) + tuple(spec.shape[1:]) if spec.shape else ()
-        feeds[spec.name] = rng.standard_normal(shape).astype(spec.dtype or "float32")
-    return feeds
+    from .bench import random_inputs
+
+    return {spec.name: array for spec, array in zip(model.inputs, random_inputs(model.inputs, batch))}
 
 
 def _summarise(name: str, array: np.ndarray) -> str:
@@ -67,7 +106,13 @@ def _summarise(name: str, array: np.ndarray) -> str:
 
 
 def cmd_run(args) -> int:
+    from .dask.cli import run_files, wants_files
+
+    if wants_files(args):  # many files over a Dask cluster: kuiper/dask/cli.py
+        return run_files(args)
     model = _load(args)
+    if args.output:
+        _check_output_path(args.output, len(model.outputs))
     feeds = _random_feeds(model, args.batch) if args.random else _read_inputs(model, args.input)
     start = time.perf_counter()
     outputs = model.run(feeds, to_numpy=True)
@@ -76,14 +121,8 @@ def cmd_run(args) -> int:
         print(_summarise(name, array))
     print(f"ran on backend '{model.backend.name}' in {elapsed:.1f} ms")
     if args.output:
-        path = Path(args.output)
-        if path.suffix == ".npz":
-            np.savez(path, **outputs)
-        elif len(outputs) == 1:
-            np.save(path, next(iter(outputs.values())))
-        else:
-            raise InputError(f"--output {path}: the model has {len(outputs)} outputs; use a .npz file")
-        print(f"wrote {path}")
+        _write_outputs(args.output, outputs)
+        print(f"wrote {args.output}")
     return 0
 
 
@@ -115,10 +154,11 @@ def cmd_info(args) -> int:
         model = _load(args)
     except UnsupportedOperatorError as exc:
         # Still show the user what the file holds, and mark what kuiper cannot run yet.
-        from .formats.pnnx import load_pnnx
+        from .frontends import load_ir
         from .plugins import op_registry
 
-        ir = load_pnnx(args.model, getattr(args, "bin", None))
+        options = {"bin_path": args.bin} if getattr(args, "bin", None) else {}
+        ir = load_ir(args.model, **options)
         registry = op_registry()
         print(f"model: {ir.source}")
         _print_op_table(ir, ir.ops, note=lambda node: "" if node.type in registry else "UNSUPPORTED")
@@ -136,6 +176,10 @@ def cmd_info(args) -> int:
         print(f"fused {len(model.fused_groups)} elementwise chain(s):")
         for group in model.fused_groups:
             print("  " + " + ".join(group))
+    if model.backend.name == "numpy":
+        from .numba_kernels import kernel_notes
+
+        print("\n".join(kernel_notes(model)))
     return 0
 
 
@@ -197,8 +241,25 @@ def cmd_demo(args) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one ``kuiper: error:`` line and exit status 2 (no usage dump)."""
+
+    def error(self, message: str):
+        self.exit(2, f"kuiper: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, found {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kuiper",
         description="Run models exported by PNNX (.pnnx.param + .pnnx.bin) on NumPy or CuPy.",
         epilog="Backend choice: --backend, else $KUIPER_BACKEND, else kuiper.toml / [tool.kuiper] in "
@@ -212,14 +273,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--bin", help="the .pnnx.bin file, when it is not beside the param file")
         p.add_argument("--backend", help="backend name (see `kuiper backends`)")
         p.add_argument("--no-fuse", action="store_true", help="keep elementwise ops separate")
+        p.add_argument("--strict", action="store_true", help="refuse params kuiper does not know (default: warn)")
         return p
 
     run = model_command("run", "run a model on inputs from .npy/.npz files and print or save the outputs")
     run.add_argument("--input", "-i", action="append", default=[], metavar="[NAME=]FILE",
                      help="an input: FILE.npy in model input order, NAME=FILE.npy, or a .npz keyed by input name; repeatable")
     run.add_argument("--random", action="store_true", help="feed seeded random inputs of the declared shapes instead")
-    run.add_argument("--batch", type=int, default=1, help="batch size for --random (default 1)")
+    run.add_argument("--batch", type=_positive_int, default=1, help="batch size for --random (default 1)")
     run.add_argument("--output", "-o", help="save outputs: .npy for one output, .npz for several")
+    from .dask.cli import add_arguments as add_dask_arguments
+
+    add_dask_arguments(run)
     run.set_defaults(func=cmd_run)
 
     info = model_command("info", "print the model's inputs, outputs, op table and parameter count")
@@ -234,6 +299,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="classify bundled handwritten digits with a bundled model and report accuracy")
     demo.add_argument("--backend", help="backend name (default: configured, else numpy)")
     demo.set_defaults(func=cmd_demo)
+
+    from .hlo.cli import add_hlo_command
+
+    add_hlo_command(sub)
+
+    from .te.cli import add_te_command
+
+    add_te_command(sub)
 
     try:
         from .bench import add_bench_command
@@ -252,8 +325,25 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.func(args)
+    except UsageError as exc:
+        print(f"kuiper: error: {exc} (see `kuiper {args.command} --help`)", file=sys.stderr)
+        return 2
     except KuiperError as exc:
         print(f"kuiper: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("kuiper: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        print("kuiper: error: out of memory (see KUIPER_MEMORY_BUDGET in kuiper.limits)", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        # Bad input should always give a KuiperError; anything else is a kuiper bug.  One
+        # line for the user, the traceback when asked for it.
+        if os.environ.get("KUIPER_DEBUG"):
+            raise
+        print(f"kuiper: error: internal error, please report it (rerun with KUIPER_DEBUG=1 for the traceback): "
+              f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         # The reader went away (`kuiper ops | head`): not an error.  Point stdout at

@@ -34,30 +34,37 @@ class BackendChoice:
     source: str  # for messages: "argument", "environment variable KUIPER_BACKEND", a file path, "default"
 
 
-def _read_config_file(path: Path) -> str | None:
+def _read_config_table(path: Path) -> dict | None:
+    """The kuiper table of a config file: all of kuiper.toml, or [tool.kuiper] of pyproject.toml."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read kuiper configuration ({exc})") from None
     table = data if path.name == "kuiper.toml" else data.get("tool", {}).get("kuiper")
-    if not isinstance(table, dict) or "backend" not in table:
-        return None
-    value = table["backend"]
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{path}: 'backend' must be a backend name string, found {value!r}")
-    return value
+    return table if isinstance(table, dict) else None
 
 
-def find_config_backend(start: Path | None = None) -> BackendChoice | None:
+def find_config_value(key: str, start: Path | None = None) -> tuple[object, str] | None:
+    """``(value, file path)`` of ``key`` in the nearest config file that sets it, else None."""
     directory = (start or Path.cwd()).resolve()
     for folder in (directory, *directory.parents):
         for filename in ("kuiper.toml", "pyproject.toml"):
             path = folder / filename
             if path.is_file():
-                name = _read_config_file(path)
-                if name:
-                    return BackendChoice(name, str(path))
+                table = _read_config_table(path)
+                if table is not None and key in table:
+                    return table[key], str(path)
     return None
+
+
+def find_config_backend(start: Path | None = None) -> BackendChoice | None:
+    found = find_config_value("backend", start)
+    if found is None:
+        return None
+    value, path = found
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{path}: 'backend' must be a backend name string, found {value!r}")
+    return BackendChoice(value, path)
 
 
 def choose_backend(explicit: str | None = None, start: Path | None = None) -> BackendChoice:

@@ -33,8 +33,30 @@ class ExpressionSyntaxError(ModelFormatError):
         super().__init__(message)
 
 
+class HloSyntaxError(ModelFormatError):
+    """HLO text cannot be parsed, or names something undefined, or fails a verifier check.
+
+    ``line`` and ``column`` are 1-based; the message quotes the line with a caret under the column.
+    """
+
+    def __init__(self, message: str, source: str = "", line: int = 0, column: int = 0, line_text: str = ""):
+        self.reason = message
+        self.source = source
+        self.line = line
+        self.column = column
+        where = f"{source or '<hlo>'}:{line}:{column}: " if line else (f"{source}: " if source else "")
+        text = f"{where}{message}"
+        if line:
+            text += f"\n  {line_text}\n  {' ' * max(0, column - 1)}^"
+        super().__init__(text)
+
+
 class OperatorParamError(ModelFormatError):
     """An op's parameter or weight is missing or has the wrong kind of value."""
+
+
+class UnknownParamWarning(UserWarning):
+    """An op in a model file has params kuiper does not know; they are ignored (``strict=True``: an error)."""
 
 
 class UnsupportedOperatorError(KuiperError):
@@ -53,8 +75,16 @@ class ShapeError(InputError):
     """A feed or an intermediate tensor has a shape the model cannot accept."""
 
 
+class SizeLimitError(KuiperError):
+    """A tensor would exceed the size budget (kuiper.limits); the message says who asked and how much."""
+
+
 class BackendUnavailableError(KuiperError):
     """A backend name is unknown, or the backend cannot run on this machine."""
+
+
+class UsageError(InputError):
+    """A command-line invocation is wrong (the CLI exits with status 2, as for argparse's own errors)."""
 
 
 class ConfigError(KuiperError):
@@ -65,5 +95,33 @@ class PluginError(KuiperError):
     """A plugin failed to load or registered something inconsistent."""
 
 
+class IRError(KuiperError):
+    """The tensor IR was asked to build something it cannot: a type error (``sub`` of two bool
+    tensors), an unknown operation.  No file is at fault by itself: a frontend that lowers a
+    file's expression catches this and re-raises it naming the file, line and expression."""
+
+
 class DeviceMemoryError(KuiperError):
     """The accelerator ran out of memory; the message says how much was asked and what was free."""
+
+
+class TESyntaxError(ModelFormatError):
+    """A tensor-expression kernel (``kuiper.te``) cannot be parsed or is inconsistent.
+
+    ``text`` is the kernel source and ``position`` the 0-based offset of the problem; the
+    message names the line and column and shows that line with a caret under the spot.
+    """
+
+    def __init__(self, message: str, text: str = "", position: int | None = None):
+        self.text = text
+        self.position = position
+        self.reason = message
+        if text and position is not None:
+            position = max(0, min(position, len(text)))
+            line_start = text.rfind("\n", 0, position) + 1
+            line_end = text.find("\n", position)
+            line = text[line_start : line_end if line_end >= 0 else len(text)]
+            line_number = text.count("\n", 0, position) + 1
+            column = position - line_start
+            message = f"line {line_number}, column {column + 1}: {message}\n  {line}\n  {' ' * column}^"
+        super().__init__(message)

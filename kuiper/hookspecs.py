@@ -35,3 +35,12 @@ def kuiper_add_kernels(backend_name):
     elementwise kernels, a plugin's SIMD convolution).  Return None or ``{}``
     for backends you do not specialise.
     """
+
+
+@hookspec
+def kuiper_add_frontends():
+    """Return a list of Frontend classes (see ``kuiper.frontends.Frontend``).
+
+    A frontend turns a model file into a ``kuiper.model_ir.ModelIR``;
+    ``kuiper.load(path)`` asks each one whether it claims the path.
+    """

@@ -1,8 +1,10 @@
 """ModelIR: the frontend-neutral description of a model.
 
-A frontend (``kuiper.formats.pnnx``, later HLO) turns files into a ModelIR; the
-graph builder turns a ModelIR into a runnable Model.  Weights are NumPy arrays
-(usually read-only views of a memory-mapped file).
+A frontend (``kuiper.formats.pnnx``, ``kuiper.hlo``, a third-party plugin)
+turns a file into a ModelIR; the graph builder turns a ModelIR into a
+runnable Model.  The IR names its inputs and outputs explicitly and holds
+only compute ops, so nothing below this line knows any frontend's type
+strings for "input" or "output".  Weights are NumPy arrays.
 """
 
 from __future__ import annotations
@@ -51,14 +53,17 @@ class OpNode:
 
 @dataclass
 class ModelIR:
-    """Ops in file order plus every operand's declared shape and dtype."""
+    """Compute ops (in any order: the builder sorts them), the model's inputs and outputs, operand facts.
+
+    ``inputs`` are the operands the caller feeds, in calling order; ``outputs``
+    the operands the model returns, in order (an operand may appear twice).
+    """
 
     ops: list[OpNode]
     operands: dict[str, OperandInfo]
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
     source: str = ""
 
-    def input_ops(self) -> list[OpNode]:
-        return [op for op in self.ops if op.type == "pnnx.Input"]
-
-    def output_ops(self) -> list[OpNode]:
-        return [op for op in self.ops if op.type == "pnnx.Output"]
+    def parameter_count(self) -> int:
+        return sum(int(array.size) for node in self.ops for array in node.attrs.values())

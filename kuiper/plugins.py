@@ -22,6 +22,8 @@ BUILTIN_PLUGINS = {
     "numpy": "kuiper.backends.numpy_backend",
     "cupy": "kuiper.backends.cupy_backend",
     "builtin_ops": "kuiper.ops",
+    "pnnx": "kuiper.formats.pnnx",
+    "hlo": "kuiper.hlo",
 }
 # Set to 1 to load only the built-ins (e.g. to rule out a broken third-party plugin).
 DISABLE_AUTOLOAD_ENV = "KUIPER_DISABLE_PLUGIN_AUTOLOAD"
@@ -57,21 +59,39 @@ def reset_registries() -> None:
     backend_registry.cache_clear()
     op_registry.cache_clear()
     kernel_registry.cache_clear()
+    frontend_registry.cache_clear()
 
 
-def _collect(hook, *args, **kwargs):
-    """Yield (plugin name, result) for every implementation of ``hook``."""
-    for impl in hook.get_hookimpls():  # registration order: built-ins first
-        result = impl.function(*args, **kwargs)
+def _collect(hook, **kwargs):
+    """Yield (plugin name, result) for every non-empty result of ``hook``.
+
+    The hook is called through pluggy, so hook wrappers, ``tryfirst``/``trylast``
+    and ``call_historic`` semantics all hold.  Pluggy returns bare results, so
+    the plugin behind each registered class is found from the class's module.
+    """
+    results = hook(**kwargs)
+    for result in reversed(results):  # pluggy calls last-registered first; report built-ins first
         if result:
-            yield impl.plugin_name, result
+            yield result
+
+
+def plugin_of(obj) -> str:
+    """The name of the registered plugin whose module defines ``obj`` (its module name if none)."""
+    module = getattr(obj, "__module__", "") or ""
+    best, found = "", ""
+    for name, plugin in plugin_manager().list_name_plugin():
+        plugin_module = getattr(plugin, "__name__", None) or type(plugin).__module__
+        if (module == plugin_module or module.startswith(plugin_module + ".")) and len(plugin_module) > len(best):
+            best, found = plugin_module, name
+    return found if best else module
 
 
 @functools.lru_cache(maxsize=None)
 def backend_registry() -> dict[str, Registered]:
     registry: dict[str, Registered] = {}
-    for plugin, classes in _collect(plugin_manager().hook.kuiper_add_backends):
+    for classes in _collect(plugin_manager().hook.kuiper_add_backends):
         for cls in classes:
+            plugin = plugin_of(cls)
             if not getattr(cls, "name", ""):
                 raise PluginError(f"plugin '{plugin}' registered backend class {cls.__qualname__} without a name")
             if cls.name in registry:
@@ -85,8 +105,9 @@ def backend_registry() -> dict[str, Registered]:
 @functools.lru_cache(maxsize=None)
 def op_registry() -> dict[str, Registered]:
     registry: dict[str, Registered] = {}
-    for plugin, classes in _collect(plugin_manager().hook.kuiper_add_ops):
+    for classes in _collect(plugin_manager().hook.kuiper_add_ops):
         for cls in classes:
+            plugin = plugin_of(cls)
             if not getattr(cls, "types", ()):
                 raise PluginError(f"plugin '{plugin}' registered op class {cls.__qualname__} with no 'types'")
             for op_type in cls.types:
@@ -103,12 +124,29 @@ def op_registry() -> dict[str, Registered]:
 @functools.lru_cache(maxsize=None)
 def kernel_registry(backend_name: str) -> dict[str, Registered]:
     registry: dict[str, Registered] = {}
-    for plugin, kernels in _collect(plugin_manager().hook.kuiper_add_kernels, backend_name=backend_name):
+    for kernels in _collect(plugin_manager().hook.kuiper_add_kernels, backend_name=backend_name):
         for op_type, cls in kernels.items():
+            plugin = plugin_of(cls)
             if op_type in registry:
                 raise PluginError(
                     f"backend '{backend_name}': op type '{op_type}' has kernels from both "
                     f"'{registry[op_type].plugin}' and '{plugin}'"
                 )
             registry[op_type] = Registered(cls, plugin)
+    return registry
+
+
+@functools.lru_cache(maxsize=None)
+def frontend_registry() -> dict[str, Registered]:
+    registry: dict[str, Registered] = {}
+    for classes in _collect(plugin_manager().hook.kuiper_add_frontends):
+        for cls in classes:
+            plugin = plugin_of(cls)
+            if not getattr(cls, "name", ""):
+                raise PluginError(f"plugin '{plugin}' registered frontend class {cls.__qualname__} without a name")
+            if cls.name in registry:
+                raise PluginError(
+                    f"model format '{cls.name}' is registered by both '{registry[cls.name].plugin}' and '{plugin}'"
+                )
+            registry[cls.name] = Registered(cls, plugin)
     return registry

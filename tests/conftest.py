@@ -56,9 +56,7 @@ def reference_batches(name: str) -> dict[str, dict[str, list[np.ndarray]]]:
 def write_model(tmp_path: Path, param_text: str, weights: dict[str, bytes] | None = None, name: str = "m") -> Path:
     """Write a hand-made .pnnx.param (and a stored-zip .pnnx.bin when weights are given).
 
-    Never rewrite the files of a model that is still loaded: its weights are a
-    memory map of the .bin, so they would change under it.  ``op_model`` below
-    gives every model its own name.
+    ``op_model`` below gives every model its own name.
     """
     import zipfile
 

@@ -125,7 +125,7 @@ def test_empty_bin_file(tmp_path):
 def test_corrupt_bin_file(tmp_path):
     param = write_model(tmp_path, LINEAR)
     (tmp_path / "m.pnnx.bin").write_bytes(b"PK\x03\x04" + b"\x00" * 100)
-    with pytest.raises(ModelFormatError, match="not a readable zip archive"):
+    with pytest.raises(ModelFormatError, match="not a zip archive"):
         kuiper.load(param)
 
 

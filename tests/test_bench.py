@@ -77,7 +77,7 @@ def test_bench_accepts_the_param_file_and_threads(monkeypatch, capsys):
 @pytest.mark.parametrize("argv", [["--batch", "0"], ["--runs", "0"], ["--threads", "0"], ["--compare", "tensorflow"]])
 def test_bench_rejects_bad_options_with_a_message(capsys, argv):
     code, _, err = bench_main(capsys, *argv)
-    assert code == 1
+    assert code == 2  # a usage error, like argparse's own
     assert err.startswith("kuiper: error:")
 
 

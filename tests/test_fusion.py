@@ -24,9 +24,9 @@ pnnx.Output out 1 0 c
 """
 
 
-def test_a_chain_becomes_one_expression_node(tmp_path):
+def test_a_chain_becomes_one_fused_node(tmp_path):
     model = _model(tmp_path, CHAIN, 4)
-    assert [step.node.type for step in model.steps] == ["pnnx.Expression"]
+    assert [step.node.type for step in model.steps] == ["kuiper.Elementwise"]
     assert model.fused_groups == [["r", "e", "s"]]
     x = np.array([[-1.0, 0.5, 2.0], [3.0, -0.25, 0.0]], np.float32)
     expected = 1 / (1 + np.exp(-(np.maximum(x, 0) * 2)))
@@ -80,8 +80,8 @@ def test_non_elementwise_ops_break_chains(tmp_path):
     pnnx.Output out 1 0 c
     """
     model = _model(tmp_path, body, 4)
-    # Softmax is not elementwise: no chain forms, each activation runs as its own compiled expression.
-    assert [step.node.type for step in model.steps] == ["pnnx.Expression", "nn.Softmax", "pnnx.Expression"]
+    # Softmax is not elementwise: no chain forms, each activation runs alone (compiled).
+    assert [step.node.type for step in model.steps] == ["nn.ReLU", "nn.Softmax", "nn.Sigmoid"]
     assert model.fused_groups == []
     x = np.array([[-1.0, 0.5, 2.0]], np.float32)
     softmax = np.exp(np.maximum(x, 0)) / np.exp(np.maximum(x, 0)).sum()

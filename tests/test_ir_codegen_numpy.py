@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from kuiper.errors import InputError, ShapeError
 from kuiper.expr import FUNCTIONS, evaluate, parse
-from kuiper.ir import lower, simplify
+from kuiper.expr.lower import lower
+from kuiper.ir import simplify
 from kuiper.ir.codegen_numpy import compile_elementwise
 from kuiper.ir.erf import erf as erf_fallback
 

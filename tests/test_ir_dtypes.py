@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kuiper.errors import ExpressionSyntaxError
+from kuiper.errors import IRError
 from kuiper.ir import Var, dtypes, make
 
 
@@ -74,7 +74,7 @@ def test_constants_take_their_dtype():
     ],
 )
 def test_type_errors_are_expression_errors(build, message):
-    with pytest.raises(ExpressionSyntaxError, match=message):
+    with pytest.raises(IRError, match=message):
         build(Var("b", "bool"))
 
 

@@ -8,7 +8,8 @@ import pytest
 
 from kuiper.errors import ExpressionSyntaxError
 from kuiper.expr import FUNCTIONS, Call, Input, Literal, Size, parse
-from kuiper.ir import Var, linearize, lower, make, print_ir, simplify
+from kuiper.expr.lower import lower
+from kuiper.ir import Var, linearize, make, print_ir, simplify
 
 
 def lowered(text, *input_dtypes, simplified=True):

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 import kuiper
-from kuiper.expr import Call, Input, Literal, parse
 from kuiper.model_ir import OpNode
 
 from conftest import write_model
@@ -169,7 +168,7 @@ def test_prelu_with_one_slope_broadcasts_over_every_element(tmp_path):
                            weights={"weight": np.array([0.25], np.float32)})
     np.testing.assert_allclose(got, [[-0.25, 2.0], [-1.0, 0.0]], atol=1e-6)
     op = model.steps[0].op
-    assert type(op).elementwise_expression(op.node) == "where(gt(@0,0.0),@0,mul(@0,0.25))"
+    assert type(op).elementwise(op.node) is not None, "one slope: elementwise, so fusable"
 
 
 def test_prelu_rejects_a_channel_count_that_does_not_match(tmp_path):
@@ -276,96 +275,102 @@ def test_unsupported_or_bad_params_fail_at_build_time_naming_op_and_param(tmp_pa
     assert "op 'op'" in str(info.value) and op_type in str(info.value)
 
 
-# -- fusion expressions ------------------------------------------------------------------------------
+# -- fused and unfused against float64 on edge inputs -----------------------------------------------
 
-# The functions an activation's expression may use (the fusion engine's contract).
-ALLOWED_FUNCTIONS = {
-    "add", "sub", "mul", "div", "neg", "abs", "exp", "log", "log1p", "sqrt", "tanh", "erf",
-    "max", "min", "maximum", "minimum", "pow", "sigmoid", "where", "gt", "ge", "lt", "le",
-    # the engine's internal activation functions (kuiper/expr/functions.py)
-    "relu", "clamp", "silu", "gelu", "gelu_tanh", "hardsigmoid", "hardswish", "mish",
-}
-
-_erf = np.vectorize(lambda v: np.float32(math.erf(v)), otypes=[np.float32])
-_FUNCTIONS = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "neg": np.negative,
-    "abs": np.abs, "exp": np.exp, "log": np.log, "log1p": np.log1p, "sqrt": np.sqrt, "tanh": np.tanh,
-    "erf": _erf, "max": np.maximum, "min": np.minimum, "maximum": np.maximum, "minimum": np.minimum,
-    "pow": np.power, "sigmoid": np.vectorize(lambda v: np.float32(sigmoid(float(v))), otypes=[np.float32]),
-    "where": np.where, "gt": np.greater, "ge": np.greater_equal, "lt": np.less, "le": np.less_equal,
-}
-# The internal activations from their textbook formulas (float64 math, float32 results).
-_f64 = np.vectorize
-_FUNCTIONS.update({
-    "relu": lambda x: np.maximum(x, 0),
-    "clamp": lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi),
-    "silu": _f64(lambda v: np.float32(v * sigmoid(float(v))), otypes=[np.float32]),
-    "gelu": _f64(lambda v: np.float32(0.5 * v * (1 + math.erf(v / math.sqrt(2)))), otypes=[np.float32]),
-    "gelu_tanh": _f64(
-        lambda v: np.float32(0.5 * v * (1 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))),
-        otypes=[np.float32],
-    ),
-    "hardsigmoid": lambda x: np.minimum(np.maximum(x + 3, 0), 6) / 6,
-    "hardswish": lambda x: x * np.minimum(np.maximum(x + 3, 0), 6) / 6,
-    "mish": _f64(lambda v: np.float32(v * math.tanh(softplus(float(v)))), otypes=[np.float32]),
-})
+# Tiny negatives (where exp(x) - 1 loses every digit and expm1 does not), signed zeros,
+# magnitudes where exp overflows float32, infinities and NaN.
+EDGE_POINTS = np.array(
+    [-3e-8, -1e-6, -1e-3, -0.0, 0.0, 1e-7, 0.3, -0.7, 2.5, -20.0, 20.0, -88.0, 88.0, -1000.0, 1000.0,
+     -np.inf, np.inf],
+    dtype=np.float32,
+)
 
 
-def evaluate_expression(expr, x):
-    """A tiny tree-walking evaluator, an independent reading of the expression.
+# x - tanh(x) cancels near 0: in float32 (as PyTorch computes it too) the error is a few ulps of x.
+CANCELLATION = {"nn.Tanhshrink": 2.4e-7}
 
-    float32 like the tensors it will run on: literals compare as PyTorch's params do."""
-    if isinstance(expr, Input):
-        assert expr.index == 0, "an activation's expression reads only @0"
-        return x
-    if isinstance(expr, Literal):
-        return np.float32(expr.value) if isinstance(expr.value, float) else expr.value
-    assert isinstance(expr, Call) and expr.name in ALLOWED_FUNCTIONS, f"{expr} uses a function outside the set"
-    return _FUNCTIONS[expr.name](*[evaluate_expression(arg, x) for arg in expr.args])
+
+def _chain_model(tmp_path, op_type, params, fuse, name):
+    """``op_type`` followed by an expression, so that fusion has a chain to merge."""
+    items = " ".join(f"{k}={param_value(v)}" for k, v in (params or {}).items())
+    text = (
+        "7767517\n4 3\npnnx.Input in0 0 1 x\n"
+        f"{op_type} op 1 1 x a {items}\n"
+        "pnnx.Expression e 1 1 a y expr=mul(@0,1.0)\npnnx.Output out 1 0 y\n"
+    )
+    return kuiper.load(write_model(tmp_path, text, name=name), fuse=fuse)
+
+
+def _reference(function, values):
+    """float64 reference rounded to float32, element by element."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = []
+        for v in values.astype(np.float64):
+            try:
+                out.append(function(float(v)))
+            except OverflowError:  # math.exp(1000): the limit is what float32 rounds to
+                out.append(math.inf)
+        return np.array(out, dtype=np.float64).astype(np.float32)
 
 
 @pytest.mark.parametrize("case", ACTIVATIONS, ids=case_id)
-def test_elementwise_expression_computes_the_same_function(tmp_path, case):
+def test_fused_and_unfused_agree_with_float64_on_edge_inputs(tmp_path, case):
+    op_type, params, reference = case
+    x = EDGE_POINTS.reshape(1, -1)
+    fused = _chain_model(tmp_path, op_type, params, True, "fused")
+    unfused = _chain_model(tmp_path, op_type, params, False, "unfused")
+    assert [s.node.type for s in fused.steps] == ["kuiper.Elementwise"]
+    assert len(unfused.steps) == 2
+    want = _reference(reference, EDGE_POINTS).reshape(1, -1)
+    for model in (fused, unfused):
+        with np.errstate(over="ignore", invalid="ignore"):
+            got = model(x)
+        # Relative to float32 rounding of the float64 value; exact at zeros and infinities.
+        allowed = 2e-6 * np.abs(want) + CANCELLATION.get(op_type, 0.0) * np.abs(x)
+        with np.errstate(invalid="ignore"):
+            close = (got == want) | (np.abs(got.astype(np.float64) - want) <= allowed) | (np.isnan(got) & np.isnan(want))
+        assert close.all(), f"{op_type} {params}: at x={x[~close]} got {got[~close]}, float64 says {want[~close]}"
+
+
+@pytest.mark.parametrize("case", ACTIVATIONS, ids=case_id)
+def test_nan_propagates_through_every_activation_fused_and_not(tmp_path, case):
     op_type, params, _ = case
-    x = POINTS.reshape(1, -1)
-    (got,), model = one_op(tmp_path, op_type, [x], params, keys=["input"])
-    op = model.steps[0].op
-    text = type(op).elementwise_expression(op.node)
-    assert isinstance(text, str), f"{op_type} is elementwise and should give an expression"
-    expr = parse(text, num_inputs=1)
-    with np.errstate(over="raise", invalid="raise"):  # overflow-safe like forward()
-        want = evaluate_expression(expr, x)
-    np.testing.assert_allclose(got, np.broadcast_to(want, x.shape), rtol=0, atol=1e-4)
+    for fuse in (True, False):
+        model = _chain_model(tmp_path, op_type, params, fuse, f"nan{fuse}")
+        with np.errstate(invalid="ignore"):
+            assert np.isnan(model(np.float32([[np.nan]]))).all(), f"{op_type} fuse={fuse}"
 
 
-def test_expression_bakes_params_in_as_repr_literals():
-    node = OpNode("nn.Hardtanh", "h", ["a"], ["b"], params={"min_val": -0.5, "max_val": 1e-05})
-    from kuiper.ops.activation import Hardtanh
+def test_elu_of_tiny_negatives_keeps_every_digit(tmp_path):
+    # exp(x) - 1 in float32 gives 0 and -9.5367e-07 here; expm1 gives the float64 answer.
+    x = np.float32([[-3e-8, -1e-6, -1e-3]])
+    for fuse in (True, False):
+        got = _chain_model(tmp_path, "nn.ELU", {"alpha": 1.0}, fuse, f"elu{fuse}")(x)
+        np.testing.assert_allclose(got, np.expm1(x.astype(np.float64)), rtol=1e-6)
 
-    assert Hardtanh.elementwise_expression(node) == "minimum(maximum(@0,-0.5),1e-05)"
+
+def test_invalid_params_fail_at_build_time_fused_or_not(tmp_path):
+    for fuse in (True, False):
+        with pytest.raises(kuiper.UnsupportedOperatorError, match="approximate"):
+            _chain_model(tmp_path, "nn.GELU", {"approximate": "erf"}, fuse, f"g{fuse}")
+        with pytest.raises(kuiper.OperatorParamError, match="negative_slope"):
+            _chain_model(tmp_path, "nn.LeakyReLU", {"negative_slope": "x"}, fuse, f"l{fuse}")
 
 
-def test_non_elementwise_or_invalid_ops_give_no_expression():
-    from kuiper.ops.activation import GELU, Clamp, LeakyReLU, PReLU, Softmax
+def test_softmax_and_per_channel_prelu_are_not_elementwise():
+    from kuiper.ops.activation import PReLU, Softmax
 
-    assert Softmax.elementwise_expression(OpNode("nn.Softmax", "s", ["a"], ["b"], params={"dim": 1})) is None
+    assert Softmax.elementwise(OpNode("nn.Softmax", "s", ["a"], ["b"], params={"dim": 1})) is None
     per_channel = OpNode("nn.PReLU", "p", ["a"], ["b"], attrs={"weight": np.ones(3, np.float32)})
-    assert PReLU.elementwise_expression(per_channel) is None
-    # Invalid params: no expression, so the op is built and setup() reports the problem.
-    assert GELU.elementwise_expression(OpNode("nn.GELU", "g", ["a"], ["b"], params={"approximate": "erf"})) is None
-    assert LeakyReLU.elementwise_expression(
-        OpNode("nn.LeakyReLU", "l", ["a"], ["b"], params={"negative_slope": "x"})
-    ) is None
-    assert Clamp.elementwise_expression(OpNode("torch.clamp", "c", ["a"], ["b"], params={"max": "x"})) is None
+    assert PReLU.elementwise(per_channel) is None
 
 
-def test_clamp_with_tensor_bounds_reads_them_as_further_inputs():
-    from kuiper.ops.activation import Clamp
-
-    tensor_min = OpNode("torch.clamp", "c", ["m", "a"], ["b"], params={"max": 0.5}, input_keys=["min", "input"])
-    assert Clamp.elementwise_expression(tensor_min) == "minimum(maximum(@1,@0),0.5)"
-    clamp_max = OpNode("aten::clamp_max", "c", ["a", "v"], ["b"])
-    assert Clamp.elementwise_expression(clamp_max) == "minimum(@0,@1)"
+def test_clamp_with_tensor_bounds_reads_them_as_further_inputs(tmp_path):
+    x = np.float32([[-2.0, 0.2, 3.0]])
+    low = np.float32([[-1.0, 0.5, 0.0]])
+    (got,), _ = one_op(tmp_path, "torch.clamp", [low, x], {"max": 0.5}, keys=["min", "input"])
+    np.testing.assert_array_equal(got, [[-1.0, 0.5, 0.5]])
 
 
 @pytest.mark.parametrize(

@@ -79,8 +79,21 @@ def test_a_registered_op_runs(tmp_path, register):
 
 def test_a_kernel_override_replaces_the_op_on_its_backend_only(tmp_path, register):
     register(_KernelPlugin(), "fast_relu")
-    model = kuiper.load(_relu_model(tmp_path), fuse=False)
+    model = kuiper.load(_relu_model(tmp_path))
     np.testing.assert_array_equal(model(np.array([[1.0, -2.0]], np.float32)), [[1001.0, 1000.0]])
+
+
+def test_a_kernel_override_wins_over_fusion(tmp_path, register):
+    # relu sits inside an elementwise chain that fusion would merge into one op.
+    text = (
+        "7767517\n5 4\npnnx.Input in0 0 1 x #x=(1,2)f32\npnnx.Expression e 1 1 x a expr=mul(@0,2.0)\n"
+        "nn.ReLU r 1 1 a b\nnn.Sigmoid s 1 1 b y\npnnx.Output out 1 0 y\n"
+    )
+    register(_KernelPlugin(), "fast_relu")
+    model = kuiper.load(write_model(tmp_path, text))
+    assert "nn.ReLU" in [step.node.type for step in model.steps]
+    x = np.array([[1.0, -2.0]], np.float32)
+    np.testing.assert_allclose(model(x), 1 / (1 + np.exp(-(np.maximum(2 * x, 0) + 1000))), rtol=1e-6)
 
 
 def test_two_plugins_claiming_one_op_type_is_an_error(register):

@@ -82,7 +82,8 @@ def fused_expression(runs: int) -> None:
 
     from kuiper.backends import get_backend
     from kuiper.expr import parse
-    from kuiper.ir import lower, simplify
+    from kuiper.expr.lower import lower
+    from kuiper.ir import simplify
 
     backend = get_backend("cupy")
     fused = backend.compile_elementwise(simplify(lower(parse(EXPRESSION), ["float32", "float32"])))

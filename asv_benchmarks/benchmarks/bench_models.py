@@ -17,7 +17,7 @@ FULL_MODELS = ["resnet18_full", "mobilenet_v2_full", "yolov5_style_full"]
 
 
 class Load:
-    """kuiper.load: param parse + weight memory map + graph build, in a warm process."""
+    """kuiper.load: param parse + weight read (copy + CRC-32) + graph build, in a warm process."""
 
     params = (SMALL_MODELS + FULL_MODELS,)
     param_names = ("model",)

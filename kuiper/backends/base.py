@@ -34,6 +34,14 @@ class Backend:
         """Bring an array of this backend back as a NumPy array."""
         raise NotImplementedError
 
+    def aligned(self, array):
+        """``asarray(array)`` whose data starts on a 64-byte boundary, for weights that reach BLAS.
+
+        Device backends copy every host array into their own (aligned) allocations, so
+        the default is plain ``asarray``; a host backend copies only a misaligned view.
+        """
+        return self.asarray(array)
+
     def is_array(self, value) -> bool:
         """True for arrays of this backend (as opposed to Python scalars and lists)."""
         raise NotImplementedError

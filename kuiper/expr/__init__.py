@@ -61,6 +61,6 @@ def evaluate(text_or_expr, inputs, xp=None):
     ``inputs`` are arrays of ``xp`` (NumPy by default) or Python scalars; the
     dtypes the expression is compiled for are read off them.
     """
-    from kuiper.ir.evaluate import evaluate as _evaluate
+    from kuiper.expr.evaluate import evaluate as _evaluate
 
     return _evaluate(text_or_expr, inputs, xp)

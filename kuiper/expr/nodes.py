@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from kuiper.expr.structural import Structural
+from kuiper.ir.structural import Structural
 
 from kuiper.expr.functions import FUNCTIONS
 

@@ -8,7 +8,7 @@ back to the same double): ``2.0``, ``1e-05``, ``inf``, ``nan``.
 from __future__ import annotations
 
 from kuiper.expr.nodes import Call, Expr, Input, ListExpr, Literal, Size
-from kuiper.expr.recursion import deep_recursion
+from kuiper.ir.recursion import deep_recursion
 
 
 def to_string(expr: Expr) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from kuiper.expr.nodes import Call, Expr, Input, ListExpr, Literal, Size
-from kuiper.expr.recursion import deep_recursion
+from kuiper.ir.recursion import deep_recursion
 
 
 def input_indices(expr: Expr) -> tuple[int, ...]:

@@ -16,21 +16,25 @@ loader (``kuiper.formats.pnnx``) fetches their bytes.
 
 from __future__ import annotations
 
+import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ModelFormatError
+from ..errors import ModelFormatError, OperatorParamError, UnknownParamWarning
 from ..model_ir import OperandInfo, OpNode
+from .pnnx_param_names import KNOWN_PARAMS
 
 MAGIC = "7767517"
 
-# PNNX dtype token -> numpy dtype name.  bf16 has no numpy dtype: the loader
-# widens it to float32.  c32 (complex half) is listed for a clear error.
+# PNNX dtype token -> numpy dtype name of the operand.  NumPy has no bfloat16 or
+# complex32: such operands are computed one size wider (bf16 weights are widened
+# to float32 by the loader too), so a bf16 model runs at float32 precision.
 DTYPES = {
     "f32": "float32",
     "f64": "float64",
     "f16": "float16",
-    "bf16": "bfloat16",
+    "bf16": "float32",
     "i64": "int64",
     "i32": "int32",
     "i16": "int16",
@@ -39,11 +43,17 @@ DTYPES = {
     "bool": "bool",
     "c64": "complex64",
     "c128": "complex128",
-    "c32": "complex32",
+    "c32": "complex64",
 }
 
 # Params whose value is an expression to be kept verbatim.
 RAW_PARAM_KEYS = frozenset({"expr"})
+
+# No dimension is larger: element counts of any declared shape then fit in int64.
+MAX_DIM = 2**40
+# Longer number tokens are refused (Python itself refuses int() beyond 4300 digits).
+MAX_NUMBER_DIGITS = 400
+_LONG_NUMBER = re.compile(rf"[0-9]{{{MAX_NUMBER_DIGITS + 1},}}")
 
 
 @dataclass
@@ -88,6 +98,8 @@ def parse_scalar(text: str) -> Any:
         return False
     if text == "None":
         return None
+    if _looks_numeric(text) and len(text) > MAX_NUMBER_DIGITS:
+        raise ValueError(f"the number '{text[:20]}...' has {len(text)} characters (at most {MAX_NUMBER_DIGITS})")
     if text.endswith("j") and _looks_numeric(text):
         try:
             return complex(text.replace("+-", "-"))
@@ -135,12 +147,16 @@ def _parse_shape(text: str, where: _Where, what: str) -> tuple[tuple, str]:
             if dim == "?" or dim.startswith("%"):
                 dims.append(None)
                 continue
+            if len(dim) > 20:
+                raise where.error(f"{what}: dimension '{dim[:20]}...' is too large (at most {MAX_DIM})")
             try:
                 value = int(dim)
             except ValueError:
                 raise where.error(f"{what}: dimension '{dim}' is not an integer or '?'") from None
             if value < 0:
                 raise where.error(f"{what}: negative dimension {value}")
+            if value > MAX_DIM:
+                raise where.error(f"{what}: dimension {value} is too large (at most {MAX_DIM})")
             dims.append(value)
     return tuple(dims), dtype
 
@@ -149,6 +165,8 @@ def _parse_shape(text: str, where: _Where, what: str) -> tuple[tuple, str]:
 
 
 def _parse_count(token: str, where: _Where, what: str) -> int:
+    if len(token) > 18:
+        raise where.error(f"{what} must be a non-negative integer, found '{token[:20]}...' (too large)")
     try:
         value = int(token)
     except ValueError:
@@ -182,6 +200,8 @@ def _parse_op_line(tokens: list[str], where: _Where, parsed: ParsedParam) -> OpN
             raise where.error(f"op '{name}': item '{item}' is not of the form key=value")
         kind, bare = key[0], key[1:]
         if kind == "@":
+            if bare in weights:
+                raise where.error(f"op '{name}': weight '@{bare}' is declared twice")
             shape, dtype = _parse_shape(value, where, f"op '{name}' weight '{bare}'")
             if any(d is None for d in shape):
                 raise where.error(f"op '{name}' weight '{bare}' has an unknown dimension in {value}")
@@ -201,14 +221,25 @@ def _parse_op_line(tokens: list[str], where: _Where, parsed: ParsedParam) -> OpN
         else:
             if not value:
                 raise where.error(f"op '{name}': param '{key}' has an empty value")
-            node.params[key] = value if key in RAW_PARAM_KEYS else parse_value(value)
+            if key in node.params:
+                raise where.error(f"op '{name}': param '{key}' is given twice")
+            if key in RAW_PARAM_KEYS and _LONG_NUMBER.search(value):
+                raise where.error(f"op '{name}': param '{key}' holds a number longer than {MAX_NUMBER_DIGITS} digits")
+            try:
+                node.params[key] = value if key in RAW_PARAM_KEYS else parse_value(value)
+            except ValueError as exc:
+                raise where.error(f"op '{name}': param '{key}': {exc}") from None
     if weights:
         parsed.weights[name] = weights
     return node
 
 
-def parse_param(text: str, path: str = "<param>") -> ParsedParam:
-    """Parse the whole ``.pnnx.param`` text; checks counts and names but not op semantics."""
+def parse_param(text: str, path: str = "<param>", strict: bool = False) -> ParsedParam:
+    """Parse the whole ``.pnnx.param`` text; checks counts and names but not op semantics.
+
+    Params that PNNX does not write for an op's type (see pnnx_param_names) give one
+    UnknownParamWarning listing them all; ``strict=True`` raises OperatorParamError instead.
+    """
     lines = text.splitlines()
     # Skip blank lines but remember their numbers for messages.
     numbered = [(i + 1, line) for i, line in enumerate(lines) if line.strip()]
@@ -259,4 +290,25 @@ def parse_param(text: str, path: str = "<param>") -> ParsedParam:
     # Shapes given only for operands nobody produces were already rejected above;
     # drop stray '#' entries for names that are not operands.
     parsed.operands = {name: info for name, info in parsed.operands.items() if name in producers}
+    _check_known_params(parsed.ops, path, strict)
     return parsed
+
+
+def _check_known_params(ops: list[OpNode], path: str, strict: bool) -> None:
+    """One warning (or, when strict, one error) naming every op with params kuiper does not know."""
+    findings = []
+    for node in ops:
+        known = KNOWN_PARAMS.get(node.type)
+        if known is None:
+            continue
+        unknown = [key for key in node.params if key not in known]
+        if unknown:
+            shown = ", ".join(unknown[:8]) + (f" and {len(unknown) - 8} more" if len(unknown) > 8 else "")
+            findings.append(f"{node.source}: op '{node.name}' ({node.type}): {shown}")
+    if not findings:
+        return
+    listing = "\n  ".join(findings[:10]) + (f"\n  ... and {len(findings) - 10} more op(s)" if len(findings) > 10 else "")
+    message = f"{path}: params kuiper does not know (ignored; a newer PNNX?):\n  {listing}"
+    if strict:
+        raise OperatorParamError(message + "\n(strict=True refuses unknown params)")
+    warnings.warn(message, UnknownParamWarning, stacklevel=3)

@@ -30,25 +30,26 @@ def check_supported(ir: ModelIR, backend_name: str) -> None:
         )
 
 
-TUPLE_TYPES = ("prim::TupleConstruct", "prim::ListConstruct")
-
-
-def model_output_operands(ir: ModelIR) -> list[str]:
-    """The operands the model returns, in pnnx.Output order.
-
-    PNNX returns several tensors as one tuple (prim::TupleConstruct, possibly
-    nested) feeding one pnnx.Output; the tuple is flattened so every tensor is
-    a named output with its declared shape.
-    """
-    producer = {operand: node for node in ir.ops for operand in node.outputs}
-
-    def flatten(operand: str) -> list[str]:
-        node = producer.get(operand)
-        if node is not None and node.type in TUPLE_TYPES:
-            return [leaf for item in node.inputs for leaf in flatten(item)]
-        return [operand]
-
-    return [leaf for node in ir.ops if node.type == "pnnx.Output" for operand in node.inputs for leaf in flatten(operand)]
+def check_operands(ir: ModelIR) -> dict[str, int]:
+    """Every operand has one producer (an op or a model input); returns operand -> op index."""
+    where = ir.source or "model"
+    producer: dict[str, int] = {}
+    fed = set(ir.inputs)
+    if len(fed) != len(ir.inputs):
+        raise GraphError(f"{where}: an input operand is declared twice in {ir.inputs}")
+    for index, node in enumerate(ir.ops):
+        for operand in node.outputs:
+            if operand in producer or operand in fed:
+                raise GraphError(f"{where}: operand '{operand}' is produced twice (again by {node.describe()})")
+            producer[operand] = index
+    for node in ir.ops:
+        for operand in node.inputs:
+            if operand not in producer and operand not in fed:
+                raise GraphError(f"{where}: {node.describe()} reads operand '{operand}', which nothing produces")
+    for operand in ir.outputs:
+        if operand not in producer and operand not in fed:
+            raise GraphError(f"{where}: model output '{operand}' is not produced by any op or input")
+    return producer
 
 
 def topological_order(ir: ModelIR, roots: list[str]) -> list[OpNode]:
@@ -56,23 +57,22 @@ def topological_order(ir: ModelIR, roots: list[str]) -> list[OpNode]:
 
     Only ops that the ``roots`` operands (the model outputs) depend on are kept.
     """
-    producer = {operand: index for index, node in enumerate(ir.ops) for operand in node.outputs}
+    producer = check_operands(ir)
     needed: set[int] = set()
-    stack = [producer[operand] for operand in roots]
+    stack = [producer[operand] for operand in roots if operand in producer]
     while stack:
         index = stack.pop()
         if index in needed:
             continue
         needed.add(index)
-        stack.extend(producer[operand] for operand in ir.ops[index].inputs)
-    # Inputs are always kept so feeds can be checked even if unused.
-    needed.update(i for i, node in enumerate(ir.ops) if node.type == "pnnx.Input")
+        stack.extend(producer[operand] for operand in ir.ops[index].inputs if operand in producer)
 
-    waiting = {i: len({producer[o] for o in ir.ops[i].inputs}) for i in needed}
+    waiting = {i: len({producer[o] for o in ir.ops[i].inputs if o in producer}) for i in needed}
     consumers: dict[int, set[int]] = defaultdict(set)
     for i in needed:
         for operand in ir.ops[i].inputs:
-            consumers[producer[operand]].add(i)
+            if operand in producer:
+                consumers[producer[operand]].add(i)
     ready = [i for i, count in waiting.items() if count == 0]
     heapq.heapify(ready)
     order: list[OpNode] = []
@@ -84,7 +84,8 @@ def topological_order(ir: ModelIR, roots: list[str]) -> list[OpNode]:
             if waiting[consumer] == 0:
                 heapq.heappush(ready, consumer)
     if len(order) != len(needed):
-        stuck = sorted(set(needed) - {ir.ops.index(node) for node in order})
+        done = {id(node) for node in order}
+        stuck = sorted(i for i in needed if id(ir.ops[i]) not in done)
         names = ", ".join(f"'{ir.ops[i].name}' ({ir.ops[i].source})" for i in stuck[:5])
         raise GraphError(f"{ir.source or 'model'}: the graph has a cycle through op(s) {names}")
     return order
@@ -137,21 +138,16 @@ def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) 
     """Build a runnable Model bound to one backend (see kuiper.config for how None is resolved)."""
     backend = backend if isinstance(backend, Backend) else get_backend(backend)
     check_supported(ir, backend.name)
-    output_operands = model_output_operands(ir)
+    output_operands = list(ir.outputs)
     order = topological_order(ir, output_operands)
     fused_groups: list[list[str]] = []
     if fuse:
         from .fusion import fuse_elementwise
 
-        order, fused_groups = fuse_elementwise(order, output_operands)
+        order, fused_groups = fuse_elementwise(order, output_operands, backend.name)
 
-    inputs = [node for node in order if node.type == "pnnx.Input"]
-    compute = [node for node in order if node.type not in ("pnnx.Input", "pnnx.Output")]
-
-    slot_of: dict[str, int] = {}
-    for node in inputs:
-        for operand in node.outputs:
-            slot_of[operand] = len(slot_of)
+    compute = order
+    slot_of: dict[str, int] = {operand: slot for slot, operand in enumerate(ir.inputs)}
     for node in compute:
         for operand in node.outputs:
             slot_of[operand] = len(slot_of)
@@ -185,9 +181,9 @@ def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) 
     _lend_dead_buffers(steps, keep)
     return Model(
         backend=backend,
-        inputs=[_tensor_spec(ir, node.outputs[0]) for node in inputs if node.outputs],
+        inputs=[_tensor_spec(ir, operand) for operand in ir.inputs],
         outputs=[_tensor_spec(ir, operand) for operand in output_operands],
-        input_slots=[slot_of[node.outputs[0]] for node in inputs if node.outputs],
+        input_slots=[slot_of[operand] for operand in ir.inputs],
         output_slots=[slot_of[operand] for operand in output_operands],
         slot_count=len(slot_of),
         steps=steps,

@@ -1,19 +1,22 @@
-"""Elementwise fusion: chains and trees of elementwise ops become ONE pnnx.Expression node.
+"""Elementwise fusion: chains and trees of elementwise ops become ONE ``kuiper.Elementwise`` op.
 
-(A lone elementwise op becomes an expression of its own, so every elementwise
-op runs compiled; only merged chains are reported as fused.)
+An op is elementwise when its class gives its math as IR (``Op.elementwise(node)``,
+see kuiper/ops/elementwise.py).  A producer is absorbed into its consumer when
+both are elementwise, the consumer is the producer's only reader, the
+producer's result is not a model output, and the consumer does not read that
+input as a whole tensor (its shape), so no intermediate value is needed
+anywhere else.  Each group's math is the composition of its members' math over
+the group's outside inputs; the backend then compiles it into one kernel.
 
-An op is elementwise when its class gives an equivalent expression
-(``Op.elementwise_expression(node)``: activations, clamp, pnnx.Expression
-itself).  A producer is absorbed into its consumer when both are elementwise,
-the consumer is the producer's only reader, and the producer's result is not a
-model output, so no intermediate value is needed anywhere else.  Each group is
-rewritten as one expression over the group's outside inputs; the backend then
-compiles it into one kernel (one CUDA kernel on CuPy, one buffer-reusing
-evaluation on NumPy).
+Ops whose type has a kernel override on the chosen backend are never fused:
+the plugin's kernel runs, fused or not.
 
-This is a rewrite of OpNodes before ops are instantiated: it knows nothing
-about backends.
+Groups are at most ``MAX_GROUP_DEPTH`` ops deep, so a chain of 10,000 ops
+becomes a sequence of fused ops rather than one expression too deep to
+compile; nothing here recurses on the graph's depth.
+
+This is a rewrite of OpNodes before ops are instantiated: it knows the op
+registry and the kernel overrides' names, nothing else about backends.
 """
 
 from __future__ import annotations
@@ -21,115 +24,133 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..errors import KuiperError
-from ..expr import Input, parse, substitute, to_string
-from ..expr.parser import MAX_DEPTH
-from ..expr.transform import canonicalize_inputs, depth, uses_size_of
 from ..model_ir import OpNode
-from ..plugins import op_registry
+from ..ops.elementwise import FUSED_TYPE, ElementwiseMath
+from ..plugins import kernel_registry, op_registry
+
+# Ops chained in one fused group at most (a fused op's math is a tree this deep, times
+# each op's own depth); deep enough that real activation chains fuse whole.
+MAX_GROUP_DEPTH = 32
 
 
-def _elementwise_expressions(order: list[OpNode]) -> dict[str, object]:
-    """op name -> parsed expression over that op's own inputs, for every fusible op."""
+def _elementwise_math(order: list[OpNode], backend_name: str) -> dict[str, ElementwiseMath]:
+    """op name -> its math, for every op fusion may touch."""
     registry = op_registry()
+    overridden = kernel_registry(backend_name)
     found = {}
     for node in order:
         registered = registry.get(node.type)
-        if registered is None or len(node.outputs) != 1:
+        if registered is None or node.type in overridden or len(node.outputs) != 1:
             continue
         try:
-            text = registered.obj.elementwise_expression(node)
-            if text is not None:
-                found[node.name] = parse(text, num_inputs=len(node.inputs))
+            math = registered.obj.elementwise(node)
         except KuiperError:
-            continue  # the op reports its own error when it is built unfused
+            continue  # bad params: the op reports its own error when it is built
+        if math is not None and math.arity == len(node.inputs):
+            found[node.name] = math
     return found
 
 
-def fuse_elementwise(order: list[OpNode], model_outputs: list[str]) -> tuple[list[OpNode], list[list[str]]]:
-    """Return the new op order and, for `kuiper info`, the op names merged into each fused node.
-
-    ``model_outputs`` are never absorbed: the model returns them.
-    """
-    expressions = _elementwise_expressions(order)
+def fuse_elementwise(
+    order: list[OpNode], model_outputs: list[str], backend_name: str
+) -> tuple[list[OpNode], list[list[str]]]:
+    """Return the new op order and, for `kuiper info`, the op names merged into each fused op."""
+    maths = _elementwise_math(order, backend_name)
     producer = {operand: node for node in order for operand in node.outputs}
-    readers: dict[str, set[str]] = defaultdict(set)
+    readers: dict[str, int] = defaultdict(int)
     for node in order:
         for operand in node.inputs:
-            readers[operand].add(node.name)
-    model_outputs = set(model_outputs)
+            readers[operand] += 1
+    kept = set(model_outputs)
 
-    def absorbable(operand: str, consumer: OpNode, position: int) -> bool:
-        source = producer.get(operand)
-        return (
-            source is not None
-            and source.name in expressions
-            and consumer.name in expressions
-            and operand not in model_outputs
-            and readers[operand] == {consumer.name}
-            and not uses_size_of(expressions[consumer.name], position)
-        )
-
+    # Pass 1, in topological order: which producer each elementwise op absorbs, and how deep
+    # each group's tree is.
+    absorbed_at: dict[str, dict[int, OpNode]] = {}  # consumer -> {input position: absorbed producer}
     absorbed: set[str] = set()
+    depth: dict[str, int] = {}
     for node in order:
-        if node.name in expressions:
-            for position, operand in enumerate(node.inputs):
-                if absorbable(operand, node, position):
-                    absorbed.add(producer[operand].name)
+        math = maths.get(node.name)
+        if math is None:
+            continue
+        taken: dict[int, OpNode] = {}
+        for position, operand in enumerate(node.inputs):
+            source = producer.get(operand)
+            if (
+                source is not None
+                and source.name in maths
+                and source.name not in absorbed
+                and operand not in kept
+                and readers[operand] == 1
+                and position not in math.whole_inputs
+                and depth[source.name] < MAX_GROUP_DEPTH
+            ):
+                taken[position] = source
+        absorbed.update(source.name for source in taken.values())
+        absorbed_at[node.name] = taken
+        depth[node.name] = 1 + max((depth[source.name] for source in taken.values()), default=0)
 
+    # Pass 2: emit every op that was not absorbed; a group root becomes one fused op.
     new_order: list[OpNode] = []
     groups: list[list[str]] = []
     for node in order:
         if node.name in absorbed:
-            continue  # emitted inside its consumer's fused node
-        if node.name not in expressions:
-            new_order.append(node)
             continue
-        if not any(absorbable(operand, node, i) for i, operand in enumerate(node.inputs)):
-            # A lone elementwise op still runs as a compiled expression: one pass,
-            # buffers reused, and it can write into a buffer the graph lends it.
-            new_order.append(node if node.type == "pnnx.Expression" else _as_expression(node, expressions[node.name]))
+        if not absorbed_at.get(node.name):
+            new_order.append(node)  # not elementwise, or elementwise with nothing to absorb
             continue
-        fused = _fuse_group(node, expressions, producer, absorbable)
-        if fused is None:
-            new_order.append(node)
-            continue
-        fused_node, members = fused
-        new_order.append(fused_node)
+        fused, members = _fused_node(node, maths, absorbed_at)
+        new_order.append(fused)
         groups.append(members)
     return new_order, groups
 
 
-def _as_expression(node: OpNode, expression) -> OpNode:
-    return OpNode(
-        type="pnnx.Expression",
-        name=node.name,
-        inputs=list(node.inputs),
-        outputs=list(node.outputs),
-        params={"expr": to_string(expression)},
-        source=node.source,
-    )
-
-
-def _fuse_group(root: OpNode, expressions, producer, absorbable):
-    """Build the root's expression with every absorbable producer substituted in."""
-    outside: dict[str, int] = {}  # outside operand -> provisional input number
-    members: list[str] = []
-
-    def expand(node: OpNode):
-        members.append(node.name)
-        replacements = {}
+def _fused_node(root: OpNode, maths, absorbed_at) -> tuple[OpNode, list[str]]:
+    """One op computing the root's tree: outside inputs in first-use order, math composed."""
+    members: list[OpNode] = []
+    outside: list[str] = []
+    # Members in producers-first order, found with an explicit stack (no recursion on depth).
+    stack: list[tuple[OpNode, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            members.append(node)
+            continue
+        stack.append((node, True))
+        for position in sorted(absorbed_at.get(node.name, {}), reverse=True):
+            stack.append((absorbed_at[node.name][position], False))
+    for node in members:
+        taken = absorbed_at.get(node.name, {})
         for position, operand in enumerate(node.inputs):
-            if absorbable(operand, node, position):
-                replacements[position] = expand(producer[operand])
-            else:
-                replacements[position] = Input(outside.setdefault(operand, len(outside)))
-        return substitute(expressions[node.name], replacements)
+            if position not in taken and operand not in outside:
+                outside.append(operand)
+    slot = {operand: index for index, operand in enumerate(outside)}
+    plan = [
+        (maths[node.name], [("member", taken[p].name) if p in taken else ("input", slot[o])
+                            for p, o in enumerate(node.inputs)])
+        for node in members
+        for taken in (absorbed_at.get(node.name, {}),)
+    ]
+    names = [node.name for node in members]
 
-    expression = expand(root)
-    if depth(expression) > MAX_DEPTH // 2:
-        return None  # absurdly long chains stay unfused rather than hit the parser's depth limit
-    expression, order = canonicalize_inputs(expression)
-    by_number = {number: operand for operand, number in outside.items()}
-    inputs = [by_number[old] for old in order]
-    members.reverse()  # producers first, in the order they ran
-    return _as_expression(OpNode(root.type, root.name, inputs, list(root.outputs), source=root.source), expression), members
+    def build(*inputs):
+        values: dict[str, object] = {}
+        for name, (math, sources) in zip(names, plan):
+            args = [inputs[ref] if kind == "input" else values[ref] for kind, ref in sources]
+            values[name] = math.build(*args)
+        return values[names[-1]]
+
+    whole = frozenset(
+        slot[operand]
+        for node in members
+        for position, operand in enumerate(node.inputs)
+        if position in maths[node.name].whole_inputs
+    )
+    fused = OpNode(
+        type=FUSED_TYPE,
+        name=root.name,
+        inputs=outside,
+        outputs=list(root.outputs),
+        params={"math": ElementwiseMath(build, len(outside), whole), "members": names},
+        source=root.source,
+    )
+    return fused, names

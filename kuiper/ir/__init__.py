@@ -1,6 +1,7 @@
 """Tensor IR: nodes, typed constructors, builder, printer, passes and code generators.
 
-    lower(expr, input_dtypes) -> Function     AST -> elementwise IR function (lower.py)
+    functions.OPERATORS / INTRINSICS          every elementwise operation, declared once (functions.py)
+    composites                                activations etc. built from the primitives (composites.py)
     simplify(node) -> node                    constant folding, identities (simplify.py)
     linearize(fn) -> Function                 one assignment per operation, CSE (linearize.py)
     print_ir(node, compact=False) -> str      readable text (printer.py)
@@ -9,16 +10,19 @@
     codegen_numpy.compile_elementwise(fn, xp) -> callable over an array namespace
     codegen_cuda.elementwise_kernel_spec(fn) / cuda_source(fn)
 
+The IR imports nothing from any frontend: the PNNX expression language
+lowers into it (kuiper.expr.lower), as do HLO and the tensor-expression
+language.
+
 Dtypes are strings: NumPy names for tensors, 'pybool'/'pyint'/'pyfloat' for
 Python scalars (see dtypes.py for the PyTorch promotion rules).
 """
 
 from __future__ import annotations
 
-from kuiper.ir import dtypes, make
+from kuiper.ir import composites, dtypes, functions, make
 from kuiper.ir.builder import IRBuilder
 from kuiper.ir.linearize import linearize
-from kuiper.ir.lower import lower
 from kuiper.ir.nodes import (
     Assign,
     Binary,
@@ -66,8 +70,9 @@ __all__ = [
     "Var",
     "Visitor",
     "dtypes",
+    "composites",
+    "functions",
     "linearize",
-    "lower",
     "make",
     "print_ir",
     "simplify",

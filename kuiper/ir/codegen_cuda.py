@@ -25,14 +25,12 @@ import hashlib
 import math
 from dataclasses import dataclass
 
-from kuiper.errors import ExpressionSyntaxError
-from kuiper.expr.nodes import Expr
+from kuiper.errors import IRError
 from kuiper.ir import dtypes
+from kuiper.ir.functions import INTRINSICS
 from kuiper.ir.linearize import linearize
-from kuiper.ir.lower import lower
 from kuiper.ir.nodes import Binary, Call, Cast, Compare, Const, DimSize, Function, IRExpr, Select, Unary, Var
 from kuiper.ir.printer import INFIX, print_ir
-from kuiper.ir.simplify import simplify
 
 
 @dataclass(frozen=True)
@@ -72,35 +70,8 @@ _STORAGE_CTYPE = {
 _COMPUTE_CTYPE = {**_STORAGE_CTYPE, "float16": "float"}
 _PARAM_DTYPE = {"pybool": "bool", "pyint": "int64", "pyfloat": "float64"}  # CuPy's names for scalar args
 
-_MATH = {  # IR intrinsic -> C function for double; float32 adds an 'f'
-    "abs": "fabs",
-    "sqrt": "sqrt",
-    "exp": "exp",
-    "expm1": "expm1",
-    "log": "log",
-    "log10": "log10",
-    "log1p": "log1p",
-    "sin": "sin",
-    "cos": "cos",
-    "tan": "tan",
-    "asin": "asin",
-    "acos": "acos",
-    "atan": "atan",
-    "sinh": "sinh",
-    "cosh": "cosh",
-    "tanh": "tanh",
-    "asinh": "asinh",
-    "acosh": "acosh",
-    "atanh": "atanh",
-    "erf": "erf",
-    "floor": "floor",
-    "ceil": "ceil",
-    "round": "rint",  # half to even, like torch.round; C round() is half away from zero
-    "trunc": "trunc",
-    "atan2": "atan2",
-    "pow": "pow",
-    "fmod": "fmod",
-}
+# IR intrinsic -> C function for double (float32 adds an 'f'), from the one table; pow and fmod are operators.
+_MATH = {name: fn.c_name for name, fn in INTRINSICS.items() if fn.c_name} | {"pow": "pow", "fmod": "fmod"}
 
 PREAMBLE = r"""
 // kuiper elementwise helpers: PyTorch semantics where C differs.
@@ -168,12 +139,6 @@ def elementwise_kernel_spec(fn: Function) -> KernelSpec:
 
 
 @functools.lru_cache(maxsize=512)
-def kernel_spec_for(expr: Expr, input_dtypes: tuple[str, ...]) -> KernelSpec:
-    """Lower, simplify and generate, cached by (expression, input dtypes)."""
-    return _spec(simplify(lower(expr, list(input_dtypes))))
-
-
-@functools.lru_cache(maxsize=512)
 def _spec(fn: Function) -> KernelSpec:
     fn = linearize(fn)
     _check_elementwise(fn)
@@ -235,13 +200,13 @@ def _kernel(spec: KernelSpec, fn: Function) -> str:
 
 def _check_elementwise(fn: Function) -> None:
     if fn.returns_list or len(fn.results) != 1:
-        raise ExpressionSyntaxError("a list expression is not elementwise: compute it on the host")
+        raise IRError("a list expression is not elementwise: compute it on the host")
     result = fn.results[0]
     if result.dtype == dtypes.SHAPE or dtypes.is_scalar(result.dtype):
-        raise ExpressionSyntaxError(f"the expression's result is a Python {result.dtype}, not a tensor")
+        raise IRError(f"the expression's result is a Python {result.dtype}, not a tensor")
     for stmt in fn.body.stmts:
         if isinstance(stmt.value, DimSize):
-            raise ExpressionSyntaxError("size() inside a CUDA kernel: hoist it into a scalar input first")
+            raise IRError("size() inside a CUDA kernel: hoist it into a scalar input first")
 
 
 def _body_lines(fn: Function) -> list[str]:
@@ -288,7 +253,7 @@ class _Emitter:
         if isinstance(node, Select):
             cond, a, b = (self.operand(x) for x in (node.cond, node.true_value, node.false_value))
             return f"({cond} ? {a} : {b})"
-        raise ExpressionSyntaxError(f"no CUDA code for {type(node).__name__}")
+        raise IRError(f"no CUDA code for {type(node).__name__}")
 
     def binary(self, node: Binary) -> str:
         a, b, op = self.operand(node.lhs), self.operand(node.rhs), node.op
@@ -305,7 +270,7 @@ class _Emitter:
             if is_float:
                 return f"{_math_name(op, node.dtype)}({a}, {b})"
             return f"kuiper_{op}_int({a}, {b})"
-        raise ExpressionSyntaxError(f"no CUDA code for operator {op}")
+        raise IRError(f"no CUDA code for operator {op}")
 
     def operand(self, node: IRExpr) -> str:
         if isinstance(node, Var):
@@ -313,7 +278,7 @@ class _Emitter:
         if isinstance(node, Const):
             text = c_literal(node.value, node.dtype)
             return f"({text})" if text.startswith("-") else text  # so that -(x) never reads as --x
-        raise ExpressionSyntaxError(f"expected a variable or constant, found {node}")
+        raise IRError(f"expected a variable or constant, found {node}")
 
 
 def _math_name(func: str, dtype: str) -> str:

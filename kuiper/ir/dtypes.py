@@ -23,7 +23,7 @@ The rules (torch.result_type):
 
 from __future__ import annotations
 
-from kuiper.errors import ExpressionSyntaxError
+from kuiper.errors import IRError
 
 BOOL, INT, FLOAT = 0, 1, 2  # categories
 
@@ -61,7 +61,7 @@ def category(dtype: str) -> int:
         return TENSOR_DTYPES[dtype][0]
     if dtype in SCALAR_DTYPES:
         return SCALAR_DTYPES[dtype]
-    raise ExpressionSyntaxError(f"{dtype!r} is not a value dtype")
+    raise IRError(f"{dtype!r} is not a value dtype")
 
 
 def is_float(dtype: str) -> bool:
@@ -87,7 +87,7 @@ def promote(*dtypes: str) -> str:
     scalars = [d for d in dtypes if d in SCALAR_DTYPES]
     unknown = [d for d in dtypes if d not in TENSOR_DTYPES and d not in SCALAR_DTYPES]
     if unknown:
-        raise ExpressionSyntaxError(f"{unknown[0]!r} cannot take part in arithmetic")
+        raise IRError(f"{unknown[0]!r} cannot take part in arithmetic")
     scalar_category = max((SCALAR_DTYPES[d] for d in scalars), default=-1)
     if not tensors:
         return SCALAR_DTYPE[scalar_category]
@@ -134,4 +134,4 @@ def of_python_value(value: object) -> str:
         return "pyint"
     if isinstance(value, float):
         return "pyfloat"
-    raise ExpressionSyntaxError(f"{value!r} has no elementwise dtype (complex and None are not supported)")
+    raise IRError(f"{value!r} has no elementwise dtype (complex and None are not supported)")

@@ -15,7 +15,7 @@ Linearizing a linear function gives the same function back.
 
 from __future__ import annotations
 
-from kuiper.expr.recursion import deep_recursion
+from kuiper.ir.recursion import deep_recursion
 from kuiper.ir.nodes import Assign, Block, Const, DimSize, Function, IRExpr, Var
 from kuiper.ir.visitors import Mutator
 

@@ -7,27 +7,21 @@ already have the computation dtype.  Code generators then never have to
 think about promotion.
 
 Type errors (e.g. ``sub`` of two bool tensors, which PyTorch rejects too)
-raise ExpressionSyntaxError: they are a property of the expression.
+raise IRError; a frontend re-raises them naming its file and expression.
+Which functions exist and their dtype rules come from functions.py.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy
 
-from kuiper.errors import ExpressionSyntaxError
+from kuiper.errors import IRError
 from kuiper.ir import dtypes
+from kuiper.ir.functions import FLOAT, INTRINSICS, ROUNDING
 from kuiper.ir.nodes import Binary, Call, Cast, Compare, Const, IRExpr, Select, Unary, Var
-
-# Float-valued intrinsics (integer operands are promoted to float first).
-FLOAT_FUNCTIONS = frozenset(
-    "sqrt exp expm1 log log10 log1p sin cos tan asin acos atan sinh cosh tanh "
-    "asinh acosh atanh erf atan2 logaddexp".split()
-)
-# Rounding intrinsics: identity on integers.
-ROUNDING_FUNCTIONS = frozenset({"floor", "ceil", "round", "trunc"})
-INTRINSICS = FLOAT_FUNCTIONS | ROUNDING_FUNCTIONS | {"abs"}
 
 
 def as_expr(value) -> IRExpr:
@@ -78,7 +72,7 @@ def cast(x, dtype: str) -> IRExpr:
     if x.dtype == dtype:
         return x
     if dtype == dtypes.SHAPE or x.dtype == dtypes.SHAPE:
-        raise ExpressionSyntaxError("the whole shape size(@N) cannot be used in arithmetic")
+        raise IRError("the whole shape size(@N) cannot be used in arithmetic")
     if isinstance(x, Const):
         try:
             return Const(convert_scalar(x.value, dtype), dtype)
@@ -99,44 +93,19 @@ def arith(op: str, a, b) -> IRExpr:
     if dtype == "pybool":
         dtype = "pyint"  # True + True == 2 in Python
     if dtype == "bool" and op not in _BOOL_TENSOR_ALLOWED:
-        raise ExpressionSyntaxError(f"{_NAMES.get(op, op)} is not defined for two bool tensors")
+        raise IRError(f"{_NAMES.get(op, op)} is not defined for two bool tensors")
     return Binary(op, cast(a, dtype), cast(b, dtype), dtype)
 
 
-def add(a, b):
-    return arith("add", a, b)
-
-
-def sub(a, b):
-    return arith("sub", a, b)
-
-
-def mul(a, b):
-    return arith("mul", a, b)
-
-
-def floordiv(a, b):
-    return arith("floordiv", a, b)
-
-
-def mod(a, b):
-    return arith("mod", a, b)
-
-
-def fmod(a, b):
-    return arith("fmod", a, b)
-
-
-def pow(a, b):  # noqa: A001 - the IR op is called pow
-    return arith("pow", a, b)
-
-
-def maximum(a, b):
-    return arith("max", a, b)
-
-
-def minimum(a, b):
-    return arith("min", a, b)
+add = functools.partial(arith, "add")
+sub = functools.partial(arith, "sub")
+mul = functools.partial(arith, "mul")
+floordiv = functools.partial(arith, "floordiv")
+mod = functools.partial(arith, "mod")
+fmod = functools.partial(arith, "fmod")
+pow = functools.partial(arith, "pow")  # noqa: A001 - the IR op is called pow
+maximum = functools.partial(arith, "max")
+minimum = functools.partial(arith, "min")
 
 
 def div(a, b) -> IRExpr:
@@ -151,10 +120,10 @@ def bitwise(op: str, a, b) -> IRExpr:
     a, b = as_expr(a), as_expr(b)
     dtype = dtypes.promote(a.dtype, b.dtype)
     if dtypes.is_float(dtype):
-        raise ExpressionSyntaxError(f"{_NAMES.get(op, op)} needs bool or integer operands, not {dtype}")
+        raise IRError(f"{_NAMES.get(op, op)} needs bool or integer operands, not {dtype}")
     if op in ("shl", "shr") and dtypes.is_bool(dtype):
         if dtype == "bool":
-            raise ExpressionSyntaxError(f"{_NAMES[op]} is not defined for bool tensors")
+            raise IRError(f"{_NAMES[op]} is not defined for bool tensors")
         dtype = "pyint"
     return Binary(op, cast(a, dtype), cast(b, dtype), dtype)
 
@@ -162,7 +131,7 @@ def bitwise(op: str, a, b) -> IRExpr:
 def neg(x) -> IRExpr:
     x = as_expr(x)
     if x.dtype == "bool":
-        raise ExpressionSyntaxError("neg is not defined for a bool tensor (use logical not)")
+        raise IRError("neg is not defined for a bool tensor (use logical not)")
     if x.dtype == "pybool":
         x = cast(x, "pyint")
     return Unary("neg", x, x.dtype)
@@ -180,29 +149,12 @@ def compare(op: str, a, b) -> IRExpr:
     result = "pybool" if dtypes.is_scalar(dtype) else "bool"
     return Compare(op, cast(a, dtype), cast(b, dtype), result)
 
-
-def gt(a, b):
-    return compare("gt", a, b)
-
-
-def ge(a, b):
-    return compare("ge", a, b)
-
-
-def lt(a, b):
-    return compare("lt", a, b)
-
-
-def le(a, b):
-    return compare("le", a, b)
-
-
-def eq(a, b):
-    return compare("eq", a, b)
-
-
-def ne(a, b):
-    return compare("ne", a, b)
+gt = functools.partial(compare, "gt")
+ge = functools.partial(compare, "ge")
+lt = functools.partial(compare, "lt")
+le = functools.partial(compare, "le")
+eq = functools.partial(compare, "eq")
+ne = functools.partial(compare, "ne")
 
 
 def select(cond, a, b) -> IRExpr:
@@ -221,25 +173,25 @@ def select(cond, a, b) -> IRExpr:
 def call(func: str, *args) -> IRExpr:
     """An intrinsic: float functions promote integers to float, rounding is identity on integers."""
     args = tuple(as_expr(a) for a in args)
-    expected = 2 if func in ("atan2", "logaddexp") else 1
-    if func not in INTRINSICS or len(args) != expected:
-        raise ValueError(f"unknown intrinsic {func}/{len(args)}")
-    if func in FLOAT_FUNCTIONS:
+    intrinsic = INTRINSICS.get(func)
+    if intrinsic is None or len(args) != intrinsic.arity:
+        raise IRError(f"unknown intrinsic {func} with {len(args)} argument(s)")
+    if intrinsic.rule == FLOAT:
         dtype = dtypes.to_float(dtypes.promote(*(a.dtype for a in args)))
         return Call(func, tuple(cast(a, dtype) for a in args), dtype)
     (x,) = args
     if x.dtype == "bool":
-        raise ExpressionSyntaxError(f"{func} is not defined for a bool tensor")
+        raise IRError(f"{func} is not defined for a bool tensor")
     if x.dtype == "pybool":
         x = cast(x, "pyint")
-    if func in ROUNDING_FUNCTIONS and not dtypes.is_float(x.dtype):
+    if intrinsic.rule == ROUNDING and not dtypes.is_float(x.dtype):
         return x
     return Call(func, (x,), x.dtype)
 
 
 def _check_dtype(dtype: str) -> None:
     if not dtypes.is_known(dtype):
-        raise ExpressionSyntaxError(f"unknown dtype {dtype!r}")
+        raise IRError(f"unknown dtype {dtype!r}")
 
 
 _NAMES = {"floordiv": "floor_divide", "mod": "remainder", "shl": "lshift", "shr": "rshift"}

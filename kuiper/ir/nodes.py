@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from kuiper.expr.structural import Structural
+from kuiper.ir.structural import Structural
 
 
 class Node(Structural):

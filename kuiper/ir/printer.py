@@ -10,7 +10,8 @@
 
 from __future__ import annotations
 
-from kuiper.expr.recursion import deep_recursion
+from kuiper.ir.functions import OPERATORS
+from kuiper.ir.recursion import deep_recursion
 from kuiper.ir.nodes import (
     Assign,
     Binary,
@@ -30,26 +31,8 @@ from kuiper.ir.nodes import (
     Var,
 )
 
-INFIX = {
-    "add": "+",
-    "sub": "-",
-    "mul": "*",
-    "div": "/",
-    "floordiv": "//",
-    "mod": "%",
-    "pow": "**",
-    "and": "&",
-    "or": "|",
-    "xor": "^",
-    "shl": "<<",
-    "shr": ">>",
-    "gt": ">",
-    "ge": ">=",
-    "lt": "<",
-    "le": "<=",
-    "eq": "==",
-    "ne": "!=",
-}
+# Infix symbols, from the one table of operations (max/min/fmod print as calls).
+INFIX = {name: op.symbol for name, op in OPERATORS.items() if op.symbol and op.arity == 2}
 _INDENT = "  "
 
 

@@ -14,12 +14,13 @@ Bottom up, each node is
 
 from __future__ import annotations
 
+from kuiper.ir.functions import OPERATORS
 from kuiper.ir.nodes import Binary, Call, Cast, Compare, Const, IRExpr, Node, Select, Unary
 from kuiper.ir.scalars import apply_to_scalars
 from kuiper.ir.visitors import Mutator
 
 _FOLDABLE = (Unary, Binary, Compare, Call, Cast, Select)
-_COMMUTATIVE = frozenset({"add", "mul", "max", "min", "and", "or", "xor", "eq", "ne"})
+_COMMUTATIVE = frozenset(name for name, op in OPERATORS.items() if op.commutative)
 
 
 def simplify(node: Node) -> Node:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 
-from kuiper.expr.recursion import deep_recursion
+from kuiper.ir.recursion import deep_recursion
 from kuiper.ir.nodes import Node
 
 

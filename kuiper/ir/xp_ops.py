@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from kuiper.ir import dtypes
 from kuiper.ir.erf import erf as erf_fallback
+from kuiper.ir.functions import operation
 from kuiper.ir.nodes import Binary, Call, Cast, Compare, IRExpr, Select, Unary
 
 
@@ -27,76 +28,26 @@ class XpOp:
     supports_out: bool
 
 
-_UNARY = {"neg": ("negative",), "not": ("logical_not",)}
-_BINARY = {
-    "add": ("add",),
-    "sub": ("subtract",),
-    "mul": ("multiply",),
-    "div": ("divide",),
-    "floordiv": ("floor_divide",),
-    "mod": ("remainder",),
-    "fmod": ("fmod",),
-    "pow": ("pow", "power"),
-    "max": ("maximum",),
-    "min": ("minimum",),
-    "and": ("bitwise_and",),
-    "or": ("bitwise_or",),
-    "xor": ("bitwise_xor",),
-    "shl": ("bitwise_left_shift", "left_shift"),
-    "shr": ("bitwise_right_shift", "right_shift"),
-}
-_COMPARE = {
-    "gt": ("greater",),
-    "ge": ("greater_equal",),
-    "lt": ("less",),
-    "le": ("less_equal",),
-    "eq": ("equal",),
-    "ne": ("not_equal",),
-}
-_CALL = {
-    "abs": ("abs",),
-    "sqrt": ("sqrt",),
-    "exp": ("exp",),
-    "expm1": ("expm1",),
-    "log": ("log",),
-    "log10": ("log10",),
-    "log1p": ("log1p",),
-    "sin": ("sin",),
-    "cos": ("cos",),
-    "tan": ("tan",),
-    "asin": ("asin", "arcsin"),
-    "acos": ("acos", "arccos"),
-    "atan": ("atan", "arctan"),
-    "sinh": ("sinh",),
-    "cosh": ("cosh",),
-    "tanh": ("tanh",),
-    "asinh": ("asinh", "arcsinh"),
-    "acosh": ("acosh", "arccosh"),
-    "atanh": ("atanh", "arctanh"),
-    "floor": ("floor",),
-    "ceil": ("ceil",),
-    "round": ("rint", "round"),  # both round half to even, as torch.round
-    "trunc": ("trunc",),
-    "atan2": ("atan2", "arctan2"),
-    "logaddexp": ("logaddexp",),
-}
+def _names(name: str) -> tuple[str, ...]:
+    """Array-namespace spellings of an IR operation, from the one table (functions.py)."""
+    return operation(name).array_names
 
 
 def resolve(xp, node: IRExpr) -> XpOp:
     if isinstance(node, Unary):
-        return _lookup(xp, _UNARY[node.op])
+        return _lookup(xp, _names(node.op))
     if isinstance(node, Binary):
         if node.op == "fmod" and _find(xp, ("fmod",)) is None:
             return XpOp(functools.partial(_fmod_fallback, xp), False)
         if node.op in ("max", "min") and _has_clip_with_out(xp):
             return XpOp(functools.partial(_bound, xp, node.op), True)
-        return _lookup(xp, _BINARY[node.op])
+        return _lookup(xp, _names(node.op))
     if isinstance(node, Compare):
-        return _lookup(xp, _COMPARE[node.op])
+        return _lookup(xp, _names(node.op))
     if isinstance(node, Call):
         if node.func == "erf":
             return _erf(xp)
-        return _lookup(xp, _CALL[node.func])
+        return _lookup(xp, _names(node.func))
     if isinstance(node, Cast):
         return _cast(xp, dtypes.storage_dtype(node.dtype))
     if isinstance(node, Select):

@@ -8,11 +8,14 @@ from __future__ import annotations
 from ..hookspecs import hookimpl
 from . import (
     activation,
+    attention,
     bitwise,
     compare,
     complex_tensors,
     concat,
     conv,
+    creation,
+    elementwise,
     expression,
     gating,
     grid_sample,
@@ -22,7 +25,9 @@ from . import (
     norm,
     pad,
     plumbing,
+    pointwise,
     pooling,
+    recurrent,
     reduce,
     resize,
     scan,
@@ -37,8 +42,8 @@ from . import (
 
 FAMILIES = [
     io, conv, pooling, norm, activation, linear, reduce, compare,
-    shape, slicing, concat, pad, resize, plumbing, expression,
-    bitwise, scan, selection, special, vector, inplace, windows, gating,
+    shape, slicing, concat, pad, resize, plumbing, expression, elementwise, attention, recurrent,
+    pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
     grid_sample, complex_tensors, spectral,
 ]
 

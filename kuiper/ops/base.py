@@ -1,6 +1,6 @@
 """The Op base class: parse params once at build time, compute with ``self.xp``.
 
-An op family subclasses ``Op``, lists the PNNX type strings it runs in
+An op family subclasses ``Op``, lists the type strings it runs in
 ``types``, reads and validates its params in ``setup()`` (using the typed
 accessors below, which raise errors naming the op and the param), and
 computes in ``forward()`` with the backend's array namespace ``self.xp`` and
@@ -11,12 +11,13 @@ compute.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Sequence
+import threading
+from typing import Any, Callable, ClassVar, Sequence
 
 from ..errors import OperatorParamError, UnsupportedOperatorError
 from ..model_ir import OpNode
 
-_REQUIRED = object()
+REQUIRED = object()  # a param with no default: missing is an error
 
 
 class Op:
@@ -35,7 +36,22 @@ class Op:
         self.name = node.name
         self.backend = backend
         self.xp = backend.xp
+        self._cache_lock = threading.Lock()
         self.setup()
+
+    def cached(self, table: dict, key, make: Callable[[], Any]):
+        """``table[key]``, made by ``make()`` on first use; safe when one Model runs in many threads.
+
+        For what depends on run-time shapes or dtypes (transformed weights per tile
+        size, tables per input size): everything else is made in ``setup()``.
+        """
+        value = table.get(key)
+        if value is None:
+            with self._cache_lock:
+                value = table.get(key)
+                if value is None:
+                    value = table[key] = make()
+        return value
 
     # -- what subclasses write ------------------------------------------------
     def setup(self) -> None:
@@ -46,11 +62,12 @@ class Op:
         raise NotImplementedError(f"{type(self).__qualname__}.forward")
 
     @classmethod
-    def elementwise_expression(cls, node: OpNode) -> str | None:
-        """An expression (``@0`` = the first input) equal to this op, if it is elementwise.
+    def elementwise(cls, node: OpNode):
+        """This op's math as ``kuiper.ops.elementwise.ElementwiseMath``, if it is elementwise.
 
-        The graph's fusion pass merges chains of such ops into one fused
-        expression; return None (the default) for ops that are not elementwise.
+        The graph's fusion pass composes the math of chains of such ops into one
+        fused op; return None (the default) for ops that are not elementwise.
+        Raise the usual param errors for bad params (``NodeParams(node)`` reads them).
         """
         return None
 
@@ -69,14 +86,14 @@ class Op:
     def has_param(self, key: str) -> bool:
         return key in self.node.params and self.node.params[key] is not None
 
-    def param(self, key: str, default: Any = _REQUIRED) -> Any:
+    def param(self, key: str, default: Any = REQUIRED) -> Any:
         if key in self.node.params:
             return self.node.params[key]
-        if default is _REQUIRED:
+        if default is REQUIRED:
             raise self.error(f"missing required param '{key}'")
         return default
 
-    def int_param(self, key: str, default: Any = _REQUIRED) -> int:
+    def int_param(self, key: str, default: Any = REQUIRED) -> int:
         value = self.param(key, default)
         if isinstance(value, list) and len(value) == 1:
             value = value[0]
@@ -87,7 +104,7 @@ class Op:
     def optional_int_param(self, key: str) -> int | None:
         return None if self.param(key, None) is None else self.int_param(key)
 
-    def float_param(self, key: str, default: Any = _REQUIRED) -> float:
+    def float_param(self, key: str, default: Any = REQUIRED) -> float:
         value = self.param(key, default)
         if isinstance(value, list) and len(value) == 1:
             value = value[0]
@@ -95,7 +112,7 @@ class Op:
             raise self.error(f"param '{key}' must be a number, found {value!r}")
         return float(value)
 
-    def bool_param(self, key: str, default: Any = _REQUIRED) -> bool:
+    def bool_param(self, key: str, default: Any = REQUIRED) -> bool:
         value = self.param(key, default)
         # Old PNNX files write bools as 0/1.
         if isinstance(value, bool):
@@ -104,19 +121,19 @@ class Op:
             return bool(value)
         raise self.error(f"param '{key}' must be True or False, found {value!r}")
 
-    def str_param(self, key: str, default: Any = _REQUIRED) -> str:
+    def str_param(self, key: str, default: Any = REQUIRED) -> str:
         value = self.param(key, default)
         if not isinstance(value, str):
             raise self.error(f"param '{key}' must be a name, found {value!r}")
         return value
 
-    def choice_param(self, key: str, supported: Sequence[str], default: Any = _REQUIRED) -> str:
+    def choice_param(self, key: str, supported: Sequence[str], default: Any = REQUIRED) -> str:
         value = self.param(key, default)
         if value not in supported:
             raise self.unsupported(key, value, supported)
         return value
 
-    def ints_param(self, key: str, length: int | None = None, default: Any = _REQUIRED) -> tuple[int, ...]:
+    def ints_param(self, key: str, length: int | None = None, default: Any = REQUIRED) -> tuple[int, ...]:
         """An int or list of ints; a single int is repeated to ``length`` (PyTorch's _pair etc.)."""
         value = self.param(key, default)
         if isinstance(value, int) and not isinstance(value, bool):
@@ -133,14 +150,18 @@ class Op:
         return tuple(value)
 
     # -- weights and inputs ----------------------------------------------------
-    def weight(self, key: str, required: bool = True):
-        """The weight ``@key`` moved to the backend once, or None when optional and absent."""
+    def weight(self, key: str, required: bool = True, aligned: bool = False):
+        """The weight ``@key`` moved to the backend once, or None when optional and absent.
+
+        ``aligned=True`` for a weight that reaches a matmul: a mapped view at an odd file
+        offset is copied once to a 64-byte boundary (see ``Backend.aligned``).
+        """
         array = self.node.attrs.get(key)
         if array is None:
             if required:
                 raise self.error(f"missing weight '@{key}'")
             return None
-        return self.backend.asarray(array)
+        return self.backend.aligned(array) if aligned else self.backend.asarray(array)
 
     def input_index(self, key: str, default: int | None = None) -> int | None:
         """Position of the input bound to ``$key``, else ``default``."""
@@ -155,6 +176,17 @@ class Op:
         if not low <= count <= high:
             expected = str(low) if low == high else f"{low} to {high}"
             raise self.error(f"expects {expected} input(s), the file gives {count}")
+
+
+class NodeParams(Op):
+    """The param accessors of Op on a bare node, for class methods such as ``elementwise``.
+
+    It has no backend: only the ``*_param`` readers and ``error``/``unsupported`` may be used.
+    """
+
+    def __init__(self, node: OpNode):  # noqa: D107 - deliberately not Op.__init__: no backend, no setup
+        self.node = node
+        self.name = node.name
 
 
 def normalize_axis(axis: int, rank: int, op: Op) -> int:

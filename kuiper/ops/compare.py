@@ -9,19 +9,11 @@ float32, PyTorch's default dtype).
 
 from __future__ import annotations
 
-import operator
+from ..ir import make
+from .base import NodeParams, Op
+from .elementwise import ElementwiseMath, ElementwiseOp
 
-from .activation import literal
-from .base import Op
-
-_COMPARISONS = {
-    "torch.eq": operator.eq,
-    "torch.ne": operator.ne,
-    "torch.gt": operator.gt,
-    "torch.ge": operator.ge,
-    "torch.lt": operator.lt,
-    "torch.le": operator.le,
-}
+_COMPARISONS = {f"torch.{name}": getattr(make, name) for name in ("eq", "ne", "gt", "ge", "lt", "le")}
 
 
 def _is_number(value) -> bool:
@@ -53,89 +45,68 @@ def _dtype_rank(xp, dtype) -> int:
     return 1 if xp.isdtype(dtype, "integral") else 2
 
 
-class Compare(Op):
+class Compare(ElementwiseOp):
     """Elementwise comparison; the result is bool."""
 
     types = tuple(_COMPARISONS)
 
-    def setup(self):
-        self.compare = _COMPARISONS[self.node.type]
-        self.other_index = self.input_index("other", default=1 if len(self.node.inputs) == 2 else None)
-        self.input_at = self.input_index("input", default=0)
-        if self.other_index is None:
-            self.require_inputs(1)
-            other = self.param("other", None)
+    @classmethod
+    def elementwise(cls, node):
+        params = NodeParams(node)
+        compare = _COMPARISONS[node.type]
+        keys = node.input_keys
+        x_at = keys.index("input") if "input" in keys else 0
+        other_at = keys.index("other") if "other" in keys else (1 if len(node.inputs) == 2 else None)
+        if other_at is None:
+            params.require_inputs(1)
+            other = params.param("other", None)
             if not _is_number(other):
-                raise self.error(f"needs 'other': a tensor input bound to $other or a number, found {other!r}")
-            self.other = other
-        else:
-            self.require_inputs(2)
+                raise params.error(f"needs 'other': a tensor input bound to $other or a number, found {other!r}")
+            return ElementwiseMath(lambda x: compare(x, other), 1)
+        params.require_inputs(2)
+        return ElementwiseMath(lambda *v: compare(v[x_at], v[other_at]), 2)
 
     def forward(self, *inputs):
-        x = inputs[self.input_at]
-        other = self.other if self.other_index is None else inputs[self.other_index]
-        if not self.backend.is_array(x) and not self.backend.is_array(other):
-            return self.xp.asarray(bool(self.compare(x, other)))
-        return self.compare(x, other)
-
-    @classmethod
-    def elementwise_expression(cls, node):
-        function = node.type.split(".")[-1]
-        if function in ("eq", "ne"):
-            return None  # no equality functions in the fusable set
-        if len(node.inputs) == 2:
-            first = node.input_keys.index("input") if "input" in node.input_keys else 0
-            return f"{function}(@{first},@{1 - first})"
-        other = node.params.get("other")
-        if len(node.inputs) != 1 or not _is_number(other):
-            return None
-        return f"{function}(@0,{literal(other)})"
+        result = super().forward(*inputs)
+        return result if self.backend.is_array(result) else self.xp.asarray(result)  # two numbers: a 0-d tensor
 
 
-class Where(Op):
+class Where(ElementwiseOp):
     """torch.where(condition, input, other); input and other are tensors or numbers.
 
-    The one-argument form (torch.where(condition) = nonzero) has a data-dependent
+    Numbers are weak, as in PyTorch (make.select applies the promotion).  The
+    one-argument form (torch.where(condition) = nonzero) has a data-dependent
     shape and is not supported.
     """
 
     types = ("torch.where",)
 
-    def setup(self):
-        unkeyed = all(key is None for key in self.node.input_keys)  # hand-written files: by position
-        self.condition_at = self.input_index("condition", default=0)
-        self.sources = []  # ("input", position) or ("number", value), for input then other
+    @classmethod
+    def elementwise(cls, node):
+        params = NodeParams(node)
+        keys = node.input_keys
+        unkeyed = all(key is None for key in keys)  # hand-written files: by position
+        condition_at = keys.index("condition") if "condition" in keys else 0
+        sources = []  # ("input", position) or ("number", value), for input then other
         for position, key in ((1, "input"), (2, "other")):
-            index = self.input_index(key)
-            if index is not None:
-                self.sources.append(("input", index))
-            elif _is_number(self.param(key, None)):
-                self.sources.append(("number", self.param(key)))
-            elif unkeyed and len(self.node.inputs) == 3:
-                self.sources.append(("input", position))
+            if key in keys:
+                sources.append(("input", keys.index(key)))
+            elif _is_number(params.param(key, None)):
+                sources.append(("number", params.param(key)))
+            elif unkeyed and len(node.inputs) == 3:
+                sources.append(("input", position))
             else:
-                raise self.unsupported(
-                    key, self.param(key, None),
+                raise params.unsupported(
+                    key, params.param(key, None),
                     "a tensor input or a number (torch.where(condition) alone is not supported)",
                 )
-        self.require_inputs(1 + sum(kind == "input" for kind, _ in self.sources))
+        params.require_inputs(1 + sum(kind == "input" for kind, _ in sources))
 
-    def forward(self, *inputs):
-        xp = self.xp
-        condition = inputs[self.condition_at]
-        values = [inputs[v] if kind == "input" else v for kind, v in self.sources]
-        dtype = promoted_dtype(self, values)
-        values = [
-            xp.astype(v, dtype, copy=False) if self.backend.is_array(v) else xp.asarray(v, dtype=dtype) for v in values
-        ]
-        return xp.where(condition, values[0], values[1])
+        def build(*v):
+            values = [v[ref] if kind == "input" else ref for kind, ref in sources]
+            return make.select(v[condition_at], values[0], values[1])
 
-    @classmethod
-    def elementwise_expression(cls, node):
-        keys = node.input_keys
-        if len(node.inputs) != 3 or not all(k in keys for k in ("condition", "input", "other")):
-            return None
-        return "where(" + ",".join(f"@{keys.index(k)}" for k in ("condition", "input", "other")) + ")"
+        return ElementwiseMath(build, len(node.inputs))
 
 
 OPS = [Compare, Where]

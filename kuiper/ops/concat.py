@@ -123,6 +123,9 @@ class Chunk(SplitOp):
     def bounds(self, size):
         step = -(-size // self.chunks)
         if step == 0:  # an empty dim: PyTorch gives `chunks` empty pieces
+            if self.chunks != len(self.node.outputs):  # checked before building a list of `chunks` pieces
+                raise ShapeError(f"{self.node.describe()}: chunks={self.chunks} of an empty dim gives {self.chunks} "
+                                 f"pieces, the graph expects {len(self.node.outputs)}")
             return [(0, 0)] * self.chunks
         return [(start, min(start + step, size)) for start in range(0, size, step)]
 
@@ -139,6 +142,10 @@ class TensorSplit(SplitOp):
             self.sections, self.indices = self.int_param("sections"), None
             if self.sections < 1:
                 raise self.error(f"param 'sections' must be positive, found {self.sections}")
+            # tensor_split always makes exactly `sections` pieces: check before looping over them.
+            if self.sections != len(self.node.outputs):
+                raise self.error(f"sections={self.sections} makes {self.sections} pieces, the file declares "
+                                 f"{len(self.node.outputs)} output(s)")
 
     def bounds(self, size):
         if self.indices is None:

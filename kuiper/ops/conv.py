@@ -29,10 +29,12 @@ from __future__ import annotations
 import itertools
 
 from ..errors import ShapeError
+from ..limits import check_size
 from . import conv_algorithms as algorithms
 from .base import Op, prod
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+MAX_WINDOW_PARAM = 2**31 - 1  # larger strides/dilations are no real model's (and overflow index arithmetic)
 IM2COL_CHUNK_BYTES = 8 << 20  # im2col columns per chunk of images (nn.* convs; kept in the L3 cache)
 
 
@@ -65,6 +67,8 @@ class _ConvBase(Op):
             raise self.error(f"param 'dilation' must be positive, found {self.dilation}")
         if self.groups < 1:
             raise self.error(f"param 'groups' must be positive, found {self.groups}")
+        if any(v > MAX_WINDOW_PARAM for v in self.stride + self.dilation):
+            raise self.error(f"stride {self.stride} and dilation {self.dilation} must be at most {MAX_WINDOW_PARAM}")
         self._find_operands()
 
     def _find_operands(self):
@@ -76,7 +80,10 @@ class _ConvBase(Op):
             self.input_pos, self.weight_pos, self.bias_pos = 0, None, None
             weight = node.attrs["weight"]
             self._check_weight_rank(weight.shape)
-            self.static_weight = self.prepare_weight(self.weight("weight"))
+            if 0 in weight.shape:
+                raise self.error(f"weight has a zero-size dimension: shape {tuple(weight.shape)}")
+            self.static_weight = self.prepare_weight(self.weight("weight", aligned=True))
+            self._check_params_match_weight(self.static_weight)
             bias = self.weight("bias", required=self.bool_param("bias", default="bias" in node.attrs))
             out_channels = self.static_weight.out_channels
             if bias is not None and tuple(bias.shape) != (out_channels,):
@@ -103,6 +110,16 @@ class _ConvBase(Op):
         self.static_weight = None
         self.static_bias = None
         self.static_bias_vector = None
+
+    def _check_params_match_weight(self, weight: "_PreparedWeight") -> None:
+        """kernel_size, in_channels and out_channels, where the file gives them, must agree with @weight."""
+        if self.has_param("kernel_size"):
+            kernel = self.ints_param("kernel_size", self.spatial)
+            if kernel != weight.kernel:
+                raise self.error(f"param 'kernel_size' {kernel} contradicts the weight's kernel {weight.kernel}")
+        for key, actual in (("in_channels", weight.in_channels), ("out_channels", weight.out_channels)):
+            if self.has_param(key) and self.int_param(key) != actual:
+                raise self.error(f"param '{key}'={self.int_param(key)} contradicts the weight, which has {actual}")
 
     def _check_weight_rank(self, shape):
         if len(shape) != self.spatial + 2:
@@ -227,13 +244,14 @@ class ConvNd(_ConvBase):
 
     def compute(self, x, weight, bias):
         self.check_input(x, weight.in_channels)
+        pads = self.static_pads if weight is self.static_weight else self.pads_for(weight.kernel)
+        self._check_padding(x.shape, pads)
         if self.algorithm != "im2col" and weight is self.static_weight and x.dtype == weight.matrix.dtype:
             out = self.compute_fast(x)
             if out is not None:
                 if bias is not None and self.algorithm != "winograd":
                     out += bias
                 return out
-        pads = self.static_pads if weight is self.static_weight else self.pads_for(weight.kernel)
         outs = [conv_output_size(size, k, s, sum(p), d)
                 for size, k, s, p, d in zip(x.shape[2:], weight.kernel, self.stride, pads, self.dilation)]
         columns_bytes = weight.matrix.shape[-1] * self.groups * prod(outs) * x.dtype.itemsize  # per image
@@ -248,6 +266,15 @@ class ConvNd(_ConvBase):
                 out = self.xp.empty((x.shape[0],) + tuple(part.shape[1:]), dtype=part.dtype)
             out[start : start + images] = part
         return out
+
+    def _check_padding(self, shape, pads) -> None:
+        """The padded input fits the size budget; reflect pads < size and circular pads <= size (PyTorch's rule)."""
+        check_size(tuple(shape[:2]) + tuple(size + sum(p) for size, p in zip(shape[2:], pads)), 8, self.node.describe())
+        for axis, (size, p) in enumerate(zip(shape[2:], pads), start=2):
+            too_wide = max(p) >= size if self.padding_mode == "reflect" else max(p) > size
+            if self.padding_mode in ("reflect", "circular") and too_wide:
+                raise ShapeError(f"{self.node.describe()}: {self.padding_mode} padding {p} is too wide for dim "
+                                 f"{axis} of size {size} of input {tuple(shape)}")
 
     def compute_fast(self, x):
         """This op's fast path on x (static weight, same dtype), or None to use im2col for this call."""
@@ -276,12 +303,12 @@ class ConvNd(_ConvBase):
 
     def winograd_weight(self, m: int) -> algorithms.WinogradWeight:
         """The weight transformed for F(m x m, 3 x 3): once per tile size, kept for later calls."""
-        prepared = self.winograd_weights.get(m)
-        if prepared is None:
+        def transform():
             weight = self.static_weight
             raw = self.xp.reshape(weight.matrix, (weight.out_channels, weight.in_channels) + weight.kernel)
-            prepared = self.winograd_weights[m] = algorithms.WinogradWeight(self.backend, raw, m)
-        return prepared
+            return algorithms.WinogradWeight(self.backend, raw, m)
+
+        return self.cached(self.winograd_weights, m, transform)
 
     def compute_im2col(self, x, weight, bias):
         """The reference path: pad, gather sliding windows into columns, one batched matmul."""
@@ -361,6 +388,7 @@ class ConvTransposeNd(_ConvBase):
         )
         if any(o < 0 for o in outs):
             raise ShapeError(f"{self.node.describe()}: input {tuple(x.shape)} gives a negative output size {outs}")
+        check_size((batch, weight.out_channels) + outs, x.dtype.itemsize, self.node.describe())
         columns = xp.matmul(weight.matrix, xp.reshape(x, (batch, self.groups, weight.in_channels // self.groups, -1)))
         # (N, G, out/G * K, P) -> (N, out, *kernel, *input sizes)
         columns = xp.reshape(columns, (batch, weight.out_channels) + weight.kernel + sizes)

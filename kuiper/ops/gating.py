@@ -7,7 +7,8 @@ fixed slope (lower + upper) / 2, a leaky ReLU.
 from __future__ import annotations
 
 from ..errors import ShapeError
-from .activation import sigmoid
+from ..ir import composites
+from .elementwise import apply
 from .base import Op, normalize_axis
 
 
@@ -29,7 +30,7 @@ class GLU(Op):
         first = [slice(None)] * x.ndim
         second = [slice(None)] * x.ndim
         first[axis], second[axis] = slice(0, size // 2), slice(size // 2, size)
-        return x[tuple(first)] * sigmoid(xp, x[tuple(second)])
+        return x[tuple(first)] * apply(self.backend, composites.sigmoid, x[tuple(second)])
 
 
 class RReLU(Op):

@@ -1,20 +1,8 @@
-"""Graph plumbing: model inputs and outputs, and constant tensors."""
+"""Constant tensors stored in the model file."""
 
 from __future__ import annotations
 
 from .base import Op
-
-
-class Input(Op):
-    """A model input; the graph feeds its output operand directly."""
-
-    types = ("pnnx.Input",)
-
-
-class Output(Op):
-    """A model output; the graph reads its input operand directly."""
-
-    types = ("pnnx.Output",)
 
 
 class Attribute(Op):
@@ -28,10 +16,11 @@ class Attribute(Op):
             raise self.error("has no weight (expected '@data=(shape)dtype')")
         # PNNX names the tensor 'data'; take whichever single attr is there.
         key = "data" if "data" in self.node.attrs else next(iter(self.node.attrs))
-        self.value = self.weight(key)
+        # Aligned: a constant may reach a matmul (F.linear / torch.matmul with a weight pnnx folded).
+        self.value = self.weight(key, aligned=True)
 
     def forward(self):
         return self.value
 
 
-OPS = [Input, Output, Attribute]
+OPS = [Attribute]

@@ -53,8 +53,11 @@ class Linear(Op):
         if weight is None or weight.ndim != 2:
             raise self.error("needs a 2-D weight '@weight' (out_features, in_features)")
         self.in_features = weight.shape[1]
+        for key, actual in (("out_features", weight.shape[0]), ("in_features", weight.shape[1])):
+            if self.has_param(key) and self.int_param(key) != actual:
+                raise self.error(f"param '{key}'={self.int_param(key)} contradicts @weight of shape {weight.shape}")
         # Transposed once here so forward is a plain x @ W^T without a per-call transpose.
-        self.weight_t = self.xp.permute_dims(self.weight("weight"), (1, 0))
+        self.weight_t = self.xp.permute_dims(self.weight("weight", aligned=True), (1, 0))
         self.bias = self.weight("bias", required=self.bool_param("bias", default="bias" in self.node.attrs))
 
     def forward(self, x):
@@ -62,10 +65,26 @@ class Linear(Op):
             raise ShapeError(
                 f"{self.node.describe()}: expected last dim {self.in_features}, found input shape {tuple(x.shape)}"
             )
-        out = self.xp.matmul(x, self.weight_t)
+        out = matmul_last_dim(self.xp, x, self.weight_t)
         if self.bias is not None:
-            out = out + self.bias
+            if out.dtype == self.bias.dtype and out.ndim >= 1:
+                out += self.bias  # out is a fresh array
+            else:
+                out = out + self.bias
         return out
+
+
+def matmul_last_dim(xp, x, matrix):
+    """x @ matrix over x's last dim as ONE 2-D GEMM: (..., K) -> (..., N).
+
+    xp.matmul on a (B, T, K) input runs B separate small GEMMs (NumPy loops over the
+    leading dims), which BLAS cannot spread over its threads; folding the leading dims
+    into the rows gives one large GEMM.  Reshaping copies only a non-contiguous x.
+    """
+    if x.ndim <= 2:
+        return xp.matmul(x, matrix)
+    rows = xp.reshape(x, (-1, x.shape[-1]))
+    return xp.reshape(xp.matmul(rows, matrix), tuple(x.shape[:-1]) + (matrix.shape[-1],))
 
 
 class FunctionalLinear(Op):
@@ -86,7 +105,7 @@ class FunctionalLinear(Op):
         if self.weight_at is None:
             if "weight" not in self.node.attrs:
                 raise self.error("needs a weight: an input bound to $weight or a '@weight' attribute")
-            self.weight_value = self.weight("weight")
+            self.weight_value = self.weight("weight", aligned=True)
         self.bias_value = None
         if self.bias_at is None and "bias" in self.node.attrs:
             self.bias_value = self.weight("bias")
@@ -106,7 +125,7 @@ class FunctionalLinear(Op):
                 f"{_shape(weight)}"
             )
         weight_t = xp.permute_dims(weight, (1, 0)) if weight.ndim == 2 else weight
-        out = xp.matmul(x, weight_t)
+        out = matmul_last_dim(xp, x, weight_t) if weight.ndim == 2 else xp.matmul(x, weight_t)
         if bias is not None:
             out = out + bias
         return out

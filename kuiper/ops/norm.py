@@ -1,4 +1,4 @@
-"""Normalisation: batch, group, layer and instance norm, and F.normalize.
+"""Normalisation: batch, group, layer, RMS and instance norm, local response norm, and F.normalize.
 
 Where the statistics are constants (BatchNorm, InstanceNorm with
 track_running_stats), the op folds them with the affine weights into one
@@ -154,10 +154,10 @@ class BatchNorm(_NormOp):
             if channels != self.channels:
                 raise ShapeError(f"{self.node.describe()}: expected {self.channels} channels (dim 1), "
                                  f"found input {tuple(x.shape)}")
-            if x.ndim not in self._shaped:
-                shape = _channel_shape(channels, x.ndim)
-                self._shaped[x.ndim] = (xp.reshape(self.scale, shape), xp.reshape(self.shift, shape))
-            scale, shift = self._shaped[x.ndim]
+            shape = _channel_shape(channels, x.ndim)
+            scale, shift = self.cached(
+                self._shaped, x.ndim, lambda: (xp.reshape(self.scale, shape), xp.reshape(self.shift, shape))
+            )
         else:
             scale, shift = self._fold_inputs(inputs, channels)
             shape = _channel_shape(channels, x.ndim)
@@ -277,6 +277,82 @@ class LayerNorm(_AffineOp):
         return out
 
 
+class RMSNorm(_AffineOp):
+    """nn.RMSNorm / F.rms_norm: x / sqrt(mean(x^2) + eps) * weight over the last len(normalized_shape) dims.
+
+    eps=None (pnnx writes it for the default) is the machine epsilon of the input's dtype, as in PyTorch.
+    """
+
+    types = ("nn.RMSNorm", "F.rms_norm")
+
+    def setup(self):
+        self.check_known_inputs({"input", "weight"})
+        self.normalized_shape = self.ints_param("normalized_shape")
+        if not self.normalized_shape or any(d < 1 for d in self.normalized_shape):
+            raise self.error(f"param 'normalized_shape' must be positive sizes, found {self.normalized_shape}")
+        self.eps = None if self.param("eps", None) is None else self.float_param("eps")
+        if self.eps is not None and self.eps < 0:
+            raise self.error(f"param 'eps' must be non-negative, found {self.eps}")
+        self.weight_source = self.optional_tensor("weight")
+        if self.node.type == "nn.RMSNorm" and self.bool_param("elementwise_affine", default=False):
+            if self.weight_source[0] != "attr":
+                raise self.error("elementwise_affine=True needs the weight '@weight'")
+        self.static_weight = self._static(self.weight_source)
+        if self.static_weight is not None and tuple(self.static_weight.shape) != self.normalized_shape:
+            raise self.error(f"weight must have shape {self.normalized_shape}, found {tuple(self.static_weight.shape)}")
+        self.axes = tuple(range(-len(self.normalized_shape), 0))
+
+    def forward(self, *inputs):
+        xp = self.xp
+        x = inputs[self.input_position()]
+        k = len(self.normalized_shape)
+        if not self.backend.is_array(x) or x.ndim < k or tuple(x.shape[-k:]) != self.normalized_shape:
+            raise ShapeError(f"{self.node.describe()}: the last {k} dim(s) must be {self.normalized_shape}, "
+                             f"found input {_describe(x)}")
+        eps = float(xp.finfo(x.dtype).eps) if self.eps is None else self.eps
+        out = x / xp.sqrt(xp.mean(x * x, axis=self.axes, keepdims=True) + eps)
+        weight = self.static_weight if self.weight_source[0] != "input" else inputs[self.weight_source[1]]
+        if weight is not None:
+            if tuple(weight.shape) != self.normalized_shape:
+                raise ShapeError(f"{self.node.describe()}: weight must have shape {self.normalized_shape}, "
+                                 f"found {_describe(weight)}")
+            out = out * weight
+        return out
+
+
+class LocalResponseNorm(_NormOp):
+    """nn.LocalResponseNorm / F.local_response_norm over the channel dim (1):
+    x / (k + alpha / size * sum of x^2 over a window of ``size`` channels) ** beta.
+
+    The window runs from c - size // 2 to c + (size - 1) // 2 (zeros past the ends, as
+    PyTorch pads), and PyTorch divides by ``size`` whatever the window holds.
+    """
+
+    types = ("nn.LocalResponseNorm", "F.local_response_norm")
+
+    def setup(self):
+        self.require_inputs(1)
+        self.size = self.int_param("size")
+        if self.size < 1:
+            raise self.error(f"param 'size' must be positive, found {self.size}")
+        self.alpha = self.float_param("alpha", default=1e-4)
+        self.beta = self.float_param("beta", default=0.75)
+        self.k = self.float_param("k", default=1.0)
+
+    def forward(self, x):
+        xp = self.xp
+        if not self.backend.is_array(x) or x.ndim < 3:
+            raise ShapeError(f"{self.node.describe()}: expected (N, C, ...) with at least 3 dims, found {_describe(x)}")
+        channels = x.shape[1]
+        pads = [(0, 0)] * x.ndim
+        pads[1] = (self.size // 2, (self.size - 1) // 2)
+        squares = self.backend.pad(x * x, tuple(pads), "constant", value=0.0)
+        total = squares[:, :channels]
+        for offset in range(1, self.size):  # size is small (2 to 5): a sum of shifted views
+            total = total + squares[:, offset:offset + channels]
+        return x / (total * (self.alpha / self.size) + self.k) ** self.beta
+
+
 class InstanceNorm(_AffineOp):
     """nn.InstanceNorm1d/2d/3d and F.instance_norm: statistics per sample and channel over the spatial dims.
 
@@ -377,4 +453,4 @@ class Normalize(_NormOp):
         return x / self.xp.maximum(self.norm(x, axis), self.xp.asarray(self.eps, dtype=x.dtype))
 
 
-OPS = [BatchNorm, GroupNorm, LayerNorm, InstanceNorm, Normalize]
+OPS = [BatchNorm, GroupNorm, LayerNorm, InstanceNorm, Normalize, RMSNorm, LocalResponseNorm]

@@ -11,6 +11,7 @@ We follow each (checked against torch 2.x on thousands of random cases).
 from __future__ import annotations
 
 from ..errors import ShapeError
+from ..limits import check_size
 from .base import Op
 
 MODES = ("constant", "reflect", "replicate", "circular")
@@ -52,7 +53,11 @@ class PadBase(Op):
         return x[key]
 
     def _check_sizes(self, shape, growing) -> None:
-        """PyTorch's limits: reflect pads < size, circular pads <= size, replicate needs a non-empty dim."""
+        """PyTorch's limits: reflect pads < size, circular pads <= size, replicate needs a non-empty dim.
+
+        Also the size budget (kuiper.limits) for the padded result."""
+        grown = tuple(size + before + after for size, (before, after) in zip(shape, growing))
+        check_size(grown, 8, self.node.describe())
         for axis, (before, after) in enumerate(growing):
             size = shape[axis]
             if not (before or after):

@@ -24,6 +24,8 @@ from .base import Op
 
 
 POOL_CHUNK_BYTES = 4 << 20  # max pooling input per chunk of images
+MAX_WINDOW = 1 << 16  # per axis; far beyond any real pooling window
+MAX_ADAPTIVE_BINS = 1 << 20  # per axis; the bin tables are built in Python
 
 
 def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: int, ceil_mode: bool) -> int:
@@ -35,6 +37,13 @@ def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: in
     if ceil_mode and (out - 1) * stride >= size + pad:
         out -= 1
     return out
+
+
+def check_window(op: Op, kernel, stride, dilation) -> None:
+    """Positive window params, and no larger than MAX_WINDOW: pooling loops over kernel taps in Python."""
+    for key, values in (("kernel_size", kernel), ("stride", stride), ("dilation", dilation)):
+        if any(not 1 <= v <= MAX_WINDOW for v in values):
+            raise op.error(f"param '{key}' must be between 1 and {MAX_WINDOW}, found {values}")
 
 
 def read_window(op: Op, spatial: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
@@ -72,6 +81,7 @@ class MaxPoolNd(Op):
         for k, p in zip(self.kernel, self.padding):
             if p * 2 > k:
                 raise self.error(f"padding {self.padding} must be at most half of kernel_size {self.kernel}")
+        check_window(self, self.kernel, self.stride, self.dilation)
 
     def forward(self, x):
         n = self.spatial
@@ -95,12 +105,16 @@ class MaxPoolNd(Op):
             pool_output_size(size, k, s, p, d, self.ceil_mode)
             for size, k, s, p, d in zip(sizes, self.kernel, self.stride, self.padding, self.dilation)
         ]
+        if any(out < 1 for out in outs):
+            raise ShapeError(f"{self.node.describe()}: input {tuple(x.shape)} is too small for kernel_size "
+                             f"{self.kernel} with padding {self.padding} and dilation {self.dilation}")
         pads = []
         for size, out, k, s, p, d in zip(sizes, outs, self.kernel, self.stride, self.padding, self.dilation):
             needed = (out - 1) * s + d * (k - 1) + 1
             pads.append((p, max(0, needed - size - p)))
         lead = x.ndim - n
-        return self.backend.pad(x, ((0, 0),) * lead + tuple(pads), "constant", value=-math.inf), outs
+        lowest = -math.inf if x.dtype.kind in "fc" else self.xp.iinfo(x.dtype).min if x.dtype.kind in "iu" else False
+        return self.backend.pad(x, ((0, 0),) * lead + tuple(pads), "constant", value=lowest), outs
 
     def pool(self, x):
         n = self.spatial
@@ -167,6 +181,11 @@ class MaxPool2d(MaxPoolNd):
     spatial = 2
 
 
+class MaxPool3d(MaxPoolNd):
+    types = ("nn.MaxPool3d", "F.max_pool3d")
+    spatial = 3
+
+
 class AvgPoolNd(Op):
     """nn.AvgPoolNd / F.avg_poolNd with PyTorch's divisor rules at the borders.
 
@@ -188,6 +207,7 @@ class AvgPoolNd(Op):
         self.divisor_override = self.optional_int_param("divisor_override")
         if any(k < 1 for k in self.kernel) or any(s < 1 for s in self.stride):
             raise self.error(f"kernel_size {self.kernel} and stride {self.stride} must be positive")
+        check_window(self, self.kernel, self.stride, (1,) * n)
         if self.divisor_override is not None and self.divisor_override <= 0:
             raise self.error(f"param 'divisor_override' must be positive, found {self.divisor_override}")
         for k, p in zip(self.kernel, self.padding):
@@ -197,19 +217,21 @@ class AvgPoolNd(Op):
 
     def _reciprocal_divisors(self, sizes, outs, dtype):
         key = (tuple(sizes), str(dtype))
-        if key not in self._reciprocals:
-            if self.divisor_override is not None:
-                table = np.full(outs, 1.0 / self.divisor_override)
-            else:
-                table = np.ones(())
-                for size, out, k, s, p in zip(sizes, outs, self.kernel, self.stride, self.padding):
-                    start = np.arange(out) * s - p
-                    end = np.minimum(start + k, size + p)
-                    if not self.count_include_pad:
-                        start, end = np.maximum(start, 0), np.minimum(end, size)
-                    table = np.multiply.outer(table, 1.0 / (end - start))
-            self._reciprocals[key] = self.backend.asarray(table, dtype=dtype)
-        return self._reciprocals[key]
+        return self.cached(self._reciprocals, key, lambda: self._make_reciprocals(sizes, outs, dtype))
+
+    def _make_reciprocals(self, sizes, outs, dtype):
+        """1/divisor for every output position: a host-side table made once per input size and dtype."""
+        if self.divisor_override is not None:
+            table = np.full(outs, 1.0 / self.divisor_override)
+        else:
+            table = np.ones(())
+            for size, out, k, s, p in zip(sizes, outs, self.kernel, self.stride, self.padding):
+                start = np.arange(out) * s - p
+                end = np.minimum(start + k, size + p)
+                if not self.count_include_pad:
+                    start, end = np.maximum(start, 0), np.minimum(end, size)
+                table = np.multiply.outer(table, 1.0 / (end - start))
+        return self.backend.asarray(table, dtype=dtype)
 
     def forward(self, x):
         xp = self.xp
@@ -248,6 +270,11 @@ class AvgPool1d(AvgPoolNd):
 class AvgPool2d(AvgPoolNd):
     types = ("nn.AvgPool2d", "F.avg_pool2d")
     spatial = 2
+
+
+class AvgPool3d(AvgPoolNd):
+    types = ("nn.AvgPool3d", "F.avg_pool3d")
+    spatial = 3
 
 
 # ---------------------------------------------------------------- adaptive pooling
@@ -292,8 +319,9 @@ class _AdaptivePoolNd(Op):
         if len(value) == 1:
             value = value * self.spatial
         valid = all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0) for v in value)
-        if len(value) != self.spatial or not valid:
-            raise self.error(f"param 'output_size' must be {self.spatial} positive integer(s) or None, found {value!r}")
+        if len(value) != self.spatial or not valid or any(v is not None and v > MAX_ADAPTIVE_BINS for v in value):
+            raise self.error(f"param 'output_size' must be {self.spatial} positive integer(s) up to "
+                             f"{MAX_ADAPTIVE_BINS} or None, found {value!r}")
         self.output_size = tuple(None if v in (None, 0) else v for v in value)
 
     def output_sizes(self, x) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -313,11 +341,11 @@ class AdaptiveAvgPoolNd(_AdaptivePoolNd):
         self._matrices = {}  # (size, out, dtype) -> transposed averaging matrix on the backend
 
     def _average_matrix_t(self, size: int, out: int, dtype):
-        key = (size, out, str(dtype))
-        if key not in self._matrices:
-            matrix = self.backend.asarray(adaptive_average_matrix(size, out).T.copy(), dtype=dtype)
-            self._matrices[key] = matrix
-        return self._matrices[key]
+        return self.cached(
+            self._matrices,
+            (size, out, str(dtype)),
+            lambda: self.backend.asarray(adaptive_average_matrix(size, out).T.copy(), dtype=dtype),
+        )
 
     def forward(self, x):
         xp = self.xp
@@ -346,6 +374,11 @@ class AdaptiveAvgPool2d(AdaptiveAvgPoolNd):
     spatial = 2
 
 
+class AdaptiveAvgPool3d(AdaptiveAvgPoolNd):
+    types = ("nn.AdaptiveAvgPool3d", "F.adaptive_avg_pool3d")
+    spatial = 3
+
+
 class AdaptiveMaxPoolNd(_AdaptivePoolNd):
     """Max over PyTorch's adaptive bins, one axis at a time (a max over a box is separable).
 
@@ -361,11 +394,11 @@ class AdaptiveMaxPoolNd(_AdaptivePoolNd):
         self._tables = {}  # (size, out) -> flat gather table on the backend
 
     def _gather_table(self, size: int, out: int):
-        key = (size, out)
-        if key not in self._tables:
+        def make():
             table = adaptive_gather_table(size, out)
-            self._tables[key] = (self.backend.asarray(table.reshape(-1)), table.shape[1])
-        return self._tables[key]
+            return self.backend.asarray(table.reshape(-1)), table.shape[1]
+
+        return self.cached(self._tables, (size, out), make)
 
     def _gather_bins(self, x, size: int, out: int):
         """x with its last axis (length size) replaced by (out, longest bin)."""
@@ -419,7 +452,12 @@ class AdaptiveMaxPool2d(AdaptiveMaxPoolNd):
     spatial = 2
 
 
+class AdaptiveMaxPool3d(AdaptiveMaxPoolNd):
+    types = ("nn.AdaptiveMaxPool3d", "F.adaptive_max_pool3d")
+    spatial = 3
+
+
 OPS = [
-    MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d,
-    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d,
+    MaxPool1d, MaxPool2d, MaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d,
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d,
 ]

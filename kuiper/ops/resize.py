@@ -31,12 +31,14 @@ import math
 import numpy as np  # only to build small index/weight tables, moved to the backend once
 
 from ..errors import ShapeError
+from ..limits import check_size
 from .base import Op
 from .shape import data_input_index, int_list
 
 NEAREST_MODES = ("nearest", "nearest-exact")
 LINEAR_MODES = {"linear": 1, "bilinear": 2, "trilinear": 3}  # mode -> spatial dims it requires
 CUBIC_MODES = {"bicubic": 2}
+MAX_SCALE = 2.0**32
 SUPPORTED_MODES = (*NEAREST_MODES, *LINEAR_MODES, *CUBIC_MODES)
 CUBIC_A = -0.75
 
@@ -130,8 +132,9 @@ class Interpolate(Op):
             self.scale_factor = None
         else:
             values = scale if isinstance(scale, list) else [scale]
-            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
-                raise self.error(f"param 'scale_factor' must be positive number(s), found {scale!r}")
+            # Bounded so that size * scale stays a finite float (1e308 would overflow to inf).
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= MAX_SCALE for v in values):
+                raise self.error(f"param 'scale_factor' must be positive number(s) up to {MAX_SCALE:g}, found {scale!r}")
             self.scale_factor = tuple(float(v) for v in values)
         self._tables = {}
 
@@ -183,6 +186,7 @@ class Interpolate(Op):
             raise ShapeError(f"{self.node.describe()}: mode={self.mode} expects a {want} input, found shape {tuple(x.shape)}")
         table_dtype = "float64" if x.dtype == xp.float64 else "float32"
         plan = self.output_plan(tuple(x.shape[2:]), inputs)
+        check_size(tuple(x.shape[:2]) + tuple(out for out, _ in plan), x.dtype.itemsize, self.node.describe())
         shortcuts = self.mode == "nearest" and spatial == 2  # ATen's nearest_idx (see the module docstring)
         for offset, (in_size, (out_size, scale)) in enumerate(zip(x.shape[2:], plan)):
             axis = 2 + offset

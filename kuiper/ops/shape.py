@@ -15,6 +15,7 @@ from __future__ import annotations
 import operator
 
 from ..errors import ShapeError
+from ..limits import check_size
 from .base import Op, normalize_axis, prod
 
 
@@ -292,6 +293,7 @@ class Repeat(ShapeArgOp):
                 f"{self.node.describe()}: repeat sizes {list(sizes)} must be non-negative, one per dim of {tuple(x.shape)} or more"
             )
         x = self.xp.reshape(x, (1,) * (len(sizes) - x.ndim) + tuple(x.shape))
+        check_size(tuple(s * d for s, d in zip(sizes, x.shape)), x.dtype.itemsize, self.node.describe())
         return self.xp.tile(x, sizes)
 
 
@@ -309,7 +311,9 @@ class Tile(Op):
     def forward(self, x):
         rank = max(x.ndim, len(self.dims))
         x = self.xp.reshape(x, (1,) * (rank - x.ndim) + tuple(x.shape))
-        return self.xp.tile(x, (1,) * (rank - len(self.dims)) + self.dims)
+        reps = (1,) * (rank - len(self.dims)) + self.dims
+        check_size(tuple(r * d for r, d in zip(reps, x.shape)), x.dtype.itemsize, self.node.describe())
+        return self.xp.tile(x, reps)
 
 
 class RepeatInterleave(Op):
@@ -339,6 +343,8 @@ class RepeatInterleave(Op):
         xp = self.xp
         x = inputs[self.data_index]
         repeats = self.repeats if self.repeats_index is None else self._repeat_counts(inputs[self.repeats_index])
+        largest = repeats if isinstance(repeats, int) else (int(xp.max(repeats)) if repeats.size else 0)
+        check_size((prod(x.shape), largest), x.dtype.itemsize, self.node.describe())  # an upper bound
         if self.dim is None:
             return xp.repeat(xp.reshape(x, (-1,)), repeats, axis=0)
         axis = normalize_axis(self.dim, x.ndim, self)

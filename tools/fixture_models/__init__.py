@@ -1,8 +1,20 @@
 """Fixture model families; each module exposes ``MODELS = {name: ModelSpec}``."""
 
-from . import expressions, families, ops_act_linalg_reduce, ops_conv_pool_norm, ops_rest, ops_shape, resnet, small
+from . import (
+    attention_rnn,
+    expressions,
+    families,
+    ops_act_linalg_reduce,
+    ops_conv_pool_norm,
+    ops_rest,
+    ops_shape,
+    resnet,
+    small,
+)
 
-FAMILIES = (small, resnet, families, ops_act_linalg_reduce, ops_conv_pool_norm, ops_shape, expressions, ops_rest)
+FAMILIES = (
+    small, resnet, families, ops_act_linalg_reduce, ops_conv_pool_norm, ops_shape, expressions, attention_rnn, ops_rest,
+)
 
 
 def all_models() -> dict:

@@ -8,9 +8,12 @@
 
 Input ``@i`` becomes parameter ``x{i}`` with ``input_dtypes[i]``: a tensor
 dtype ('float32', 'int64', 'bool' ...) or a Python scalar ('pyint',
-'pyfloat', 'pybool'; see dtypes.py).  Composite functions (sigmoid, gelu,
-sign, rsqrt ...) are expanded into primitives here, with the formulas
-PyTorch's CPU kernels use, so code generators only see primitives.
+'pyfloat', 'pybool'; see dtypes.py).  Composite functions (sign, rsqrt,
+the activations ...) are the IR's own (kuiper.ir.composites), so code
+generators only see primitives and the math is written once.
+
+``lower_value(expr, inputs)`` lowers over arbitrary IR expressions instead
+of fresh parameters: the graph's fusion pass composes ops that way.
 """
 
 from __future__ import annotations
@@ -19,15 +22,17 @@ from collections.abc import Callable, Sequence
 
 import numpy
 
-from kuiper.errors import ExpressionSyntaxError
+from kuiper.errors import ExpressionSyntaxError, IRError
 from kuiper.expr.nodes import Call, Expr, Input, ListExpr, Literal, Size
 from kuiper.expr.printer import to_string
-from kuiper.expr.recursion import deep_recursion
-from kuiper.ir import dtypes, make
+from kuiper.ir import composites, dtypes, make
+from kuiper.ir.functions import INTRINSICS
 from kuiper.ir.nodes import Assign, Block, DimSize, Function, IRExpr, Var
+from kuiper.ir.recursion import deep_recursion
 
 
 def lower(expr: Expr, input_dtypes: Sequence[str], name: str = "expression") -> Function:
+    """The whole expression (a value or a ``[...]`` list) as a Function over inputs ``x0, x1, ...``."""
     input_dtypes = [_dtype_name(d) for d in input_dtypes]
     for index, dtype in enumerate(input_dtypes):
         if not (dtype in dtypes.TENSOR_DTYPES or dtype in dtypes.SCALAR_DTYPES):
@@ -58,8 +63,15 @@ def _dtype_name(dtype) -> str:
         return str(dtype)
 
 
+def lower_value(expr: Expr, inputs: Sequence[IRExpr]) -> IRExpr:
+    """One elementwise value: ``@i`` stands for ``inputs[i]`` (any IR expression, e.g. a fused producer)."""
+    lowering = _Lowering(tuple(inputs), expr)
+    with deep_recursion():
+        return lowering.lower(expr)
+
+
 class _Lowering:
-    def __init__(self, params: tuple[Var, ...], whole: Expr):
+    def __init__(self, params: tuple[IRExpr, ...], whole: Expr):
         self.params = params
         self.whole = whole
         self.memo: dict[int, tuple[Expr, IRExpr]] = {}  # id(node) -> (node, lowered)
@@ -80,6 +92,8 @@ class _Lowering:
             if error.text:
                 raise
             raise ExpressionSyntaxError(f"{error.reason} (in {expr})", to_string(self.whole)) from None
+        except IRError as error:  # a type error of the IR is this expression's fault
+            raise ExpressionSyntaxError(f"{error} (in {expr})", to_string(self.whole)) from None
         self.memo[id(expr)] = (expr, result)
         return result
 
@@ -91,13 +105,16 @@ class _Lowering:
         if isinstance(expr, Size):
             if expr.dim is None:
                 raise ExpressionSyntaxError("size(@N) (the whole shape) may only be the entire expression")
-            return DimSize(self.param(expr.input), expr.dim, "pyint")
+            tensor = self.param(expr.input)
+            if not isinstance(tensor, Var):
+                raise ExpressionSyntaxError(f"size(@{expr.input.index},...) needs input {expr.input.index} as a tensor")
+            return DimSize(tensor, expr.dim, "pyint")
         if isinstance(expr, Call):
             args = [self.lower(arg) for arg in expr.args]
             return _FUNCTIONS[expr.name](*args)
         raise ExpressionSyntaxError(f"a list may only appear at the top level, found {expr}")
 
-    def param(self, node: Input) -> Var:
+    def param(self, node: Input) -> IRExpr:
         if node.index >= len(self.params):
             raise ExpressionSyntaxError(f"@{node.index} has no dtype: only {len(self.params)} input dtype(s) given")
         return self.params[node.index]
@@ -111,89 +128,6 @@ def _int(x: IRExpr) -> IRExpr:
     return make.cast(x, "pyint") if dtypes.is_scalar(x.dtype) else x
 
 
-def _sign(x: IRExpr) -> IRExpr:
-    if dtypes.is_bool(x.dtype):
-        return x
-    # torch.sign: (0 < x) - (x < 0), which is 0 for NaN (numpy's sign gives NaN).
-    return make.sub(make.cast(make.gt(x, 0), x.dtype), make.cast(make.lt(x, 0), x.dtype))
-
-
-def _square(x: IRExpr) -> IRExpr:
-    if x.dtype == "bool":
-        x = make.cast(x, "int64")  # torch.square(bool) is int64
-    return make.mul(x, x)
-
-
-def _float(x: IRExpr) -> IRExpr:
-    return make.cast(x, dtypes.to_float(x.dtype))
-
-
-# --- internal activations (formulas as in PyTorch's CPU kernels) -------------------
-
-
-def _sigmoid(x: IRExpr) -> IRExpr:
-    x = _float(x)
-    return make.div(1, make.add(1, make.call("exp", make.neg(x))))
-
-
-def _silu(x: IRExpr) -> IRExpr:
-    x = _float(x)
-    return make.div(x, make.add(1, make.call("exp", make.neg(x))))
-
-
-def _relu(x: IRExpr) -> IRExpr:
-    return make.maximum(x, 0)
-
-
-def _clamp(x: IRExpr, low: IRExpr, high: IRExpr) -> IRExpr:
-    return make.minimum(make.maximum(x, low), high)
-
-
-def _relu6_of_x_plus_3(x: IRExpr) -> IRExpr:
-    return make.minimum(make.maximum(make.add(x, 3), 0), 6)
-
-
-def _hardsigmoid(x: IRExpr) -> IRExpr:
-    return make.div(_relu6_of_x_plus_3(_float(x)), 6)
-
-
-def _hardswish(x: IRExpr) -> IRExpr:
-    x = _float(x)
-    return make.div(make.mul(x, _relu6_of_x_plus_3(x)), 6)
-
-
-def _gelu(x: IRExpr) -> IRExpr:
-    x = _float(x)
-    return make.mul(make.mul(x, 0.5), make.add(1, make.call("erf", make.mul(x, 0.7071067811865476))))
-
-
-def _gelu_tanh(x: IRExpr) -> IRExpr:
-    x = _float(x)
-    cube = make.mul(make.mul(make.mul(0.044715, x), x), x)
-    inner = make.mul(0.7978845608028654, make.add(x, cube))
-    return make.mul(make.mul(0.5, x), make.add(1, make.call("tanh", inner)))
-
-
-def _softplus(x: IRExpr) -> IRExpr:
-    # log1p(exp(x)) rewritten so exp never overflows.
-    x = _float(x)
-    return make.add(make.maximum(x, 0), make.call("log1p", make.call("exp", make.neg(make.call("abs", x)))))
-
-
-def _mish(x: IRExpr) -> IRExpr:
-    x = _float(x)
-    return make.mul(x, make.call("tanh", _softplus(x)))
-
-
-def _leaky_relu(x: IRExpr, slope: IRExpr) -> IRExpr:
-    return make.select(make.gt(x, 0), x, make.mul(x, slope))
-
-
-def _elu(x: IRExpr, alpha: IRExpr) -> IRExpr:
-    x = _float(x)
-    return make.select(make.gt(x, 0), x, make.mul(alpha, make.call("expm1", x)))
-
-
 def _intrinsic(name: str) -> Callable[..., IRExpr]:
     return lambda *args: make.call(name, *args)
 
@@ -203,12 +137,12 @@ def _cast_to(dtype: str) -> Callable[[IRExpr], IRExpr]:
 
 
 _FUNCTIONS: dict[str, Callable[..., IRExpr]] = {
-    **{name: _intrinsic(name) for name in sorted(make.INTRINSICS)},
+    **{name: _intrinsic(name) for name in sorted(INTRINSICS)},
     "neg": make.neg,
-    "sign": _sign,
-    "rsqrt": lambda x: make.div(1, make.call("sqrt", x)),
-    "square": _square,
-    "reciprocal": lambda x: make.div(1, x),
+    "sign": composites.sign,
+    "rsqrt": composites.rsqrt,
+    "square": composites.square,
+    "reciprocal": composites.reciprocal,
     "int": _int,
     "torch.bool": _cast_to("bool"),
     "torch.float": _cast_to("float32"),
@@ -237,16 +171,17 @@ _FUNCTIONS: dict[str, Callable[..., IRExpr]] = {
     "eq": make.eq,
     "ne": make.ne,
     "where": make.select,
-    "relu": _relu,
-    "clamp": _clamp,
-    "sigmoid": _sigmoid,
-    "silu": _silu,
-    "gelu": _gelu,
-    "gelu_tanh": _gelu_tanh,
-    "hardsigmoid": _hardsigmoid,
-    "hardswish": _hardswish,
-    "softplus": _softplus,
-    "mish": _mish,
-    "leaky_relu": _leaky_relu,
-    "elu": _elu,
+    # Activations by name (kuiper's own vocabulary; PNNX writes them as ops).
+    "relu": composites.relu,
+    "clamp": composites.clamp,
+    "sigmoid": composites.sigmoid,
+    "silu": composites.silu,
+    "gelu": composites.gelu,
+    "gelu_tanh": composites.gelu_tanh,
+    "hardsigmoid": composites.hardsigmoid,
+    "hardswish": composites.hardswish,
+    "softplus": composites.softplus,
+    "mish": composites.mish,
+    "leaky_relu": composites.leaky_relu,
+    "elu": composites.elu,
 }

@@ -14,7 +14,7 @@ from kuiper.expr.nodes import Expr
 from kuiper.expr.parser import parse
 from kuiper.ir import dtypes
 from kuiper.ir.codegen_numpy import CompiledExpression, compile_elementwise
-from kuiper.ir.lower import lower
+from kuiper.expr.lower import lower
 from kuiper.ir.simplify import simplify
 
 

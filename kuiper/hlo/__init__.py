@@ -1,0 +1,12 @@
+"""XLA HLO text: parse it (``parse``), draw its data-flow graph (``HloModule.dfg``), run it (``kuiper.load_hlo``).
+
+This package is also the built-in plugin "hlo": it registers the HLO frontend and op families.
+"""
+
+from __future__ import annotations
+
+from .module import HloComputation, HloInstruction, HloModule
+from .parser import parse
+from .plugin import kuiper_add_frontends, kuiper_add_ops
+
+__all__ = ["HloComputation", "HloInstruction", "HloModule", "kuiper_add_frontends", "kuiper_add_ops", "parse"]

@@ -1,0 +1,230 @@
+"""HLO computation -> ModelIR: one op per instruction, tuples flattened away, calls inlined.
+
+* A tuple-shaped value becomes its leaves (one operand each); ``tuple`` and
+  ``get-tuple-element`` only regroup leaves and emit no op.
+* ``call`` and ``fusion`` are inlined: the called computation's instructions join
+  the caller's graph under the prefix ``caller/``, so the graph sees through them.
+* Every other instruction becomes an op of type ``hlo.<opcode>`` whose params hold
+  the instruction (``instruction``) and the module (``module``), so ops that call
+  computations (while, reduce, sort ...) can build those as sub-Models.
+* ``vectorized=True`` leaves the parameter shapes free: used for computations that
+  XLA applies to scalars (reduce's ``to_apply``, comparators), which kuiper applies
+  to whole arrays at once.
+"""
+
+from __future__ import annotations
+
+from ..errors import GraphError, UnsupportedOperatorError
+from ..model_ir import ModelIR, OperandInfo, OpNode
+from .literals import literal_array
+from .module import HloComputation, HloInstruction, HloModule
+from .shapes import ArrayShape, Shape
+
+INLINED = ("call", "fusion")
+# Elementwise opcodes whose operands may be scalars broadcast by the array rules instead.
+ELEMENTWISE = frozenset(
+    ["add", "subtract", "multiply", "divide", "remainder", "power", "maximum", "minimum", "atan2", "and", "or", "xor", "shift-left", "shift-right-arithmetic", "shift-right-logical", "complex", "compare", "select", "clamp"]
+)
+REGROUPING = ("tuple", "get-tuple-element", "parameter")
+
+
+def op_type(instruction: HloInstruction) -> str:
+    """``hlo.<opcode>``; a custom call is ``hlo.custom-call.<target>`` (e.g. the TopK op)."""
+    if instruction.opcode == "custom-call":
+        return f"hlo.custom-call.{instruction.attributes.get('custom_call_target', '')}"
+    return f"hlo.{instruction.opcode}"
+
+
+def leaves(value) -> list[str]:
+    """The operand names of a value: itself, or a tuple's leaves in order."""
+    if isinstance(value, tuple):
+        return [leaf for item in value for leaf in leaves(item)]
+    return [value]
+
+
+def check_supported(module: HloModule, supported) -> None:
+    """One UnsupportedOperatorError naming every instruction (reachable from ENTRY) kuiper cannot run."""
+    problems: list[str] = []
+    for computation in reachable_computations(module):
+        for instruction in computation.instructions:
+            if instruction.opcode in INLINED or instruction.opcode in REGROUPING:
+                continue
+            if op_type(instruction) not in supported:
+                what = instruction.opcode
+                if instruction.opcode == "custom-call":
+                    what += f" (custom_call_target={instruction.attributes.get('custom_call_target')!r})"
+                problems.append(f"  {instruction.name} in {computation.name}: {what}")
+            for shape in instruction.shape.leaves():
+                if shape.dtype is None:
+                    problems.append(f"  {instruction.name} in {computation.name}: element type "
+                                    f"{shape.element_type} (NumPy has no such type)")
+    if problems:
+        raise UnsupportedOperatorError(
+            f"{module.source or module.name}: {len(problems)} instruction(s) kuiper cannot run:\n" + "\n".join(problems)
+        )
+
+
+def reachable_computations(module: HloModule) -> list[HloComputation]:
+    seen: dict[str, HloComputation] = {}
+    stack = [module.entry]
+    while stack:
+        computation = stack.pop()
+        if computation.name in seen:
+            continue
+        seen[computation.name] = computation
+        for instruction in computation.instructions:
+            stack.extend(module.computations[name] for name in instruction.called_computations())
+    return list(seen.values())
+
+
+def lower_computation(module: HloModule, computation: HloComputation, vectorized: bool = False) -> ModelIR:
+    lowering = _Lowering(module, vectorized)
+    arguments = []
+    inputs: list[str] = []
+    for parameter in computation.parameters():
+        value = lowering.fresh_value(parameter.name, parameter.shape)
+        arguments.append(value)
+        inputs.extend(leaves(value))
+    root = lowering.emit(computation, arguments, prefix="")
+    source = f"{module.source or module.name}:{computation.name}"
+    return ModelIR(lowering.ops, lowering.operands, inputs, leaves(root), source)
+
+
+class _Lowering:
+    def __init__(self, module: HloModule, vectorized: bool):
+        self.module = module
+        self.vectorized = vectorized
+        self.ops: list[OpNode] = []
+        self.operands: dict[str, OperandInfo] = {}
+        self.inlining: list[str] = []  # computations being inlined, innermost last
+
+    def fresh_value(self, name: str, shape: Shape):
+        """Operand names for a value of ``shape``: ``name``, or ``name#0``, ``name#1`` ... per leaf."""
+        if not shape.is_tuple:
+            self.declare(name, shape)
+            return name
+        return tuple(self.fresh_value(f"{name}#{i}", element) for i, element in enumerate(shape.elements))
+
+    def declare(self, name: str, shape: ArrayShape) -> None:
+        dims = None if self.vectorized else tuple(None if d < 0 else d for d in shape.dims)
+        self.operands[name] = OperandInfo(name, dims, shape.dtype)
+
+    def emit(self, computation: HloComputation, arguments: list, prefix: str):
+        """Emit ops for ``computation`` with parameters bound to ``arguments``; return the root's value."""
+        self.inlining.append(computation.name)
+        try:
+            return self._emit(computation, arguments, prefix)
+        finally:
+            self.inlining.pop()
+
+    def _emit(self, computation: HloComputation, arguments: list, prefix: str):
+        values: dict[str, object] = {}
+        for instruction in _post_order(computation):
+            name = prefix + instruction.name
+            operands = [values[o] for o in instruction.operands]
+            opcode = instruction.opcode
+            if opcode == "parameter":
+                if instruction.parameter_number >= len(arguments):
+                    raise GraphError(f"{computation.name}: parameter({instruction.parameter_number}) has no argument")
+                values[instruction.name] = arguments[instruction.parameter_number]
+            elif opcode == "tuple":
+                values[instruction.name] = tuple(operands)
+            elif opcode == "get-tuple-element":
+                values[instruction.name] = operands[0][instruction.attributes["index"]]
+            elif opcode in INLINED:
+                values[instruction.name] = self.emit(self.callee(instruction), operands, prefix=name + "/")
+            elif opcode == "constant" and instruction.shape.is_tuple:
+                values[instruction.name] = self.tuple_constant(instruction, name)
+            else:
+                operands = self.unbroadcast_scalars(computation, instruction, operands, values)
+                output = self.fresh_value(name, instruction.shape)
+                self.ops.append(self.node(instruction, name, operands, leaves(output)))
+                values[instruction.name] = output
+        return values[computation.root.name]
+
+    def unbroadcast_scalars(self, computation: HloComputation, instruction: HloInstruction, operands: list,
+                            values: dict) -> list:
+        """Feed an elementwise instruction the scalar behind ``broadcast(scalar)`` operands.
+
+        Array broadcasting gives the same values when another operand has the full shape, and
+        it saves a full-size array per scalar constant; the elementwise chain can then fuse.
+        """
+        if instruction.opcode not in ELEMENTWISE or len(operands) < 2:
+            return operands
+        scalars = {}
+        for position, operand_name in enumerate(instruction.operands):
+            producer = computation.by_name[operand_name]
+            if producer.opcode == "broadcast" and len(producer.operands) == 1:
+                source = computation.by_name[producer.operands[0]].shape
+                if not source.is_tuple and source.rank == 0:
+                    scalars[position] = values[producer.operands[0]]
+        if not scalars or len(scalars) == len(operands):
+            return operands  # nothing to do, or no operand left to carry the full shape
+        return [scalars.get(position, operand) for position, operand in enumerate(operands)]
+
+    def callee(self, instruction: HloInstruction) -> HloComputation:
+        """The computation a call or fusion inlines (a computation calling itself is an error)."""
+        name = instruction.attributes.get("calls") or instruction.attributes.get("to_apply")
+        if not isinstance(name, str) or name not in self.module.computations:
+            raise GraphError(f"{self.module.where(instruction)}: {instruction.opcode} '{instruction.name}' "
+                             f"names no computation to call (calls= or to_apply=)")
+        if name in self.inlining:
+            raise GraphError(f"{self.module.where(instruction)}: computation '{name}' calls itself")
+        return self.module.computations[name]
+
+    def node(self, instruction: HloInstruction, name: str, operands: list, outputs: list[str]) -> OpNode:
+        attrs = {"data": literal_array(instruction)} if instruction.opcode == "constant" else {}
+        params = {
+            "instruction": instruction,
+            "module": self.module,
+            # How many leaves each HLO operand spans (ops with tuple operands regroup them).
+            "operand_leaf_counts": [len(leaves(o)) for o in operands],
+        }
+        return OpNode(op_type(instruction), name, [leaf for o in operands for leaf in leaves(o)], outputs, params,
+                      attrs, source=self.module.where(instruction))
+
+    def tuple_constant(self, instruction: HloInstruction, name: str):
+        def build(shape: Shape, literal, path: str):
+            if shape.is_tuple:
+                return tuple(build(s, lit, f"{path}#{i}") for i, (s, lit) in enumerate(zip(shape.elements, literal)))
+            self.declare(path, shape)
+            data = literal_array(instruction, shape, literal)
+            params = {"instruction": instruction, "module": self.module, "operand_leaf_counts": []}
+            self.ops.append(OpNode("hlo.constant", path, [], [path], params, {"data": data},
+                                   source=self.module.where(instruction)))
+            return path
+
+        return build(instruction.shape, instruction.literal, name)
+
+
+def _post_order(computation: HloComputation) -> list[HloInstruction]:
+    """The instructions the root depends on, each after its operands (iterative: chains can be long)."""
+    order: list[HloInstruction] = []
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    for start in [computation.root] + computation.parameters():
+        stack = [(start, 0)]
+        while stack:
+            instruction, next_operand = stack.pop()
+            if next_operand == 0:
+                if state.get(instruction.name) == 2:
+                    continue
+                state[instruction.name] = 1
+            if next_operand < len(instruction.operands):
+                stack.append((instruction, next_operand + 1))
+                operand = computation.by_name[instruction.operands[next_operand]]
+                if state.get(operand.name) == 1:
+                    raise GraphError(f"computation '{computation.name}' has a cycle through '{operand.name}'")
+                if state.get(operand.name) != 2:
+                    stack.append((operand, 0))
+            else:
+                state[instruction.name] = 2
+                order.append(instruction)
+    return order
+
+
+def lower_entry(module: HloModule) -> ModelIR:
+    """The ENTRY computation as a ModelIR, after checking every reachable instruction can run."""
+    from ..plugins import op_registry
+
+    check_supported(module, op_registry())
+    return lower_computation(module, module.entry)

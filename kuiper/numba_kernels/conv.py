@@ -1,0 +1,131 @@
+"""nn.Conv2d on the NumPy backend: the reference algorithms with their gathers and transforms compiled.
+
+The op chooses its algorithm exactly as ``kuiper.ops.conv`` does (see
+conv_algorithms.py); this subclass only runs the non-GEMM parts of three of them
+with the multi-threaded loops in conv_kernels.py:
+
+* ``depthwise``: one direct loop over the taps (no columns, no matmul);
+* ``winograd``: input and output tile transforms in loops, the (alpha^2) GEMMs in BLAS;
+* ``im2col``: the column gather in a loop, the GEMM in BLAS (any stride, dilation, groups).
+
+``pointwise`` (1x1) is a plain GEMM already.  Everything else (a weight given as an
+input, another padding mode, a dtype other than float32) takes the reference path;
+``kernel_note`` says which path an op takes and why, for ``kuiper info``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ops import conv as reference
+from ..ops import conv_algorithms as algorithms
+from . import conv_kernels as kernels
+from .runtime import launch_threads
+
+COMPILED = ("depthwise", "winograd", "im2col")
+
+
+class CompiledConv2d(reference.Conv2d):
+    """nn.Conv2d / F.conv2d with compiled gathers and transforms where the weight is constant float32."""
+
+    def setup(self):
+        super().setup()
+        self.compiled = None
+        weight = self.static_weight
+        if weight is None:
+            self.kernel_note = "reference path: the weight is an input"
+        elif self.padding_mode != "zeros":
+            self.kernel_note = f"reference path: padding_mode={self.padding_mode!r}"
+        elif weight.matrix.dtype != np.float32:
+            self.kernel_note = f"reference path: {weight.matrix.dtype} weight (compiled kernels take float32)"
+        elif self.algorithm not in COMPILED:
+            self.kernel_note = f"{self.algorithm}: one BLAS GEMM"
+        else:
+            self.compiled = self.algorithm
+            self.kernel_note = f"{self.algorithm}: compiled" + (" (im2col on maps with few tiles)" if self.algorithm == "winograd" else "")
+            self.bias_vector = (np.zeros(weight.out_channels, np.float32) if self.static_bias_vector is None
+                                else np.ascontiguousarray(self.static_bias_vector, dtype=np.float32))
+            if self.compiled == "depthwise":
+                self.taps = np.ascontiguousarray(np.reshape(weight.matrix, (weight.out_channels,) + weight.kernel))
+
+    def compute(self, x, weight, bias):
+        if (self.compiled is None or weight is not self.static_weight or not isinstance(x, np.ndarray)
+                or x.dtype != np.float32):
+            return super().compute(x, weight, bias)
+        self.check_input(x, weight.in_channels)
+        (top, bottom), (left, right) = self.static_pads
+        height, width = x.shape[2] + top + bottom, x.shape[3] + left + right
+        spans = [d * (k - 1) + 1 for k, d in zip(weight.kernel, self.dilation)]
+        if spans[0] > height or spans[1] > width:
+            return super().compute(x, weight, bias)  # the reference raises its ShapeError
+        out_h = (height - spans[0]) // self.stride[0] + 1
+        out_w = (width - spans[1]) // self.stride[1] + 1
+        x = np.ascontiguousarray(x)
+        with launch_threads():
+            if self.compiled == "depthwise":
+                out = np.empty((x.shape[0], weight.out_channels, out_h, out_w), np.float32)
+                kernels.depthwise_conv2d(x, self.taps, self.bias_vector, self.stride[0], self.stride[1],
+                                         top, left, out)
+                return out
+            if self.compiled == "winograd":
+                m = algorithms.winograd_tile_size(x.shape[0], out_h, out_w)
+                if m is not None:
+                    return self._winograd(x, m, out_h, out_w)
+            return self._im2col(x, weight, out_h, out_w)
+
+    def _winograd(self, x, m, out_h, out_w):
+        """F(m x m, 3 x 3) as algorithms.winograd_conv2d computes it, in chunks of whole images.
+
+        The tile gather and the output scatter (with the bias) are compiled loops; the
+        transforms and the products stay the same BLAS matmuls, so the result is the
+        reference's up to where the bias is added.
+        """
+        prepared = self.winograd_weight(m)
+        alpha = m + 2
+        (top, _), (left, _) = self.static_pads
+        batch, channels = x.shape[:2]
+        out_channels = prepared.out_channels
+        tiles_h, tiles_w = math.ceil(out_h / m), math.ceil(out_w / m)
+        out = np.empty((batch, out_channels, out_h, out_w), np.float32)
+        chunk = max(1, algorithms.WINOGRAD_CHUNK_TILES // (tiles_h * tiles_w))
+        for start in range(0, batch, chunk):
+            stop = min(batch, start + chunk)
+            tiles = (stop - start) * tiles_h * tiles_w
+            data = np.empty((alpha * alpha, channels, tiles), np.float32)
+            kernels.winograd_gather(x[start:stop], alpha, m, top, left, tiles_h, tiles_w, data)
+            transformed = np.matmul(prepared.input_transform, np.reshape(data, (alpha * alpha, -1)))
+            products = np.matmul(prepared.filters, np.reshape(transformed, (alpha * alpha, channels, tiles)))
+            result = np.matmul(prepared.output_transform, np.reshape(products, (alpha * alpha, -1)))
+            kernels.winograd_scatter(np.reshape(result, (m * m, out_channels, tiles)), self.bias_vector, m,
+                                     tiles_h, tiles_w, out[start:stop])
+        return out
+
+    def _im2col(self, x, weight, out_h, out_w):
+        """Columns gathered by the compiled loop, in chunks of images that stay in cache, then one GEMM each."""
+        (top, _), (left, _) = self.static_pads
+        batch = x.shape[0]
+        rows = weight.matrix.shape[-1] * self.groups
+        images = max(1, reference.IM2COL_CHUNK_BYTES // max(1, rows * out_h * out_w * 4))
+        columns = np.empty((min(batch, images), rows, out_h * out_w), np.float32)
+        (kh, kw), (sh, sw), (dh, dw) = weight.kernel, self.stride, self.dilation
+        out = None
+        for start in range(0, batch, images):
+            stop = min(batch, start + images)
+            part = columns[: stop - start]
+            kernels.im2col(x[start:stop], kh, kw, sh, sw, dh, dw, top, left, out_w, part)
+            grouped = np.reshape(part, (stop - start, self.groups, rows // self.groups, out_h * out_w))
+            products = np.reshape(np.matmul(weight.matrix, grouped), (stop - start, weight.out_channels, out_h, out_w))
+            if stop - start == batch:
+                out = products  # one chunk: the GEMM's result is the output
+            else:
+                if out is None:
+                    out = np.empty((batch, weight.out_channels, out_h, out_w), np.float32)
+                out[start:stop] = products
+        if self.static_bias is not None:
+            out += self.static_bias
+        return out
+
+
+KERNELS = [CompiledConv2d]

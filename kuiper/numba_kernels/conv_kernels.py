@@ -1,0 +1,175 @@
+"""Multi-threaded loops for 2-D convolution: the parts that are not a GEMM.
+
+Each kernel gives every output element to exactly one thread (``prange`` over
+planes or rows) and sums in a fixed order, so results do not depend on the
+thread count.  Inputs are C-contiguous float32; zero padding is read as zeros by
+clipping the loop ranges instead of being copied in.  The GEMMs stay with BLAS.
+
+Why the loops look as they do: numba adds a negative-index wrap-around check to
+every signed array index, which stops LLVM from vectorising a loop.  So the hot
+loops index row views with a plain ``range(count)`` counter (known non-negative),
+or with ``uintp`` indices, and slice assignments (which numba turns into nested
+parallel loops) are avoided inside ``prange`` bodies.
+"""
+
+from __future__ import annotations
+
+from numba import njit, prange, uintp
+
+_JIT = dict(parallel=True, cache=True, nogil=True)
+
+
+@njit(inline="always")
+def _first_inside(pad_before, tap_offset, stride):
+    """Smallest output index o >= 0 with o * stride + tap_offset - pad_before >= 0."""
+    need = pad_before - tap_offset
+    return 0 if need <= 0 else (need + stride - 1) // stride
+
+
+@njit(inline="always")
+def _end_inside(size, pad_before, tap_offset, stride, out_size):
+    """One past the largest output index o < out_size with o * stride + tap_offset - pad_before < size."""
+    last = size - 1 + pad_before - tap_offset
+    if last < 0:
+        return 0
+    return min(out_size, last // stride + 1)
+
+
+@njit(inline="always")
+def _copy_taps(target, source, first, end, stride, offset, out_size):
+    """target[o] = source[o * stride + offset] for first <= o < end, zeros elsewhere in [0, out_size)."""
+    for o in range(first):
+        target[o] = 0.0
+    count = end - first
+    if count > 0:
+        window = target[first:end]
+        start = first * stride + offset
+        if stride == 1:
+            values = source[start : start + count]
+            for t in range(count):
+                window[t] = values[t]
+        else:
+            values = source[start:]
+            for t in range(count):
+                window[t] = values[uintp(t * stride)]
+    for o in range(max(first, end), out_size):
+        target[o] = 0.0
+
+
+@njit(**_JIT)
+def depthwise_conv2d(x, taps, bias, stride_h, stride_w, top, left, out):
+    """out[n, c] = bias[c] + sum_ij taps[c, i, j] * x[n, c, oy*sh + i - top, ox*sw + j - left] (zeros outside).
+
+    x (N, C, H, W), taps (C, kh, kw), bias (C,), out (N, C, Ho, Wo); one (image, channel) plane per task.
+    """
+    batch, channels, height, width = x.shape
+    kernel_h, kernel_w = taps.shape[1], taps.shape[2]
+    out_h, out_w = out.shape[2], out.shape[3]
+    for plane in prange(batch * channels):
+        n = plane // channels
+        c = plane % channels
+        for oy in range(out_h):
+            row = out[n, c, oy]
+            for ox in range(out_w):
+                row[ox] = bias[c]
+            for i in range(kernel_h):
+                iy = oy * stride_h + i - top
+                if iy < 0 or iy >= height:
+                    continue
+                source = x[n, c, iy]
+                for j in range(kernel_w):
+                    weight = taps[c, i, j]
+                    first = _first_inside(left, j, stride_w)
+                    end = _end_inside(width, left, j, stride_w, out_w)
+                    if end <= first:
+                        continue
+                    target = row[first:end]
+                    start = first * stride_w + j - left
+                    if stride_w == 1:
+                        values = source[start : start + end - first]
+                        for t in range(end - first):
+                            target[t] += weight * values[t]
+                    else:
+                        values = source[start:]
+                        for t in range(end - first):
+                            target[t] += weight * values[uintp(t * stride_w)]
+
+
+@njit(**_JIT)
+def im2col(x, kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, top, left, out_w, columns):
+    """columns[n, (c, i, j), oy * Wo + ox] = x[n, c, oy*sh + i*dh - top, ox*sw + j*dw - left] (zeros outside).
+
+    x (N, C, H, W); columns (N, C * kh * kw, Ho * Wo) with Wo given.  One row per task.
+    """
+    batch, channels, height, width = x.shape
+    taps = kernel_h * kernel_w
+    rows = channels * taps
+    out_h = columns.shape[2] // out_w
+    for task in prange(batch * rows):
+        n = task // rows
+        row = task % rows
+        c = row // taps
+        i = (row // kernel_w) % kernel_h
+        j = row % kernel_w
+        first = _first_inside(left, j * dilation_w, stride_w)
+        end = _end_inside(width, left, j * dilation_w, stride_w, out_w)
+        for oy in range(out_h):
+            target = columns[n, row, oy * out_w : (oy + 1) * out_w]
+            iy = oy * stride_h + i * dilation_h - top
+            if iy < 0 or iy >= height:
+                for ox in range(out_w):
+                    target[ox] = 0.0
+            else:
+                _copy_taps(target, x[n, c, iy], first, end, stride_w, j * dilation_w - left, out_w)
+
+
+@njit(**_JIT)
+def winograd_gather(x, alpha, m, top, left, tiles_h, tiles_w, out):
+    """out[a * alpha + b, c, tile] = x[n, c, ty*m + a - top, tx*m + b - left] (zeros outside x).
+
+    x (N, C, H, W); out (alpha^2, C, N * th * tw), tile = (n * th + ty) * tw + tx: every
+    (alpha x alpha) input tile, laid out so that one matmul applies the input transform
+    (B^T kron B^T) to all of them.  One (tile position, channel) row per task.
+    """
+    batch, channels, height, width = x.shape
+    for task in prange(alpha * alpha * channels):
+        k = task // channels
+        c = task % channels
+        a = k // alpha
+        b = k % alpha
+        first = _first_inside(left, b, m)
+        end = _end_inside(width, left, b, m, tiles_w)
+        for n in range(batch):
+            for ty in range(tiles_h):
+                base = (n * tiles_h + ty) * tiles_w
+                target = out[k, c, base : base + tiles_w]
+                iy = ty * m + a - top
+                if iy < 0 or iy >= height:
+                    for tx in range(tiles_w):
+                        target[tx] = 0.0
+                else:
+                    _copy_taps(target, x[n, c, iy], first, end, m, b - left, tiles_w)
+
+
+@njit(**_JIT)
+def winograd_scatter(tiles, bias, m, tiles_h, tiles_w, out):
+    """out[n, o, ty*m + a, tx*m + b] = tiles[a * m + b, o, tile] + bias[o], cropped to out's size.
+
+    tiles (m^2, O, N * th * tw) are the output-transformed tiles; out (N, O, Ho, Wo) with
+    Ho <= th * m, Wo <= tw * m.  One (image, output channel) plane per task.
+    """
+    batch, out_channels, out_h, out_w = out.shape
+    for task in prange(batch * out_channels):
+        n = task // out_channels
+        o = task % out_channels
+        shift = bias[o]
+        for y in range(out_h):
+            ty = y // m
+            a = y % m
+            base = (n * tiles_h + ty) * tiles_w
+            row = out[n, o, y]
+            for b in range(m):
+                values = tiles[a * m + b, o, base : base + tiles_w]
+                count = (out_w - b + m - 1) // m  # columns b, b + m, ... inside the row
+                for t in range(count):
+                    row[uintp(t * m + b)] = values[t] + shift

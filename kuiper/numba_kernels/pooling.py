@@ -1,0 +1,37 @@
+"""nn.MaxPool2d on the NumPy backend through the compiled, multi-threaded loop in pool_kernels.py.
+
+Float32 inputs of rank 3 or 4 take the compiled loop; anything else the reference
+(kuiper.ops.pooling), which this subclass leaves in charge of params and errors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ops import pooling as reference
+from . import pool_kernels as kernels
+from .runtime import launch_threads
+
+
+class CompiledMaxPool2d(reference.MaxPool2d):
+    kernel_note = "compiled (float32)"
+
+    def forward(self, x):
+        if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim not in (3, 4):
+            return super().forward(x)
+        height, width = x.shape[-2:]
+        outs = [
+            reference.pool_output_size(size, k, s, p, d, self.ceil_mode)
+            for size, k, s, p, d in zip((height, width), self.kernel, self.stride, self.padding, self.dilation)
+        ]
+        if min(outs) < 1:
+            return super().forward(x)  # the reference decides what an empty output is
+        planes = np.ascontiguousarray(np.reshape(x, (-1, height, width)))
+        out = np.empty((planes.shape[0], outs[0], outs[1]), np.float32)
+        with launch_threads():
+            kernels.max_pool2d(planes, self.kernel[0], self.kernel[1], self.stride[0], self.stride[1],
+                               self.dilation[0], self.dilation[1], self.padding[0], self.padding[1], out)
+        return np.reshape(out, tuple(x.shape[:-2]) + tuple(outs))
+
+
+KERNELS = [CompiledMaxPool2d]

@@ -1,0 +1,104 @@
+"""Whether the compiled CPU kernels can run here, and with how many threads.
+
+Numba is imported lazily, the first time a NumPy-backend model is built, so that
+``import kuiper`` stays cheap and a machine without numba only loses speed.
+``KUIPER_NUMBA=0`` switches the kernels off (to compare with, or to rule them out).
+
+Threads: ``set_threads(n)`` (``kuiper bench --threads``), else ``OMP_NUM_THREADS``,
+else every core numba sees.  Numba's thread count is a per-calling-thread setting, so
+``launch_threads()`` applies it before every kernel call; each kernel gives every
+output element to exactly one thread with a fixed order of operations, so results do
+not depend on the count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+
+DISABLE_ENV = "KUIPER_NUMBA"
+
+_requested_threads: int | None = None
+# The workqueue threading layer (numba's fallback when neither OpenMP nor TBB is
+# found) aborts the process on concurrent launches: serialise them there.
+_workqueue_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=None)
+def availability() -> tuple[bool, str]:
+    """(True, "numba X.Y") or (False, the reason the kernels are off)."""
+    if os.environ.get(DISABLE_ENV, "").strip().lower() in ("0", "false", "no", "off"):
+        return False, f"switched off by {DISABLE_ENV}={os.environ[DISABLE_ENV]}"
+    try:
+        import numba
+    except ImportError as exc:
+        return False, f"numba is not installed ({exc}); `pip install numba` for the multi-threaded CPU kernels"
+    except Exception as exc:  # a broken numba (e.g. built for another numpy) must not break kuiper
+        return False, f"numba failed to import: {type(exc).__name__}: {exc}"
+    if "NUMBA_THREADING_LAYER" not in os.environ:
+        # Numba's own pool: its workers sleep between launches.  OpenMP's spin after each
+        # parallel region and take the core that OpenBLAS's worker needs for the next GEMM:
+        # measured 17 ms (workqueue) vs 1.3-2.4 s (OpenMP) for four conv layers on a busy
+        # 2-core machine (docs/performance.md).  Takes effect unless a parallel numba
+        # function has already run in this process.
+        numba.config.THREADING_LAYER = "workqueue"
+    return True, f"numba {numba.__version__}"
+
+
+def available() -> bool:
+    return availability()[0]
+
+
+def set_threads(threads: int | None) -> None:
+    """Threads for the compiled kernels (None: OMP_NUM_THREADS, else all cores)."""
+    global _requested_threads
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be at least 1, found {threads}")
+    _requested_threads = threads
+
+
+def threads() -> int:
+    """The thread count the next kernel launch uses."""
+    import numba
+
+    limit = numba.config.NUMBA_NUM_THREADS
+    wanted = _requested_threads
+    if wanted is None:
+        try:
+            wanted = int(os.environ.get("OMP_NUM_THREADS", "") or limit)
+        except ValueError:
+            wanted = limit
+    return max(1, min(wanted, limit))
+
+
+@contextlib.contextmanager
+def launch_threads():
+    """Run the enclosed kernel calls with ``threads()`` threads, serialised if the layer needs it."""
+    import numba
+
+    availability()  # picks the threading layer before the first launch
+    numba.set_num_threads(threads())
+    if _threading_layer() == "workqueue":
+        with _workqueue_lock:
+            yield
+    else:
+        yield
+
+
+def _threading_layer() -> str:
+    import numba
+
+    try:
+        return numba.threading_layer()
+    except ValueError:  # no parallel kernel has run yet: the first launch picks the layer
+        return "workqueue"
+
+
+def describe() -> str:
+    """One line for ``kuiper info``: on with which numba and threads, or off and why."""
+    ok, text = availability()
+    if not ok:
+        return f"compiled CPU kernels: off ({text})"
+    return f"compiled CPU kernels: on ({text}, {threads()} thread(s), threading layer {_threading_layer()})"

@@ -1,0 +1,321 @@
+"""Attention: F.scaled_dot_product_attention and nn.MultiheadAttention.
+
+Both are ``softmax(q @ k^T * scale + mask) @ v`` over the last two dims (``attend``),
+computed in the inputs' float dtype with one (.., L, S) score buffer that the scale,
+the mask and the softmax all update in place.  A boolean mask becomes an additive
+0/-inf mask of its own (small) shape first, so masking never copies the scores.
+
+The two spell boolean masks oppositely: for scaled_dot_product_attention True means
+"may attend"; for MultiheadAttention True means "masked out".
+
+pnnx writes nn.MultiheadAttention with its inputs in two orders: query, key, value
+and then the mask (its fusion passes, and a float mask that is a graph input), or the
+mask first (a mask computed in the graph, e.g. ``attn_mask=m > 0``), while ``$attn_mask``
+always marks the last position.  The op takes the file's order when the shapes fit
+and the mask-first order otherwise (see ``MultiheadAttention.roles``).
+pnnx does not record ``average_attn_weights`` (False is read when a file gives it).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import ShapeError
+from .activation import softmax_in_place
+from .base import Op
+
+NEG_INF = -math.inf
+
+
+def additive_mask(xp, mask, dtype, true_means_keep: bool):
+    """A float mask to add to scores: a float mask as is, a bool mask as 0 / -inf."""
+    if mask.dtype != xp.bool:
+        return mask if mask.dtype == dtype else xp.astype(mask, dtype)
+    blocked = mask if not true_means_keep else xp.logical_not(mask)
+    out = xp.zeros(mask.shape, dtype=dtype)
+    out[blocked] = NEG_INF
+    return out
+
+
+def causal_mask(xp, length: int, source_length: int, dtype):
+    """0 on and below the diagonal, -inf above (PyTorch's is_causal: top-left aligned)."""
+    rows = xp.arange(length)[:, None]
+    cols = xp.arange(source_length)[None, :]
+    out = xp.zeros((length, source_length), dtype=dtype)
+    out[cols > rows] = NEG_INF
+    return out
+
+
+def attend(xp, q, k, v, scale: float, masks=(), keep_weights: bool = False):
+    """softmax(q @ k^T * scale + sum(masks)) @ v; leading dims broadcast.  Returns (out, weights or None)."""
+    scores = xp.matmul(q, xp.matrix_transpose(k))  # fresh (.., L, S): everything below works in it
+    scores *= scale
+    for mask in masks:
+        scores += mask
+    weights = softmax_in_place(xp, scores, -1)
+    return xp.matmul(weights, v), (weights if keep_weights else None)
+
+
+def _shape(value) -> tuple:
+    return tuple(getattr(value, "shape", ()))
+
+
+class ScaledDotProductAttention(Op):
+    """F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa).
+
+    query (..., Hq, L, E), key (..., H, S, E), value (..., H, S, Ev); any leading dims.
+    dropout_p is ignored (inference).  enable_gqa lets Hq be a multiple of H.
+    """
+
+    types = ("F.scaled_dot_product_attention",)
+    fresh_output = True
+
+    def setup(self):
+        self.require_inputs(3, 4)
+        self.positions = [self.input_index(key, default=i) for i, key in enumerate(("query", "key", "value"))]
+        self.mask_at = self.input_index("attn_mask", default=3 if len(self.node.inputs) == 4 else None)
+        if self.mask_at is None and len(self.node.inputs) == 4:
+            raise self.error("has a fourth input that is not bound to '$attn_mask'")
+        self.is_causal = self.bool_param("is_causal", default=False)
+        if self.is_causal and self.mask_at is not None:
+            raise self.unsupported("is_causal", True, "False when an attn_mask is given (as in PyTorch)")
+        scale = self.param("scale", None)
+        self.scale = None if scale is None else self.float_param("scale")
+        self.enable_gqa = self.bool_param("enable_gqa", default=False)
+
+    def forward(self, *inputs):
+        xp = self.xp
+        q, k, v = (inputs[i] for i in self.positions)
+        for name, value in (("query", q), ("key", k), ("value", v)):
+            if getattr(value, "ndim", 0) < 2:
+                raise ShapeError(f"{self.node.describe()}: {name} needs at least 2 dims, found {_shape(value)}")
+        if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+            raise ShapeError(f"{self.node.describe()}: query {_shape(q)}, key {_shape(k)} and value {_shape(v)} "
+                             "do not fit (query and key share the last dim, key and value the sequence dim)")
+        if self.enable_gqa and q.ndim >= 3 and q.shape[-3] != k.shape[-3]:
+            groups, remainder = divmod(q.shape[-3], k.shape[-3])
+            if remainder:
+                raise ShapeError(f"{self.node.describe()}: enable_gqa needs the query heads ({q.shape[-3]}) to be a "
+                                 f"multiple of the key/value heads ({k.shape[-3]})")
+            k = xp.repeat(k, groups, axis=-3)
+            v = xp.repeat(v, groups, axis=-3)
+        scale = 1.0 / math.sqrt(q.shape[-1]) if self.scale is None else self.scale
+        masks = []
+        if self.is_causal:
+            masks.append(causal_mask(xp, q.shape[-2], k.shape[-2], q.dtype))
+        blocked_rows = None
+        if self.mask_at is not None and inputs[self.mask_at] is not None:
+            mask = additive_mask(xp, inputs[self.mask_at], q.dtype, true_means_keep=True)
+            masks.append(mask)
+            # PyTorch gives 0 (not NaN) for a query that may attend to nothing; found on the small mask.
+            blocked_rows = xp.all(mask == NEG_INF, axis=-1, keepdims=True)
+        out, _ = attend(xp, q, k, v, scale, masks)
+        if blocked_rows is not None and bool(xp.any(blocked_rows)):
+            out = xp.where(blocked_rows, xp.zeros((), dtype=out.dtype), out)
+        return out
+
+
+class MultiheadAttention(Op):
+    """nn.MultiheadAttention: input projections, ``attend`` per head, output projection.
+
+    Inputs: query[, key[, value]] (one input: self-attention; two: key == value) and the
+    masks ``$attn_mask`` ((L, S) or (N * heads, L, S)) and ``$key_padding_mask`` ((N, S)).
+    Outputs: the attention output, and the attention weights when the op has two outputs
+    ((N, L, S) averaged over heads, or (N, heads, L, S) with average_attn_weights=False).
+    """
+
+    types = ("nn.MultiheadAttention",)
+    fresh_output = True
+    MASK_KEYS = ("attn_mask", "key_padding_mask")
+    TENSOR_KEYS = (None, "input", "query", "key", "value")  # pnnx's fusion passes bind the query to $input
+
+    def setup(self):
+        self.embed_dim = self.int_param("embed_dim")
+        self.num_heads = self.int_param("num_heads")
+        if self.embed_dim < 1 or self.num_heads < 1 or self.embed_dim % self.num_heads:
+            raise self.error(f"embed_dim={self.embed_dim} must be a positive multiple of num_heads={self.num_heads}")
+        self.head_dim = self.embed_dim // self.num_heads
+        self.kdim = self.int_param("kdim", default=self.embed_dim)
+        self.vdim = self.int_param("vdim", default=self.embed_dim)
+        self.batch_first = self.bool_param("batch_first", default=False)
+        self.add_zero_attn = self.bool_param("add_zero_attn", default=False)
+        self.average_weights = self.bool_param("average_attn_weights", default=True)
+        if len(self.node.outputs) not in (1, 2):
+            raise self.error(f"has {len(self.node.outputs)} outputs; expected the output and optionally the weights")
+        self.need_weights = len(self.node.outputs) == 2
+        self._read_inputs()
+        self._read_weights()
+
+    def _read_inputs(self):
+        keys = self.node.input_keys
+        self.mask_keys = [key for key in keys if key in self.MASK_KEYS]
+        unknown = [key for key in keys if key not in self.MASK_KEYS + self.TENSOR_KEYS]
+        if unknown:
+            expected = ", ".join("$" + k for k in self.TENSOR_KEYS[1:] + self.MASK_KEYS)
+            raise self.error(f"unknown input keyword(s) {unknown}; expected {expected}")
+        self.tensor_count = len(keys) - len(self.mask_keys)
+        if not 1 <= self.tensor_count <= 3:
+            raise self.error(f"expects query[, key[, value]] and masks, the file gives {len(keys)} input(s)")
+        if self.tensor_count == 1 and (self.kdim, self.vdim) != (self.embed_dim,) * 2:
+            raise self.error("self-attention (one input) needs kdim == vdim == embed_dim")
+
+    def _read_weights(self):
+        e = self.embed_dim
+        attrs = self.node.attrs
+        bias = self.bool_param("bias", default="in_proj_bias" in attrs)
+        if "in_proj_weight" in attrs:
+            weight = attrs["in_proj_weight"]
+            if tuple(weight.shape) != (3 * e, e) or self.kdim != e or self.vdim != e:
+                raise self.error(f"in_proj_weight must be ({3 * e}, {e}) with kdim == vdim == embed_dim, "
+                                 f"found {tuple(weight.shape)}")
+            # Transposed once: x @ W^T; one (E, 3E) product when query, key and value are one tensor.
+            self.in_proj_t = self.xp.permute_dims(self.weight("in_proj_weight", aligned=True), (1, 0))
+            projections = [self.in_proj_t[:, i * e:(i + 1) * e] for i in range(3)]
+        else:
+            projections = []
+            for key, width in (("q_proj_weight", e), ("k_proj_weight", self.kdim), ("v_proj_weight", self.vdim)):
+                weight = attrs.get(key)
+                if weight is None or tuple(weight.shape) != (e, width):
+                    found = None if weight is None else tuple(weight.shape)
+                    raise self.error(f"needs '@in_proj_weight' or '@{key}' of shape ({e}, {width}), found {found}")
+                projections.append(self.xp.permute_dims(self.weight(key, aligned=True), (1, 0)))
+            self.in_proj_t = None
+        self.q_proj_t, self.k_proj_t, self.v_proj_t = projections
+        self.in_bias = None
+        if bias:
+            in_bias = self.weight("in_proj_bias")
+            if tuple(in_bias.shape) != (3 * e,):
+                raise self.error(f"in_proj_bias must have shape ({3 * e},), found {tuple(in_bias.shape)}")
+            self.in_bias = in_bias
+        out_weight = attrs.get("out_proj.weight")
+        if out_weight is None or tuple(out_weight.shape) != (e, e):
+            raise self.error(f"needs '@out_proj.weight' of shape ({e}, {e})")
+        self.out_proj_t = self.xp.permute_dims(self.weight("out_proj.weight", aligned=True), (1, 0))
+        self.out_bias = self.weight("out_proj.bias", required=bias)
+        self.bias_k = self.bias_v = None
+        if self.bool_param("add_bias_kv", default="bias_k" in attrs):
+            self.bias_k, self.bias_v = (self.xp.reshape(self.weight(key), (1, 1, e)) for key in ("bias_k", "bias_v"))
+
+    # -- which input is which ----------------------------------------------------------
+    def roles(self, inputs) -> tuple[list, dict]:
+        """([query, key, value], {mask key: mask}) in the file's order, else in pnnx's mask-first order."""
+        count, masks = self.tensor_count, len(self.mask_keys)
+        in_order = (list(inputs[:count]), dict(zip(self.mask_keys, inputs[count:])))
+        mask_first = (list(inputs[masks:]), dict(zip(self.mask_keys, inputs[:masks])))
+        for tensors, mask_values in (in_order, mask_first):
+            if self._fits(tensors):
+                return self._spread(tensors), mask_values
+        shapes = ", ".join(str(_shape(value)) for value in inputs)
+        raise ShapeError(f"{self.node.describe()}: inputs {shapes} do not fit query (.., {self.embed_dim}), "
+                         f"key (.., {self.kdim}) and value (.., {self.vdim}) with batch_first={self.batch_first}")
+
+    @staticmethod
+    def _spread(tensors):
+        """query alone (self-attention), query and one tensor for key and value, or all three."""
+        if len(tensors) == 1:
+            return [tensors[0]] * 3
+        return [tensors[0], tensors[1], tensors[1]] if len(tensors) == 2 else list(tensors)
+
+    def _fits(self, tensors) -> bool:
+        q, k, v = self._spread(tensors)
+        for value, width in ((q, self.embed_dim), (k, self.kdim), (v, self.vdim)):
+            if getattr(value, "ndim", 0) not in (2, 3) or value.shape[-1] != width or value.dtype == self.xp.bool:
+                return False
+        return q.ndim == k.ndim == v.ndim
+
+    # -- the computation ---------------------------------------------------------------------
+    def forward(self, *inputs):
+        xp = self.xp
+        (query, key, value), masks = self.roles(inputs)
+        self_attention = query is key is value
+        unbatched = query.ndim == 2
+        if unbatched:
+            query, key, value = query[None], key[None], value[None]
+        elif not self.batch_first:
+            query, key, value = (xp.permute_dims(t, (1, 0, 2)) for t in (query, key, value))
+        batch, length = query.shape[0], query.shape[1]
+        if key.shape[:2] != value.shape[:2] or key.shape[0] != batch:
+            raise ShapeError(f"{self.node.describe()}: query {_shape(query)}, key {_shape(key)} and value "
+                             f"{_shape(value)} (batch first) need the same batch, and key and value the same length")
+        q, k, v = self._project(query, key, value, self_attention)
+        attn_mask, padding_mask = masks.get("attn_mask"), masks.get("key_padding_mask")
+        if self.bias_k is not None:
+            k = xp.concat([k, xp.broadcast_to(self.bias_k, (batch, 1, self.embed_dim))], axis=1)
+            v = xp.concat([v, xp.broadcast_to(self.bias_v, (batch, 1, self.embed_dim))], axis=1)
+            attn_mask, padding_mask = self._pad_masks(attn_mask, padding_mask)
+        if self.add_zero_attn:
+            k = xp.concat([k, xp.zeros((batch, 1, self.embed_dim), dtype=k.dtype)], axis=1)
+            v = xp.concat([v, xp.zeros((batch, 1, self.embed_dim), dtype=v.dtype)], axis=1)
+            attn_mask, padding_mask = self._pad_masks(attn_mask, padding_mask)
+        source = k.shape[1]
+        q, k, v = (self._split_heads(t) for t in (q, k, v))
+        additive = self._masks(attn_mask, padding_mask, batch, length, source, q.dtype)
+        out, weights = attend(xp, q, k, v, 1.0 / math.sqrt(self.head_dim), additive, keep_weights=self.need_weights)
+        out = xp.reshape(xp.permute_dims(out, (0, 2, 1, 3)), (batch, length, self.embed_dim))
+        out = xp.matmul(out, self.out_proj_t)
+        if self.out_bias is not None:
+            out += self.out_bias
+        if unbatched:
+            out = out[0]
+        elif not self.batch_first:
+            out = xp.permute_dims(out, (1, 0, 2))
+        if not self.need_weights:
+            return out
+        if self.average_weights:
+            weights = xp.mean(weights, axis=1)
+        return out, (weights[0] if unbatched else weights)
+
+    def _project(self, query, key, value, self_attention: bool):
+        xp = self.xp
+        e = self.embed_dim
+        if self.in_proj_t is not None and self_attention:
+            qkv = xp.matmul(query, self.in_proj_t)  # one (E, 3E) product for self-attention
+            if self.in_bias is not None:
+                qkv += self.in_bias
+            return qkv[..., :e], qkv[..., e:2 * e], qkv[..., 2 * e:]
+        projected = []
+        for i, (x, weight_t) in enumerate(((query, self.q_proj_t), (key, self.k_proj_t), (value, self.v_proj_t))):
+            y = xp.matmul(x, weight_t)
+            if self.in_bias is not None:
+                y += self.in_bias[i * e:(i + 1) * e]
+            projected.append(y)
+        return projected
+
+    def _split_heads(self, x):
+        """(N, T, E) -> (N, heads, T, head_dim)."""
+        n, t = x.shape[:2]
+        return self.xp.permute_dims(self.xp.reshape(x, (n, t, self.num_heads, self.head_dim)), (0, 2, 1, 3))
+
+    def _pad_masks(self, attn_mask, padding_mask):
+        """One more key (bias_k or the zero key): each mask gets a column that blocks nothing."""
+        xp = self.xp
+        padded = []
+        for mask in (attn_mask, padding_mask):
+            if mask is not None:
+                column = xp.zeros(mask.shape[:-1] + (1,), dtype=mask.dtype)
+                mask = xp.concat([mask, column], axis=-1)
+            padded.append(mask)
+        return padded
+
+    def _masks(self, attn_mask, padding_mask, batch, length, source, dtype):
+        xp = self.xp
+        masks = []
+        if attn_mask is not None:
+            if attn_mask.ndim == 2 and attn_mask.shape == (length, source):
+                masks.append(additive_mask(xp, attn_mask, dtype, true_means_keep=False))
+            elif attn_mask.ndim == 3 and attn_mask.shape == (batch * self.num_heads, length, source):
+                mask = xp.reshape(attn_mask, (batch, self.num_heads, length, source))
+                masks.append(additive_mask(xp, mask, dtype, true_means_keep=False))
+            else:
+                raise ShapeError(f"{self.node.describe()}: attn_mask must be ({length}, {source}) or "
+                                 f"({batch * self.num_heads}, {length}, {source}), found {_shape(attn_mask)}")
+        if padding_mask is not None:
+            if padding_mask.shape != (batch, source) and not (padding_mask.ndim == 1 and batch == 1):
+                raise ShapeError(f"{self.node.describe()}: key_padding_mask must be ({batch}, {source}), "
+                                 f"found {_shape(padding_mask)}")
+            mask = xp.reshape(padding_mask, (batch, 1, 1, source))
+            masks.append(additive_mask(xp, mask, dtype, true_means_keep=False))
+        return masks
+
+
+OPS = [ScaledDotProductAttention, MultiheadAttention]

@@ -1,0 +1,143 @@
+"""Elementwise ops: math given once as IR, compiled per input dtypes, fusable.
+
+An op is elementwise when its class returns an ``ElementwiseMath`` from
+``elementwise(node)``: a function from one IR expression per input to the IR
+expression of the output, built with ``kuiper.ir.make`` / ``kuiper.ir.composites``.
+The op runs that math compiled by the backend (``backend.compile_elementwise``:
+one buffer-reusing NumPy evaluation, one CUDA kernel on CuPy), and the graph's
+fusion pass composes the math of a chain of such ops into one ``kuiper.Elementwise``
+op, so fused and unfused runs compute the very same IR.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..ir import dtypes, simplify
+from ..ir.nodes import Assign, Block, Function, IRExpr, Var
+from .base import Op
+
+FUSED_TYPE = "kuiper.Elementwise"
+
+
+@dataclass(frozen=True)
+class ElementwiseMath:
+    """``build(*inputs) -> output``, over IR expressions, one per op input.
+
+    ``whole_inputs`` are the positions whose value the math reads as a whole
+    tensor (its shape: PNNX's ``size(@i, d)``); fusion never substitutes a
+    producer's expression there.
+    """
+
+    build: Callable[..., IRExpr]
+    arity: int
+    whole_inputs: frozenset[int] = field(default_factory=frozenset)
+
+
+def dtype_name(value) -> str:
+    """The IR dtype of an input: 'pybool'/'pyint'/'pyfloat' for Python scalars, else the array's dtype."""
+    if isinstance(value, (bool, int, float)):
+        return dtypes.of_python_value(value)
+    return str(value.dtype)
+
+
+def function_for(math: ElementwiseMath, input_dtypes: tuple[str, ...], name: str = "elementwise") -> Function:
+    """The math as an IR Function over parameters ``x0, x1, ...`` of these dtypes, simplified."""
+    params = tuple(Var(f"x{i}", dtype) for i, dtype in enumerate(input_dtypes))
+    value = math.build(*params)
+    result = Var("out", value.dtype)
+    return simplify(Function(name, params, Block((Assign(result, value),)), (result,)))
+
+
+@functools.lru_cache(maxsize=2048)
+def compile_shared(backend, function: Function) -> Callable:
+    """Compile once per (backend, function): ops with the same math share one compiled callable
+    (a compiled function plans its buffers per call, so it holds no state between calls)."""
+    return backend.compile_elementwise(function)
+
+
+@functools.lru_cache(maxsize=512)
+def _function_for_build(build: Callable, input_dtypes: tuple[str, ...]) -> Function:
+    return function_for(ElementwiseMath(build, len(input_dtypes)), input_dtypes)
+
+
+def apply(backend, build: Callable[..., IRExpr], *inputs):
+    """Run IR math (``composites.sigmoid``, a lambda over ``make``) on arrays of ``backend``.
+
+    For ops that need an elementwise function inside a larger computation (the gates
+    of an LSTM): the math is still written once, in the IR, and compiled once per
+    (function, input dtypes, backend).  ``build`` must be a long-lived function, not
+    a fresh lambda per call, or every call compiles again.
+    """
+    function = _function_for_build(build, tuple(dtype_name(value) for value in inputs))
+    return compile_shared(backend, function)(*inputs)
+
+
+class ElementwiseOp(Op):
+    """Runs ``self.math`` (set in ``setup``) compiled for the dtypes it meets, once per dtype combination."""
+
+    fresh_output = True  # forward never returns an input itself
+    math: ElementwiseMath
+
+    def setup(self):
+        math = type(self).elementwise(self.node)
+        if math is None:
+            raise self.error("is not elementwise with these params")
+        self.require_inputs(math.arity)
+        self.math = math
+        self._compiled: dict[tuple[str, ...], tuple[Function, Callable]] = {}
+
+    def compiled(self, inputs) -> tuple[Function, Callable]:
+        key = tuple(dtype_name(value) for value in inputs)
+
+        def compile_for_dtypes():
+            function = function_for(self.math, key)
+            return function, compile_shared(self.backend, function)
+
+        return self.cached(self._compiled, key, compile_for_dtypes)
+
+    def forward(self, *inputs):
+        function, run = self.compiled(inputs)
+        lent = self.lent_output(inputs, function.results[0].dtype)
+        result = run(*inputs, **lent)
+        if not lent and any(result is value for value in inputs):
+            # The math simplified to one of its inputs: copy, so the output is always a fresh
+            # array (the graph may lend it to the next op to overwrite).
+            result = self.xp.asarray(result, copy=True)
+        return result
+
+    def lent_output(self, inputs, dtype: str) -> dict:
+        """``{"out": buffer}`` when the graph lent an input buffer of the result's shape and dtype."""
+        if not self.donated_inputs or dtype not in dtypes.TENSOR_DTYPES:
+            return {}
+        arrays = [value for value in inputs if self.backend.is_array(value)]
+        if not arrays:
+            return {}
+        shape = self.backend.native.broadcast_shapes(*(value.shape for value in arrays))
+        for position in sorted(self.donated_inputs):
+            buffer = inputs[position]
+            if (
+                self.backend.is_array(buffer)
+                and buffer.dtype == dtype
+                and tuple(buffer.shape) == shape
+                and buffer.flags.c_contiguous
+                and buffer.flags.writeable
+            ):
+                return {"out": buffer}
+        return {}
+
+
+class FusedElementwise(ElementwiseOp):
+    """A chain or tree of elementwise ops that the graph's fusion pass merged; its math is in ``params``."""
+
+    types = (FUSED_TYPE,)
+
+    @classmethod
+    def elementwise(cls, node):
+        math = node.params.get("math")
+        return math if isinstance(math, ElementwiseMath) else None
+
+
+OPS = [FusedElementwise]

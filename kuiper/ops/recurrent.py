@@ -1,0 +1,197 @@
+"""Recurrent layers: nn.RNN, nn.LSTM, nn.GRU (PyTorch's gate order and equations).
+
+Per layer and direction, the input projection of the whole sequence is one matmul
+(``x @ W_ih^T + b``, shape (L, N, gates * hidden)); the time loop then does only the
+recurrent matmul ``h @ W_hh^T`` and the gate math per step, writing each step's h
+into the preallocated layer output.
+
+Weights are PyTorch's ``weight_ih_l{k}``, ``weight_hh_l{k}``, ``bias_ih_l{k}``,
+``bias_hh_l{k}`` (and ``weight_hr_l{k}`` for an LSTM with proj_size), with suffix
+``_reverse`` for the backward direction.  Inputs: x, then optionally h0 (and c0 for
+an LSTM), shaped (layers * directions, N, hidden) whatever batch_first says.
+Outputs: output, then h_n (and c_n), as many as the file lists.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ..errors import ShapeError
+from ..ir import composites
+from .elementwise import apply
+from .base import Op
+
+
+def _shape(value) -> tuple:
+    return tuple(getattr(value, "shape", ()))
+
+
+class _Direction:
+    """The transposed weights of one layer and direction."""
+
+    def __init__(self, ih_t, hh_t, input_bias, hidden_bias, hr_t):
+        self.ih_t, self.hh_t, self.hr_t = ih_t, hh_t, hr_t
+        self.input_bias = input_bias  # added to the whole-sequence projection
+        self.hidden_bias = hidden_bias  # GRU only: b_hn, which sits inside r * (h @ W_hn^T + b_hn)
+
+
+class Recurrent(Op):
+    """What the three share: params, weights, layout, the layer/direction loop."""
+
+    types = ("nn.RNN", "nn.LSTM", "nn.GRU")
+    fresh_output = True
+    GATES: ClassVar[dict[str, int]] = {"nn.RNN": 1, "nn.LSTM": 4, "nn.GRU": 3}
+
+    def setup(self):
+        self.kind = self.node.type.split(".")[1]
+        self.gates = self.GATES[self.node.type]
+        self.input_size = self.int_param("input_size")
+        self.hidden_size = self.int_param("hidden_size")
+        self.num_layers = self.int_param("num_layers", default=1)
+        self.bidirectional = self.bool_param("bidirectional", default=False)
+        self.batch_first = self.bool_param("batch_first", default=False)
+        self.has_bias = self.bool_param("bias", default=True)
+        self.proj_size = self.int_param("proj_size", default=0) if self.kind == "LSTM" else 0
+        self.nonlinearity = self.choice_param("nonlinearity", ("tanh", "relu"), default="tanh") \
+            if self.kind == "RNN" else "tanh"
+        for key in ("input_size", "hidden_size", "num_layers"):
+            if getattr(self, key) < 1:
+                raise self.error(f"param '{key}' must be positive, found {getattr(self, key)}")
+        if not 0 <= self.proj_size < self.hidden_size or (self.proj_size and self.kind != "LSTM"):
+            raise self.error(f"param 'proj_size' must be in [0, hidden_size={self.hidden_size}), found {self.proj_size}")
+        self.out_size = self.proj_size or self.hidden_size
+        self.directions = 2 if self.bidirectional else 1
+        states = 2 if self.kind == "LSTM" else 1
+        self.require_inputs(1, 1 + states)
+        if len(self.node.outputs) not in range(1, 2 + states):
+            raise self.error(f"has {len(self.node.outputs)} outputs; expected output, h_n" +
+                             (", c_n" if states == 2 else ""))
+        self.layers = [[self._direction(layer, d) for d in range(self.directions)] for layer in range(self.num_layers)]
+
+    def _direction(self, layer: int, direction: int) -> _Direction:
+        suffix = f"_l{layer}" + ("_reverse" if direction else "")
+        width = self.input_size if layer == 0 else self.out_size * self.directions
+        rows = self.gates * self.hidden_size
+        xp = self.xp
+
+        def matrix(name, shape):
+            array = self.node.attrs.get(name)
+            if array is None or tuple(array.shape) != shape:
+                found = None if array is None else tuple(array.shape)
+                raise self.error(f"needs weight '@{name}' of shape {shape}, found {found}")
+            return xp.permute_dims(self.weight(name, aligned=True), (1, 0))
+
+        ih_t = matrix("weight_ih" + suffix, (rows, width))
+        hh_t = matrix("weight_hh" + suffix, (rows, self.out_size))
+        hr_t = matrix("weight_hr" + suffix, (self.proj_size, self.hidden_size)) if self.proj_size else None
+        input_bias = hidden_bias = None
+        if self.has_bias:
+            b_ih, b_hh = (self.weight(name + suffix) for name in ("bias_ih", "bias_hh"))
+            for name, b in (("bias_ih", b_ih), ("bias_hh", b_hh)):
+                if tuple(b.shape) != (rows,):
+                    raise self.error(f"weight '@{name}{suffix}' must have shape ({rows},), found {tuple(b.shape)}")
+            if self.kind == "GRU":
+                # r and z take both biases up front; the candidate's hidden bias sits inside r * (...).
+                h = self.hidden_size
+                input_bias = b_ih + xp.concat([b_hh[: 2 * h], xp.zeros((h,), dtype=b_hh.dtype)])
+                hidden_bias = b_hh[2 * h:]
+            else:
+                input_bias = b_ih + b_hh
+        return _Direction(ih_t, hh_t, input_bias, hidden_bias, hr_t)
+
+    # -- running --------------------------------------------------------------------------
+    def forward(self, x, *states):
+        xp = self.xp
+        if getattr(x, "ndim", 0) not in (2, 3) or x.shape[-1] != self.input_size:
+            raise ShapeError(f"{self.node.describe()}: input must be ([N,] L, {self.input_size}) or "
+                             f"(L, [N,] {self.input_size}), found {_shape(x)}")
+        unbatched = x.ndim == 2
+        if unbatched:
+            x = x[:, None]
+            states = tuple(None if s is None else s[:, None] for s in states)
+        elif self.batch_first:
+            x = xp.permute_dims(x, (1, 0, 2))  # time-major inside
+        length, batch = x.shape[:2]
+        h0, c0 = self._initial_states(states, batch, x.dtype)
+        h_n, c_n = [], []
+        for layer, directions in enumerate(self.layers):
+            out = xp.empty((length, batch, self.out_size * self.directions), dtype=x.dtype)
+            for d, weights in enumerate(directions):
+                index = layer * self.directions + d
+                h, c = self._run(x, weights, h0[index], None if c0 is None else c0[index], out, d)
+                h_n.append(h)
+                c_n.append(c)
+            x = out
+        output = x
+        if unbatched:
+            output = output[:, 0]
+        elif self.batch_first:
+            output = xp.permute_dims(output, (1, 0, 2))
+        results = [output, xp.stack(h_n)]
+        if self.kind == "LSTM":
+            results.append(xp.stack(c_n))
+        if unbatched:
+            results[1:] = [r[:, 0] for r in results[1:]]
+        results = results[: len(self.node.outputs)]
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def _initial_states(self, states, batch: int, dtype):
+        xp = self.xp
+        count = self.num_layers * self.directions
+        h0 = states[0] if states else None
+        c0 = states[1] if len(states) > 1 else None
+        for name, value, width in (("h0", h0, self.out_size), ("c0", c0, self.hidden_size)):
+            if value is not None and _shape(value) != (count, batch, width):
+                raise ShapeError(f"{self.node.describe()}: {name} must be ({count}, {batch}, {width}) for this "
+                                 f"input, found {_shape(value)}")
+        if h0 is None:
+            h0 = xp.zeros((count, batch, self.out_size), dtype=dtype)
+        if c0 is None and self.kind == "LSTM":
+            c0 = xp.zeros((count, batch, self.hidden_size), dtype=dtype)
+        return h0, c0
+
+    def _run(self, x, w: _Direction, h, c, out, direction: int):
+        """One layer, one direction over the sequence; writes h_t into out[t, :, this direction's slice]."""
+        xp = self.xp
+        projected = xp.matmul(x, w.ih_t)  # (L, N, gates * hidden): the whole sequence at once
+        if w.input_bias is not None:
+            projected += w.input_bias
+        columns = slice(direction * self.out_size, (direction + 1) * self.out_size)
+        steps = range(x.shape[0] - 1, -1, -1) if direction else range(x.shape[0])
+        step = getattr(self, f"_{self.kind.lower()}_step")
+        for t in steps:
+            h, c = step(projected[t], h, c, w)
+            out[t, :, columns] = h
+        return h, c
+
+    def _rnn_step(self, gates_x, h, c, w):
+        pre = gates_x + self.xp.matmul(h, w.hh_t)
+        return (self.xp.tanh(pre) if self.nonlinearity == "tanh" else self.xp.maximum(pre, 0.0)), None
+
+    def _lstm_step(self, gates_x, h, c, w):
+        xp = self.xp
+        n = self.hidden_size
+        gates = gates_x + xp.matmul(h, w.hh_t)
+        squashed = apply(self.backend, composites.sigmoid, gates)  # i, f, o in one call (g's sigmoid is unused)
+        i, f, o = squashed[:, :n], squashed[:, n:2 * n], squashed[:, 3 * n:]
+        g = xp.tanh(gates[:, 2 * n:3 * n])
+        c = f * c + i * g
+        h = o * xp.tanh(c)
+        if w.hr_t is not None:
+            h = xp.matmul(h, w.hr_t)
+        return h, c
+
+    def _gru_step(self, gates_x, h, c, w):
+        xp = self.xp
+        n = self.hidden_size
+        hidden = xp.matmul(h, w.hh_t)
+        hidden_candidate = hidden[:, 2 * n:]
+        if w.hidden_bias is not None:
+            hidden_candidate = hidden_candidate + w.hidden_bias
+        reset_update = apply(self.backend, composites.sigmoid, gates_x[:, :2 * n] + hidden[:, :2 * n])
+        r, z = reset_update[:, :n], reset_update[:, n:]
+        candidate = xp.tanh(gates_x[:, 2 * n:] + r * hidden_candidate)
+        return candidate + z * (h - candidate), None
+
+
+OPS = [Recurrent]

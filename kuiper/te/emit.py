@@ -1,0 +1,21 @@
+"""``emit(kernel, "c++" | "cuda" | "numpy", name=...)``: source code for a kernel."""
+
+from __future__ import annotations
+
+from kuiper.errors import TESyntaxError
+from kuiper.ir import codegen_cpp
+from kuiper.te.kernel import Kernel
+from kuiper.te.lower import lower
+
+
+def emit(kernel: Kernel, language: str = "c++", name: str | None = None) -> str:
+    fn = lower(kernel, name)
+    if language in ("c++", "cpp"):
+        return codegen_cpp.cpp_source([fn])
+    if language == "cuda":
+        return codegen_cpp.cuda_source(fn)[0]
+    if language == "numpy":
+        from kuiper.te.numpy_source import numpy_source
+
+        return numpy_source(kernel, name or kernel.name)
+    raise TESyntaxError(f"unknown target language {language!r}: expected 'c++', 'cuda' or 'numpy'")

@@ -1,0 +1,284 @@
+"""Recursive-descent parser: kernel text -> Kernel of tensor-IR expressions.
+
+    kernel     := statement+
+    statement  := access ("=" | "+=") expr ["where" clause ("," clause)*] ";"
+    clause     := NAME "=" expr          (bind an index variable)
+                | expr                   (a condition on index variables)
+    access     := NAME ["<" INT ("," INT)* ">"] "[" [expr ("," expr)*] "]"
+    expr       := or;  or := and ("||" and)*;  and := cmp ("&&" cmp)*
+    cmp        := sum [("<" | "<=" | ">" | ">=" | "==" | "!=") sum]
+    sum        := product (("+" | "-") product)*
+    product    := unary (("*" | "/" | "//" | "%") unary)*
+    unary      := ("-" | "!") unary | primary
+    primary    := INT | FLOAT | access | NAME "(" args ")" | NAME | "(" expr ")"
+
+A NAME followed by ``<`` is a tensor only when ``<INT, ...>[`` follows (else
+it is an index variable compared with ``<``); the shape may be left out after
+a tensor's first appearance.  Index variables are int64, tensors have the
+kernel's dtype, and the typed constructors of kuiper.ir.make apply the
+promotion rules, so the right-hand side is ordinary tensor IR.
+"""
+
+from __future__ import annotations
+
+from kuiper.errors import ExpressionSyntaxError, TESyntaxError
+from kuiper.ir import dtypes, make
+from kuiper.ir.buffers import buffer
+from kuiper.ir.nodes import Const, Indexing, IRExpr
+from kuiper.te.functions import call_function, is_function
+from kuiper.te.kernel import Kernel, SourceMap, Statement
+from kuiper.te.lexer import END, FLOAT, INT, NAME, Token, tokenize
+
+_COMPARISONS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
+_PRODUCTS = {"*": "mul", "/": "div", "//": "floordiv", "%": "mod"}
+KEYWORDS = frozenset({"where", "select"})
+
+
+def parse(text: str, dtype: str = "float32", inputs=None, outputs=None, name: str = "kernel") -> Kernel:
+    """Parse a kernel; ``inputs``/``outputs`` fix the calling order (default: order of appearance)."""
+    if dtype not in dtypes.TENSOR_DTYPES or not dtypes.is_float(dtype):
+        raise TESyntaxError(f"a kernel's dtype must be a floating-point dtype, not {dtype!r}")
+    return Kernel(_Parser(text, dtype).statements(), inputs=inputs, outputs=outputs, name=name)
+
+
+class _Parser:
+    def __init__(self, text: str, dtype: str):
+        self.text = text
+        self.dtype = dtype
+        self.tokens = tokenize(text)
+        self.pos = 0
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        self.source: SourceMap | None = None
+
+    # --- token helpers ---------------------------------------------------------------
+
+    @property
+    def token(self) -> Token:
+        return self.tokens[self.pos]
+
+    def peek(self, offset: int) -> Token:
+        return self.tokens[min(self.pos + offset, len(self.tokens) - 1)]
+
+    def advance(self) -> Token:
+        token = self.token
+        self.pos += 1
+        return token
+
+    def accept(self, kind: str) -> Token | None:
+        return self.advance() if self.token.kind == kind else None
+
+    def expect(self, kind: str, what: str | None = None) -> Token:
+        if self.token.kind != kind:
+            found = "the end of the kernel" if self.token.kind == END else repr(self.token.text)
+            self.error(f"expected {what or repr(kind)}, found {found}")
+        return self.advance()
+
+    def error(self, message: str, position: int | None = None):
+        raise TESyntaxError(message, self.text, self.token.position if position is None else position)
+
+    def typed(self, build, position: int):
+        """Run a make.* constructor, turning its type errors into errors at ``position``."""
+        try:
+            return build()
+        except ExpressionSyntaxError as exc:
+            self.error(exc.reason, position)
+
+    # --- statements ---------------------------------------------------------------
+
+    def statements(self) -> list[Statement]:
+        result = []
+        while self.token.kind != END:
+            result.append(self.statement())
+        if not result:
+            self.error("expected at least one statement 'Out<shape>[i, ...] = expression;'")
+        return result
+
+    def statement(self) -> Statement:
+        self.source = SourceMap(self.text, self.token.position)
+        if self.token.kind != NAME:
+            self.error("a statement starts with the tensor it writes, e.g. 'C<4, 16>[i, j] = ...'")
+        target = self.access()
+        if self.token.kind not in ("=", "+="):
+            self.error("expected '=' or '+=' after the written tensor")
+        accumulate = self.advance().kind == "+="
+        value_position = self.token.position
+        value = self.expr()
+        if value.dtype in ("bool", "pybool"):
+            self.error("the right-hand side is a condition, not a number", value_position)
+        value = make.cast(value, self.dtype)
+        bindings, conditions = [], []
+        if self.token.kind == NAME and self.token.text == "where":
+            self.advance()
+            while True:
+                if self.token.kind == NAME and self.peek(1).kind == "=":
+                    name_token = self.advance()
+                    self.advance()
+                    self.source.names.setdefault(name_token.text, name_token.position)
+                    bindings.append((make.var(name_token.text, "int64"), self.index_expr()))
+                else:
+                    position = self.token.position
+                    cond = self.expr()
+                    if cond.dtype != "bool":
+                        self.error("a where clause holds 'name = index expression' or a condition", position)
+                    if _reads_tensor(cond):
+                        self.error("a where condition is on index variables; test values with select()", position)
+                    conditions.append(cond)
+                if not self.accept(","):
+                    break
+        self.expect(";", "';' at the end of the statement")
+        return Statement(target, value, accumulate, tuple(bindings), tuple(conditions), self.source)
+
+    # --- expressions --------------------------------------------------------------------
+
+    def expr(self) -> IRExpr:
+        return self.logical("||", "or", self.conjunction)
+
+    def conjunction(self) -> IRExpr:
+        return self.logical("&&", "and", self.comparison)
+
+    def logical(self, symbol: str, op: str, operand) -> IRExpr:
+        lhs = operand()
+        while self.token.kind == symbol:
+            position = self.advance().position
+            rhs = operand()
+            if lhs.dtype not in ("bool", "pybool") or rhs.dtype not in ("bool", "pybool"):
+                self.error(f"{symbol} joins conditions", position)
+            lhs = self.typed(lambda lhs=lhs, rhs=rhs: _as_tensor_bool(make.bitwise(op, lhs, rhs)), position)
+        return lhs
+
+    def comparison(self) -> IRExpr:
+        lhs = self.sum()
+        if self.token.kind in _COMPARISONS:
+            token = self.advance()
+            rhs = self.sum()
+            lhs = self.typed(lambda: _as_tensor_bool(make.compare(_COMPARISONS[token.kind], lhs, rhs)), token.position)
+        return lhs
+
+    def sum(self) -> IRExpr:
+        lhs = self.product()
+        while self.token.kind in ("+", "-"):
+            token = self.advance()
+            rhs = self.product()
+            op = make.add if token.kind == "+" else make.sub
+            lhs = self.typed(lambda lhs=lhs, rhs=rhs, op=op: op(lhs, rhs), token.position)
+        return lhs
+
+    def product(self) -> IRExpr:
+        lhs = self.unary()
+        while self.token.kind in _PRODUCTS:
+            token = self.advance()
+            rhs = self.unary()
+            op = _PRODUCTS[token.kind]
+            if op in ("floordiv", "mod") and (dtypes.is_float(lhs.dtype) or dtypes.is_float(rhs.dtype)):
+                self.error(f"{token.kind} takes integers (index arithmetic)", token.position)
+            build = make.div if op == "div" else (lambda a, b, op=op: make.arith(op, a, b))
+            lhs = self.typed(lambda lhs=lhs, rhs=rhs, build=build: build(lhs, rhs), token.position)
+        return lhs
+
+    def unary(self) -> IRExpr:
+        if self.token.kind == "-":
+            position = self.advance().position
+            operand = self.unary()
+            if isinstance(operand, Const) and not isinstance(operand.value, bool):
+                return make.const(-operand.value, operand.dtype)
+            return self.typed(lambda: make.neg(operand), position)
+        if self.token.kind == "!":
+            position = self.advance().position
+            operand = self.unary()
+            return self.typed(lambda: _as_tensor_bool(make.logical_not(operand)), position)
+        return self.primary()
+
+    def primary(self) -> IRExpr:
+        token = self.token
+        if token.kind in (INT, FLOAT):
+            self.advance()
+            return make.const(token.value)
+        if self.accept("("):
+            inner = self.expr()
+            self.expect(")", "')'")
+            return inner
+        if token.kind != NAME:
+            found = "the end of the kernel" if token.kind == END else repr(token.text)
+            self.error(f"expected a number, tensor, index or function call, found {found}")
+        if token.text == "where":
+            self.error("'where' must follow the right-hand side")
+        if self.peek(1).kind == "(":
+            return self.call()
+        if self.peek(1).kind == "[" or (self.peek(1).kind == "<" and self._shape_follows()):
+            return self.access()
+        self.advance()
+        self.source.names.setdefault(token.text, token.position)
+        return make.var(token.text, "int64")
+
+    def _shape_follows(self) -> bool:
+        offset = 2
+        while self.peek(offset).kind == INT:
+            if self.peek(offset + 1).kind == ">":
+                return self.peek(offset + 2).kind == "["
+            if self.peek(offset + 1).kind != ",":
+                return False
+            offset += 2
+        return False
+
+    def call(self) -> IRExpr:
+        name = self.advance()
+        self.advance()  # '('
+        args = []
+        if self.token.kind != ")":
+            args.append(self.expr())
+            while self.accept(","):
+                args.append(self.expr())
+        self.expect(")", "')' after the arguments")
+        if name.text == "select":
+            if len(args) != 3:
+                self.error("select takes (condition, value if true, value if false)", name.position)
+            return self.typed(lambda: make.select(*args), name.position)
+        if not is_function(name.text, len(args)):
+            self.error(f"unknown function {name.text} with {len(args)} argument(s)", name.position)
+        return self.typed(lambda: call_function(name.text, args, self.dtype), name.position)
+
+    def access(self) -> IRExpr:
+        name = self.expect(NAME, "a tensor name")
+        if name.text in KEYWORDS:
+            self.error(f"{name.text} is a keyword, not a tensor name", name.position)
+        shape = None
+        if self.accept("<"):
+            dims = [self.expect(INT, "a dimension").value]
+            while self.accept(","):
+                dims.append(self.expect(INT, "a dimension").value)
+            self.expect(">", "'>' after the shape")
+            if any(d <= 0 for d in dims):
+                self.error(f"{name.text} has a dimension that is not positive", name.position)
+            shape = tuple(dims)
+            self.shapes.setdefault(name.text, shape)
+        elif name.text in self.shapes:
+            shape = self.shapes[name.text]
+        else:
+            self.error(
+                f"{name.text} has no shape: write {name.text}<d0, d1, ...>[...] where it first appears", name.position
+            )
+        self.expect("[", "'[' and the subscripts")
+        indices = []
+        if self.token.kind != "]":
+            indices.append(self.index_expr())
+            while self.accept(","):
+                indices.append(self.index_expr())
+        self.expect("]", "']' after the subscripts")
+        node = buffer(name.text, shape, self.dtype)[tuple(indices)]
+        self.source.nodes.setdefault(node, name.position)
+        return node
+
+    def index_expr(self) -> IRExpr:
+        position = self.token.position
+        index = self.sum()
+        if index.dtype not in ("int64", "pyint") or _reads_tensor(index):
+            self.error("a subscript is integer arithmetic on index variables (+ - * // %)", position)
+        return make.cast(index, "int64")
+
+
+def _reads_tensor(expr: IRExpr) -> bool:
+    return isinstance(expr, Indexing) or any(_reads_tensor(c) for c in expr.children())
+
+
+def _as_tensor_bool(expr: IRExpr) -> IRExpr:
+    return make.cast(expr, "bool") if expr.dtype == "pybool" else expr

@@ -1,0 +1,241 @@
+"""The compiled CPU kernels (kuiper/numba_kernels) against the reference ops.
+
+Each compiled op subclass must give what the reference op gives: convolutions are
+compared with the op's own im2col path run in float64 (an independent reference:
+no Winograd, no compiled loop), max pooling with the reference NumPy pooling,
+within 1e-4 on outputs of magnitude ~1.  Shapes are small and odd, with strides,
+padding, dilation, groups and batch > 1; every kernel compiles once per session
+(float32, C-contiguous, the same argument types), which keeps this file to seconds
+once numba's on-disk cache is warm.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from kuiper.backends import get_backend  # noqa: E402
+from kuiper.model_ir import OpNode  # noqa: E402
+from kuiper.numba_kernels import conv as compiled_conv  # noqa: E402
+from kuiper.numba_kernels import pooling as compiled_pooling  # noqa: E402
+from kuiper.numba_kernels import runtime  # noqa: E402
+from kuiper.ops.conv import Conv2d  # noqa: E402
+from kuiper.ops.pooling import MaxPool2d  # noqa: E402
+
+TOLERANCE = 1e-4
+
+
+def conv_node(in_channels, out_channels, kernel, stride=1, padding=1, groups=1, dilation=1, bias=True, seed=0,
+              dtype=np.float32, padding_mode="zeros"):
+    rng = np.random.default_rng(seed)
+    fan_in = in_channels // groups * kernel * kernel
+    weight = rng.standard_normal((out_channels, in_channels // groups, kernel, kernel)) / np.sqrt(fan_in)
+    attrs = {"weight": weight.astype(dtype)}
+    if bias:
+        attrs["bias"] = rng.standard_normal(out_channels).astype(dtype)
+    params = dict(stride=[stride, stride], padding=[padding, padding], dilation=[dilation, dilation],
+                  groups=groups, bias=bias, padding_mode=padding_mode)
+    return OpNode("nn.Conv2d", "conv", ["x"], ["y"], params=params, attrs=attrs)
+
+
+def float64_im2col(node, x):
+    """The reference op's im2col path, in float64."""
+    attrs = {key: value.astype(np.float64) for key, value in node.attrs.items()}
+    node64 = OpNode(node.type, node.name, node.inputs, node.outputs, params=node.params, attrs=attrs)
+    op = Conv2d(node64, get_backend("numpy"))
+    return op.compute_im2col(x.astype(np.float64), op.static_weight, op.static_bias)
+
+
+def inputs(shape, seed=1):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+CONV_CASES = {
+    # name: (batch, in, out, height, width, kernel, stride, padding, groups, dilation, expected path)
+    "depthwise 3x3 s1 p1 batch 3": (3, 8, 8, 11, 13, 3, 1, 1, 8, 1, "depthwise"),
+    "depthwise 3x3 s2 p1 odd": (2, 6, 6, 15, 9, 3, 2, 1, 6, 1, "depthwise"),
+    "depthwise 5x5 s2 p2": (1, 5, 5, 12, 17, 5, 2, 2, 5, 1, "depthwise"),
+    "depthwise 3x3 s1 p0": (1, 4, 4, 7, 5, 3, 1, 0, 4, 1, "depthwise"),
+    "winograd F(4x4) odd size": (1, 16, 24, 13, 11, 3, 1, 1, 1, 1, "winograd"),
+    "winograd F(4x4) batch 3 (chunks)": (3, 16, 16, 30, 27, 3, 1, 1, 1, 1, "winograd"),
+    "winograd F(2x2) p0": (1, 16, 20, 14, 14, 3, 1, 0, 1, 1, "winograd"),
+    "im2col 7x7 s2 p3 (stem)": (2, 3, 8, 15, 17, 7, 2, 3, 1, 1, "im2col"),
+    "im2col 3x3 s2 groups 2 dilation 2": (2, 8, 12, 10, 9, 3, 2, 2, 2, 2, "im2col"),
+    "im2col 3x3 s1, few channels": (1, 3, 5, 9, 8, 3, 1, 1, 1, 1, "im2col"),
+    "im2col 3x3 winograd op on a tiny map": (1, 16, 16, 3, 5, 3, 1, 1, 1, 1, "winograd"),
+}
+
+
+@pytest.mark.parametrize("case", CONV_CASES)
+def test_compiled_conv_matches_float64_im2col(case):
+    batch, cin, cout, height, width, kernel, stride, padding, groups, dilation, path = CONV_CASES[case]
+    node = conv_node(cin, cout, kernel, stride, padding, groups, dilation)
+    op = compiled_conv.CompiledConv2d(node, get_backend("numpy"))
+    assert op.compiled == path, op.kernel_note
+    x = inputs((batch, cin, height, width))
+    got = op.forward(x)
+    expected = float64_im2col(node, x)
+    assert got.dtype == np.float32 and got.shape == expected.shape
+    assert np.max(np.abs(got - expected)) <= TOLERANCE
+
+
+def test_compiled_conv_unbatched_input():
+    node = conv_node(6, 6, 3, groups=6)
+    op = compiled_conv.CompiledConv2d(node, get_backend("numpy"))
+    x = inputs((6, 9, 7))
+    np.testing.assert_allclose(op.forward(x), float64_im2col(node, x[None])[0], atol=TOLERANCE)
+
+
+def test_results_do_not_depend_on_the_thread_count():
+    x = inputs((2, 16, 13, 11))
+    ops = [compiled_conv.CompiledConv2d(conv_node(16, 16, 3, groups=16), get_backend("numpy")),
+           compiled_conv.CompiledConv2d(conv_node(16, 16, 3), get_backend("numpy")),
+           compiled_conv.CompiledConv2d(conv_node(16, 8, 3, stride=2), get_backend("numpy")),
+           compiled_pooling.CompiledMaxPool2d(pool_node(kernel_size=[3, 3], stride=[2, 2], padding=[1, 1]),
+                                              get_backend("numpy"))]
+    try:
+        results = []
+        for threads in (1, 2, 3):
+            runtime.set_threads(threads)
+            results.append([op.forward(x) for op in ops])
+    finally:
+        runtime.set_threads(None)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert np.array_equal(a, b)
+
+
+def test_conv_falls_back_to_the_reference_with_a_reason():
+    backend = get_backend("numpy")
+    float64 = compiled_conv.CompiledConv2d(conv_node(4, 4, 3, dtype=np.float64), backend)
+    assert float64.compiled is None and "float64" in float64.kernel_note
+    reflect = compiled_conv.CompiledConv2d(conv_node(4, 4, 3, padding_mode="reflect"), backend)
+    assert reflect.compiled is None and "reflect" in reflect.kernel_note
+    pointwise = compiled_conv.CompiledConv2d(conv_node(4, 8, 1, padding=0), backend)
+    assert pointwise.compiled is None and "GEMM" in pointwise.kernel_note
+    # A float64 input to a float32 weight runs the reference path, as Conv2d does.
+    op = compiled_conv.CompiledConv2d(conv_node(4, 4, 3, groups=4), backend)
+    x = inputs((1, 4, 6, 6)).astype(np.float64)
+    reference = Conv2d(conv_node(4, 4, 3, groups=4), backend).forward(x)
+    np.testing.assert_array_equal(op.forward(x), reference)
+
+
+def pool_node(**params):
+    return OpNode("nn.MaxPool2d", "pool", ["x"], ["y"], params=params)
+
+
+POOL_CASES = {
+    "3x3 s2 p1": dict(kernel_size=[3, 3], stride=[2, 2], padding=[1, 1]),
+    "5x5 s1 p2 (SPPF)": dict(kernel_size=[5, 5], stride=[1, 1], padding=[2, 2]),
+    "2x2 default stride": dict(kernel_size=[2, 2]),
+    "3x2 s(2,3) dilation (2,1) ceil_mode": dict(kernel_size=[3, 2], stride=[2, 3], padding=[1, 1], dilation=[2, 1],
+                                                ceil_mode=True),
+}
+
+
+@pytest.mark.parametrize("case", POOL_CASES)
+@pytest.mark.parametrize("shape", [(2, 5, 13, 12), (3, 9, 7)])
+def test_compiled_max_pool_matches_reference(case, shape):
+    node = pool_node(**POOL_CASES[case])
+    x = inputs(shape)
+    expected = MaxPool2d(node, get_backend("numpy")).forward(x)
+    got = compiled_pooling.CompiledMaxPool2d(node, get_backend("numpy")).forward(x)
+    assert got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_compiled_max_pool_propagates_nan_like_the_reference():
+    x = inputs((1, 2, 6, 6))
+    x[0, 0, 2, 3] = np.nan
+    x[0, 1, 0, 0] = np.nan
+    node = pool_node(kernel_size=[3, 3], stride=[2, 2], padding=[1, 1])
+    expected = MaxPool2d(node, get_backend("numpy")).forward(x)
+    got = compiled_pooling.CompiledMaxPool2d(node, get_backend("numpy")).forward(x)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    assert np.isnan(got).sum() >= 2
+    np.testing.assert_array_equal(got[~np.isnan(got)], expected[~np.isnan(expected)])
+
+
+def test_kernels_are_registered_for_numpy_only_and_switch_off(monkeypatch):
+    from kuiper import numba_kernels
+    from kuiper.backends import numpy_backend
+
+    monkeypatch.delenv(runtime.DISABLE_ENV, raising=False)
+    runtime.availability.cache_clear()
+    assert set(numpy_backend.kuiper_add_kernels("numpy")) >= {"nn.Conv2d", "F.conv2d", "nn.MaxPool2d"}
+    assert numpy_backend.kuiper_add_kernels("cupy") is None
+    monkeypatch.setenv(runtime.DISABLE_ENV, "0")
+    runtime.availability.cache_clear()
+    try:
+        assert numba_kernels.kernels() == {}
+        assert "switched off" in numba_kernels.describe()
+    finally:
+        monkeypatch.delenv(runtime.DISABLE_ENV)
+        runtime.availability.cache_clear()
+    assert "compiled CPU kernels: on" in numba_kernels.describe()
+    runtime.availability.cache_clear()  # back to what the environment of this session says
+
+
+def test_compiled_layer_norm_matches_float64():
+    from kuiper.numba_kernels.norm import CompiledLayerNorm
+
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((2, 3, 4, 5)) * 3 + 1).astype(np.float32)
+    weight = rng.standard_normal((4, 5)).astype(np.float32)
+    bias = rng.standard_normal((4, 5)).astype(np.float32)
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=(-2, -1), keepdims=True)
+    var = ((x64 - mean) ** 2).mean(axis=(-2, -1), keepdims=True)
+    normalized = (x64 - mean) / np.sqrt(var + 1e-5)
+    cases = [({"weight": weight, "bias": bias}, dict(elementwise_affine=True), normalized * weight + bias),
+             ({}, dict(elementwise_affine=False), normalized)]
+    for attrs, params, expected in cases:
+        node = OpNode("nn.LayerNorm", "ln", ["x"], ["y"], params=dict(normalized_shape=[4, 5], eps=1e-5, **params),
+                      attrs=attrs)
+        op = CompiledLayerNorm(node, get_backend("numpy"))
+        assert op.compiled
+        np.testing.assert_allclose(op.forward(x), expected, atol=TOLERANCE)
+
+
+@pytest.mark.parametrize("op_type", ["F.softmax", "F.log_softmax"])
+@pytest.mark.parametrize("dim", [-1, 2, 1])
+def test_compiled_softmax_matches_float64(op_type, dim):
+    from kuiper.numba_kernels.norm import CompiledSoftmax
+    from kuiper.ops.activation import Softmax
+
+    x = (np.random.default_rng(4).standard_normal((2, 3, 7)) * 4).astype(np.float32)
+    x64 = x.astype(np.float64)
+    shifted = x64 - x64.max(axis=dim, keepdims=True)
+    log_softmax = shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True))
+    expected = log_softmax if op_type == "F.log_softmax" else np.exp(log_softmax)
+    node = OpNode(op_type, "s", ["x"], ["y"], params={"dim": dim})
+    got = CompiledSoftmax(node, get_backend("numpy")).forward(x)
+    np.testing.assert_allclose(got, expected, atol=TOLERANCE)
+    np.testing.assert_allclose(got, Softmax(node, get_backend("numpy")).forward(x), atol=TOLERANCE)
+
+
+def test_without_numba_the_reference_ops_run_and_info_says_why(monkeypatch, tmp_path):
+    import sys
+
+    from conftest import op_model
+
+    from kuiper import numba_kernels
+    from kuiper.plugins import kernel_registry
+
+    monkeypatch.setitem(sys.modules, "numba", None)  # `import numba` now raises ImportError
+    runtime.availability.cache_clear()
+    kernel_registry.cache_clear()
+    try:
+        assert numba_kernels.kernels() == {}
+        assert "numba is not installed" in numba_kernels.describe()
+        weight = np.ones((4, 1, 3, 3), np.float32)
+        model = op_model(tmp_path, "nn.Conv2d conv 1 1 x y in_channels=4 out_channels=4 kernel_size=(3,3) "
+                         "stride=(1,1) padding=(1,1) groups=4 bias=False", weights={"weight": weight})
+        assert type(model.steps[0].op) is Conv2d
+        np.testing.assert_allclose(model(np.ones((1, 4, 6, 6), np.float32))[0, 0, 1:-1, 1:-1], 9.0)
+    finally:
+        monkeypatch.undo()
+        runtime.availability.cache_clear()
+        kernel_registry.cache_clear()

@@ -1,0 +1,94 @@
+"""Time kuiper running JAX programs from their HLO text against JAX itself (needs jax; run from the repo root).
+
+    PYTHONPATH=. /work/toolvenv/bin/python tools/bench_hlo_vs_jax.py [--runs 30] [--text optimised|unoptimised]
+
+For a CNN (NCHW, batch 8, 3x32x32) and an MLP (784-512-512-10, batch 64) it dumps the HLO
+text, loads it with ``kuiper.load_hlo`` on the NumPy backend, checks the outputs agree
+with JAX, and times both engines interleaved on the same inputs (median of ``--runs``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jaxlib import _hlo
+
+import kuiper
+
+jax.config.update("jax_platforms", "cpu")
+RNG = np.random.RandomState(0)
+
+
+def weights(*shape):
+    return (RNG.randn(*shape) * (2.0 / np.prod(shape[1:])) ** 0.5).astype(np.float32)
+
+
+def cnn():
+    c1, c2, dense = weights(16, 3, 3, 3), weights(32, 16, 3, 3), weights(32 * 8 * 8, 10)
+
+    def f(x):
+        for kernel in (c1, c2):
+            x = lax.conv_general_dilated(x, kernel, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))
+            x = jax.nn.relu(x)
+            x = lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+        return jax.nn.softmax(x.reshape(x.shape[0], -1) @ dense)
+
+    return f, RNG.randn(8, 3, 32, 32).astype(np.float32)
+
+
+def mlp():
+    w1, w2, w3 = weights(784, 512), weights(512, 512), weights(512, 10)
+
+    def f(x):
+        return jax.nn.log_softmax(jax.nn.relu(jax.nn.relu(x @ w1) @ w2) @ w3)
+
+    return f, RNG.randn(64, 784).astype(np.float32)
+
+
+def hlo_text(jitted, x, which: str) -> str:
+    lowered = jitted.lower(x)
+    if which == "unoptimised":
+        return lowered.compiler_ir("hlo").as_hlo_text(print_large_constants=True)
+    options = _hlo.HloPrintOptions()
+    options.print_large_constants = True
+    return lowered.compile().runtime_executable().hlo_modules()[0].to_string(options)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--text", choices=("optimised", "unoptimised"), default="optimised")
+    args = parser.parse_args()
+    print(f"jax {jax.__version__}, numpy {np.__version__}, kuiper {kuiper.__version__}; {args.text} HLO text")
+    print(f"{'program':<8} {'jax ms':>8} {'kuiper ms':>10} {'kuiper/jax':>11} {'max|diff|':>10}")
+    for name, program in (("cnn", cnn), ("mlp", mlp)):
+        function, x = program()
+        jitted = jax.jit(function)
+        model = kuiper.load_hlo(hlo_text(jitted, x, args.text), backend="numpy")
+        expected = np.asarray(jitted(x))
+        got = model(x, to_numpy=True)
+        difference = float(np.max(np.abs(got - expected)))
+        times: dict[str, list[float]] = {"jax": [], "kuiper": []}
+        for _ in range(3):  # warm-up
+            jitted(x).block_until_ready()
+            model(x)
+        for _ in range(args.runs):  # interleaved, so both see the same machine load
+            start = time.perf_counter()
+            jitted(x).block_until_ready()
+            times["jax"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            model(x)
+            times["kuiper"].append(time.perf_counter() - start)
+        jax_ms = statistics.median(times["jax"]) * 1e3
+        kuiper_ms = statistics.median(times["kuiper"]) * 1e3
+        print(f"{name:<8} {jax_ms:8.2f} {kuiper_ms:10.2f} {kuiper_ms / jax_ms:11.1f} {difference:10.2e}")
+
+
+if __name__ == "__main__":
+    main()
