@@ -271,6 +271,7 @@ def test_cli_reports_an_unloadable_model_and_bad_options(tmp_path, capsys):
     assert "model file not found" in capsys.readouterr().err
     assert main(["run", str(DYNAMIC), "--inputs", str(tmp_path / "*.nothing"), "--output-dir", "o"]) == 1
     assert "no file matches" in capsys.readouterr().err
-    assert main(["run", str(DYNAMIC), "--output-dir", str(tmp_path / "out")]) == 1
+    assert main(["run", str(DYNAMIC), "--output-dir", str(tmp_path / "out")]) == 2  # a usage error (issue 11: exit 2)
+    assert "--output-dir" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["run", str(DYNAMIC), "--inputs", "x", "--output-dir", "o", "--workers", "2", "--scheduler", "tcp://a:1"])

@@ -24,16 +24,18 @@ from test_ops_activation import one_op
 
 @pytest.fixture
 def matmul_operands(monkeypatch):
-    """Every ndarray operand of the NumPy backend's matmul, as it was passed."""
+    """Every ndarray operand of a matmul, through the backend's namespace or NumPy itself
+    (the compiled CPU kernels call np.matmul directly), as it was passed."""
     seen = []
     xp = NumpyBackend.xp
-    real = xp.matmul
+    real = np.matmul
 
     def spy(a, b, *args, **kwargs):
         seen.extend(v for v in (a, b) if isinstance(v, np.ndarray))
         return real(a, b, *args, **kwargs)
 
     monkeypatch.setattr(xp, "matmul", spy)
+    monkeypatch.setattr(np, "matmul", spy)
     return seen
 
 

@@ -53,20 +53,7 @@ class KernelSpec:
 
 
 # C type of a value of each dtype, as stored (parameters) and as computed (temporaries).
-_STORAGE_CTYPE = {
-    "bool": "bool",
-    "uint8": "unsigned char",
-    "int8": "signed char",
-    "int16": "short",
-    "int32": "int",
-    "int64": "long long",
-    "float16": "float16",
-    "float32": "float",
-    "float64": "double",
-    "pybool": "bool",
-    "pyint": "long long",
-    "pyfloat": "double",
-}
+_STORAGE_CTYPE = dtypes.C_TYPES
 _COMPUTE_CTYPE = {**_STORAGE_CTYPE, "float16": "float"}
 _PARAM_DTYPE = {"pybool": "bool", "pyint": "int64", "pyfloat": "float64"}  # CuPy's names for scalar args
 

@@ -135,3 +135,21 @@ def of_python_value(value: object) -> str:
     if isinstance(value, float):
         return "pyfloat"
     raise IRError(f"{value!r} has no elementwise dtype (complex and None are not supported)")
+
+
+# C type of a value of each dtype as stored (kernel parameters, buffers); float16 is CUDA's
+# __half, typedef'd to float16 by the CUDA generator.  Shared by every C-style code generator.
+C_TYPES = {
+    "bool": "bool",
+    "uint8": "unsigned char",
+    "int8": "signed char",
+    "int16": "short",
+    "int32": "int",
+    "int64": "long long",
+    "float16": "float16",
+    "float32": "float",
+    "float64": "double",
+    "pybool": "bool",
+    "pyint": "long long",
+    "pyfloat": "double",
+}

@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from ..limits import check_size
 from ..ops import conv as reference
 from ..ops import conv_algorithms as algorithms
 from . import conv_kernels as kernels
@@ -62,6 +63,9 @@ class CompiledConv2d(reference.Conv2d):
             return super().compute(x, weight, bias)  # the reference raises its ShapeError
         out_h = (height - spans[0]) // self.stride[0] + 1
         out_w = (width - spans[1]) // self.stride[1] + 1
+        # The same budget the reference path checks, before anything of that size is made.
+        check_size((x.shape[0], x.shape[1], height, width), x.dtype.itemsize, self.node.describe())
+        check_size((x.shape[0], weight.out_channels, out_h, out_w), x.dtype.itemsize, self.node.describe())
         x = np.ascontiguousarray(x)
         with launch_threads():
             if self.compiled == "depthwise":

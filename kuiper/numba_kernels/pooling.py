@@ -1,6 +1,6 @@
 """nn.MaxPool2d on the NumPy backend through the compiled, multi-threaded loop in pool_kernels.py.
 
-Float32 inputs of rank 3 or 4 take the compiled loop; anything else (and return_indices) the reference
+Float32 inputs of rank 3 or 4 take the compiled loop; anything else the reference
 (kuiper.ops.pooling), which this subclass leaves in charge of params and errors.
 """
 
@@ -17,8 +17,9 @@ class CompiledMaxPool2d(reference.MaxPool2d):
     kernel_note = "compiled (float32)"
 
     def forward(self, x):
-        if self.return_indices or not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim not in (3, 4):
-            return super().forward(x)  # the compiled loop gives no indices
+        if (self.return_indices or not isinstance(x, np.ndarray) or x.dtype != np.float32
+                or x.ndim not in (3, 4)):
+            return super().forward(x)  # indices and other dtypes: the reference
         height, width = x.shape[-2:]
         outs = [
             reference.pool_output_size(size, k, s, p, d, self.ceil_mode)
