@@ -21,8 +21,8 @@ from typing import ClassVar
 
 from ..errors import ShapeError
 from ..ir import composites
-from .elementwise import ElementwiseMath, compile_shared, dtype_name, function_for
 from .base import Op
+from .elementwise import ElementwiseMath, compile_shared, dtype_name, function_for
 
 
 def _shape(value) -> tuple:
