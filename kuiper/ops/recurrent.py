@@ -21,12 +21,15 @@ from typing import ClassVar
 
 from ..errors import ShapeError
 from ..ir import composites
-from .elementwise import apply
 from .base import Op
+from .elementwise import ElementwiseMath, compile_shared, dtype_name, function_for
 
 
 def _shape(value) -> tuple:
     return tuple(getattr(value, "shape", ()))
+
+
+SIGMOID = ElementwiseMath(composites.sigmoid, 1)
 
 
 class _Layer:
@@ -72,6 +75,7 @@ class Recurrent(Op):
             raise self.error(f"has {len(self.node.outputs)} outputs; expected output, h_n" +
                              (", c_n" if states == 2 else ""))
         self.layers = [self._layer(layer) for layer in range(self.num_layers)]
+        self._sigmoids = {}  # dtype -> the IR sigmoid compiled for it (looked up once, not per step)
 
     def _layer(self, layer: int) -> _Layer:
         parts = [self._direction(layer, d) for d in range(self.directions)]
@@ -189,6 +193,13 @@ class Recurrent(Op):
                 out[length - 1 - t, :, size:] = h[1]
         return out, h, c
 
+    def _sigmoid(self, x):
+        compiled = self._sigmoids.get(x.dtype)
+        if compiled is None:
+            compiled = compile_shared(self.backend, function_for(SIGMOID, (dtype_name(x),)))
+            self._sigmoids[x.dtype] = compiled
+        return compiled(x)
+
     def _rnn_step(self, gates_x, h, c, w):
         pre = gates_x + self.xp.matmul(h, w.hh_t)
         return (self.xp.tanh(pre) if self.nonlinearity == "tanh" else self.xp.maximum(pre, 0.0)), None
@@ -197,7 +208,7 @@ class Recurrent(Op):
         xp = self.xp
         n = self.hidden_size
         gates = gates_x + xp.matmul(h, w.hh_t)
-        squashed = apply(self.backend, composites.sigmoid, gates)  # i, f, o in one call (g's sigmoid is unused)
+        squashed = self._sigmoid(gates)  # i, f, o in one call (g's sigmoid is unused)
         i, f, o = squashed[..., :n], squashed[..., n:2 * n], squashed[..., 3 * n:]
         g = xp.tanh(gates[..., 2 * n:3 * n])
         c = f * c + i * g
@@ -213,7 +224,7 @@ class Recurrent(Op):
         hidden_candidate = hidden[..., 2 * n:]
         if w.hidden_bias is not None:
             hidden_candidate = hidden_candidate + w.hidden_bias
-        reset_update = apply(self.backend, composites.sigmoid, gates_x[..., :2 * n] + hidden[..., :2 * n])
+        reset_update = self._sigmoid(gates_x[..., :2 * n] + hidden[..., :2 * n])
         r, z = reset_update[..., :n], reset_update[..., n:]
         candidate = xp.tanh(gates_x[..., 2 * n:] + r * hidden_candidate)
         return candidate + z * (h - candidate), None
