@@ -26,7 +26,7 @@ CONV = model_dir("conv2d_stride2") / "model.pnnx.param"  # (1,3,9,11) -> (1,4,5,
 @pytest.fixture(scope="module")
 def client():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as dask_client:
+                                  dashboard_address="127.0.0.1:0") as cluster, distributed.Client(cluster) as dask_client:
         yield dask_client
 
 
@@ -288,6 +288,6 @@ def test_the_embedded_cluster_sets_the_blas_thread_count_in_each_worker(monkeypa
     def blas_environment():
         return {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
-    with local_cluster(workers=1, blas_threads=2, dashboard_address=None) as cluster, \
+    with local_cluster(workers=1, blas_threads=2, dashboard_address="127.0.0.1:0") as cluster, \
             distributed.Client(cluster, set_as_default=False) as other:
         assert list(other.run(blas_environment).values()) == [dict.fromkeys(blas_environment(), "2")]

@@ -107,7 +107,7 @@ def main() -> int:
             if not wanted(label):
                 continue
             start = time.perf_counter()
-            with local_cluster(dashboard_address=None, **settings) as cluster, distributed.Client(cluster) as client:
+            with local_cluster(dashboard_address="127.0.0.1:0", **settings) as cluster, distributed.Client(cluster) as client:
                 started = time.perf_counter() - start
                 held = da.from_array(images, chunks=(args.batch, 3, 224, 224)).persist()
                 distributed.wait(held)
