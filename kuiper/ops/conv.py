@@ -377,7 +377,6 @@ class ConvTransposeNd(_ConvBase):
     def compute(self, x, weight, bias):
         self.check_input(x, weight.in_channels)
         xp = self.xp
-        n = self.spatial
         batch = x.shape[0]
         sizes = tuple(x.shape[2:])
         outs = tuple(
