@@ -20,6 +20,7 @@ import math
 import numpy as np  # only to build constant tables (averaging matrices, divisors, bins) once
 
 from ..errors import ShapeError
+from ..limits import check_size
 from .base import Op, spatial_variants
 
 
@@ -308,7 +309,9 @@ class _AdaptivePoolNd(Op):
         sizes = tuple(x.shape[-n:])
         if any(size == 0 for size in sizes):
             raise ShapeError(f"{self.node.describe()}: cannot pool an empty input {tuple(x.shape)}")
-        return sizes, tuple(size if o is None else o for size, o in zip(sizes, self.output_size))
+        outs = tuple(size if o is None else o for size, o in zip(sizes, self.output_size))
+        check_size(tuple(x.shape[:-n]) + outs, x.dtype.itemsize, self.node.describe())
+        return sizes, outs
 
 
 class AdaptiveAvgPoolNd(_AdaptivePoolNd):
