@@ -194,6 +194,9 @@ def _check_elementwise(fn: Function) -> None:
     for stmt in fn.body.stmts:
         if isinstance(stmt.value, DimSize):
             raise IRError("size() inside a CUDA kernel: hoist it into a scalar input first")
+    used = [p.dtype for p in fn.params] + [stmt.target.dtype for stmt in fn.body.stmts]
+    if any(dtype != dtypes.SHAPE and dtypes.is_complex(dtype) for dtype in used):
+        raise IRError("complex arithmetic has no generated CUDA kernel: it runs through the array namespace")
 
 
 def _body_lines(fn: Function) -> list[str]:
