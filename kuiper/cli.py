@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError, KuiperError, UsageError
-from .limits import check_size
 
 DEMO_DIR = Path(__file__).parent / "demo"
 

@@ -26,7 +26,7 @@ CONV = model_dir("conv2d_stride2") / "model.pnnx.param"  # (1,3,9,11) -> (1,4,5,
 @pytest.fixture(scope="module")
 def client():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as dask_client:
+                                  dashboard_address="127.0.0.1:0") as cluster, distributed.Client(cluster) as dask_client:
         yield dask_client
 
 
@@ -271,6 +271,23 @@ def test_cli_reports_an_unloadable_model_and_bad_options(tmp_path, capsys):
     assert "model file not found" in capsys.readouterr().err
     assert main(["run", str(DYNAMIC), "--inputs", str(tmp_path / "*.nothing"), "--output-dir", "o"]) == 1
     assert "no file matches" in capsys.readouterr().err
-    assert main(["run", str(DYNAMIC), "--output-dir", str(tmp_path / "out")]) == 1
+    assert main(["run", str(DYNAMIC), "--output-dir", str(tmp_path / "out")]) == 2  # a usage error (issue 11: exit 2)
+    assert "--output-dir" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["run", str(DYNAMIC), "--inputs", "x", "--output-dir", "o", "--workers", "2", "--scheduler", "tcp://a:1"])
+
+
+def test_the_embedded_cluster_sets_the_blas_thread_count_in_each_worker(monkeypatch):
+    # The default is one BLAS thread per worker; 2 here shows the setting (not Dask's default of 1) arrives,
+    # even over the values an earlier cluster leaves in this process's environment (Dask's nanny does).
+    from kuiper.dask import local_cluster
+
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(name, "1")
+
+    def blas_environment():
+        return {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+
+    with local_cluster(workers=1, blas_threads=2, dashboard_address="127.0.0.1:0") as cluster, \
+            distributed.Client(cluster, set_as_default=False) as other:
+        assert list(other.run(blas_environment).values()) == [dict.fromkeys(blas_environment(), "2")]

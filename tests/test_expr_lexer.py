@@ -55,6 +55,8 @@ def test_list_brackets_are_tokens():
         ("+inf", FLOAT, math.inf),
         ("1.000000e+00+-2.000000e+00j", COMPLEX, complex(1, -2)),
         ("1.0+2.0j", COMPLEX, complex(1, 2)),
+        ("1.200000e+00-9.000000e-01j", COMPLEX, complex(1.2, -0.9)),  # how pnnx prints a negative imaginary part
+        ("-1.0-2.0j", COMPLEX, complex(-1, -2)),
         ("-0.5+0.0j", COMPLEX, complex(-0.5, 0)),
         ("3j", COMPLEX, complex(0, 3)),
         ("inf+nanj", COMPLEX, None),

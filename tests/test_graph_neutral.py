@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pickle
 import sys
-import textwrap
 import threading
 
 import numpy as np

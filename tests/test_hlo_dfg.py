@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 import numpy as np
 
@@ -93,3 +95,17 @@ def test_kuiper_info_and_run_read_hlo_files(tmp_path, capsys):
     np.save(tmp_path / "x.npy", np.float32([1.5, 2.0]))
     assert main(["run", str(path), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy")]) == 0
     assert np.load(tmp_path / "y.npy") == np.float32(3.5)  # the loop leaves x alone; reduce adds it up
+
+
+def test_svg_output_goes_through_graphviz(tmp_path, monkeypatch):
+    # A stand-in for Graphviz's dot: it records its arguments and the DOT text it was given.
+    fake = tmp_path / "dot"
+    fake.write_text(f"#!{sys.executable}\nimport sys\nopen(sys.argv[-1], 'w').write(' '.join(sys.argv[1:-1]) + "
+                    "'\\n' + sys.stdin.read())\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    path = tmp_path / "m.hlo.txt"
+    path.write_text(MODULE)
+    assert main(["hlo", "dfg", str(path), "-o", str(tmp_path / "g.svg")]) == 0
+    written = (tmp_path / "g.svg").read_text()
+    assert written.startswith("-Tsvg -o\ndigraph hlo {")

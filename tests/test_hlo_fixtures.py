@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kuiper.hlo import parse
 
@@ -35,12 +38,29 @@ def _arrays(data, prefix):
     return [data[f"{prefix}{i}"] for i in range(sum(key.startswith(prefix) for key in data.files))]
 
 
-@pytest.mark.parametrize("name, suffix", TEXTS, ids=[f"{n}{s}" for n, s in TEXTS])
-def test_runs_like_jax_on_numpy(name, suffix):
+UNFUSED = [("mlp", ".hlo.txt"), ("float_math", ".hlo.txt"), ("softmax_layernorm", ".opt.hlo.txt")]
+
+
+@pytest.mark.parametrize("name, suffix, fuse", [(n, s, True) for n, s in TEXTS] + [(n, s, False) for n, s in UNFUSED],
+                         ids=[f"{n}{s}" for n, s in TEXTS] + [f"{n}{s}-unfused" for n, s in UNFUSED])
+def test_runs_like_jax_on_numpy(name, suffix, fuse):
+    _check_against_jax(name, suffix, "numpy", fuse)
+
+
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_runs_like_jax_on_other_backends(name, backend_name):
+    if backend_name == "numpy":
+        pytest.skip("numpy is checked above")
+    _check_against_jax(name, ".opt.hlo.txt", backend_name, True)
+
+
+def _check_against_jax(name, suffix, backend, fuse):
     import kuiper
 
     data = np.load(FIXTURES / f"{name}.npz")
-    model = kuiper.load(FIXTURES / f"{name}{suffix}", backend="numpy")
+    model = kuiper.load(FIXTURES / f"{name}{suffix}", backend=backend, fuse=fuse)
+    if (name, suffix) in UNFUSED:  # these have elementwise chains the IR runs: fused or not, same answers
+        assert bool(model.fused_groups) == fuse
     outputs = model(*_arrays(data, "input"), to_numpy=True)
     outputs = list(outputs) if isinstance(outputs, tuple) else [outputs]
     expected = _arrays(data, "output")
@@ -52,3 +72,21 @@ def test_runs_like_jax_on_numpy(name, suffix):
             np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-3, equal_nan=True, err_msg=f"output {index}")
         else:
             np.testing.assert_array_equal(got, want, err_msg=f"output {index}")
+
+
+_SLICING = (FIXTURES / "slicing.opt.hlo.txt").read_text() if (FIXTURES / "slicing.opt.hlo.txt").exists() else ""
+_WORDS = list(re.finditer(r"[0-9]+|[a-z_]+", _SLICING))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, max(len(_WORDS) - 1, 0)), st.sampled_from(["0", "1", "2", "7", "-1", "f32", "s32", "pred", "x", ""]))
+def test_a_mutated_program_runs_or_raises_a_kuiper_error(index, replacement):
+    import kuiper
+
+    word = _WORDS[index]
+    text = _SLICING[: word.start()] + replacement + _SLICING[word.end() :]
+    inputs = _arrays(np.load(FIXTURES / "slicing.npz"), "input")
+    try:
+        kuiper.load_hlo(text)(*inputs)
+    except kuiper.KuiperError:
+        pass

@@ -6,6 +6,8 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kuiper
 from kuiper.errors import HloSyntaxError, UnsupportedOperatorError
@@ -201,3 +203,51 @@ def test_map_complex_parts_logistic_and_one_device_collectives():
     np.testing.assert_array_equal(ar, x)
     assert replica == 0 and replica.dtype == np.uint32
     np.testing.assert_array_equal(lz, [30, 29, 31])
+
+
+def test_a_computation_that_calls_itself_is_an_error():
+    text = ("HloModule m\nf {\n  p = f32[] parameter(0)\n  ROOT c = f32[] call(p), to_apply=f\n}\n"
+            "ENTRY e {\n  x = f32[] parameter(0)\n  ROOT r = f32[] call(x), to_apply=f\n}\n")
+    with pytest.raises(HloSyntaxError, match="computation 'f' calls itself") as info:
+        kuiper.load_hlo(text)
+    assert info.value.line == 4
+
+
+_LESS_TOTAL = ("less {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  i = s32[] parameter(2)\n"
+               "  j = s32[] parameter(3)\n  ROOT lt = pred[] compare(a, b), direction=LT, type=TOTALORDER\n}\n")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.5, np.inf, -np.inf, np.nan]), min_size=1, max_size=70))
+def test_sort_is_a_stable_total_order_sort_of_any_length(values):
+    x = np.float32(values)
+    n = len(values)
+    body = (f"  x = f32[{n}] parameter(0)\n  i = s32[{n}] iota(), iota_dimension=0\n"
+            f"  ROOT s = (f32[{n}], s32[{n}]) sort(x, i), dimensions={{0}}, is_stable=true, to_apply=less")
+    keys, order = run(body, x, computations=_LESS_TOTAL)
+
+    def total_order(position):  # -inf < ... < -0 < +0 < ... < inf < NaN, then by position (stable)
+        value = values[position]
+        return (np.isnan(value), 0.0 if np.isnan(value) else value, not np.signbit(value), position)
+
+    expected = sorted(range(n), key=total_order)
+    np.testing.assert_array_equal(order, expected)
+    np.testing.assert_array_equal(keys, x[expected])
+
+
+def test_convolution_window_reversal_and_one_spatial_dim():
+    body = ("  x = f32[1,1,5] parameter(0)\n  w = f32[1,1,3] constant({ { {1, 0, -1} } })\n"
+            "  ROOT y = f32[1,1,3] convolution(x, w), window={size=3WINDOW}, dim_labels=bf0_oi0->bf0")
+    x = np.float32([[[1, 2, 3, 4, 5]]])
+    np.testing.assert_array_equal(run(body.replace("WINDOW", ""), x), [[[-2, -2, -2]]])  # x[i] - x[i+2]
+    flipped = run(body.replace("WINDOW", " rhs_reversal=1"), x)
+    np.testing.assert_array_equal(flipped, [[[2, 2, 2]]])  # the kernel read backwards
+
+
+def test_reduce_window_that_tiles_the_operand():
+    adder = "add {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  ROOT s = s32[] add(a, b)\n}\n"
+    body = ("  x = s32[4,6] parameter(0)\n  init = s32[] constant(100)\n"
+            "  ROOT r = s32[2,2] reduce-window(x, init), window={size=2x3 stride=2x3}, to_apply=add")
+    x = np.arange(24, dtype=np.int32).reshape(4, 6)
+    expected = x.reshape(2, 2, 2, 3).sum(axis=(1, 3)) + 100  # the init joins each window once
+    np.testing.assert_array_equal(run(body, x, computations=adder), expected)

@@ -70,12 +70,23 @@ def test_constants_take_their_dtype():
         (lambda b: make.call("floor", b), "floor is not defined for a bool tensor"),
         (lambda b: make.bitwise("shl", b, b), "lshift is not defined for bool"),
         (lambda b: make.bitwise("and", make.cast(b, "float32"), b), "needs bool or integer"),
-        (lambda b: make.const(1, "complex64"), "unknown dtype"),
+        (lambda b: make.const(1, "complex32"), "unknown dtype"),
+        (lambda b: make.gt(make.cast(b, "complex64"), 0), "gt is not defined for complex"),
+        (lambda b: make.call("floor", make.cast(b, "complex64")), "floor is not defined for complex"),
     ],
 )
 def test_type_errors_are_expression_errors(build, message):
     with pytest.raises(IRError, match=message):
         build(Var("b", "bool"))
+
+
+def test_complex_promotion_follows_pytorch():
+    assert dtypes.promote("complex64", "float64") == "complex128"
+    assert dtypes.promote("float32", "pycomplex") == "complex64"
+    assert dtypes.promote("complex64", "pyfloat") == "complex64"
+    assert dtypes.promote("int64", "complex128") == "complex128"
+    assert make.call("abs", Var("z", "complex64")).dtype == "float32"
+    assert make.div(Var("z", "complex128"), 2).dtype == "complex128"
 
 
 def test_bool_tensors_allow_what_pytorch_allows():

@@ -16,13 +16,13 @@ import pytest
 
 pytest.importorskip("numba")
 
-from kuiper.backends import get_backend  # noqa: E402
-from kuiper.model_ir import OpNode  # noqa: E402
-from kuiper.numba_kernels import conv as compiled_conv  # noqa: E402
-from kuiper.numba_kernels import pooling as compiled_pooling  # noqa: E402
-from kuiper.numba_kernels import runtime  # noqa: E402
-from kuiper.ops.conv import Conv2d  # noqa: E402
-from kuiper.ops.pooling import MaxPool2d  # noqa: E402
+from kuiper.backends import get_backend
+from kuiper.model_ir import OpNode
+from kuiper.numba_kernels import conv as compiled_conv
+from kuiper.numba_kernels import pooling as compiled_pooling
+from kuiper.numba_kernels import runtime
+from kuiper.ops.conv import Conv2d
+from kuiper.ops.pooling import MaxPool2d
 
 TOLERANCE = 1e-4
 
@@ -35,8 +35,8 @@ def conv_node(in_channels, out_channels, kernel, stride=1, padding=1, groups=1, 
     attrs = {"weight": weight.astype(dtype)}
     if bias:
         attrs["bias"] = rng.standard_normal(out_channels).astype(dtype)
-    params = dict(stride=[stride, stride], padding=[padding, padding], dilation=[dilation, dilation],
-                  groups=groups, bias=bias, padding_mode=padding_mode)
+    params = {"stride": [stride, stride], "padding": [padding, padding], "dilation": [dilation, dilation],
+                  "groups": groups, "bias": bias, "padding_mode": padding_mode}
     return OpNode("nn.Conv2d", "conv", ["x"], ["y"], params=params, attrs=attrs)
 
 
@@ -127,11 +127,11 @@ def pool_node(**params):
 
 
 POOL_CASES = {
-    "3x3 s2 p1": dict(kernel_size=[3, 3], stride=[2, 2], padding=[1, 1]),
-    "5x5 s1 p2 (SPPF)": dict(kernel_size=[5, 5], stride=[1, 1], padding=[2, 2]),
-    "2x2 default stride": dict(kernel_size=[2, 2]),
-    "3x2 s(2,3) dilation (2,1) ceil_mode": dict(kernel_size=[3, 2], stride=[2, 3], padding=[1, 1], dilation=[2, 1],
-                                                ceil_mode=True),
+    "3x3 s2 p1": {"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1]},
+    "5x5 s1 p2 (SPPF)": {"kernel_size": [5, 5], "stride": [1, 1], "padding": [2, 2]},
+    "2x2 default stride": {"kernel_size": [2, 2]},
+    "3x2 s(2,3) dilation (2,1) ceil_mode": {"kernel_size": [3, 2], "stride": [2, 3], "padding": [1, 1], "dilation": [2, 1],
+                                                "ceil_mode": True},
 }
 
 
@@ -162,6 +162,8 @@ def test_kernels_are_registered_for_numpy_only_and_switch_off(monkeypatch):
     from kuiper import numba_kernels
     from kuiper.backends import numpy_backend
 
+    monkeypatch.delenv(runtime.DISABLE_ENV, raising=False)
+    runtime.availability.cache_clear()
     assert set(numpy_backend.kuiper_add_kernels("numpy")) >= {"nn.Conv2d", "F.conv2d", "nn.MaxPool2d"}
     assert numpy_backend.kuiper_add_kernels("cupy") is None
     monkeypatch.setenv(runtime.DISABLE_ENV, "0")
@@ -173,3 +175,67 @@ def test_kernels_are_registered_for_numpy_only_and_switch_off(monkeypatch):
         monkeypatch.delenv(runtime.DISABLE_ENV)
         runtime.availability.cache_clear()
     assert "compiled CPU kernels: on" in numba_kernels.describe()
+    runtime.availability.cache_clear()  # back to what the environment of this session says
+
+
+def test_compiled_layer_norm_matches_float64():
+    from kuiper.numba_kernels.norm import CompiledLayerNorm
+
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((2, 3, 4, 5)) * 3 + 1).astype(np.float32)
+    weight = rng.standard_normal((4, 5)).astype(np.float32)
+    bias = rng.standard_normal((4, 5)).astype(np.float32)
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=(-2, -1), keepdims=True)
+    var = ((x64 - mean) ** 2).mean(axis=(-2, -1), keepdims=True)
+    normalized = (x64 - mean) / np.sqrt(var + 1e-5)
+    cases = [({"weight": weight, "bias": bias}, {"elementwise_affine": True}, normalized * weight + bias),
+             ({}, {"elementwise_affine": False}, normalized)]
+    for attrs, params, expected in cases:
+        node = OpNode("nn.LayerNorm", "ln", ["x"], ["y"], params=dict(normalized_shape=[4, 5], eps=1e-5, **params),
+                      attrs=attrs)
+        op = CompiledLayerNorm(node, get_backend("numpy"))
+        assert op.compiled
+        np.testing.assert_allclose(op.forward(x), expected, atol=TOLERANCE)
+
+
+@pytest.mark.parametrize("op_type", ["F.softmax", "F.log_softmax"])
+@pytest.mark.parametrize("dim", [-1, 2, 1])
+def test_compiled_softmax_matches_float64(op_type, dim):
+    from kuiper.numba_kernels.norm import CompiledSoftmax
+    from kuiper.ops.activation import Softmax
+
+    x = (np.random.default_rng(4).standard_normal((2, 3, 7)) * 4).astype(np.float32)
+    x64 = x.astype(np.float64)
+    shifted = x64 - x64.max(axis=dim, keepdims=True)
+    log_softmax = shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True))
+    expected = log_softmax if op_type == "F.log_softmax" else np.exp(log_softmax)
+    node = OpNode(op_type, "s", ["x"], ["y"], params={"dim": dim})
+    got = CompiledSoftmax(node, get_backend("numpy")).forward(x)
+    np.testing.assert_allclose(got, expected, atol=TOLERANCE)
+    np.testing.assert_allclose(got, Softmax(node, get_backend("numpy")).forward(x), atol=TOLERANCE)
+
+
+def test_without_numba_the_reference_ops_run_and_info_says_why(monkeypatch, tmp_path):
+    import sys
+
+    from conftest import op_model
+
+    from kuiper import numba_kernels
+    from kuiper.plugins import kernel_registry
+
+    monkeypatch.setitem(sys.modules, "numba", None)  # `import numba` now raises ImportError
+    runtime.availability.cache_clear()
+    kernel_registry.cache_clear()
+    try:
+        assert numba_kernels.kernels() == {}
+        assert "numba is not installed" in numba_kernels.describe()
+        weight = np.ones((4, 1, 3, 3), np.float32)
+        model = op_model(tmp_path, "nn.Conv2d conv 1 1 x y in_channels=4 out_channels=4 kernel_size=(3,3) "
+                         "stride=(1,1) padding=(1,1) groups=4 bias=False", weights={"weight": weight})
+        assert type(model.steps[0].op) is Conv2d
+        np.testing.assert_allclose(model(np.ones((1, 4, 6, 6), np.float32))[0, 0, 1:-1, 1:-1], 9.0)
+    finally:
+        monkeypatch.undo()
+        runtime.availability.cache_clear()
+        kernel_registry.cache_clear()

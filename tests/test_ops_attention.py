@@ -189,6 +189,9 @@ def mha(tmp_path, arrays, keys, weights, heads, n_out=2, **params):
     return outs
 
 
+# average_attn_weights is a forward() argument pnnx never writes, so the generated known-param
+# table (kuiper/formats/pnnx_param_names.py) does not list it; kuiper reads it when a file gives it.
+@pytest.mark.filterwarnings("ignore::kuiper.errors.UnknownParamWarning")
 @pytest.mark.parametrize("batch_first", [True, False])
 @pytest.mark.parametrize("average", [True, False])
 def test_mha_self_attention_with_weights(tmp_path, batch_first, average):
@@ -267,9 +270,21 @@ def test_mha_reads_pnnx_mask_first_order(tmp_path):
     np.testing.assert_allclose(out, mha_reference(x, x, x, w, 2, True, mask)[0], atol=1e-5)
 
 
+def test_mha_query_bound_to_input_as_pnnx_fusion_writes_it(tmp_path):
+    """pnnx's fused MHA (torchvision Swin): ``$input=x $attn_mask=m`` with a 3-D float mask."""
+    w = mha_weights(8, seed=7)
+    r = rng(7)
+    x = r.standard_normal((2, 4, 8)).astype(np.float32)
+    mask = r.standard_normal((4, 4, 4)).astype(np.float32)
+    out, _ = mha(tmp_path, [x, mask], ["input", "attn_mask"], w, 2, batch_first=True)
+    np.testing.assert_allclose(out, mha_reference(x, x, x, w, 2, True, mask)[0], atol=1e-5)
+
+
 def test_mha_errors_name_the_op_and_what_was_expected(tmp_path):
     w = mha_weights(8)
     x = np.zeros((2, 4, 8), np.float32)
+    with pytest.raises(kuiper.KuiperError, match="unknown input keyword"):
+        mha(tmp_path, [x, x], [None, "mask"], w, heads=2)
     with pytest.raises(kuiper.KuiperError, match="multiple of num_heads"):
         mha(tmp_path, [x], [None], w, heads=3)
     with pytest.raises(kuiper.KuiperError, match="attn_mask must be"):
@@ -279,3 +294,43 @@ def test_mha_errors_name_the_op_and_what_was_expected(tmp_path):
     missing = {k: v for k, v in w.items() if k != "out_proj.weight"}
     with pytest.raises(kuiper.KuiperError, match="out_proj.weight"):
         one_op(tmp_path, "nn.MultiheadAttention", [x], {"embed_dim": 8, "num_heads": 2}, weights=missing)
+
+
+# -- memory: one (L, S) score buffer, updated in place ----------------------------------------------
+
+
+def peak_bytes_while(run):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        run()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("with_mask", [False, True], ids=["plain", "float_mask"])
+def test_sdpa_keeps_one_float32_score_buffer(tmp_path, with_mask):
+    """Scale, mask and softmax work in the one (L, S) float32 score buffer: no float64, no copies of it."""
+    length = 768
+    r = rng(9)
+    q, k, v = (r.standard_normal((1, length, 4)).astype(np.float32) for _ in range(3))
+    mask = r.standard_normal((length, length)).astype(np.float32) if with_mask else None
+    arrays, keys = [q, k, v] + ([mask] if with_mask else []), ["query", "key", "value"] + (["attn_mask"] * with_mask)
+    _, model = one_op(tmp_path, "F.scaled_dot_product_attention", arrays, {"is_causal": False}, keys=keys)
+    scores_bytes = length * length * 4
+    peak = peak_bytes_while(lambda: model(*arrays))
+    assert peak < 1.5 * scores_bytes, f"peak {peak / scores_bytes:.2f}x the score buffer"
+
+
+def test_mha_keeps_one_float32_score_buffer(tmp_path):
+    length = 640
+    w = mha_weights(8, seed=10)
+    x = rng(10).standard_normal((1, length, 8)).astype(np.float32)
+    _, model = one_op(tmp_path, "nn.MultiheadAttention", [x], {"batch_first": True, "embed_dim": 8, "num_heads": 1},
+                      weights=w)
+    scores_bytes = length * length * 4
+    peak = peak_bytes_while(lambda: model(x))
+    assert peak < 1.5 * scores_bytes, f"peak {peak / scores_bytes:.2f}x the score buffer"

@@ -14,38 +14,42 @@ import zipfile
 import numpy as np
 import pytest
 
+import kuiper
 from kuiper.backends.numpy_backend import WEIGHT_ALIGNMENT, NumpyBackend
 from kuiper.formats.pnnx_bin import WeightArchive
 
+from conftest import write_model
 from test_ops_activation import one_op
 
 
 @pytest.fixture
 def matmul_operands(monkeypatch):
-    """Every ndarray operand of the NumPy backend's matmul, as it was passed."""
+    """Every ndarray operand of a matmul, through the backend's namespace or NumPy itself
+    (the compiled CPU kernels call np.matmul directly), as it was passed."""
     seen = []
     xp = NumpyBackend.xp
-    real = xp.matmul
+    real = np.matmul
 
     def spy(a, b, *args, **kwargs):
         seen.extend(v for v in (a, b) if isinstance(v, np.ndarray))
         return real(a, b, *args, **kwargs)
 
     monkeypatch.setattr(xp, "matmul", spy)
+    monkeypatch.setattr(np, "matmul", spy)
     return seen
 
 
-def check_weight_was_misaligned_in_the_file(model_dir, shape):
+def check_weight_was_misaligned_in_the_file(model_dir, shape, entry="op.weight"):
     """The test means something only if '@weight' starts at a misaligned offset in the file;
     the loader reads it into a 64-byte-aligned buffer of its own."""
     path = next(model_dir.glob("*.pnnx.bin"))
     with zipfile.ZipFile(path) as archive:
-        info = archive.getinfo("op.weight")
+        info = archive.getinfo(entry)
     with open(path, "rb") as handle:
         handle.seek(info.header_offset + 26)
         name_length, extra_length = struct.unpack("<HH", handle.read(4))
     assert (info.header_offset + 30 + name_length + extra_length) % 4 != 0
-    assert WeightArchive(path).read("op.weight", shape, "f32").ctypes.data % WEIGHT_ALIGNMENT == 0
+    assert WeightArchive(path).read(entry, shape, "f32").ctypes.data % WEIGHT_ALIGNMENT == 0
 
 
 CASES = {
@@ -98,3 +102,16 @@ def test_a_loaded_linear_keeps_its_weight_on_a_64_byte_boundary(tmp_path):
     _, model = one_op(tmp_path, "nn.Linear", [np.ones((1, 6), np.float32)], {"bias": False}, weights={"weight": weight})
     (step,) = model.steps
     assert step.op.weight_t.ctypes.data % WEIGHT_ALIGNMENT == 0
+
+
+def test_a_constant_feeding_torch_matmul_is_aligned(tmp_path, matmul_operands):
+    """pnnx.Attribute -> torch.matmul (a weight pnnx folded into a constant) must reach BLAS aligned too."""
+    rng = np.random.default_rng(2)
+    weight, x = rng.standard_normal((6, 5)).astype(np.float32), rng.standard_normal((3, 6)).astype(np.float32)
+    text = ("7767517\n4 3\npnnx.Input in0 0 1 x\npnnx.Attribute op 0 1 w @data=(6,5)f32\n"
+            "torch.matmul mm 2 1 x w y $input=x $other=w\npnnx.Output out0 1 0 y\n")
+    param = write_model(tmp_path, text, {"op.data": weight.tobytes()})
+    check_weight_was_misaligned_in_the_file(tmp_path, (6, 5), entry="op.data")
+    got = kuiper.to_numpy(kuiper.load(param)(x))
+    assert not [a.shape for a in matmul_operands if not a.flags.aligned]
+    np.testing.assert_allclose(got, x.astype(np.float64) @ weight, atol=1e-5)

@@ -232,12 +232,26 @@ def tuple_outputs():
     return f, [normal(3), normal(3)]
 
 
+def batched_variants():
+    kernel = normal(4, 3, 3, 3, scale=0.3)
+
+    def f(x, table, rows, updates):
+        grouped = lax.conv_general_dilated(x, kernel, (1, 1), "VALID", batch_group_count=2,
+                                           dimension_numbers=("NCHW", "OIHW", "NCHW"))
+        scattered = jax.vmap(lambda t, i, u: t.at[i].add(u))(table, rows, updates)  # batching dims
+        picked = jax.vmap(lambda t, i: t[i])(table, rows)
+        return grouped, scattered, picked
+
+    rows = np.array([[0, 4], [2, 2], [1, 3]], np.int32)
+    return f, [normal(4, 3, 6, 6), normal(3, 5), rows, normal(3, 2)]
+
+
 PROGRAMS = {
     "mlp": mlp, "cnn_nchw": cnn_nchw, "cnn_nhwc": cnn_nhwc, "attention": attention,
     "softmax_layernorm": softmax_layernorm, "integer_math": integer_math, "float_math": float_math,
     "slicing": slicing, "sort_topk": sort_topk, "control_flow": control_flow, "cumulative": cumulative,
     "reductions": reductions, "maxpool_grad": maxpool_grad, "batched_dot": batched_dot,
-    "tuple_outputs": tuple_outputs,
+    "tuple_outputs": tuple_outputs, "batched_variants": batched_variants,
 }
 
 

@@ -12,7 +12,7 @@ result against eager PyTorch.  This tool reuses the model and inputs and swaps t
      (inputs and eager outputs, any dtype, complex included), or a status.txt saying why not.
   2. check (needs kuiper only; run with the project venv):
        .venv/bin/python tools/pnnx_op_tests.py check OUT_DIR [--markdown]
-     Loads every export with kuiper, runs it on the saved inputs (fused) and compares with
+     Loads every export with kuiper, runs it on the saved inputs (fused; --no-fuse) and compares with
      the eager outputs: exact for integer/bool outputs, else max abs error <= 1e-4 relative to
      max(1, |output|).  Prints one line per test and a summary grouped by reason.
 
@@ -86,7 +86,7 @@ def export_one(script: Path, dest: Path) -> str:
     import torch
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from fixturelib import _quiet, save_npz
+    from fixturelib import _quiet
 
     caught = _catch_model(script)
     if caught is None:
@@ -110,7 +110,7 @@ def export_one(script: Path, dest: Path) -> str:
         dest.mkdir(parents=True, exist_ok=True)
         (dest / "model.pnnx.param").write_bytes(param.read_bytes())
         (dest / "model.pnnx.bin").write_bytes(weights.read_bytes() if weights.exists() else b"")
-    save_npz(dest / "ref.npz", {k: np.ascontiguousarray(v) for k, v in arrays.items()})
+    np.savez(dest / "ref.npz", **arrays)  # not fixturelib.save_npz: that makes 0-d outputs 1-d
     return "exported"
 
 
@@ -154,7 +154,7 @@ def _compare(got, want) -> str | None:
     return None if error <= 1e-4 * scale else f"max abs error {error:.3g} (scale {scale:.3g})"
 
 
-def check_one(folder: Path) -> tuple[str, str]:
+def check_one(folder: Path, fuse: bool = True) -> tuple[str, str]:
     """(outcome, detail): outcome is pass, mismatch, unsupported, error or the export status."""
     import numpy as np
 
@@ -168,7 +168,7 @@ def check_one(folder: Path) -> tuple[str, str]:
     inputs = [ref[f"input{i}"] for i in range(sum(k.startswith("input") for k in ref.files))]
     wants = [ref[f"output{j}"] for j in range(sum(k.startswith("output") for k in ref.files))]
     try:
-        model = kuiper.load(folder / "model.pnnx.param")
+        model = kuiper.load(folder / "model.pnnx.param", fuse=fuse)
     except (UnsupportedOperatorError, OperatorParamError) as exc:
         return "unsupported", " ".join(str(exc).split())[:300]
     except Exception as exc:  # noqa: BLE001 - reported, not raised
@@ -187,8 +187,8 @@ def check_one(folder: Path) -> tuple[str, str]:
     return "pass", ""
 
 
-def check_all(out_dir: Path, markdown: bool) -> int:
-    results = {folder.name: check_one(folder) for folder in sorted(p for p in out_dir.iterdir() if p.is_dir())}
+def check_all(out_dir: Path, markdown: bool, fuse: bool = True) -> int:
+    results = {folder.name: check_one(folder, fuse) for folder in sorted(p for p in out_dir.iterdir() if p.is_dir())}
     counts = collections.Counter(outcome for outcome, _ in results.values())
     for name, (outcome, detail) in results.items():
         if markdown:
@@ -210,10 +210,11 @@ def main(argv=None) -> int:
     check = commands.add_parser("check", help="run the exports with kuiper and compare")
     check.add_argument("out_dir", type=Path)
     check.add_argument("--markdown", action="store_true", help="print the failures as Markdown table rows")
+    check.add_argument("--no-fuse", action="store_true", help="build the models without elementwise fusion")
     args = parser.parse_args(argv)
     if args.command == "export":
         return export_all(args.tests_dir.resolve(), args.out_dir.resolve(), args.names)
-    return check_all(args.out_dir.resolve(), args.markdown)
+    return check_all(args.out_dir.resolve(), args.markdown, fuse=not args.no_fuse)
 
 
 if __name__ == "__main__":

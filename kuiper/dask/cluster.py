@@ -21,16 +21,34 @@ BLAS_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 def local_cluster(workers: int | None = None, threads_per_worker: int = 1, blas_threads: int = 1,
                   dashboard_address: str | None = "127.0.0.1:8787"):
-    """A LocalCluster of worker processes on the loopback address only."""
+    """A LocalCluster of worker processes on the loopback address only, ``blas_threads`` BLAS threads each."""
     import dask
     from distributed import LocalCluster
 
     workers = workers or os.cpu_count() or 1
     environ = {name: str(blas_threads) for name in BLAS_ENV_VARS}
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": {
-        **dask.config.get("distributed.nanny.pre-spawn-environ", {}), **environ}}):
+    # Each Nanny reads its pre-spawn environment when it is made, and a variable already in
+    # this process's environment beats the config (an earlier cluster leaves its values
+    # there), so both are set while the cluster is made.  Nannies keep what they read, so a
+    # worker restarted after a crash gets the same values.
+    spawn_config = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **environ}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn_config}), _environment(environ):
         return LocalCluster(n_workers=workers, threads_per_worker=threads_per_worker, processes=True,
                             host="127.0.0.1", dashboard_address=dashboard_address)
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]):
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @contextlib.contextmanager

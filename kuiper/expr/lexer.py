@@ -5,7 +5,7 @@ Token kinds:
   INPUT    ``@3`` (value: 3)
   INT      ``2``, ``-1`` (value: int)
   FLOAT    ``2.0``, ``1.000000e-05``, ``-inf``, ``nan`` (value: float)
-  COMPLEX  ``1.0+-2.0j``, ``3j`` (value: complex)
+  COMPLEX  ``1.0+-2.0j``, ``1.0-2.0j``, ``3j`` (value: complex)
   ( ) , [ ]  punctuation, the kind is the character itself
 
 Whitespace is skipped (PNNX never writes any).  Anything else raises
@@ -84,8 +84,9 @@ def _number(text: str, pos: int) -> Token:
     value: object = float(real.group()) if kind == FLOAT else int(real.group())
     if text.startswith("j", end):
         kind, value, end = COMPLEX, complex(0.0, float(real.group())), end + 1
-    elif text.startswith("+", end):
-        imag = _REAL_RE.match(text, end + 1)
+    elif text.startswith(("+", "-"), end):
+        # 1.0+2.0j, 1.0+-2.0j and, as pnnx prints a negative imaginary part, 1.0-2.0j
+        imag = _REAL_RE.match(text, end + 1 if text[end] == "+" else end)
         if imag is not None and text.startswith("j", imag.end()):
             kind = COMPLEX
             value = complex(float(real.group()), float(imag.group()))

@@ -11,7 +11,7 @@ a DAG would take time exponential in its depth.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from kuiper.ir.structural import Structural
 

@@ -34,7 +34,12 @@ def cmd_hlo_dfg(args) -> int:
         dot = shutil.which("dot")
         if dot is None:
             raise KuiperError("rendering SVG needs Graphviz's `dot` on PATH; use --dot -o FILE.dot instead")
-        subprocess.run([dot, "-Tsvg", "-o", str(output)], input=graph.to_dot(), text=True, check=True)
+        try:
+            subprocess.run([dot, "-Tsvg", "-o", str(output)], input=graph.to_dot(), text=True, check=True,
+                           capture_output=True)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            detail = getattr(exc, "stderr", "") or exc
+            raise KuiperError(f"Graphviz's dot could not render {output}: {detail}") from None
         return 0
     text = graph.to_dot() if args.dot else graph.to_json()
     if output is None:

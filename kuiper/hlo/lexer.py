@@ -5,6 +5,8 @@ Token kinds (``Token.kind``):
   INT      ``3``, ``-1``
   FLOAT    ``1.5``, ``-2e-05``, ``inf``/``-inf``/``nan`` are NAMEs and become floats in literals
   STRING   ``"..."`` with backslash escapes (value: the unquoted text)
+  SHAPE    a plain array shape as one token: ``f32[8,16]{1,0}``, ``pred[]`` (dynamic dims and
+           tiled layouts lex piece by piece)
   RECORD   a flat ``{...}`` holding a string and no nested braces or brackets, as one token:
            ``metadata={op_name="a" stack_frame_id=2}``, ``frontend_attributes={x="y"}``.  These are
            most of a dump's tokens and nothing runs from them, so they are read by one regex.
@@ -24,8 +26,11 @@ import re
 
 from kuiper.errors import HloSyntaxError
 
+from .shapes import ELEMENT_TYPES
+
 NAME = "NAME"
 RECORD = "RECORD"
+SHAPE = "SHAPE"
 INT = "INT"
 FLOAT = "FLOAT"
 STRING = "STRING"
@@ -39,6 +44,7 @@ _TOKEN_RE = re.compile(
     \s*(?:
       (?P<skip>/\*.*?\*/|//[^\n]*)
     | (?P<RECORD>\{[^{}"\[\]]*"(?:[^"\\\n]|\\.)*"(?:[^{}"\[\]]|"(?:[^"\\\n]|\\.)*")*\})
+    | (?P<SHAPE>(?:TYPES)\[(?:[0-9]+(?:,[0-9]+)*)?\](?:\{(?:[0-9]+(?:,[0-9]+)*)?\})?(?![0-9A-Za-z_:{\[]))
     | (?P<NAME>%?[A-Za-z_](?:[A-Za-z0-9_.]|-(?!>))*)
     | (?P<LABELS>[0-9?][0-9a-z?]*_[0-9a-z?]+->[0-9a-z?]+)
     | (?P<DIMS>-?[0-9]+(?:[_x]-?[0-9]+)+(?![0-9.eE]))
@@ -48,7 +54,7 @@ _TOKEN_RE = re.compile(
     | (?P<NEGNAME>-(?:inf|nan)\b)
     | (?P<punct>\.\.\.|->|<=|[{}()\[\],=:*?!@<>+|])
     )
-    """,
+    """.replace("TYPES", "|".join(sorted(ELEMENT_TYPES, key=len, reverse=True))),
     re.VERBOSE | re.DOTALL,
 )
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "'": "'", "r": "\r"}

@@ -21,20 +21,22 @@ from .module import HloComputation, HloInstruction, HloModule
 from .shapes import ArrayShape, Shape
 
 INLINED = ("call", "fusion")
+# Elementwise opcodes whose operands may be scalars broadcast by the array rules instead.
+ELEMENTWISE = frozenset(
+    ["add", "subtract", "multiply", "divide", "remainder", "power", "maximum", "minimum", "atan2", "and", "or", "xor", "shift-left", "shift-right-arithmetic", "shift-right-logical", "complex", "compare", "select", "clamp"]
+)
 REGROUPING = ("tuple", "get-tuple-element", "parameter")
-# custom-call targets kuiper runs (as the op type hlo.custom-call.<target>).
-CUSTOM_CALLS = ("TopK",)
-
-Value = "str | tuple"  # an operand name, or a tuple of Values
 
 
 def op_type(instruction: HloInstruction) -> str:
+    """``hlo.<opcode>``; a custom call is ``hlo.custom-call.<target>`` (e.g. the TopK op)."""
     if instruction.opcode == "custom-call":
         return f"hlo.custom-call.{instruction.attributes.get('custom_call_target', '')}"
     return f"hlo.{instruction.opcode}"
 
 
 def leaves(value) -> list[str]:
+    """The operand names of a value: itself, or a tuple's leaves in order."""
     if isinstance(value, tuple):
         return [leaf for item in value for leaf in leaves(item)]
     return [value]
@@ -94,6 +96,7 @@ class _Lowering:
         self.vectorized = vectorized
         self.ops: list[OpNode] = []
         self.operands: dict[str, OperandInfo] = {}
+        self.inlining: list[str] = []  # computations being inlined, innermost last
 
     def fresh_value(self, name: str, shape: Shape):
         """Operand names for a value of ``shape``: ``name``, or ``name#0``, ``name#1`` ... per leaf."""
@@ -108,6 +111,13 @@ class _Lowering:
 
     def emit(self, computation: HloComputation, arguments: list, prefix: str):
         """Emit ops for ``computation`` with parameters bound to ``arguments``; return the root's value."""
+        self.inlining.append(computation.name)
+        try:
+            return self._emit(computation, arguments, prefix)
+        finally:
+            self.inlining.pop()
+
+    def _emit(self, computation: HloComputation, arguments: list, prefix: str):
         values: dict[str, object] = {}
         for instruction in _post_order(computation):
             name = prefix + instruction.name
@@ -122,15 +132,45 @@ class _Lowering:
             elif opcode == "get-tuple-element":
                 values[instruction.name] = operands[0][instruction.attributes["index"]]
             elif opcode in INLINED:
-                called = self.module.computations[instruction.attributes.get("calls") or instruction.attributes["to_apply"]]
-                values[instruction.name] = self.emit(called, operands, prefix=name + "/")
+                values[instruction.name] = self.emit(self.callee(instruction), operands, prefix=name + "/")
             elif opcode == "constant" and instruction.shape.is_tuple:
                 values[instruction.name] = self.tuple_constant(instruction, name)
             else:
+                operands = self.unbroadcast_scalars(computation, instruction, operands, values)
                 output = self.fresh_value(name, instruction.shape)
                 self.ops.append(self.node(instruction, name, operands, leaves(output)))
                 values[instruction.name] = output
         return values[computation.root.name]
+
+    def unbroadcast_scalars(self, computation: HloComputation, instruction: HloInstruction, operands: list,
+                            values: dict) -> list:
+        """Feed an elementwise instruction the scalar behind ``broadcast(scalar)`` operands.
+
+        Array broadcasting gives the same values when another operand has the full shape, and
+        it saves a full-size array per scalar constant; the elementwise chain can then fuse.
+        """
+        if instruction.opcode not in ELEMENTWISE or len(operands) < 2:
+            return operands
+        scalars = {}
+        for position, operand_name in enumerate(instruction.operands):
+            producer = computation.by_name[operand_name]
+            if producer.opcode == "broadcast" and len(producer.operands) == 1:
+                source = computation.by_name[producer.operands[0]].shape
+                if not source.is_tuple and source.rank == 0:
+                    scalars[position] = values[producer.operands[0]]
+        if not scalars or len(scalars) == len(operands):
+            return operands  # nothing to do, or no operand left to carry the full shape
+        return [scalars.get(position, operand) for position, operand in enumerate(operands)]
+
+    def callee(self, instruction: HloInstruction) -> HloComputation:
+        """The computation a call or fusion inlines (a computation calling itself is an error)."""
+        name = instruction.attributes.get("calls") or instruction.attributes.get("to_apply")
+        if not isinstance(name, str) or name not in self.module.computations:
+            raise GraphError(f"{self.module.where(instruction)}: {instruction.opcode} '{instruction.name}' "
+                             f"names no computation to call (calls= or to_apply=)")
+        if name in self.inlining:
+            raise GraphError(f"{self.module.where(instruction)}: computation '{name}' calls itself")
+        return self.module.computations[name]
 
     def node(self, instruction: HloInstruction, name: str, operands: list, outputs: list[str]) -> OpNode:
         attrs = {"data": literal_array(instruction)} if instruction.opcode == "constant" else {}

@@ -14,6 +14,9 @@ CALLED_ATTRIBUTES = (
 )
 
 
+_CALLED = frozenset(CALLED_ATTRIBUTES)
+
+
 class Quoted(str):
     """A ``"quoted"`` attribute value (as opposed to a bare word such as ``LT``)."""
 
@@ -52,9 +55,11 @@ class HloInstruction:
     computation: str = ""
 
     def called_computations(self) -> list[str]:
+        """Names of the computations this instruction calls, in attribute order."""
         names: list[str] = []
-        for key in CALLED_ATTRIBUTES:
-            value = self.attributes.get(key)
+        for key, value in self.attributes.items():
+            if key not in _CALLED:
+                continue
             if isinstance(value, str):
                 names.append(value)
             elif isinstance(value, list):

@@ -8,6 +8,7 @@ from ..ops.base import REQUIRED, Op
 from .module import HloComputation, HloInstruction, HloModule
 from .shapes import ArrayShape
 
+
 class HloOp(Op):
     """An op made from one HLO instruction (``node.params['instruction']``)."""
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from ..ops.elementwise import ElementwiseOp
+from .ir_math import ir_math
 from .ops_base import HloOp
 
 
@@ -172,7 +174,6 @@ UNARY = {
     "clz": count_leading_zeros,
     "real": lambda xp, x: xp.real(x),
     "imag": lambda xp, x: xp.imag(x),
-    "copy": lambda xp, x: x,
 }
 BINARY = {
     "add": lambda xp, a, b: a + b,
@@ -194,30 +195,51 @@ BINARY = {
 }
 
 
-class Elementwise(HloOp):
-    """Unary and binary math on arrays of the same shape (a scalar bound broadcasts in clamp/select)."""
+class _Elementwise(ElementwiseOp, HloOp):
+    """Runs the instruction as tensor IR (fusable) where the IR has XLA's semantics, else XLA-exact code."""
 
-    types = tuple(f"hlo.{opcode}" for opcode in (*UNARY, *BINARY))
+    @classmethod
+    def elementwise(cls, node):
+        return ir_math(node.params.get("module"), node.params.get("instruction"))
+
+    def setup(self):
+        HloOp.setup(self)
+        self.math = ir_math(self.module, self.instruction)
+        self._compiled = {}
+
+    def forward(self, *inputs):
+        if self.math is not None:
+            return ElementwiseOp.forward(self, *inputs)
+        result = self.xla(*inputs)
+        if any(result is value for value in inputs):
+            result = self.xp.asarray(result, copy=True)  # outputs are always fresh arrays
+        return result
+
+    def xla(self, *inputs):
+        raise NotImplementedError
+
+
+class Elementwise(_Elementwise):
+    """Unary and binary math on arrays of the same shape."""
+
+    types = tuple(f"hlo.{opcode}" for opcode in (*UNARY, *BINARY, "erf"))
 
     def hlo_setup(self):
         opcode = self.instruction.opcode
-        self.function = UNARY.get(opcode) or BINARY[opcode]
-        self.require_inputs(1 if opcode in UNARY else 2)
+        self.require_inputs(2 if opcode in BINARY else 1)
+        self.function = UNARY.get(opcode) or BINARY.get(opcode)
 
-    def forward(self, *inputs):
-        result = self.xp.asarray(self.function(self.xp, *inputs))
+    def xla(self, *inputs):
+        if self.function is None:  # erf on a type the IR lacks
+            result = self.backend.erf(inputs[0])
+        else:
+            result = self.function(self.xp, *inputs)
+        result = self.xp.asarray(result)
         dtype = self.dtype()
         return result if result.dtype == dtype else result.astype(dtype)
 
 
-class Erf(HloOp):
-    types = ("hlo.erf",)
-
-    def forward(self, x):
-        return self.xp.asarray(self.backend.erf(x)).astype(x.dtype)
-
-
-class Compare(HloOp):
+class Compare(_Elementwise):
     types = ("hlo.compare",)
     DIRECTIONS = ("EQ", "NE", "LT", "LE", "GT", "GE")
 
@@ -229,7 +251,7 @@ class Compare(HloOp):
         if self.type not in ("", "FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"):
             raise self.unsupported("type", self.type, ("FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"))
 
-    def forward(self, a, b):
+    def xla(self, a, b):
         xp = self.xp
         if self.type == "TOTALORDER" and a.dtype.kind == "f":
             a, b = total_order_key(xp, a), total_order_key(xp, b)
@@ -251,28 +273,28 @@ class Compare(HloOp):
         return xp.asarray(a >= b)
 
 
-class Select(HloOp):
+class Select(_Elementwise):
     types = ("hlo.select",)
 
-    def forward(self, predicate, on_true, on_false):
+    def xla(self, predicate, on_true, on_false):
         return self.xp.where(predicate, on_true, on_false)
 
 
-class Clamp(HloOp):
+class Clamp(_Elementwise):
     """clamp(low, x, high); low and high may be scalars."""
 
     types = ("hlo.clamp",)
 
-    def forward(self, low, x, high):
+    def xla(self, low, x, high):
         return self.xp.asarray(self.xp.minimum(self.xp.maximum(x, low), high)).astype(x.dtype)
 
 
-class Convert(HloOp):
+class Convert(_Elementwise):
     """Element type conversion: float -> int saturates, NaN -> 0; -> pred is != 0; complex -> real drops imag."""
 
     types = ("hlo.convert",)
 
-    def forward(self, x):
+    def xla(self, x):
         xp = self.xp
         dtype = self.dtype()
         target = self.result.dtype
@@ -340,4 +362,4 @@ class ReducePrecision(HloOp):
         return xp.where(xp.isnan(x), x, result) if self.mantissa_bits > 0 else result
 
 
-OPS = [Elementwise, Erf, Compare, Select, Clamp, Convert, BitcastConvert, ReducePrecision]
+OPS = [Elementwise, Compare, Select, Clamp, Convert, BitcastConvert, ReducePrecision]

@@ -142,10 +142,31 @@ class ReduceWindow(HloOp):
         self.simple = _is_simple(self, self.count)
         self.reducer = None if self.simple else self.sub_model(self.called("to_apply"), vectorized=True)
         self.dtypes = [self.dtype(leaf) for leaf in self.shape.leaves()]
+        window, dims = self.window, self.operand_shape(0).dims
+        # Windows that tile the operand exactly (pooling): a reshape gives them as axes, no copy.
+        self.tiles = bool(self.simple) and all(
+            size == stride and dim % size == 0 and pad == (0, 0) and base == 1 and dilation == 1
+            for size, stride, pad, base, dilation, dim in zip(
+                window["size"], window["stride"], window["pad"], window["lhs_dilate"], window["rhs_dilate"], dims
+            )
+        )
 
     def forward(self, *inputs):
         xp = self.xp
         arrays, inits = list(inputs[: self.count]), list(inputs[self.count :])
+        if self.tiles:
+            x, sizes = arrays[0], self.window["size"]
+            split = [part for dim, size in zip(x.shape, sizes) for part in (dim // size, size)]
+            x = xp.reshape(x, tuple(split))
+            # Combine the few elements of each window slice by slice: elementwise ops on strided
+            # views are much faster than NumPy's reductions over many tiny axes.
+            for axis in reversed(range(1, len(split), 2)):
+                lead = (slice(None),) * axis
+                folded = x[(*lead, 0)]
+                for offset in range(1, split[axis]):
+                    folded = combine(xp, self.simple, folded, x[(*lead, offset)])
+                x = folded
+            return xp.asarray(combine(xp, self.simple, x, inits[0])).astype(self.dtypes[0])
         windowed = []
         for a, init in zip(arrays, inits):
             views, rank = windows_of(self, a, self.window, init)

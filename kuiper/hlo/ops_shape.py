@@ -228,12 +228,12 @@ class Reverse(HloOp):
 
 
 class Identity(HloOp):
-    """Collectives and barriers on one device: every participant is this one, so data passes through."""
+    """Copies, barriers, and collectives on one device (every participant is this one): data passes through."""
 
     types = tuple(
         f"hlo.{opcode}" for opcode in (
             "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
-            "optimization-barrier", "copy-start", "copy-done",
+            "optimization-barrier", "copy-start", "copy-done", "copy",
         )
     )
 

@@ -1,17 +1,17 @@
 """HLO sort (variadic, any comparator) and top-k (``topk`` and the ``TopK`` custom call).
 
-Sort ranks every element by counting the elements the comparator puts before it (ties
-broken by position, so the sort is stable), evaluating the comparator on all pairs of a
-row at once; rows are handled in chunks to bound memory.  Top-k orders floats by XLA's
-total order (NaN largest) and breaks ties by lower index.
+Sort is a bottom-up merge sort over every row at once, with the comparator applied to whole
+arrays: in each pass, every element finds its place in the neighbouring run by binary search
+(left-run elements count the right-run elements strictly before them, right-run elements the
+left-run elements not after them, which keeps the sort stable).  That is O(log^2 n) comparator
+calls for rows of n.  Top-k orders floats by XLA's total order (NaN largest) and breaks ties
+by lower index.
 """
 
 from __future__ import annotations
 
 from .ops_base import HloOp
 from .ops_elementwise import total_order_key
-
-PAIR_BUDGET = 1 << 22  # comparator evaluations per chunk
 
 
 class Sort(HloOp):
@@ -22,27 +22,48 @@ class Sort(HloOp):
         self.comparator = self.sub_model(self.called("to_apply"), vectorized=True)
         self.count = len(self.instruction.operands)
 
+    def before(self, x: list, x_valid, y: list, y_valid):
+        """Where x comes strictly before y; padding (invalid) comes after everything."""
+        (less,) = self.comparator(*[v for pair in zip(x, y) for v in pair])
+        return x_valid & (~y_valid | self.xp.asarray(less, dtype=self.xp.bool))
+
     def forward(self, *inputs):
         xp = self.xp
-        moved = [xp.moveaxis(x, self.axis, -1) for x in inputs]
-        length = moved[0].shape[-1]
-        rows = moved[0].size // max(length, 1)
-        chunk = max(1, PAIR_BUDGET // max(rows * length, 1))
-        positions = xp.arange(length)
-        ranks = []
-        for start in range(0, length, chunk):
-            stop = min(start + chunk, length)
-            mine = [x[..., start:stop, None] for x in moved]  # element i (axis -2)
-            others = [x[..., None, :] for x in moved]  # element j (axis -1)
-            (j_first,) = self.comparator(*[v for pair in zip(others, mine) for v in pair])
-            (i_first,) = self.comparator(*[v for pair in zip(mine, others) for v in pair])
-            earlier = positions[None, :] < positions[start:stop, None]
-            before = j_first | (~i_first & earlier)
-            ranks.append(xp.sum(xp.astype(xp.broadcast_to(before, (*moved[0].shape[:-1], stop - start, length)),
-                                          xp.int64), axis=-1))
-        rank = xp.concat(ranks, axis=-1) if len(ranks) > 1 else ranks[0]
-        permutation = xp.argsort(rank, axis=-1, stable=True)
-        results = [xp.moveaxis(xp.take_along_axis(x, permutation, axis=-1), -1, self.axis) for x in moved]
+        rows = [xp.moveaxis(x, self.axis, -1) for x in inputs]
+        length = rows[0].shape[-1]
+        if length <= 1:
+            return inputs[0] if self.count == 1 else tuple(inputs)
+        batch = rows[0].shape[:-1]
+        size = 1 << (length - 1).bit_length()
+        if size != length:  # pad to a power of two with copies of element 0, marked invalid
+            rows = [xp.concat([r, xp.broadcast_to(r[..., :1], (*batch, size - length))], axis=-1) for r in rows]
+        index = xp.broadcast_to(xp.arange(size), (*batch, size))
+        valid = index < length
+        width = 1
+        while width < size:
+            run_start = (index // (2 * width)) * (2 * width)
+            is_left = index - run_start < width
+            own = index - run_start - xp.where(is_left, 0, width)
+            partner_start = xp.where(is_left, run_start + width, run_start)
+            low, high = xp.zeros_like(index), xp.full(index.shape, width, dtype=index.dtype)
+            for _ in range(width.bit_length()):  # count the partner run's elements before each element
+                middle = (low + high) // 2
+                probe = partner_start + xp.minimum(middle, width - 1)
+                partner = [xp.take_along_axis(r, probe, axis=-1) for r in rows]
+                partner_valid = xp.take_along_axis(valid, probe, axis=-1)
+                partner_first = xp.where(
+                    is_left,
+                    self.before(partner, partner_valid, rows, valid),
+                    ~self.before(rows, valid, partner, partner_valid),
+                )
+                active = low < high
+                low = xp.where(active & partner_first, middle + 1, low)
+                high = xp.where(active & ~partner_first, middle, high)
+            order = xp.argsort(run_start + own + low, axis=-1)  # new positions -> who goes there
+            rows = [xp.take_along_axis(r, order, axis=-1) for r in rows]
+            valid = xp.take_along_axis(valid, order, axis=-1)
+            width *= 2
+        results = [xp.moveaxis(r[..., :length], -1, self.axis) for r in rows]
         return results[0] if self.count == 1 else tuple(results)
 
 

@@ -31,6 +31,7 @@ from .lexer import (
     LABELS,
     NAME,
     RECORD,
+    SHAPE,
     STRING,
     SourceText,
     Token,
@@ -45,8 +46,16 @@ _CLOSE = {"{": "}", "[": "]", "(": ")"}
 # One pair of a RECORD: key (bare or quoted), '=' or ':', value (quoted, or up to a space, ',' or '}').
 _PAIR_RE = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([A-Za-z0-9_.\-]+))\s*[=:]\s*("(?:[^"\\]|\\.)*"|[^\s,}"]+)\s*,?')
 _INT_RE = re.compile(r"-?[0-9]+")
-# An array shape with static dims and a plain layout, e.g. f32[8,16]{1,0}: cached by its text.
-_PLAIN_SHAPE_RE = re.compile(r"[a-z][a-z0-9]*\[[0-9,]*\](?:\{[0-9,]*\})?(?![0-9A-Za-z_:{])")
+_SHAPE_PARTS_RE = re.compile(r"([a-z0-9]+)\[([0-9,]*)\](?:\{([0-9,]*)\})?")
+
+
+def _plain_shape(text: str) -> ArrayShape:
+    """A SHAPE token's shape: ``f32[8,16]{1,0}``."""
+    element_type, dims, layout = _SHAPE_PARTS_RE.fullmatch(text).groups()
+    dims = tuple(int(d) for d in dims.split(",")) if dims else ()
+    if layout is not None:
+        layout = Layout(tuple(int(d) for d in layout.split(",")) if layout else ())
+    return ArrayShape(element_type, dims, (), layout)
 
 
 def parse(text: str, source: str = "", verify: bool = True) -> HloModule:
@@ -213,26 +222,18 @@ class _Parser:
     # -- shapes -------------------------------------------------------------------
     def is_shape_start(self) -> bool:
         token = self.token
-        if token.kind == "(":
+        if token.kind in ("(", SHAPE):
             return True
         return token.kind == NAME and token.text in ELEMENT_TYPES and self.peek().kind == "["
 
     def shape(self) -> Shape:
         token = self.tokens[self.index]
-        if token.kind == NAME:  # fast path: a plain array shape seen before (most are)
-            match = _PLAIN_SHAPE_RE.match(self.source.text, token.position)
-            if match is not None:
-                shape = self.shape_cache.get(match.group())
-                end = match.end()
-                if shape is not None:
-                    index = self.index
-                    while self.tokens[index].position < end:
-                        index += 1
-                    self.index = index
-                    return shape
-                shape = self.full_shape()
-                self.shape_cache[match.group()] = shape
-                return shape
+        if token.kind == SHAPE:  # a plain array shape: one token, parsed once per distinct text
+            self.index += 1
+            shape = self.shape_cache.get(token.text)
+            if shape is None:
+                shape = self.shape_cache[token.text] = _plain_shape(token.text)
+            return shape
         return self.full_shape()
 
     def full_shape(self) -> Shape:
@@ -356,6 +357,8 @@ class _Parser:
         elif token.kind == RECORD:
             self.advance()
             result = self.record(token)
+        elif token.kind == SHAPE:
+            result = self.shape()
         elif token.kind in (DIMS, LABELS):
             self.advance()
             result = token.text

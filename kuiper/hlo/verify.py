@@ -24,6 +24,37 @@ def verify_module(module: HloModule, source: SourceText) -> None:
     entries = [c for c in module.computations.values() if c.is_entry]
     if len(entries) > 1:
         raise source.error("the module has more than one ENTRY computation", entries[1].position)
+    _check_no_recursion(module, source)
+
+
+def _check_no_recursion(module: HloModule, source: SourceText) -> None:
+    """XLA's call graph is acyclic: no computation may call itself, directly or not."""
+    state: dict[str, int] = {}  # 1: being visited, 2: done
+    for start in module.computations:
+        if state.get(start):
+            continue
+        stack = [(start, iter(_calls(module, start)))]
+        state[start] = 1
+        while stack:
+            name, pending = stack[-1]
+            step = next(pending, None)
+            if step is None:
+                state[name] = 2
+                stack.pop()
+                continue
+            instruction, called = step
+            if state.get(called) == 1:
+                raise source.error(f"computation '{called}' calls itself (through '{instruction.name}')",
+                                   instruction.position)
+            if not state.get(called):
+                state[called] = 1
+                stack.append((called, iter(_calls(module, called))))
+
+
+def _calls(module: HloModule, name: str):
+    for instruction in module.computations[name].instructions:
+        for called in instruction.called_computations():
+            yield instruction, called
 
 
 def _verify_computation(module: HloModule, computation: HloComputation, source: SourceText) -> None:

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 
 import numpy
 
+from kuiper.ir import dtypes
 from kuiper.ir.buffers import Buffer
+from kuiper.ir.functions import INTRINSICS, OPERATORS
 from kuiper.ir.nodes import (
     Assign,
     Binary,
@@ -41,38 +43,15 @@ from kuiper.ir.nodes import (
     Var,
 )
 
-CTYPES = {
-    "bool": "bool",
-    "uint8": "unsigned char",
-    "int8": "signed char",
-    "int16": "short",
-    "int32": "int",
-    "int64": "long long",
-    "float32": "float",
-    "float64": "double",
-    "pybool": "bool",
-    "pyint": "long long",
-    "pyfloat": "double",
-}
+CTYPES = dtypes.C_TYPES
+# Infix C operators from the one operation table; and/or of bools are the logical && / ||
+# (of integers the bitwise & / |, chosen where they are printed).
 _INFIX = {
-    "add": "+",
-    "sub": "-",
-    "mul": "*",
-    "div": "/",
-    "and": "&&",
-    "or": "||",
-    "xor": "^",
-    "shl": "<<",
-    "shr": ">>",
-    "gt": ">",
-    "ge": ">=",
-    "lt": "<",
-    "le": "<=",
-    "eq": "==",
-    "ne": "!=",
-}
+    name: op.symbol for name, op in OPERATORS.items()
+    if op.arity == 2 and op.symbol and name not in ("floordiv", "mod", "pow")
+} | {"and": "&&", "or": "||"}
 _HELPERS = {"floordiv": "kuiper_floordiv", "mod": "kuiper_mod", "max": "kuiper_max", "min": "kuiper_min"}
-_MATH = {"round": "nearbyint", "abs": "fabs"}  # else the IR name is the <cmath> name
+_MATH = {name: fn.c_name for name, fn in INTRINSICS.items() if fn.c_name}  # the <cmath> names
 
 PREAMBLE_TEMPLATE = r"""{include}#ifndef KUIPER_CODEGEN_HELPERS
 #define KUIPER_CODEGEN_HELPERS

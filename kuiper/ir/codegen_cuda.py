@@ -53,20 +53,7 @@ class KernelSpec:
 
 
 # C type of a value of each dtype, as stored (parameters) and as computed (temporaries).
-_STORAGE_CTYPE = {
-    "bool": "bool",
-    "uint8": "unsigned char",
-    "int8": "signed char",
-    "int16": "short",
-    "int32": "int",
-    "int64": "long long",
-    "float16": "float16",
-    "float32": "float",
-    "float64": "double",
-    "pybool": "bool",
-    "pyint": "long long",
-    "pyfloat": "double",
-}
+_STORAGE_CTYPE = dtypes.C_TYPES
 _COMPUTE_CTYPE = {**_STORAGE_CTYPE, "float16": "float"}
 _PARAM_DTYPE = {"pybool": "bool", "pyint": "int64", "pyfloat": "float64"}  # CuPy's names for scalar args
 
@@ -207,6 +194,9 @@ def _check_elementwise(fn: Function) -> None:
     for stmt in fn.body.stmts:
         if isinstance(stmt.value, DimSize):
             raise IRError("size() inside a CUDA kernel: hoist it into a scalar input first")
+    used = [p.dtype for p in fn.params] + [stmt.target.dtype for stmt in fn.body.stmts]
+    if any(dtype != dtypes.SHAPE and dtypes.is_complex(dtype) for dtype in used):
+        raise IRError("complex arithmetic has no generated CUDA kernel: it runs through the array namespace")
 
 
 def _body_lines(fn: Function) -> list[str]:

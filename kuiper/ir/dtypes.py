@@ -2,18 +2,18 @@
 
 Dtypes are plain strings.  Tensor dtypes use NumPy's names::
 
-    bool uint8 int8 int16 int32 int64 float16 float32 float64
+    bool uint8 int8 int16 int32 int64 float16 float32 float64 complex64 complex128
 
 Python scalars (literals, ``size()`` results, scalar inputs) have their own
 names, because PyTorch treats them as "weak": they only decide the result's
 *category*, never its width::
 
-    pybool pyint pyfloat        pyshape (the list ``size(@N)`` returns)
+    pybool pyint pyfloat pycomplex        pyshape (the list ``size(@N)`` returns)
 
 The rules (torch.result_type):
-  * categories are ordered bool < integer < floating;
+  * categories are ordered bool < integer < floating < complex;
   * between tensors, the higher category wins, within a category the wider
-    type (uint8 with int8 gives int16);
+    type (uint8 with int8 gives int16); complex64 with float64 gives complex128;
   * a scalar of a higher category than every tensor gives that category's
     default: int64 for integers, float32 for floats;  otherwise the tensors'
     type stands (a Python float with a float16 tensor stays float16);
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from kuiper.errors import IRError
 
-BOOL, INT, FLOAT = 0, 1, 2  # categories
+BOOL, INT, FLOAT, COMPLEX = 0, 1, 2, 3  # categories
 
 TENSOR_DTYPES: dict[str, tuple[int, int]] = {  # name -> (category, bits)
     "bool": (BOOL, 8),
@@ -37,14 +37,18 @@ TENSOR_DTYPES: dict[str, tuple[int, int]] = {  # name -> (category, bits)
     "float16": (FLOAT, 16),
     "float32": (FLOAT, 32),
     "float64": (FLOAT, 64),
+    "complex64": (COMPLEX, 64),
+    "complex128": (COMPLEX, 128),
 }
-SCALAR_DTYPES: dict[str, int] = {"pybool": BOOL, "pyint": INT, "pyfloat": FLOAT}
+SCALAR_DTYPES: dict[str, int] = {"pybool": BOOL, "pyint": INT, "pyfloat": FLOAT, "pycomplex": COMPLEX}
 SHAPE = "pyshape"
 
-DEFAULT_TENSOR_DTYPE = {BOOL: "bool", INT: "int64", FLOAT: "float32"}
-SCALAR_DTYPE = {BOOL: "pybool", INT: "pyint", FLOAT: "pyfloat"}
+DEFAULT_TENSOR_DTYPE = {BOOL: "bool", INT: "int64", FLOAT: "float32", COMPLEX: "complex64"}
+SCALAR_DTYPE = {BOOL: "pybool", INT: "pyint", FLOAT: "pyfloat", COMPLEX: "pycomplex"}
 # What a Python scalar is computed as when it becomes an array.
-SCALAR_STORAGE = {"pybool": "bool", "pyint": "int64", "pyfloat": "float64"}
+SCALAR_STORAGE = {"pybool": "bool", "pyint": "int64", "pyfloat": "float64", "pycomplex": "complex128"}
+# The real dtype of a complex one (abs, real and imaginary parts).
+REAL_PART = {"complex64": "float32", "complex128": "float64", "pycomplex": "pyfloat"}
 
 
 def is_known(dtype: str) -> bool:
@@ -76,6 +80,10 @@ def is_bool(dtype: str) -> bool:
     return category(dtype) == BOOL
 
 
+def is_complex(dtype: str) -> bool:
+    return category(dtype) == COMPLEX
+
+
 def storage_dtype(dtype: str) -> str:
     """The array dtype that holds values of ``dtype`` (float64 for pyfloat ...)."""
     return SCALAR_STORAGE.get(dtype, dtype)
@@ -102,7 +110,10 @@ def promote(*dtypes: str) -> str:
 def _promote_tensors(a: str, b: str) -> str:
     (cat_a, bits_a), (cat_b, bits_b) = TENSOR_DTYPES[a], TENSOR_DTYPES[b]
     if cat_a != cat_b:
-        return a if cat_a > cat_b else b
+        high, low = (a, b) if cat_a > cat_b else (b, a)
+        if high == "complex64" and low == "float64":
+            return "complex128"  # the real part keeps float64's precision
+        return high
     if a == b:
         return a
     if cat_a == INT and "uint8" in (a, b):
@@ -113,8 +124,8 @@ def _promote_tensors(a: str, b: str) -> str:
 
 
 def to_float(dtype: str) -> str:
-    """The floating dtype a float-valued function (exp, div ...) of ``dtype`` returns."""
-    if is_float(dtype):
+    """The floating dtype a float-valued function (exp, div ...) of ``dtype`` returns (complex stays complex)."""
+    if is_float(dtype) or is_complex(dtype):
         return dtype
     return "pyfloat" if is_scalar(dtype) else "float32"
 
@@ -134,4 +145,24 @@ def of_python_value(value: object) -> str:
         return "pyint"
     if isinstance(value, float):
         return "pyfloat"
-    raise IRError(f"{value!r} has no elementwise dtype (complex and None are not supported)")
+    if isinstance(value, complex):
+        return "pycomplex"
+    raise IRError(f"{value!r} has no elementwise dtype (None is not a value)")
+
+
+# C type of a value of each dtype as stored (kernel parameters, buffers); float16 is CUDA's
+# __half, typedef'd to float16 by the CUDA generator.  Shared by every C-style code generator.
+C_TYPES = {
+    "bool": "bool",
+    "uint8": "unsigned char",
+    "int8": "signed char",
+    "int16": "short",
+    "int32": "int",
+    "int64": "long long",
+    "float16": "float16",
+    "float32": "float",
+    "float64": "double",
+    "pybool": "bool",
+    "pyint": "long long",
+    "pyfloat": "double",
+}

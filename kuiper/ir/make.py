@@ -27,7 +27,7 @@ from kuiper.ir.nodes import Binary, Call, Cast, Compare, Const, IRExpr, Select, 
 def as_expr(value) -> IRExpr:
     if isinstance(value, IRExpr):
         return value
-    if isinstance(value, (bool, int, float)):
+    if isinstance(value, (bool, int, float, complex)):
         return const(value)
     raise TypeError(f"cannot use {value!r} as an IR expression")
 
@@ -45,9 +45,13 @@ def const(value: bool | int | float, dtype: str | None = None) -> Const:
     return Const(convert_scalar(value, dtype), dtype)
 
 
-def convert_scalar(value: bool | int | float, dtype: str) -> bool | int | float:
+def convert_scalar(value: bool | int | float | complex, dtype: str) -> bool | int | float | complex:
     """What ``value`` becomes when cast to ``dtype``, as a Python scalar (PyTorch casts)."""
     category = dtypes.category(dtype)
+    if category == dtypes.COMPLEX:
+        return complex(numpy.asarray(value).astype(dtypes.storage_dtype(dtype)))
+    if isinstance(value, complex):
+        value = value.real  # complex to real keeps the real part (PyTorch warns, NumPy too)
     if category == dtypes.BOOL:
         return bool(value)
     if category == dtypes.INT:
@@ -146,6 +150,8 @@ def logical_not(x) -> IRExpr:
 def compare(op: str, a, b) -> IRExpr:
     a, b = as_expr(a), as_expr(b)
     dtype = dtypes.promote(a.dtype, b.dtype)
+    if dtypes.is_complex(dtype) and op not in ("eq", "ne"):
+        raise IRError(f"{op} is not defined for complex numbers (only eq and ne are)")
     result = "pybool" if dtypes.is_scalar(dtype) else "bool"
     return Compare(op, cast(a, dtype), cast(b, dtype), result)
 
@@ -184,6 +190,10 @@ def call(func: str, *args) -> IRExpr:
         raise IRError(f"{func} is not defined for a bool tensor")
     if x.dtype == "pybool":
         x = cast(x, "pyint")
+    if dtypes.is_complex(x.dtype):
+        if func != "abs":
+            raise IRError(f"{func} is not defined for complex numbers")
+        return Call(func, (x,), dtypes.REAL_PART[x.dtype])  # |z| is real
     if intrinsic.rule == ROUNDING and not dtypes.is_float(x.dtype):
         return x
     return Call(func, (x,), x.dtype)

@@ -20,9 +20,9 @@ def kernels() -> dict[str, type]:
     """{op type: compiled op class} when numba is available, else {}."""
     if not availability()[0]:
         return {}
-    from . import conv, pooling
+    from . import conv, norm, pooling
 
-    return {op_type: cls for module in (conv, pooling) for cls in module.KERNELS for op_type in cls.types}
+    return {op_type: cls for module in (conv, pooling, norm) for cls in module.KERNELS for op_type in cls.types}
 
 
 def kernel_notes(model) -> list[str]:

@@ -5,7 +5,8 @@ conv_algorithms.py); this subclass only runs the non-GEMM parts of three of them
 with the multi-threaded loops in conv_kernels.py:
 
 * ``depthwise``: one direct loop over the taps (no columns, no matmul);
-* ``winograd``: input and output tile transforms in loops, the (alpha^2) GEMMs in BLAS;
+* ``winograd``: the tile gather (padding read as zeros) and the output scatter (crop, bias) in
+  loops; the transforms and the alpha^2 products stay the same BLAS matmuls as the reference's;
 * ``im2col``: the column gather in a loop, the GEMM in BLAS (any stride, dilation, groups).
 
 ``pointwise`` (1x1) is a plain GEMM already.  Everything else (a weight given as an
@@ -19,6 +20,7 @@ import math
 
 import numpy as np
 
+from ..limits import check_size
 from ..ops import conv as reference
 from ..ops import conv_algorithms as algorithms
 from . import conv_kernels as kernels
@@ -28,7 +30,7 @@ COMPILED = ("depthwise", "winograd", "im2col")
 
 
 class CompiledConv2d(reference.Conv2d):
-    """nn.Conv2d / F.conv2d with compiled gathers and transforms where the weight is constant float32."""
+    """nn.Conv2d / F.conv2d with compiled loops around BLAS where the weight is constant float32."""
 
     def setup(self):
         super().setup()
@@ -44,7 +46,8 @@ class CompiledConv2d(reference.Conv2d):
             self.kernel_note = f"{self.algorithm}: one BLAS GEMM"
         else:
             self.compiled = self.algorithm
-            self.kernel_note = f"{self.algorithm}: compiled" + (" (im2col on maps with few tiles)" if self.algorithm == "winograd" else "")
+            few_tiles = " (im2col on maps with few tiles)" if self.algorithm == "winograd" else ""
+            self.kernel_note = f"{self.algorithm}: compiled{few_tiles}"
             self.bias_vector = (np.zeros(weight.out_channels, np.float32) if self.static_bias_vector is None
                                 else np.ascontiguousarray(self.static_bias_vector, dtype=np.float32))
             if self.compiled == "depthwise":
@@ -62,6 +65,9 @@ class CompiledConv2d(reference.Conv2d):
             return super().compute(x, weight, bias)  # the reference raises its ShapeError
         out_h = (height - spans[0]) // self.stride[0] + 1
         out_w = (width - spans[1]) // self.stride[1] + 1
+        # The same budget the reference path checks, before anything of that size is made.
+        check_size((x.shape[0], x.shape[1], height, width), x.dtype.itemsize, self.node.describe())
+        check_size((x.shape[0], weight.out_channels, out_h, out_w), x.dtype.itemsize, self.node.describe())
         x = np.ascontiguousarray(x)
         with launch_threads():
             if self.compiled == "depthwise":

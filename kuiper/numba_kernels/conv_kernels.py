@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from numba import njit, prange, uintp
 
-_JIT = dict(parallel=True, cache=True, nogil=True)
+_JIT = {"parallel": True, "cache": True, "nogil": True}
 
 
 @njit(inline="always")

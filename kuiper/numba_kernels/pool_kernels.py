@@ -9,6 +9,8 @@ vectorise.  NaN wins, as in PyTorch and np.maximum.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit, prange, uintp
 
@@ -16,7 +18,7 @@ from numba import njit, prange, uintp
 @njit(inline="always")
 def _max(best, value):
     """max that keeps a NaN from either side (np.maximum's rule)."""
-    return value if (value > best or value != value) else best
+    return value if (value > best or math.isnan(value)) else best
 
 
 @njit(parallel=True, cache=True, nogil=True)

@@ -17,8 +17,9 @@ class CompiledMaxPool2d(reference.MaxPool2d):
     kernel_note = "compiled (float32)"
 
     def forward(self, x):
-        if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim not in (3, 4):
-            return super().forward(x)
+        if (self.return_indices or not isinstance(x, np.ndarray) or x.dtype != np.float32
+                or x.ndim not in (3, 4)):
+            return super().forward(x)  # indices and other dtypes: the reference
         height, width = x.shape[-2:]
         outs = [
             reference.pool_output_size(size, k, s, p, d, self.ceil_mode)

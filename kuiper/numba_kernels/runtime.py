@@ -26,7 +26,7 @@ _requested_threads: int | None = None
 _workqueue_lock = threading.Lock()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def availability() -> tuple[bool, str]:
     """(True, "numba X.Y") or (False, the reason the kernels are off)."""
     if os.environ.get(DISABLE_ENV, "").strip().lower() in ("0", "false", "no", "off"):
@@ -35,8 +35,15 @@ def availability() -> tuple[bool, str]:
         import numba
     except ImportError as exc:
         return False, f"numba is not installed ({exc}); `pip install numba` for the multi-threaded CPU kernels"
-    except Exception as exc:  # a broken numba (e.g. built for another numpy) must not break kuiper
+    except Exception as exc:  # noqa: BLE001 - a broken numba (e.g. built for another numpy) must not break kuiper
         return False, f"numba failed to import: {type(exc).__name__}: {exc}"
+    if "NUMBA_THREADING_LAYER" not in os.environ:
+        # Numba's own pool: its workers sleep between launches.  OpenMP's spin after each
+        # parallel region and take the core that OpenBLAS's worker needs for the next GEMM:
+        # measured 17 ms (workqueue) vs 1.3-2.4 s (OpenMP) for four conv layers on a busy
+        # 2-core machine (docs/performance.md).  Takes effect unless a parallel numba
+        # function has already run in this process.
+        numba.config.THREADING_LAYER = "workqueue"
     return True, f"numba {numba.__version__}"
 
 
@@ -71,6 +78,7 @@ def launch_threads():
     """Run the enclosed kernel calls with ``threads()`` threads, serialised if the layer needs it."""
     import numba
 
+    availability()  # picks the threading layer before the first launch
     numba.set_num_threads(threads())
     if _threading_layer() == "workqueue":
         with _workqueue_lock:

@@ -106,11 +106,16 @@ class ScaledDotProductAttention(Op):
         blocked_rows = None
         if self.mask_at is not None and inputs[self.mask_at] is not None:
             mask = additive_mask(xp, inputs[self.mask_at], q.dtype, true_means_keep=True)
-            masks.append(mask)
-            # PyTorch gives 0 (not NaN) for a query that may attend to nothing; found on the small mask.
+            # PyTorch gives 0 for a query that may attend to nothing.  Such rows (found on the
+            # small mask) are unmasked for the softmax, which then stays finite, and zeroed after.
             blocked_rows = xp.all(mask == NEG_INF, axis=-1, keepdims=True)
+            if bool(xp.any(blocked_rows)):
+                mask = xp.where(blocked_rows, xp.zeros((), dtype=mask.dtype), mask)
+            else:
+                blocked_rows = None
+            masks.append(mask)
         out, _ = attend(xp, q, k, v, scale, masks)
-        if blocked_rows is not None and bool(xp.any(blocked_rows)):
+        if blocked_rows is not None:
             out = xp.where(blocked_rows, xp.zeros((), dtype=out.dtype), out)
         return out
 
@@ -127,6 +132,7 @@ class MultiheadAttention(Op):
     types = ("nn.MultiheadAttention",)
     fresh_output = True
     MASK_KEYS = ("attn_mask", "key_padding_mask")
+    TENSOR_KEYS = (None, "input", "query", "key", "value")  # pnnx's fusion passes bind the query to $input
 
     def setup(self):
         self.embed_dim = self.int_param("embed_dim")
@@ -148,9 +154,10 @@ class MultiheadAttention(Op):
     def _read_inputs(self):
         keys = self.node.input_keys
         self.mask_keys = [key for key in keys if key in self.MASK_KEYS]
-        unknown = [key for key in keys if key is not None and key not in self.MASK_KEYS]
+        unknown = [key for key in keys if key not in self.MASK_KEYS + self.TENSOR_KEYS]
         if unknown:
-            raise self.error(f"unknown input keyword(s) {unknown}; expected {', '.join('$' + k for k in self.MASK_KEYS)}")
+            expected = ", ".join("$" + k for k in self.TENSOR_KEYS[1:] + self.MASK_KEYS)
+            raise self.error(f"unknown input keyword(s) {unknown}; expected {expected}")
         self.tensor_count = len(keys) - len(self.mask_keys)
         if not 1 <= self.tensor_count <= 3:
             raise self.error(f"expects query[, key[, value]] and masks, the file gives {len(keys)} input(s)")

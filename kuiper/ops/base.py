@@ -189,6 +189,20 @@ class NodeParams(Op):
         self.name = node.name
 
 
+def spatial_variants(base: type[Op], name: str, spellings: tuple[str, ...]) -> tuple[type[Op], ...]:
+    """The 1-D, 2-D and 3-D classes of an op family written once for ``spatial`` dims.
+
+    ``name`` and ``spellings`` hold ``{}`` where the dim count goes: ``"Conv{}d"``,
+    ``("nn.Conv{}d", "F.conv{}d")``.
+    """
+    return tuple(
+        type(name.format(n), (base,), {
+            "types": tuple(spelling.format(n) for spelling in spellings), "spatial": n, "__module__": base.__module__,
+        })
+        for n in (1, 2, 3)
+    )
+
+
 def normalize_axis(axis: int, rank: int, op: Op) -> int:
     """PyTorch dim (negative counts from the end) -> a 0-based axis, with a clear error."""
     if not -rank <= axis < rank:

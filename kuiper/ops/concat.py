@@ -10,13 +10,17 @@ from ..errors import ShapeError
 from .base import Op, normalize_axis
 
 
-class Cat(Op):
-    types = ("torch.cat", "torch.concat", "torch.concatenate")
+class _Joining(Op):
+    """Tensors joined along ``dim``: at least one input."""
 
     def setup(self):
         if not self.node.inputs:
             raise self.error("expects at least one input")
         self.dim = self.int_param("dim", default=0)
+
+
+class Cat(_Joining):
+    types = ("torch.cat", "torch.concat", "torch.concatenate")
 
     def forward(self, *tensors):
         first = tensors[0]
@@ -28,13 +32,8 @@ class Cat(Op):
         return self.xp.concat(list(tensors), axis=axis)
 
 
-class Stack(Op):
+class Stack(_Joining):
     types = ("torch.stack",)
-
-    def setup(self):
-        if not self.node.inputs:
-            raise self.error("expects at least one input")
-        self.dim = self.int_param("dim", default=0)
 
     def forward(self, *tensors):
         first = tensors[0]

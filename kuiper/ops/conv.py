@@ -31,7 +31,7 @@ import itertools
 from ..errors import ShapeError
 from ..limits import check_size
 from . import conv_algorithms as algorithms
-from .base import Op, prod
+from .base import Op, prod, spatial_variants
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 MAX_WINDOW_PARAM = 2**31 - 1  # larger strides/dilations are no real model's (and overflow index arithmetic)
@@ -380,7 +380,6 @@ class ConvTransposeNd(_ConvBase):
     def compute(self, x, weight, bias):
         self.check_input(x, weight.in_channels)
         xp = self.xp
-        n = self.spatial
         batch = x.shape[0]
         sizes = tuple(x.shape[2:])
         outs = tuple(
@@ -414,34 +413,10 @@ class ConvTransposeNd(_ConvBase):
         return out
 
 
-class Conv1d(ConvNd):
-    types = ("nn.Conv1d", "F.conv1d")
-    spatial = 1
-
-
-class Conv2d(ConvNd):
-    types = ("nn.Conv2d", "F.conv2d")
-    spatial = 2
-
-
-class Conv3d(ConvNd):
-    types = ("nn.Conv3d", "F.conv3d")
-    spatial = 3
-
-
-class ConvTranspose1d(ConvTransposeNd):
-    types = ("nn.ConvTranspose1d", "F.conv_transpose1d")
-    spatial = 1
-
-
-class ConvTranspose2d(ConvTransposeNd):
-    types = ("nn.ConvTranspose2d", "F.conv_transpose2d")
-    spatial = 2
-
-
-class ConvTranspose3d(ConvTransposeNd):
-    types = ("nn.ConvTranspose3d", "F.conv_transpose3d")
-    spatial = 3
+Conv1d, Conv2d, Conv3d = spatial_variants(ConvNd, "Conv{}d", ("nn.Conv{}d", "F.conv{}d"))
+ConvTranspose1d, ConvTranspose2d, ConvTranspose3d = spatial_variants(
+    ConvTransposeNd, "ConvTranspose{}d", ("nn.ConvTranspose{}d", "F.conv_transpose{}d")
+)
 
 
 OPS = [Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d]

@@ -22,7 +22,6 @@ class GLU(Op):
         self.dim = self.int_param("dim", default=-1)
 
     def forward(self, x):
-        xp = self.xp
         axis = normalize_axis(self.dim, x.ndim, self)
         size = x.shape[axis]
         if size % 2:

@@ -16,7 +16,8 @@ class Attribute(Op):
             raise self.error("has no weight (expected '@data=(shape)dtype')")
         # PNNX names the tensor 'data'; take whichever single attr is there.
         key = "data" if "data" in self.node.attrs else next(iter(self.node.attrs))
-        self.value = self.weight(key)
+        # Aligned: a constant may reach a matmul (F.linear / torch.matmul with a weight pnnx folded).
+        self.value = self.weight(key, aligned=True)
 
     def forward(self):
         return self.value

@@ -340,7 +340,6 @@ class LocalResponseNorm(_NormOp):
         self.k = self.float_param("k", default=1.0)
 
     def forward(self, x):
-        xp = self.xp
         if not self.backend.is_array(x) or x.ndim < 3:
             raise ShapeError(f"{self.node.describe()}: expected (N, C, ...) with at least 3 dims, found {_describe(x)}")
         channels = x.shape[1]

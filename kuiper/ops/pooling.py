@@ -21,7 +21,7 @@ import numpy as np  # only to build constant tables (averaging matrices, divisor
 
 from ..errors import ShapeError
 from ..limits import check_size
-from .base import Op
+from .base import Op, spatial_variants
 
 
 POOL_CHUNK_BYTES = 4 << 20  # max pooling input per chunk of images
@@ -172,19 +172,7 @@ class MaxPoolNd(Op):
         return x, xp.asarray(position, dtype=xp.int64, copy=True)
 
 
-class MaxPool1d(MaxPoolNd):
-    types = ("nn.MaxPool1d", "F.max_pool1d")
-    spatial = 1
-
-
-class MaxPool2d(MaxPoolNd):
-    types = ("nn.MaxPool2d", "F.max_pool2d")
-    spatial = 2
-
-
-class MaxPool3d(MaxPoolNd):
-    types = ("nn.MaxPool3d", "F.max_pool3d")
-    spatial = 3
+MaxPool1d, MaxPool2d, MaxPool3d = spatial_variants(MaxPoolNd, "MaxPool{}d", ("nn.MaxPool{}d", "F.max_pool{}d"))
 
 
 class AvgPoolNd(Op):
@@ -263,19 +251,7 @@ class AvgPoolNd(Op):
         return x * self._reciprocal_divisors(sizes, outs, x.dtype)
 
 
-class AvgPool1d(AvgPoolNd):
-    types = ("nn.AvgPool1d", "F.avg_pool1d")
-    spatial = 1
-
-
-class AvgPool2d(AvgPoolNd):
-    types = ("nn.AvgPool2d", "F.avg_pool2d")
-    spatial = 2
-
-
-class AvgPool3d(AvgPoolNd):
-    types = ("nn.AvgPool3d", "F.avg_pool3d")
-    spatial = 3
+AvgPool1d, AvgPool2d, AvgPool3d = spatial_variants(AvgPoolNd, "AvgPool{}d", ("nn.AvgPool{}d", "F.avg_pool{}d"))
 
 
 # ---------------------------------------------------------------- adaptive pooling
@@ -367,19 +343,9 @@ class AdaptiveAvgPoolNd(_AdaptivePoolNd):
         return x
 
 
-class AdaptiveAvgPool1d(AdaptiveAvgPoolNd):
-    types = ("nn.AdaptiveAvgPool1d", "F.adaptive_avg_pool1d")
-    spatial = 1
-
-
-class AdaptiveAvgPool2d(AdaptiveAvgPoolNd):
-    types = ("nn.AdaptiveAvgPool2d", "F.adaptive_avg_pool2d")
-    spatial = 2
-
-
-class AdaptiveAvgPool3d(AdaptiveAvgPoolNd):
-    types = ("nn.AdaptiveAvgPool3d", "F.adaptive_avg_pool3d")
-    spatial = 3
+AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d = spatial_variants(
+    AdaptiveAvgPoolNd, "AdaptiveAvgPool{}d", ("nn.AdaptiveAvgPool{}d", "F.adaptive_avg_pool{}d")
+)
 
 
 class AdaptiveMaxPoolNd(_AdaptivePoolNd):
@@ -445,19 +411,9 @@ class AdaptiveMaxPoolNd(_AdaptivePoolNd):
         return x, position
 
 
-class AdaptiveMaxPool1d(AdaptiveMaxPoolNd):
-    types = ("nn.AdaptiveMaxPool1d", "F.adaptive_max_pool1d")
-    spatial = 1
-
-
-class AdaptiveMaxPool2d(AdaptiveMaxPoolNd):
-    types = ("nn.AdaptiveMaxPool2d", "F.adaptive_max_pool2d")
-    spatial = 2
-
-
-class AdaptiveMaxPool3d(AdaptiveMaxPoolNd):
-    types = ("nn.AdaptiveMaxPool3d", "F.adaptive_max_pool3d")
-    spatial = 3
+AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d = spatial_variants(
+    AdaptiveMaxPoolNd, "AdaptiveMaxPool{}d", ("nn.AdaptiveMaxPool{}d", "F.adaptive_max_pool{}d")
+)
 
 
 OPS = [

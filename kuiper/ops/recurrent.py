@@ -3,7 +3,10 @@
 Per layer and direction, the input projection of the whole sequence is one matmul
 (``x @ W_ih^T + b``, shape (L, N, gates * hidden)); the time loop then does only the
 recurrent matmul ``h @ W_hh^T`` and the gate math per step, writing each step's h
-into the preallocated layer output.
+into the preallocated layer output.  The two directions of a bidirectional layer are
+independent, so they step together: the backward projection is stored time-reversed
+beside the forward one, and one batched (directions, N, .) matmul and one set of gate
+ops serve both (half the per-step calls).
 
 Weights are PyTorch's ``weight_ih_l{k}``, ``weight_hh_l{k}``, ``bias_ih_l{k}``,
 ``bias_hh_l{k}`` (and ``weight_hr_l{k}`` for an LSTM with proj_size), with suffix
@@ -18,21 +21,26 @@ from typing import ClassVar
 
 from ..errors import ShapeError
 from ..ir import composites
-from .elementwise import apply
 from .base import Op
+from .elementwise import ElementwiseMath, compile_shared, dtype_name, function_for
 
 
 def _shape(value) -> tuple:
     return tuple(getattr(value, "shape", ()))
 
 
-class _Direction:
-    """The transposed weights of one layer and direction."""
+SIGMOID = ElementwiseMath(composites.sigmoid, 1)
 
-    def __init__(self, ih_t, hh_t, input_bias, hidden_bias, hr_t):
-        self.ih_t, self.hh_t, self.hr_t = ih_t, hh_t, hr_t
-        self.input_bias = input_bias  # added to the whole-sequence projection
-        self.hidden_bias = hidden_bias  # GRU only: b_hn, which sits inside r * (h @ W_hn^T + b_hn)
+
+class _Layer:
+    """The transposed weights of one layer, per direction (ih) or stacked over directions (the rest)."""
+
+    def __init__(self, ih_t, input_bias, hh_t, hidden_bias, hr_t):
+        self.ih_t = ih_t  # [per direction] (width, gates * hidden)
+        self.input_bias = input_bias  # [per direction] added to the whole-sequence projection, or None
+        self.hh_t = hh_t  # (directions, out, gates * hidden)
+        self.hidden_bias = hidden_bias  # GRU only: (directions, 1, hidden) b_hn, inside r * (h @ W_hn^T + b_hn)
+        self.hr_t = hr_t  # LSTM proj_size only: (directions, hidden, proj)
 
 
 class Recurrent(Op):
@@ -66,9 +74,24 @@ class Recurrent(Op):
         if len(self.node.outputs) not in range(1, 2 + states):
             raise self.error(f"has {len(self.node.outputs)} outputs; expected output, h_n" +
                              (", c_n" if states == 2 else ""))
-        self.layers = [[self._direction(layer, d) for d in range(self.directions)] for layer in range(self.num_layers)]
+        self.layers = [self._layer(layer) for layer in range(self.num_layers)]
+        self._sigmoids = {}  # dtype -> the IR sigmoid compiled for it (looked up once, not per step)
 
-    def _direction(self, layer: int, direction: int) -> _Direction:
+    def _layer(self, layer: int) -> _Layer:
+        parts = [self._direction(layer, d) for d in range(self.directions)]
+        xp = self.xp
+
+        def stacked(index):
+            values = [part[index] for part in parts]
+            return None if values[0] is None else xp.stack(values)
+
+        hidden_bias = stacked(3)
+        if hidden_bias is not None:
+            hidden_bias = hidden_bias[:, None, :]
+        return _Layer([p[0] for p in parts], [p[1] for p in parts], stacked(2), hidden_bias, stacked(4))
+
+    def _direction(self, layer: int, direction: int) -> tuple:
+        """(ih_t, input bias, hh_t, GRU hidden bias, hr_t) of one direction, checked."""
         suffix = f"_l{layer}" + ("_reverse" if direction else "")
         width = self.input_size if layer == 0 else self.out_size * self.directions
         rows = self.gates * self.hidden_size
@@ -97,7 +120,7 @@ class Recurrent(Op):
                 hidden_bias = b_hh[2 * h:]
             else:
                 input_bias = b_ih + b_hh
-        return _Direction(ih_t, hh_t, input_bias, hidden_bias, hr_t)
+        return ih_t, input_bias, hh_t, hidden_bias, hr_t
 
     # -- running --------------------------------------------------------------------------
     def forward(self, x, *states):
@@ -111,25 +134,23 @@ class Recurrent(Op):
             states = tuple(None if s is None else s[:, None] for s in states)
         elif self.batch_first:
             x = xp.permute_dims(x, (1, 0, 2))  # time-major inside
-        length, batch = x.shape[:2]
+        batch = x.shape[1]
         h0, c0 = self._initial_states(states, batch, x.dtype)
         h_n, c_n = [], []
-        for layer, directions in enumerate(self.layers):
-            out = xp.empty((length, batch, self.out_size * self.directions), dtype=x.dtype)
-            for d, weights in enumerate(directions):
-                index = layer * self.directions + d
-                h, c = self._run(x, weights, h0[index], None if c0 is None else c0[index], out, d)
-                h_n.append(h)
-                c_n.append(c)
-            x = out
+        d = self.directions
+        for layer, weights in enumerate(self.layers):
+            states = slice(layer * d, (layer + 1) * d)
+            x, h, c = self._run(x, weights, h0[states], None if c0 is None else c0[states])
+            h_n.append(h)
+            c_n.append(c)
         output = x
         if unbatched:
             output = output[:, 0]
         elif self.batch_first:
             output = xp.permute_dims(output, (1, 0, 2))
-        results = [output, xp.stack(h_n)]
+        results = [output, xp.concat(h_n, axis=0)]
         if self.kind == "LSTM":
-            results.append(xp.stack(c_n))
+            results.append(xp.concat(c_n, axis=0))
         if unbatched:
             results[1:] = [r[:, 0] for r in results[1:]]
         results = results[: len(self.node.outputs)]
@@ -150,19 +171,34 @@ class Recurrent(Op):
             c0 = xp.zeros((count, batch, self.hidden_size), dtype=dtype)
         return h0, c0
 
-    def _run(self, x, w: _Direction, h, c, out, direction: int):
-        """One layer, one direction over the sequence; writes h_t into out[t, :, this direction's slice]."""
+    def _run(self, x, w: _Layer, h, c):
+        """One layer, both directions at once: (layer output (L, N, directions * out), h_n, c_n)."""
         xp = self.xp
-        projected = xp.matmul(x, w.ih_t)  # (L, N, gates * hidden): the whole sequence at once
-        if w.input_bias is not None:
-            projected += w.input_bias
-        columns = slice(direction * self.out_size, (direction + 1) * self.out_size)
-        steps = range(x.shape[0] - 1, -1, -1) if direction else range(x.shape[0])
+        length, batch = x.shape[:2]
+        projected = []
+        for d, (ih_t, bias) in enumerate(zip(w.ih_t, w.input_bias)):
+            p = xp.matmul(x, ih_t)  # (L, N, gates * hidden): the whole sequence at once
+            if bias is not None:
+                p += bias
+            projected.append(xp.flip(p, axis=0) if d else p)  # backward: step t reads time L-1-t
+        # (L, directions, N, gates * hidden)
+        projected = xp.stack(projected, axis=1) if len(projected) > 1 else xp.expand_dims(projected[0], axis=1)
+        size = self.out_size
+        out = xp.empty((length, batch, size * self.directions), dtype=x.dtype)
         step = getattr(self, f"_{self.kind.lower()}_step")
-        for t in steps:
+        for t in range(length):
             h, c = step(projected[t], h, c, w)
-            out[t, :, columns] = h
-        return h, c
+            out[t, :, :size] = h[0]
+            if self.directions == 2:
+                out[length - 1 - t, :, size:] = h[1]
+        return out, h, c
+
+    def _sigmoid(self, x):
+        compiled = self._sigmoids.get(x.dtype)
+        if compiled is None:
+            compiled = compile_shared(self.backend, function_for(SIGMOID, (dtype_name(x),)))
+            self._sigmoids[x.dtype] = compiled
+        return compiled(x)
 
     def _rnn_step(self, gates_x, h, c, w):
         pre = gates_x + self.xp.matmul(h, w.hh_t)
@@ -172,8 +208,9 @@ class Recurrent(Op):
         xp = self.xp
         n = self.hidden_size
         gates = gates_x + xp.matmul(h, w.hh_t)
-        i, f, o = (apply(self.backend, composites.sigmoid, gates[:, k * n:(k + 1) * n]) for k in (0, 1, 3))
-        g = xp.tanh(gates[:, 2 * n:3 * n])
+        squashed = self._sigmoid(gates)  # i, f, o in one call (g's sigmoid is unused)
+        i, f, o = squashed[..., :n], squashed[..., n:2 * n], squashed[..., 3 * n:]
+        g = xp.tanh(gates[..., 2 * n:3 * n])
         c = f * c + i * g
         h = o * xp.tanh(c)
         if w.hr_t is not None:
@@ -184,12 +221,12 @@ class Recurrent(Op):
         xp = self.xp
         n = self.hidden_size
         hidden = xp.matmul(h, w.hh_t)
-        hidden_candidate = hidden[:, 2 * n:]
+        hidden_candidate = hidden[..., 2 * n:]
         if w.hidden_bias is not None:
             hidden_candidate = hidden_candidate + w.hidden_bias
-        r = apply(self.backend, composites.sigmoid, gates_x[:, :n] + hidden[:, :n])
-        z = apply(self.backend, composites.sigmoid, gates_x[:, n:2 * n] + hidden[:, n:2 * n])
-        candidate = xp.tanh(gates_x[:, 2 * n:] + r * hidden_candidate)
+        reset_update = self._sigmoid(gates_x[..., :2 * n] + hidden[..., :2 * n])
+        r, z = reset_update[..., :n], reset_update[..., n:]
+        candidate = xp.tanh(gates_x[..., 2 * n:] + r * hidden_candidate)
         return candidate + z * (h - candidate), None
 
 

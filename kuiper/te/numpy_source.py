@@ -14,36 +14,20 @@ from __future__ import annotations
 
 import numpy
 
+from kuiper.ir.functions import INTRINSICS, OPERATORS
 from kuiper.ir.nodes import Binary, Call, Cast, Compare, Const, Indexing, IRExpr, Select, Unary, Var
 from kuiper.te.execute import EinsumPlan, GridPlan, plan
 from kuiper.te.kernel import Kernel
 from kuiper.te.lower import nests
 
-_INFIX = {
-    "add": "+",
-    "sub": "-",
-    "mul": "*",
-    "div": "/",
-    "floordiv": "//",
-    "mod": "%",
-    "lt": "<",
-    "le": "<=",
-    "gt": ">",
-    "ge": ">=",
-    "eq": "==",
-    "ne": "!=",
-}
+# Python infix operators where NumPy arrays follow the IR's meaning (// and % round toward -inf).
+_INFIX = {name: OPERATORS[name].symbol for name in ("add", "sub", "mul", "div", "floordiv", "mod",
+                                                       "lt", "le", "gt", "ge", "eq", "ne")}
+# Everything else by its NumPy name from the one operation table (its last array spelling);
+# te's and/or are logical (on bools).
 _FUNCTIONS = {
-    "and": "np.logical_and",
-    "or": "np.logical_or",
-    "max": "np.maximum",
-    "min": "np.minimum",
-    "pow": "np.power",
-    "round": "np.rint",
-    "asin": "np.arcsin",
-    "acos": "np.arccos",
-    "atan": "np.arctan",
-}
+    name: f"np.{op.array_names[-1]}" for name, op in {**OPERATORS, **INTRINSICS}.items() if name not in _INFIX
+} | {"and": "np.logical_and", "or": "np.logical_or"}
 
 
 def numpy_source(kernel: Kernel, name: str) -> str:

@@ -213,6 +213,17 @@ def complex_parts(x):
             torch.view_as_real(torch.fft.ifft(d, n=6, norm="forward")), torch.fft.irfft(d, dim=-2))
 
 
+def complex_arithmetic(x, y):
+    # x, y: (B, 3, 4, 2) -> complex (B, 3, 4); pnnx folds the arithmetic into pnnx.Expression ops
+    # with complex literals (as upstream test_ir_complex does), including a negative imaginary part.
+    z, w = torch.view_as_complex(x), torch.view_as_complex(y)
+    a = z + 3
+    b = z - 4j
+    c = z * (1.2 - 0.9j - w)
+    d = (z * w + 2.5) / (w - 0.5j)
+    return torch.view_as_real(a), torch.view_as_real(b), torch.view_as_real(c), torch.view_as_real(d)
+
+
 class ShortTime(nn.Module):
     def __init__(self):
         super().__init__()
@@ -272,6 +283,9 @@ MODELS = {
     "complex_parts": _spec(lambda: Fn(complex_parts), (1, 3, 4, 2),
                            description="torch.view_as_complex/view_as_real, torch.complex, real, imag, "
                                        "transforms of complex tensors"),
+    "expr_complex": _spec(lambda: Fn(complex_arithmetic), (1, 3, 4, 2), (1, 3, 4, 2),
+                          description="complex-valued pnnx.Expression arithmetic: tensor with real, imaginary "
+                                      "and complex literals (1.2-0.9j), products and quotients of complex tensors"),
     "stft_istft": _spec(ShortTime, (1, 64),
                         description="torch.stft (window shorter than n_fft, center reflect/constant, "
                                     "normalized two-sided) and torch.istft (with and without length, "

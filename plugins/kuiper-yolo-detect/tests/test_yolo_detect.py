@@ -8,7 +8,6 @@ coordinates and sizes, up to a few hundred): there 1e-5 relative to the PyTorch 
 stricter than 1e-3 relative, because float32 rounding scales with the value.
 """
 
-import io
 import zipfile
 from pathlib import Path
 

@@ -1,0 +1,104 @@
+"""The compiled CPU kernels (kuiper.numba_kernels) against the reference ops they replace, on one op each.
+
+``path`` is "compiled" (the numpy backend's kernel override) or "reference" (the
+op class in kuiper.ops); both run on the numpy backend with the default threads
+(numba and OpenBLAS each use every core unless OMP_NUM_THREADS says otherwise).
+Shapes are the layers where ResNet-18, MobileNetV2, YOLOv5 and ViT-style models
+spend their time.  Skips with the reason when numba is not installed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+CONV_CASES = {
+    # name: (input shape, out channels, kernel, stride, padding, groups)
+    "depthwise_3x3_s1_144x56x56": ((1, 144, 56, 56), 144, 3, 1, 1, 144),
+    "depthwise_3x3_s2_96x112x112": ((1, 96, 112, 112), 96, 3, 2, 1, 96),
+    "winograd_3x3_64x56x56": ((1, 64, 56, 56), 64, 3, 1, 1, 1),
+    "winograd_3x3_64x56x56_batch8": ((8, 64, 56, 56), 64, 3, 1, 1, 1),
+    "im2col_7x7_s2_stem_3x224x224": ((1, 3, 224, 224), 64, 7, 2, 3, 1),
+    "im2col_3x3_s2_64x56x56": ((1, 64, 56, 56), 128, 3, 2, 1, 1),
+}
+OTHER_CASES = {
+    "maxpool_3x3_s2_64x112x112": ("nn.MaxPool2d", (1, 64, 112, 112),
+                                  {"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1]}),
+    "maxpool_5x5_s1_128x20x20": ("nn.MaxPool2d", (1, 128, 20, 20),
+                                 {"kernel_size": [5, 5], "stride": [1, 1], "padding": [2, 2]}),
+    "layernorm_3136x96": ("nn.LayerNorm", (1, 3136, 96), {"normalized_shape": [96], "eps": 1e-6}),
+    "softmax_8x197x197": ("F.softmax", (1, 8, 197, 197), {"dim": -1}),
+}
+PATHS = ["compiled", "reference"]
+
+
+def _classes(op_type, path):
+    from kuiper.numba_kernels import kernels
+    from kuiper.plugins import op_registry
+
+    if path == "reference":
+        return op_registry()[op_type].obj
+    compiled = kernels().get(op_type)
+    if compiled is None:
+        raise NotImplementedError(f"no compiled kernel for {op_type} (is numba installed?)")
+    return compiled
+
+
+def _node(op_type, params, attrs=None):
+    from kuiper.model_ir import OpNode
+
+    return OpNode(op_type, "op", ["x"], ["y"], params=params, attrs=attrs or {})
+
+
+class CompiledConv:
+    params = (list(CONV_CASES), PATHS)
+    param_names = ("case", "path")
+    warmup_time = 0.2
+
+    def setup(self, case, path):
+        from kuiper.backends import get_backend
+
+        shape, out_channels, kernel, stride, padding, groups = CONV_CASES[case]
+        rng = np.random.default_rng(0)
+        weight = rng.standard_normal((out_channels, shape[1] // groups, kernel, kernel)).astype(np.float32)
+        node = _node("nn.Conv2d", {"stride": [stride, stride], "padding": [padding, padding], "groups": groups, "bias": True},
+                     {"weight": weight, "bias": rng.standard_normal(out_channels).astype(np.float32)})
+        self.op = _classes("nn.Conv2d", path)(node, get_backend("numpy"))
+        self.x = rng.standard_normal(shape).astype(np.float32)
+        self.op.forward(self.x)  # compiles (or loads from numba's cache), prepares Winograd weights
+
+    def time_forward(self, case, path):
+        self.op.forward(self.x)
+
+
+class CompiledOther:
+    params = (list(OTHER_CASES), PATHS)
+    param_names = ("case", "path")
+    warmup_time = 0.2
+
+    def setup(self, case, path):
+        from kuiper.backends import get_backend
+
+        op_type, shape, params = OTHER_CASES[case]
+        self.op = _classes(op_type, path)(_node(op_type, params), get_backend("numpy"))
+        self.x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        self.op.forward(self.x)
+
+    def time_forward(self, case, path):
+        self.op.forward(self.x)
+
+
+class LinearND:
+    """nn.Linear on a (1, 56, 56, 96) NHWC input (ConvNeXt's MLP): one 2-D GEMM."""
+
+    def setup(self):
+        from kuiper.backends import get_backend
+        from kuiper.ops.linear import Linear
+
+        rng = np.random.default_rng(0)
+        weight = rng.standard_normal((384, 96)).astype(np.float32)
+        node = _node("nn.Linear", {"bias": True}, {"weight": weight, "bias": np.zeros(384, np.float32)})
+        self.op = Linear(node, get_backend("numpy"))
+        self.x = rng.standard_normal((1, 56, 56, 96)).astype(np.float32)
+
+    def time_forward(self):
+        self.op.forward(self.x)
