@@ -16,13 +16,19 @@ from .errors import (
     DeviceMemoryError,
     ExpressionSyntaxError,
     GraphError,
+    HloSyntaxError,
     InputError,
+    IRError,
     KuiperError,
     ModelFormatError,
     OperatorParamError,
     PluginError,
     ShapeError,
+    SizeLimitError,
+    TESyntaxError,
+    UnknownParamWarning,
     UnsupportedOperatorError,
+    UsageError,
 )
 from .frontends import Frontend
 from .graph import Model, StepObserver, TensorSpec
@@ -120,4 +126,10 @@ __all__ = [
     "ConfigError",
     "PluginError",
     "DeviceMemoryError",
+    "HloSyntaxError",
+    "TESyntaxError",
+    "IRError",
+    "SizeLimitError",
+    "UsageError",
+    "UnknownParamWarning",
 ]

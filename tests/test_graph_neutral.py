@@ -260,3 +260,10 @@ def test_a_long_chain_fused_matches_the_same_chain_unfused(tmp_path):
     path = _chain(tmp_path, 1_000)
     x = np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_allclose(kuiper.load(path)(x), kuiper.load(path, fuse=False)(x), rtol=1e-6)
+
+
+def test_a_declared_operand_over_the_size_budget_is_refused_at_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUIPER_MEMORY_BUDGET", "1MB")
+    text = "7767517\n3 2\npnnx.Input i 0 1 x #x=(1,3)f32\nnn.ReLU r 1 1 x y #y=(1000,1000)f32\npnnx.Output o 1 0 y\n"
+    with pytest.raises(kuiper.SizeLimitError, match=r"operand 'y' as declared.*\(1000, 1000\)"):
+        kuiper.load(write_model(tmp_path, text))

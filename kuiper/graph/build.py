@@ -5,9 +5,12 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 
+import numpy as np
+
 from ..backends import get_backend
 from ..backends.base import Backend
 from ..errors import GraphError, UnsupportedOperatorError
+from ..limits import check_size
 from ..model_ir import ModelIR, OpNode
 from ..plugins import kernel_registry, op_registry
 from .model import Model, Step, TensorSpec
@@ -28,6 +31,17 @@ def check_supported(ir: ModelIR, backend_name: str) -> None:
             + "\n".join(lines)
             + "\n(`kuiper ops` lists the supported types; plugins add more)"
         )
+
+
+def check_declared_sizes(ir: ModelIR) -> None:
+    """Refuse, before anything is built, a graph whose declared operand shapes exceed the size budget."""
+    for info in ir.operands.values():
+        if info.shape and all(isinstance(d, int) for d in info.shape) and info.dtype:
+            try:
+                itemsize = np.dtype(info.dtype).itemsize
+            except TypeError:
+                continue  # a dtype NumPy does not know (bfloat16): its ops check what they make
+            check_size(info.shape, itemsize, f"{ir.source or 'model'}: operand '{info.name}' as declared")
 
 
 def check_operands(ir: ModelIR) -> dict[str, int]:
@@ -138,6 +152,7 @@ def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) 
     """Build a runnable Model bound to one backend (see kuiper.config for how None is resolved)."""
     backend = backend if isinstance(backend, Backend) else get_backend(backend)
     check_supported(ir, backend.name)
+    check_declared_sizes(ir)
     output_operands = list(ir.outputs)
     order = topological_order(ir, output_operands)
     fused_groups: list[list[str]] = []
