@@ -55,8 +55,8 @@ class CompiledConv2d(reference.Conv2d):
 
     def compute(self, x, weight, bias):
         if (self.compiled is None or weight is not self.static_weight or not isinstance(x, np.ndarray)
-                or x.dtype != np.float32):
-            return super().compute(x, weight, bias)
+                or x.dtype != np.float32 or x.ndim != 4 or x.shape[0] == 0):
+            return super().compute(x, weight, bias)  # the reference handles these (empty batches too)
         self.check_input(x, weight.in_channels)
         (top, bottom), (left, right) = self.static_pads
         height, width = x.shape[2] + top + bottom, x.shape[3] + left + right
