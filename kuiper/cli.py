@@ -336,6 +336,11 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         print("kuiper: error: out of memory (see KUIPER_MEMORY_BUDGET in kuiper.limits)", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader went away (`kuiper ops | head`): not an error.  Point stdout at
+        # /dev/null so Python's own flush at exit does not complain again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as exc:
         # Bad input should always give a KuiperError; anything else is a kuiper bug.  One
         # line for the user, the traceback when asked for it.
@@ -344,11 +349,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kuiper: error: internal error, please report it (rerun with KUIPER_DEBUG=1 for the traceback): "
               f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    except BrokenPipeError:
-        # The reader went away (`kuiper ops | head`): not an error.  Point stdout at
-        # /dev/null so Python's own flush at exit does not complain again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

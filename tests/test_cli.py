@@ -130,3 +130,18 @@ def test_info_on_a_model_with_unsupported_ops_shows_the_table_and_marks_them(tmp
     assert "nn.Frobnicate" in frob_row and frob_row.endswith("UNSUPPORTED")
     assert "UNSUPPORTED" not in relu_row
     assert "nn.Frobnicate: used by f" in captured.err
+
+
+def test_a_closed_pipe_is_not_an_error():
+    """`kuiper ops | head -1`: the reader goes away; kuiper exits quietly with 0."""
+    import subprocess
+    import sys
+
+    code = "import sys; from kuiper.cli import main; sys.exit(main(['ops']))"
+    result = subprocess.run(
+        ["bash", "-c", f'"{sys.executable}" -c "{code}" | head -1; exit ${{PIPESTATUS[0]}}'],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout.endswith("op types:\n")
