@@ -18,13 +18,6 @@ from kuiper.expr.lower import lower
 from kuiper.ir.simplify import simplify
 
 
-def dtype_name(value) -> str:
-    """The IR dtype of an input: 'pybool'/'pyint'/'pyfloat' for Python scalars, else the array's dtype."""
-    if isinstance(value, (bool, int, float)):
-        return dtypes.of_python_value(value)
-    return str(value.dtype)
-
-
 def evaluate(text_or_expr: str | Expr, inputs, xp=None):
     xp = numpy if xp is None else xp
     inputs = list(inputs)
@@ -32,7 +25,7 @@ def evaluate(text_or_expr: str | Expr, inputs, xp=None):
         expr = parse(text_or_expr, num_inputs=len(inputs))
     else:
         expr = text_or_expr
-    compiled = compiled_for(expr, tuple(dtype_name(v) for v in inputs), xp)
+    compiled = compiled_for(expr, tuple(dtypes.of_value(v) for v in inputs), xp)
     return compiled(*inputs)
 
 

@@ -36,11 +36,8 @@ class ElementwiseMath:
     whole_inputs: frozenset[int] = field(default_factory=frozenset)
 
 
-def dtype_name(value) -> str:
-    """The IR dtype of an input: 'pybool'/'pyint'/'pyfloat' for Python scalars, else the array's dtype."""
-    if isinstance(value, (bool, int, float)):
-        return dtypes.of_python_value(value)
-    return str(value.dtype)
+# The IR dtype of an input value ('pyint' ... for Python scalars, else the array's dtype name).
+dtype_name = dtypes.of_value
 
 
 def function_for(math: ElementwiseMath, input_dtypes: tuple[str, ...], name: str = "elementwise") -> Function:
