@@ -86,20 +86,25 @@ def plugin_of(obj) -> str:
     return found if best else module
 
 
-@functools.lru_cache(maxsize=None)
-def backend_registry() -> dict[str, Registered]:
+def _by_name(hook, kind: str) -> dict[str, Registered]:
+    """Classes returned by ``hook``, keyed by their ``name``; a missing or repeated name is an error."""
     registry: dict[str, Registered] = {}
-    for classes in _collect(plugin_manager().hook.kuiper_add_backends):
+    for classes in _collect(hook):
         for cls in classes:
             plugin = plugin_of(cls)
             if not getattr(cls, "name", ""):
-                raise PluginError(f"plugin '{plugin}' registered backend class {cls.__qualname__} without a name")
+                raise PluginError(f"plugin '{plugin}' registered {kind} class {cls.__qualname__} without a name")
             if cls.name in registry:
                 raise PluginError(
-                    f"backend '{cls.name}' is registered by both '{registry[cls.name].plugin}' and '{plugin}'"
+                    f"{kind} '{cls.name}' is registered by both '{registry[cls.name].plugin}' and '{plugin}'"
                 )
             registry[cls.name] = Registered(cls, plugin)
     return registry
+
+
+@functools.lru_cache(maxsize=None)
+def backend_registry() -> dict[str, Registered]:
+    return _by_name(plugin_manager().hook.kuiper_add_backends, "backend")
 
 
 @functools.lru_cache(maxsize=None)
@@ -138,15 +143,4 @@ def kernel_registry(backend_name: str) -> dict[str, Registered]:
 
 @functools.lru_cache(maxsize=None)
 def frontend_registry() -> dict[str, Registered]:
-    registry: dict[str, Registered] = {}
-    for classes in _collect(plugin_manager().hook.kuiper_add_frontends):
-        for cls in classes:
-            plugin = plugin_of(cls)
-            if not getattr(cls, "name", ""):
-                raise PluginError(f"plugin '{plugin}' registered frontend class {cls.__qualname__} without a name")
-            if cls.name in registry:
-                raise PluginError(
-                    f"model format '{cls.name}' is registered by both '{registry[cls.name].plugin}' and '{plugin}'"
-                )
-            registry[cls.name] = Registered(cls, plugin)
-    return registry
+    return _by_name(plugin_manager().hook.kuiper_add_frontends, "model format")
