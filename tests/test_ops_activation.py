@@ -314,15 +314,18 @@ def _reference(function, values):
         return np.array(out, dtype=np.float64).astype(np.float32)
 
 
+# 1: the NumPy evaluation; 100 (1,700 elements): the compiled interpreter where numba is on
+# (kuiper/numba_kernels/elementwise.py takes float32 calls from 1,024 elements).
+@pytest.mark.parametrize("repeats", [1, 100], ids=["small", "large"])
 @pytest.mark.parametrize("case", ACTIVATIONS, ids=case_id)
-def test_fused_and_unfused_agree_with_float64_on_edge_inputs(tmp_path, case):
+def test_fused_and_unfused_agree_with_float64_on_edge_inputs(tmp_path, case, repeats):
     op_type, params, reference = case
-    x = EDGE_POINTS.reshape(1, -1)
+    x = np.tile(EDGE_POINTS, repeats).reshape(1, -1)
     fused = _chain_model(tmp_path, op_type, params, True, "fused")
     unfused = _chain_model(tmp_path, op_type, params, False, "unfused")
     assert [s.node.type for s in fused.steps] == ["kuiper.Elementwise"]
     assert len(unfused.steps) == 2
-    want = _reference(reference, EDGE_POINTS).reshape(1, -1)
+    want = np.tile(_reference(reference, EDGE_POINTS), repeats).reshape(1, -1)
     for model in (fused, unfused):
         with np.errstate(over="ignore", invalid="ignore"):
             got = model(x)

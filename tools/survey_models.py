@@ -14,20 +14,23 @@ One JSON line per model is appended to build/survey/results.jsonl as soon as it 
 so a long run can be stopped and resumed (done models are skipped unless --redo).
 ``--table`` prints the markdown table of docs/models.md from the results.
 
-Both frameworks run single-threaded (torch.set_num_threads(1), OMP/BLAS threads 1), so
-the time ratio compares implementations rather than thread pools on a busy machine.
+Both frameworks run single-threaded unless ``OMP_NUM_THREADS`` says otherwise (it sets
+torch's, OpenBLAS's and kuiper's compiled kernels' pools alike). Times are medians of
+--repeat rounds in which PyTorch and kuiper run in turn, so a drift of the machine hits both.
 
     /work/toolvenv/bin/python tools/survey_models.py            # every model, in order
     /work/toolvenv/bin/python tools/survey_models.py resnet18 vit_b_16
     /work/toolvenv/bin/python tools/survey_models.py --table
+    OMP_NUM_THREADS=2 /work/toolvenv/bin/python tools/survey_models.py --retime --repeat 7
 """
 
 from __future__ import annotations
 
 import os
 
+THREADS = int(os.environ.get("OMP_NUM_THREADS", "1"))
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+    os.environ[_var] = str(THREADS)  # before numpy and torch start their pools
 
 import argparse
 import importlib.util
@@ -160,14 +163,18 @@ def randomize_norms(model, shape):
     randomize_batchnorm(model, (2,) + tuple(shape[1:]))
 
 
-def best_time(fn, repeat):
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
+def interleaved_medians(fns, repeat):
+    """Median wall time of each function over ``repeat`` rounds that call them in turn
+    (after one warm-up round), so a slow drift of the machine hits every function alike."""
+    for fn in fns:
         fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+    times = [[] for _ in fns]
+    for _ in range(repeat):
+        for fn, spent in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            spent.append(time.perf_counter() - start)
+    return [float(np.median(spent)) for spent in times]
 
 
 def max_error(got, want):
@@ -184,18 +191,17 @@ def survey_one(source, name, shape, kwargs, repeat, reuse_export=False):
     import pnnx
     from fixturelib import _quiet
 
-    record = {"name": name, "source": source, "input": list(shape)}
+    record = {"name": name, "source": source, "input": list(shape), "threads": THREADS}
     torch.manual_seed(0)
     model = build(source, name, kwargs).eval()
     randomize_norms(model, shape)
     x = torch.randn(*shape)
     with torch.no_grad():
         want = flatten(model(x))
-        record["torch_s"] = best_time(lambda: model(x), repeat)
     folder = OUT / name
     folder.mkdir(parents=True, exist_ok=True)
     if reuse_export and (folder / "model.pnnx.param").exists():
-        return compare(record, folder, x, want, repeat)
+        return compare(record, model, folder, x, want, repeat)
     start = time.perf_counter()
     try:
         with _quiet(folder / "pnnx.log"):
@@ -204,16 +210,22 @@ def survey_one(source, name, shape, kwargs, repeat, reuse_export=False):
         pass  # pnnx imports its generated Python last; the files exist, its Python is judged below
     except Exception as exc:  # noqa: BLE001 - recorded, not fatal
         record["export_error"] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
-        return record
+        return eager_time(record, model, x, repeat)
     record["export_s"] = round(time.perf_counter() - start, 1)
     if not (folder / "model.pnnx.param").exists():
         record["export_error"] = "pnnx wrote no .pnnx.param (see pnnx.log)"
-        return record
-    return compare(record, folder, x, want, repeat)
+        return eager_time(record, model, x, repeat)
+    return compare(record, model, folder, x, want, repeat)
 
 
-def compare(record, folder, x, want, repeat):
-    """pnnx's Python and kuiper against the eager outputs ``want``; kuiper's time."""
+def eager_time(record, model, x, repeat):
+    with torch.no_grad():
+        (record["torch_s"],) = interleaved_medians([lambda: model(x)], repeat)
+    return record
+
+
+def compare(record, model, folder, x, want, repeat):
+    """pnnx's Python and kuiper against the eager outputs ``want``; both engines' times."""
     import kuiper
 
     param = folder / "model.pnnx.param"
@@ -225,9 +237,11 @@ def compare(record, folder, x, want, repeat):
         got = got if isinstance(got, tuple) else (got,)
         record["max_abs_err"] = max_error(got, want)
         record["ref_scale"] = max(float(np.abs(w).max()) for w in want)
-        record["kuiper_s"] = best_time(lambda: model_k(feed), repeat)
     except Exception as exc:  # noqa: BLE001
         record["kuiper_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        return eager_time(record, model, x, repeat)
+    with torch.no_grad():
+        record["torch_s"], record["kuiper_s"] = interleaved_medians([lambda: model(x), lambda: model_k(feed)], repeat)
     return record
 
 
@@ -305,14 +319,14 @@ def table(records):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", help="models to run (default: all)")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs per framework (best is kept)")
+    parser.add_argument("--repeat", type=int, default=5, help="timed rounds (each runs both engines once; the median is kept)")
     parser.add_argument("--redo", action="store_true", help="rerun models already in results.jsonl")
     parser.add_argument("--table", action="store_true", help="print the markdown table and exit")
     parser.add_argument("--retime", action="store_true",
                         help="rerun every listed model on its existing export (no pnnx): fresh errors and times "
                              "taken in one stretch (appended; the last line per model counts)")
     args = parser.parse_args(argv)
-    torch.set_num_threads(1)
+    torch.set_num_threads(THREADS)
     if args.table:
         print(table(load_results()))
         return 0

@@ -37,6 +37,17 @@ class NumpyBackend(NumPyLikeBackend):
         copy[...] = array
         return copy
 
+    def compile_elementwise(self, function):
+        """Float32 math on every core through the compiled interpreter when numba is on
+        (kuiper.numba_kernels.elementwise); the NumPy evaluation otherwise and for calls it does not take."""
+        from ..numba_kernels import available
+
+        if not available():
+            return super().compile_elementwise(function)
+        from ..numba_kernels.elementwise import CompiledElementwise
+
+        return CompiledElementwise(function)
+
 
 @hookimpl
 def kuiper_add_backends():

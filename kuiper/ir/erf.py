@@ -28,7 +28,9 @@ _ONE_OVER_SQRT_PI = 1.0 / math.sqrt(math.pi)
 
 
 # Numerical Recipes' erfc fit: erfc(z) = t * exp(-z*z + P(t)), t = 1 / (1 + z/2), z >= 0.
-_ERFC_FIT = (
+# The compiled elementwise kernel (kuiper/numba_kernels/elementwise_kernels.py) evaluates the same fit.
+# (Also the float32 erf of the compiled elementwise kernel, kuiper.numba_kernels.)
+ERFC_FIT = (
     -1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
     0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277,
 )
@@ -55,10 +57,10 @@ def erf(xp, x):
 def _erf_fit(xp, x):
     z = xp.abs(x)
     t = 1.0 / (1.0 + 0.5 * z)
-    poly = t * _ERFC_FIT[-1]
-    for coeff in reversed(_ERFC_FIT[1:-1]):
+    poly = t * ERFC_FIT[-1]
+    for coeff in reversed(ERFC_FIT[1:-1]):
         poly = (poly + coeff) * t
-    erfc = t * xp.exp(-z * z + poly + _ERFC_FIT[0])
+    erfc = t * xp.exp(-z * z + poly + ERFC_FIT[0])
     return xp.where(x < 0, erfc - 1.0, 1.0 - erfc)
 
 

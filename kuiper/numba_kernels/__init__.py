@@ -11,9 +11,9 @@ each op's ``kernel_note`` say which path is taken and why.
 
 from __future__ import annotations
 
-from .runtime import availability, describe, set_threads
+from .runtime import availability, available, describe, set_threads
 
-__all__ = ["availability", "describe", "kernel_notes", "kernels", "set_threads"]
+__all__ = ["availability", "available", "describe", "kernel_notes", "kernels", "set_threads"]
 
 
 def kernels() -> dict[str, type]:

@@ -1,0 +1,204 @@
+"""Fused elementwise math on every core: IR Function -> program for elementwise_kernels.
+
+``compile_elementwise(function)`` (the NumPy backend's, when numba is on) returns a
+callable that runs the program in the compiled interpreter when a call fits it and
+the NumPy evaluation (kuiper.ir.codegen_numpy) otherwise, so every call has an
+answer and both paths compute the same IR.
+
+A call fits when the function is float32 throughout (bools allowed in between, as
+0/1), it has one float32 result, every input is a float32 array, the full-size
+inputs are C-contiguous with one shape (at most ``INPUT_SLOTS`` of them), the other
+inputs hold one element (read as constants), and the output has at least
+``MIN_ELEMENTS`` elements: below that one thread launch costs more than NumPy's
+passes (measured in docs/performance.md).
+"""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from ..ir.codegen_numpy import compile_elementwise as compile_numpy
+from ..ir.linearize import linearize
+from ..ir.nodes import Binary, Call, Cast, Compare, Const, Function, Select, Unary, Var
+from . import elementwise_kernels as vm
+from .runtime import launch_threads, threads
+
+MIN_ELEMENTS = 1024
+# Element-operations (elements x program rows) from which a call is split over threads: a
+# parallel launch costs 60-75 us of thread wake-ups, about what one core needs for 2^18.
+PARALLEL_WORK = 1 << 18
+VALUE_DTYPES = ("float32", "bool")
+
+_UNARY = {"neg": vm.NEG, "not": vm.NOT}
+_CALLS = {"abs": vm.ABS, "sqrt": vm.SQRT, "exp": vm.EXP, "expm1": vm.EXPM1, "log": vm.LOG, "log1p": vm.LOG1P,
+          "tanh": vm.TANH, "erf": vm.ERF, "floor": vm.FLOOR, "ceil": vm.CEIL, "trunc": vm.TRUNC,
+          "sin": vm.SIN, "cos": vm.COS}
+_BINARY = {"add": vm.ADD, "sub": vm.SUB, "mul": vm.MUL, "div": vm.DIV, "pow": vm.POW, "max": vm.MAX, "min": vm.MIN}
+_COMPARE = {"gt": vm.GT, "ge": vm.GE, "lt": vm.LT, "le": vm.LE, "eq": vm.EQ, "ne": vm.NE}
+
+
+class Unsupported(Exception):
+    """The function uses something the interpreter does not run (it stays on NumPy)."""
+
+
+class Program:
+    """A Function lowered to the interpreter's code table, registers reused after their last use."""
+
+    def __init__(self, function: Function):
+        fn = linearize(function)
+        if len(fn.results) != 1 or fn.returns_list or fn.results[0].dtype != "float32":
+            raise Unsupported("one float32 result")
+        if any(p.dtype != "float32" for p in fn.params):
+            raise Unsupported("float32 inputs only")
+        self.param_count = len(fn.params)
+        statements = [s for s in fn.body.stmts if s.target not in fn.results]
+        result_value = next(s.value for s in fn.body.stmts if s.target == fn.results[0])
+        self._last_use = self._last_uses(statements, result_value)
+        self._free: list[int] = []
+        self.registers = 0
+        self.constants: list[tuple[int, float]] = []  # (register, value), filled once per block
+        self._constant_register: dict[bytes, int] = {}  # by bit pattern, so NaN is one constant
+        self.param_register: dict[Var, int] = {}
+        self._value_register: dict[Var, int] = {}
+        rows: list[tuple[int, int, int, int, int]] = []
+        self._loads: list[tuple[int, int]] = []  # (param position, register), resolved per call
+        for position, param in enumerate(fn.params):
+            register = self._allocate()
+            self.param_register[param] = register
+            self._value_register[param] = register
+            self._loads.append((position, register))
+        for index, stmt in enumerate(statements):
+            opcode, operands = self._operation(stmt.value)
+            sources = [self._operand(operand) for operand in operands]
+            # The destination is never an operand's register: LLVM vectorises a loop only after
+            # its runtime check finds the rows disjoint; in place, max/select ran as scalar
+            # branches (6 ns an element instead of 0.2).
+            dest = self._allocate()
+            self._release_dead(operands, index)
+            self._value_register[stmt.target] = dest
+            rows.append((opcode, dest, *(sources + [0, 0, 0])[:3]))
+        rows.append((vm.STORE, 0, self._operand(result_value), 0, 0))
+        self.body = rows
+
+    @staticmethod
+    def _last_uses(statements, result_value) -> dict[Var, int]:
+        last: dict[Var, int] = {}
+        for index, stmt in enumerate(statements):
+            for child in stmt.value.children():
+                if isinstance(child, Var):
+                    last[child] = index
+        if isinstance(result_value, Var):
+            last[result_value] = len(statements)
+        return last
+
+    def _operation(self, value) -> tuple[int, tuple]:
+        if value.dtype not in VALUE_DTYPES:
+            raise Unsupported(f"dtype {value.dtype}")
+        if isinstance(value, Unary) and value.op in _UNARY:
+            return _UNARY[value.op], (value.operand,)
+        if isinstance(value, Call) and value.func in _CALLS:
+            return _CALLS[value.func], value.args
+        if isinstance(value, Binary) and value.op in _BINARY:
+            return _BINARY[value.op], (value.lhs, value.rhs)
+        if isinstance(value, Compare) and value.op in _COMPARE and value.lhs.dtype == "float32":
+            return _COMPARE[value.op], (value.lhs, value.rhs)
+        if isinstance(value, Select):
+            return vm.SELECT, (value.cond, value.true_value, value.false_value)
+        if isinstance(value, Cast) and value.operand.dtype in VALUE_DTYPES:
+            return (vm.TO_BOOL if value.dtype == "bool" else vm.COPY), (value.operand,)
+        raise Unsupported(type(value).__name__)
+
+    def _operand(self, operand) -> int:
+        if isinstance(operand, Var):
+            return self._value_register[operand]
+        if isinstance(operand, Const) and operand.dtype in VALUE_DTYPES:
+            value = np.float32(operand.value)
+            key = value.tobytes()
+            if key not in self._constant_register:
+                register = self._allocate(pinned=True)
+                self._constant_register[key] = register
+                self.constants.append((register, float(value)))
+            return self._constant_register[key]
+        raise Unsupported(f"operand {operand}")
+
+    def _release_dead(self, operands, index: int) -> None:
+        for operand in set(o for o in operands if isinstance(o, Var)):
+            # Parameter registers are never reused: a one-element input is filled once per block.
+            if operand not in self.param_register and self._last_use.get(operand) == index:
+                self._free.append(self._value_register[operand])
+
+    def _allocate(self, pinned: bool = False) -> int:
+        if self._free and not pinned:
+            return self._free.pop()
+        self.registers += 1
+        return self.registers - 1
+
+    def arguments(self, inputs):
+        """(code, constant registers, constant values, slots) for these inputs, or None if they do not fit."""
+        full_shape = None
+        slots: list[np.ndarray] = []
+        constants = list(self.constants)
+        loads = []
+        for position, register in self._loads:
+            value = inputs[position]
+            if not isinstance(value, np.ndarray) or value.dtype != np.float32:
+                return None
+            if value.size == 1:
+                constants.append((register, float(value.reshape(()))))
+                continue
+            if not value.flags.c_contiguous or (full_shape is not None and value.shape != full_shape):
+                return None
+            full_shape = value.shape
+            loads.append((vm.LOAD, register, len(slots), 0, 0))
+            slots.append(value.reshape(-1))
+        if full_shape is None or len(slots) > vm.INPUT_SLOTS:
+            return None
+        code = np.array(loads + self.body, dtype=np.int64)
+        constant_registers = np.array([r for r, _ in constants], dtype=np.int64)
+        constant_values = np.array([v for _, v in constants], dtype=np.float32)
+        return full_shape, code, constant_registers, constant_values, slots
+
+
+class CompiledElementwise:
+    """``f(*inputs, out=None)``: the interpreter for the calls that fit, NumPy for the rest."""
+
+    def __init__(self, function: Function):
+        self.numpy_path = compile_numpy(function, np)
+        self.fn = self.numpy_path.fn
+        try:
+            self.program = Program(function)
+            self.reason = "compiled"
+        except Unsupported as exc:
+            self.program = None
+            self.reason = f"NumPy: {exc}"
+        self.last_path = None  # "numpy", "serial" or "parallel": which path the latest call took (tests, notes)
+
+    def __call__(self, *inputs, out=None):
+        fits = None
+        if self.program is not None and len(inputs) == self.program.param_count:
+            fits = self.program.arguments(inputs)
+        size = 0 if fits is None else int(np.prod(fits[0]))
+        if size < MIN_ELEMENTS:
+            self.last_path = "numpy"
+            return self.numpy_path(*inputs, out=out)
+        shape, code, constant_registers, constant_values, slots = fits
+        if out is None or out.shape != shape or out.dtype != np.float32 or not out.flags.c_contiguous:
+            result = np.empty(shape, np.float32)
+        else:
+            result = out
+        padded = slots + [slots[0]] * (vm.INPUT_SLOTS - len(slots))
+        parallel = threads() > 1 and size * len(code) >= PARALLEL_WORK
+        self.last_path = "parallel" if parallel else "serial"
+        if parallel:
+            with launch_threads():
+                blocks = min(-(-size // vm.CHUNK), 4 * threads())
+                vm.run_parallel(code, constant_registers, constant_values, self.program.registers, blocks,
+                                *padded, result.reshape(-1))
+        else:
+            vm.run_serial(code, constant_registers, constant_values, self.program.registers, *padded,
+                          result.reshape(-1))
+        if out is not None and result is not out:
+            out[...] = result
+            return out
+        return result

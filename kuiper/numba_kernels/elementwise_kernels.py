@@ -1,0 +1,255 @@
+"""One compiled interpreter for fused elementwise float32 programs.
+
+A fused chain (``kuiper.Elementwise``: SiLU, residual add + ReLU, GELU ...) is a
+program of a few register operations (``elementwise.py`` lowers the IR to it).
+NumPy evaluates such a chain one whole-tensor pass per operation, on one core.
+This kernel splits the tensor into blocks, one thread each, and runs the whole
+program over ``CHUNK`` elements at a time in registers that stay in L1: one read
+of each input and one write of the output, on every core.
+
+The kernel is fixed, compiled once (numba's on-disk cache); a model's math is
+only data (an int64 code table and a float32 constant table).  Nothing is
+generated or executed from model data.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from ..ir.erf import ERFC_FIT
+
+CHUNK = 4096  # elements per register: 16 KiB, so a program's registers stay in L2
+
+# Opcodes.  A row of the code table is (opcode, destination, a, b, c): register numbers,
+# or for LOAD the input slot.  The last row is STORE a (the result).
+LOAD, STORE = 0, 1
+NEG, ABS, SQRT, EXP, EXPM1, LOG, LOG1P, TANH, ERF, FLOOR, CEIL, TRUNC, SIN, COS, NOT, TO_BOOL, COPY = range(2, 19)
+ADD, SUB, MUL, DIV, POW, MAX, MIN, GT, GE, LT, LE, EQ, NE = range(19, 32)
+SELECT = 32
+INPUT_SLOTS = 4  # streamed inputs per program (x0..x3)
+
+
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+def run_parallel(code, constant_registers, constant_values, registers, blocks, x0, x1, x2, x3, out):
+    """Evaluate ``code`` over every element of ``out`` (1-D, float32), in ``blocks`` tasks;
+    the inputs x0..x3 have its size."""
+    size = out.size
+    per_block = ((size + blocks - 1) // blocks + CHUNK - 1) // CHUNK * CHUNK
+    for block in prange(blocks):
+        _run_range(code, constant_registers, constant_values, registers, block * per_block,
+                   min(size, (block + 1) * per_block), x0, x1, x2, x3, out)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def run_serial(code, constant_registers, constant_values, registers, x0, x1, x2, x3, out):
+    """``run_parallel`` on the calling thread: a parallel launch costs 60-75 us (thread wake-ups),
+    more than a small tensor's whole program."""
+    _run_range(code, constant_registers, constant_values, registers, 0, out.size, x0, x1, x2, x3, out)
+
+
+@njit(nogil=True, error_model="numpy")
+def _run_range(code, constant_registers, constant_values, registers, first, stop, x0, x1, x2, x3, out):
+    regs = np.empty((registers, CHUNK), np.float32)
+    scratch = np.empty((3, CHUNK), np.int32)  # exp's exponent bits, erf's exp argument
+    for k in range(constant_registers.size):
+        regs[constant_registers[k], :] = constant_values[k]
+    for start in range(first, stop, CHUNK):
+        count = min(CHUNK, stop - start)
+        for row in range(code.shape[0]):
+            _step(code[row, 0], regs, scratch, code[row, 1], code[row, 2], code[row, 3], code[row, 4],
+                  count, start, x0, x1, x2, x3, out)
+
+
+@njit(error_model="numpy")
+def _step(op, regs, scratch, dest, a, b, c, count, start, x0, x1, x2, x3, out):
+    if op == LOAD:
+        # Slices, then a range() index: a signed ``start + i`` index gets numba's negative-index
+        # wrap-around branch, which stops LLVM from vectorising the copy.
+        if a == 0:
+            _copy(regs[dest], x0[start:start + count], count)
+        elif a == 1:
+            _copy(regs[dest], x1[start:start + count], count)
+        elif a == 2:
+            _copy(regs[dest], x2[start:start + count], count)
+        else:
+            _copy(regs[dest], x3[start:start + count], count)
+    elif op == STORE:
+        _copy(out[start:start + count], regs[a], count)
+    elif op == EXP:
+        _exp(regs[dest], regs[a], count, scratch)
+    elif op == ERF:
+        _erf(regs[dest], regs[a], count, scratch)
+    elif op < ADD:
+        _unary(op, regs[dest], regs[a], count)
+    elif op < SELECT:
+        _binary(op, regs[dest], regs[a], regs[b], count)
+    else:
+        target, cond, yes, no = regs[dest], regs[a], regs[b], regs[c]
+        for i in range(count):
+            target[i] = yes[i] if cond[i] != 0 else no[i]
+
+
+# exp in float32 with arithmetic only, so that LLVM vectorises it (libm's expf is a scalar call,
+# 2-3x slower than NumPy's SIMD exp).  exp(x) = 2^k * e^r, k = round(x / ln 2), |r| <= ln(2)/2,
+# e^r by its Taylor polynomial to r^7 (truncation below 6e-9 relative), ln 2 split in two so
+# that k * LN2_HIGH is exact (Cody and Waite).  2^k is built from exponent bits in two halves,
+# so that the denormal results (x down to -103.97) and overflow to inf come out right.
+_F = np.float32
+EXP_LOW, EXP_HIGH = _F(-104.0), _F(89.0)  # exp is 0 below (under 2^-150), inf above
+LOG2E = _F(1.4426950408889634)
+LN2_HIGH, LN2_LOW = _F(0.693359375), _F(-2.12194440e-4)
+T7, T6, T5, T4, T3, T2 = _F(1 / 5040), _F(1 / 720), _F(1 / 120), _F(1 / 24), _F(1 / 6), _F(0.5)
+ONE, HALF = _F(1.0), _F(0.5)
+ERFC_C = tuple(_F(c) for c in ERFC_FIT)
+
+
+@njit(error_model="numpy")
+def _exp(target, x, count, scratch):
+    low_bits, high_bits = scratch[0], scratch[1]
+    for i in range(count):
+        v = x[i]
+        v = v if v > EXP_LOW else EXP_LOW  # NaN goes to EXP_LOW here; the second loop restores it
+        v = v if v < EXP_HIGH else EXP_HIGH
+        k = np.floor(v * LOG2E + HALF)
+        r = (v - k * LN2_HIGH) - k * LN2_LOW
+        target[i] = ((((((T7 * r + T6) * r + T5) * r + T4) * r + T3) * r + T2) * r + ONE) * r + ONE
+        exponent = np.int32(k)
+        half = exponent >> 1
+        low_bits[i] = (half + 127) << 23
+        high_bits[i] = (exponent - half + 127) << 23
+    low_scale, high_scale = low_bits.view(np.float32), high_bits.view(np.float32)
+    for i in range(count):
+        v = x[i]
+        scaled = target[i] * low_scale[i] * high_scale[i]
+        target[i] = v if v != v else scaled
+
+
+@njit(error_model="numpy")
+def _erf(target, x, count, scratch):
+    """erf by the same erfc fit as the NumPy path's float32 erf (kuiper/ir/erf.py), with _exp."""
+    argument = scratch[2].view(np.float32)
+    for i in range(count):
+        z = abs(x[i])
+        t = ONE / (ONE + HALF * z)
+        poly = t * ERFC_C[9]
+        poly = (poly + ERFC_C[8]) * t
+        poly = (poly + ERFC_C[7]) * t
+        poly = (poly + ERFC_C[6]) * t
+        poly = (poly + ERFC_C[5]) * t
+        poly = (poly + ERFC_C[4]) * t
+        poly = (poly + ERFC_C[3]) * t
+        poly = (poly + ERFC_C[2]) * t
+        poly = (poly + ERFC_C[1]) * t
+        argument[i] = -z * z + poly + ERFC_C[0]
+    _exp(target, argument, count, scratch)
+    for i in range(count):
+        z = abs(x[i])
+        erfc = ONE / (ONE + HALF * z) * target[i]
+        target[i] = erfc - ONE if x[i] < 0 else ONE - erfc
+
+
+@njit(error_model="numpy")
+def _copy(target, source, count):
+    for i in range(count):
+        target[i] = source[i]
+
+
+@njit(error_model="numpy")
+def _unary(op, target, x, count):
+    one = np.float32(1.0)
+    zero = np.float32(0.0)
+    if op == NEG:
+        for i in range(count):
+            target[i] = -x[i]
+    elif op == ABS:
+        for i in range(count):
+            target[i] = abs(x[i])
+    elif op == SQRT:
+        for i in range(count):
+            target[i] = np.sqrt(x[i])
+    elif op == EXPM1:
+        for i in range(count):
+            target[i] = math.expm1(x[i])
+    elif op == LOG:
+        for i in range(count):
+            target[i] = np.log(x[i])
+    elif op == LOG1P:
+        for i in range(count):
+            target[i] = np.log1p(x[i])
+    elif op == TANH:
+        for i in range(count):
+            target[i] = math.tanh(x[i])
+    elif op == FLOOR:
+        for i in range(count):
+            target[i] = np.floor(x[i])
+    elif op == CEIL:
+        for i in range(count):
+            target[i] = np.ceil(x[i])
+    elif op == TRUNC:
+        for i in range(count):
+            target[i] = np.trunc(x[i])
+    elif op == SIN:
+        for i in range(count):
+            target[i] = math.sin(x[i])
+    elif op == COS:
+        for i in range(count):
+            target[i] = math.cos(x[i])
+    elif op == NOT:
+        for i in range(count):
+            target[i] = one if x[i] == zero else zero
+    elif op == TO_BOOL:
+        for i in range(count):
+            target[i] = zero if x[i] == zero else one  # NaN is true, as bool(nan)
+    else:  # COPY
+        for i in range(count):
+            target[i] = x[i]
+
+
+@njit(error_model="numpy")
+def _binary(op, target, x, y, count):
+    one = np.float32(1.0)
+    zero = np.float32(0.0)
+    if op == ADD:
+        for i in range(count):
+            target[i] = x[i] + y[i]
+    elif op == SUB:
+        for i in range(count):
+            target[i] = x[i] - y[i]
+    elif op == MUL:
+        for i in range(count):
+            target[i] = x[i] * y[i]
+    elif op == DIV:
+        for i in range(count):
+            target[i] = x[i] / y[i]
+    elif op == POW:
+        for i in range(count):
+            target[i] = x[i] ** y[i]
+    elif op == MAX:  # NaN-propagating, as np.maximum (two selects, so that LLVM vectorises)
+        for i in range(count):
+            larger = x[i] if x[i] > y[i] else y[i]
+            target[i] = x[i] if x[i] != x[i] else larger
+    elif op == MIN:
+        for i in range(count):
+            smaller = x[i] if x[i] < y[i] else y[i]
+            target[i] = x[i] if x[i] != x[i] else smaller
+    elif op == GT:
+        for i in range(count):
+            target[i] = one if x[i] > y[i] else zero
+    elif op == GE:
+        for i in range(count):
+            target[i] = one if x[i] >= y[i] else zero
+    elif op == LT:
+        for i in range(count):
+            target[i] = one if x[i] < y[i] else zero
+    elif op == LE:
+        for i in range(count):
+            target[i] = one if x[i] <= y[i] else zero
+    elif op == EQ:
+        for i in range(count):
+            target[i] = one if x[i] == y[i] else zero
+    else:  # NE
+        for i in range(count):
+            target[i] = one if x[i] != y[i] else zero

@@ -1,0 +1,174 @@
+"""The compiled elementwise interpreter (kuiper/numba_kernels/elementwise*.py).
+
+References are independent of the code under test: float64 math from Python's
+``math`` module or NumPy in float64, and the NumPy evaluation of the same IR
+(kuiper.ir.codegen_numpy).  Sizes are not multiples of the interpreter's chunk,
+so partial chunks and partial blocks are exercised.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from kuiper.ir import composites, make
+from kuiper.ir.codegen_numpy import compile_elementwise as compile_numpy
+from kuiper.numba_kernels import elementwise as compiled
+from kuiper.numba_kernels import elementwise_kernels as vm
+from kuiper.numba_kernels import runtime
+from kuiper.ops.elementwise import ElementwiseMath, function_for
+
+SIZE = 3 * vm.CHUNK + 517  # partial chunks
+
+
+def compile_math(build, arity, dtype="float32"):
+    function = function_for(ElementwiseMath(build, arity), (dtype,) * arity)
+    return compiled.CompiledElementwise(function), compile_numpy(function)
+
+
+@pytest.fixture(params=[1, 2], ids=["1 thread", "2 threads"])
+def threads(request):
+    runtime.set_threads(request.param)
+    yield request.param
+    runtime.set_threads(None)
+
+
+def ulps_apart(got, want):
+    """Distance in float32 units in the last place (sign-aware), for finite values."""
+    as_int = lambda a: np.where(a.view(np.int32) < 0, np.int32(-2**31) - a.view(np.int32), a.view(np.int32))  # noqa: E731
+    return np.abs(as_int(got).astype(np.int64) - as_int(want).astype(np.int64))
+
+
+def test_exp_is_within_a_few_ulps_of_float64_over_the_whole_float32_range():
+    x = np.concatenate([np.linspace(-110, 95, 200_003, dtype=np.float32),
+                        np.float32([-np.inf, np.inf, 0.0, -0.0, 1e-30, -1e-30, 88.72, 88.73, -87.33, -103.9])])
+    run, _ = compile_math(lambda v: make.call("exp", v), 1)
+    got = run(x)
+    assert run.last_path in ("serial", "parallel")
+    with np.errstate(over="ignore"):
+        want = np.exp(x.astype(np.float64)).astype(np.float32)  # correctly rounded to float32
+    normal = np.abs(want) >= np.finfo(np.float32).tiny
+    assert ulps_apart(got[normal], want[normal]).max() <= 3
+    # Denormal results: absolute error within one denormal step; zero and inf exactly where float64 says so.
+    assert np.abs(got[~normal].astype(np.float64) - want[~normal]).max() <= 2.0 ** -149
+    assert np.array_equal(np.isinf(got), np.isinf(want)) and np.array_equal(got == 0, want == 0)
+
+
+def test_exp_and_erf_keep_nan():
+    x = np.full(SIZE, np.nan, np.float32)
+    x[::3] = 1.0
+    for func in ("exp", "erf"):
+        run, _ = compile_math(lambda v, f=func: make.call(f, v), 1)
+        got = run(x)
+        assert np.isnan(got[1::3]).all() and not np.isnan(got[::3]).any()
+
+
+def test_erf_is_as_accurate_as_the_float32_fit_it_implements():
+    x = np.linspace(-7, 7, 100_001, dtype=np.float32)
+    run, _ = compile_math(lambda v: make.call("erf", v), 1)
+    got = run(x).astype(np.float64)
+    want = np.array([math.erf(v) for v in x.astype(np.float64)])
+    # The fit's own error is 1.2e-7; evaluated in float32 it is 3.5e-7 on the NumPy path too
+    # (kuiper/ir/erf.py, the same formula), at small |x| where 1 - erfc cancels.
+    assert np.abs(got - want).max() < 4e-7
+
+
+ACTIVATIONS = {
+    "relu": (composites.relu, lambda x: max(x, 0.0)),
+    "relu6": (lambda v: composites.clamp(v, 0.0, 6.0), lambda x: min(max(x, 0.0), 6.0)),
+    "sigmoid": (composites.sigmoid, lambda x: 1 / (1 + math.exp(-x)) if x > -700 else 0.0),
+    "silu": (composites.silu, lambda x: x / (1 + math.exp(-x)) if x > -700 else -0.0),
+    "gelu": (composites.gelu, lambda x: 0.5 * x * (1 + math.erf(x / math.sqrt(2)))),
+    "hardswish": (composites.hardswish, lambda x: x * min(max(x + 3, 0.0), 6.0) / 6),
+    "elu": (composites.elu, lambda x: x if x > 0 else math.expm1(x)),
+    "leaky_relu": (lambda v: composites.leaky_relu(v, 0.01), lambda x: x if x > 0 else 0.01 * x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ACTIVATIONS))
+def test_activations_match_float64(name, threads):
+    build, reference = ACTIVATIONS[name]
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(SIZE) * 6).astype(np.float32)
+    x[:8] = [-3e-8, 1e-7, -20, 20, -88, 88, -1000, 1000]
+    run, _ = compile_math(build, 1)
+    got = run(x)
+    assert run.last_path in ("serial", "parallel")
+    want = np.array([reference(v) for v in x.astype(np.float64)])
+    # GELU: the float32 erf fit's absolute error 1.2e-7, scaled by |x| / 2.
+    allowed = 2e-6 * np.abs(want) + 1e-30 + (1.3e-7 * np.abs(x) if name == "gelu" else 0.0)
+    bad = np.abs(got - want) > allowed
+    assert not bad.any(), f"{name}: at x={x[bad][:5]} got {got[bad][:5]}, float64 {want[bad][:5]}"
+
+
+def test_two_inputs_constants_and_one_element_inputs_match_numpy():
+    rng = np.random.default_rng(1)
+    a, b = (rng.standard_normal((3, 7, 251)).astype(np.float32) for _ in range(2))
+    scale = np.float32([[[1.5]]])
+
+    def build(x, y, s):
+        return make.select(make.compare("gt", x, y), make.mul(x, s), make.sub(make.div(y, 3.0), 0.25))
+
+    run, reference = compile_math(build, 3)
+    got = run(a, b, scale)
+    assert run.last_path in ("serial", "parallel")
+    np.testing.assert_allclose(got, reference(a, b, scale), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("case", ["broadcast", "float64", "strided", "five inputs", "tiny"])
+def test_calls_the_interpreter_does_not_take_go_to_numpy_with_the_same_answer(case):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 64, 40)).astype(np.float32)
+    arity, dtype, inputs = 2, "float32", None
+    if case == "broadcast":
+        inputs = (x, rng.standard_normal((64, 1)).astype(np.float32))
+    elif case == "float64":
+        dtype, inputs = "float64", (x.astype(np.float64), x.astype(np.float64))
+    elif case == "strided":
+        inputs = (x[:, ::2], x[:, 1::2])
+    elif case == "tiny":
+        inputs = (x[0, 0], x[0, 1])
+    else:
+        arity, inputs = 5, tuple(x + k for k in range(5))
+
+    def build(*values):
+        total = values[0]
+        for value in values[1:]:
+            total = make.add(total, make.call("exp", value))
+        return total
+
+    run, reference = compile_math(build, arity, dtype)
+    got = run(*inputs)
+    assert run.last_path == "numpy"
+    np.testing.assert_array_equal(got, reference(*inputs))
+
+
+def test_results_do_not_depend_on_the_thread_count():
+    x = np.random.default_rng(3).standard_normal(1 << 18).astype(np.float32)
+    run, _ = compile_math(composites.gelu, 1)
+    results = []
+    for count in (1, 2, 3):
+        runtime.set_threads(count)
+        results.append(run(x))
+    runtime.set_threads(None)
+    assert all(np.array_equal(results[0], r) for r in results[1:])
+
+
+def test_out_may_be_an_input_buffer():
+    x = np.random.default_rng(4).standard_normal(SIZE).astype(np.float32)
+    run, reference = compile_math(composites.silu, 1)
+    want = reference(x)
+    result = run(x, out=x)
+    assert result is x and run.last_path in ("serial", "parallel")
+    np.testing.assert_allclose(x, want, rtol=2e-6, atol=0)
+
+
+def test_unsupported_math_stays_on_numpy():
+    run, reference = compile_math(lambda v: make.call("atan2", v, v), 1)
+    assert run.program is None and "NumPy" in run.reason
+    x = np.linspace(-3, 3, SIZE, dtype=np.float32)
+    np.testing.assert_array_equal(run(x), reference(x))
