@@ -39,7 +39,7 @@ def threads(request):
 
 def ulps_apart(got, want):
     """Distance in float32 units in the last place (sign-aware), for finite values."""
-    as_int = lambda a: np.where(a.view(np.int32) < 0, np.int32(-2**31) - a.view(np.int32), a.view(np.int32))  # noqa: E731
+    as_int = lambda a: np.where(a.view(np.int32) < 0, np.int32(-2**31) - a.view(np.int32), a.view(np.int32))
     return np.abs(as_int(got).astype(np.int64) - as_int(want).astype(np.int64))
 
 

@@ -29,7 +29,6 @@ _ONE_OVER_SQRT_PI = 1.0 / math.sqrt(math.pi)
 
 # Numerical Recipes' erfc fit: erfc(z) = t * exp(-z*z + P(t)), t = 1 / (1 + z/2), z >= 0.
 # The compiled elementwise kernel (kuiper/numba_kernels/elementwise_kernels.py) evaluates the same fit.
-# (Also the float32 erf of the compiled elementwise kernel, kuiper.numba_kernels.)
 ERFC_FIT = (
     -1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
     0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277,

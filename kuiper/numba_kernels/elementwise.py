@@ -15,7 +15,6 @@ passes (measured in docs/performance.md).
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from ..ir.codegen_numpy import compile_elementwise as compile_numpy
