@@ -69,6 +69,18 @@ class Backend:
 
         return erf(getattr(self, "native", None) or self.xp, x)
 
+    def softmax_in_place(self, x, axis: int):
+        """softmax along ``axis``, written over ``x`` (a fresh float array the caller owns).
+
+        Subtracting the max keeps exp from overflowing; working in place keeps attention
+        scores (N, heads, L, S) from being copied three times.
+        """
+        xp = self.xp
+        x -= xp.max(x, axis=axis, keepdims=True)
+        xp.exp(x, out=x)
+        x /= xp.sum(x, axis=axis, keepdims=True)
+        return x
+
     def compile_elementwise(self, function):
         """Turn a kuiper.ir elementwise Function into a callable ``f(*inputs) -> array``."""
         from ..ir.codegen_numpy import compile_elementwise

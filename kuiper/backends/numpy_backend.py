@@ -37,6 +37,17 @@ class NumpyBackend(NumPyLikeBackend):
         copy[...] = array
         return copy
 
+    def softmax_in_place(self, x, axis: int):
+        """The compiled row loop (kuiper.numba_kernels.norm) over the last axis of float32 arrays."""
+        from ..numba_kernels import available
+
+        if available() and axis in (-1, x.ndim - 1):
+            from ..numba_kernels.norm import softmax_last_axis
+
+            if softmax_last_axis(x):
+                return x
+        return super().softmax_in_place(x, axis)
+
     def compile_elementwise(self, function):
         """Float32 math on every core through the compiled interpreter when numba is on
         (kuiper.numba_kernels.elementwise); the NumPy evaluation otherwise and for calls it does not take."""

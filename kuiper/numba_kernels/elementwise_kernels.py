@@ -79,7 +79,7 @@ def _step(op, regs, scratch, dest, a, b, c, count, start, x0, x1, x2, x3, out):
     elif op == STORE:
         _copy(out[start:start + count], regs[a], count)
     elif op == EXP:
-        _exp(regs[dest], regs[a], count, scratch)
+        vector_exp(regs[dest], regs[a], count, scratch)
     elif op == ERF:
         _erf(regs[dest], regs[a], count, scratch)
     elif op < ADD:
@@ -107,7 +107,7 @@ ERFC_C = tuple(_F(c) for c in ERFC_FIT)
 
 
 @njit(error_model="numpy")
-def _exp(target, x, count, scratch):
+def vector_exp(target, x, count, scratch):
     low_bits, high_bits = scratch[0], scratch[1]
     for i in range(count):
         v = x[i]
@@ -144,7 +144,7 @@ def _erf(target, x, count, scratch):
         poly = (poly + ERFC_C[2]) * t
         poly = (poly + ERFC_C[1]) * t
         argument[i] = -z * z + poly + ERFC_C[0]
-    _exp(target, argument, count, scratch)
+    vector_exp(target, argument, count, scratch)
     for i in range(count):
         z = abs(x[i])
         erfc = ONE / (ONE + HALF * z) * target[i]

@@ -1,9 +1,10 @@
-"""nn.LayerNorm and softmax / log_softmax on the NumPy backend through the row loops in norm_kernels.py.
+"""nn.LayerNorm, and the NumPy backend's softmax, through the row loops in norm_kernels.py.
 
-Float32 inputs normalised over their trailing dims (layer norm with constant or no
-affine weights; softmax over the last dim) take the compiled loop; everything else
-(softmin, another dim, weights given as inputs, other dtypes) the reference op,
-which this subclass leaves in charge of params and errors.
+Layer norm: float32 inputs normalised over their trailing dims with constant or no
+affine weights take the compiled loop; everything else (weights given as inputs,
+other dtypes) the reference op, which this subclass leaves in charge of params and
+errors.  Softmax: ``softmax_last_axis`` serves ``NumpyBackend.softmax_in_place``
+(softmax ops, attention) for float32 C-contiguous arrays over their last axis.
 """
 
 from __future__ import annotations
@@ -12,11 +13,9 @@ import math
 
 import numpy as np
 
-from ..ops import activation as reference_activation
 from ..ops import norm as reference_norm
-from ..ops.base import normalize_axis
 from . import norm_kernels as kernels
-from .runtime import launch_threads
+from .runtime import launch_threads, threads
 
 
 class CompiledLayerNorm(reference_norm.LayerNorm):
@@ -46,19 +45,14 @@ class CompiledLayerNorm(reference_norm.LayerNorm):
         return np.reshape(out, x.shape)
 
 
-class CompiledSoftmax(reference_activation.Softmax):
-    kernel_note = "compiled over the last dim (float32)"
-
-    def forward(self, x):
-        if self.negate or self.dim is None or self.node.type == "nn.Softmax2d" or not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim < 1:
-            return super().forward(x)
-        if normalize_axis(self.dim, x.ndim, self) != x.ndim - 1 or x.shape[-1] == 0:
-            return super().forward(x)
-        rows = np.ascontiguousarray(np.reshape(x, (-1, x.shape[-1])))
-        out = np.empty_like(rows)
-        with launch_threads():
-            kernels.softmax_rows(rows, self.log, out)
-        return np.reshape(out, x.shape)
+KERNELS = [CompiledLayerNorm]
 
 
-KERNELS = [CompiledLayerNorm, CompiledSoftmax]
+def softmax_last_axis(x) -> bool:
+    """Softmax over the last axis of ``x`` in place, if x is float32, C-contiguous and not empty; False if not taken."""
+    if x.dtype != np.float32 or not x.flags.c_contiguous or not x.flags.writeable or x.ndim < 1 or x.size == 0:
+        return False
+    rows = np.reshape(x, (-1, x.shape[-1]))
+    with launch_threads():
+        kernels.softmax_rows(rows, min(rows.shape[0], 4 * threads()), rows)
+    return True

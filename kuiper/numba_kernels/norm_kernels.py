@@ -1,4 +1,4 @@
-"""Multi-threaded row-wise normalisations: layer norm and softmax over the last axis.
+"""Multi-threaded row-wise normalisations: layer norm, and softmax over the last axis.
 
 Each row (the normalised axis, contiguous) is one task: its statistics are summed
 in float64 in a fixed order, so results do not depend on the thread count, and two
@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import njit, prange
+
+from .elementwise_kernels import vector_exp
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -32,25 +35,42 @@ def layer_norm_rows(x, weight, bias, eps, out):
             target[k] = (row[k] - mean) * scale * weight[k] + bias[k]
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def softmax_rows(x, log, out):
-    """out[r] = softmax(x[r]) (or log_softmax when ``log``); x and out (R, K)."""
+@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+def softmax_rows(x, blocks, out):
+    """out[r] = softmax(x[r]); x and out (R, K) float32, out may be x.  ``blocks`` tasks of whole rows.
+
+    exp is the elementwise kernel's vectorised float32 one, once per element; each row's sum
+    is accumulated in float64 in four interleaved partial sums (a single chain waits on the
+    adder's latency), always in the same order.
+    """
     rows, width = x.shape
-    for r in prange(rows):
-        row = x[r]
-        target = out[r]
-        peak = -math.inf
-        for k in range(width):
-            if row[k] > peak or row[k] != row[k]:
-                peak = row[k]
-        total = 0.0
-        for k in range(width):
-            total += math.exp(row[k] - peak)
-        if log:
-            shift = peak + math.log(total)
+    per_block = (rows + blocks - 1) // blocks
+    for block in prange(blocks):
+        shifted = np.empty(width, np.float32)
+        scratch = np.empty((3, width), np.int32)
+        for r in range(block * per_block, min(rows, (block + 1) * per_block)):
+            row = x[r]
+            target = out[r]
+            peak = row[0]
+            has_nan = False
             for k in range(width):
-                target[k] = row[k] - shift
-        else:
-            scale = 1.0 / total
+                peak = row[k] if row[k] > peak else peak  # a select, not a branch
+                has_nan |= row[k] != row[k]
+            if has_nan:
+                peak = np.float32(np.nan)  # the whole row is NaN, as in NumPy and PyTorch
             for k in range(width):
-                target[k] = math.exp(row[k] - peak) * scale
+                shifted[k] = row[k] - peak
+            vector_exp(target, shifted, width, scratch)
+            sum0 = sum1 = sum2 = sum3 = 0.0
+            quads = width // 4
+            for q in range(quads):
+                sum0 += target[4 * q]
+                sum1 += target[4 * q + 1]
+                sum2 += target[4 * q + 2]
+                sum3 += target[4 * q + 3]
+            total = (sum0 + sum1) + (sum2 + sum3)
+            for k in range(4 * quads, width):
+                total += target[k]
+            scale = np.float32(1.0 / total)
+            for k in range(width):
+                target[k] = target[k] * scale

@@ -195,18 +195,6 @@ class GELU(ElementwiseOp):
 # -- along a dim ----------------------------------------------------------------------------
 
 
-def softmax_in_place(xp, x, axis: int):
-    """softmax along ``axis``, written over ``x`` (a fresh float array the caller owns).
-
-    Subtracting the max keeps exp from overflowing; working in place keeps attention
-    scores (N, heads, L, S) from being copied three times.
-    """
-    x -= xp.max(x, axis=axis, keepdims=True)
-    xp.exp(x, out=x)
-    x /= xp.sum(x, axis=axis, keepdims=True)
-    return x
-
-
 def implicit_softmax_dim(rank: int) -> int:
     """PyTorch's legacy choice when softmax gets dim=None (torch.nn.functional._get_softmax_dim)."""
     return 0 if rank in (0, 1, 3) else 1
@@ -247,10 +235,10 @@ class Softmax(Op):
         axis = normalize_axis(dim, x.ndim, self)
         if self.negate:
             x = -x
-        shifted = x - xp.max(x, axis=axis, keepdims=True)
         if self.log:
+            shifted = x - xp.max(x, axis=axis, keepdims=True)
             return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
-        return softmax_in_place(xp, shifted, axis)
+        return self.backend.softmax_in_place(xp.asarray(x, copy=True), axis)
 
 
 OPS = [

@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 
 from ..errors import ShapeError
-from .activation import softmax_in_place
 from .base import Op
 
 NEG_INF = -math.inf
@@ -46,13 +45,14 @@ def causal_mask(xp, length: int, source_length: int, dtype):
     return out
 
 
-def attend(xp, q, k, v, scale: float, masks=(), keep_weights: bool = False):
+def attend(backend, q, k, v, scale: float, masks=(), keep_weights: bool = False):
     """softmax(q @ k^T * scale + sum(masks)) @ v; leading dims broadcast.  Returns (out, weights or None)."""
+    xp = backend.xp
     scores = xp.matmul(q, xp.matrix_transpose(k))  # fresh (.., L, S): everything below works in it
     scores *= scale
     for mask in masks:
         scores += mask
-    weights = softmax_in_place(xp, scores, -1)
+    weights = backend.softmax_in_place(scores, -1)
     return xp.matmul(weights, v), (weights if keep_weights else None)
 
 
@@ -114,7 +114,7 @@ class ScaledDotProductAttention(Op):
             else:
                 blocked_rows = None
             masks.append(mask)
-        out, _ = attend(xp, q, k, v, scale, masks)
+        out, _ = attend(self.backend, q, k, v, scale, masks)
         if blocked_rows is not None:
             out = xp.where(blocked_rows, xp.zeros((), dtype=out.dtype), out)
         return out
@@ -255,7 +255,7 @@ class MultiheadAttention(Op):
         source = k.shape[1]
         q, k, v = (self._split_heads(t) for t in (q, k, v))
         additive = self._masks(attn_mask, padding_mask, batch, length, source, q.dtype)
-        out, weights = attend(xp, q, k, v, 1.0 / math.sqrt(self.head_dim), additive, keep_weights=self.need_weights)
+        out, weights = attend(self.backend, q, k, v, 1.0 / math.sqrt(self.head_dim), additive, keep_weights=self.need_weights)
         out = xp.reshape(xp.permute_dims(out, (0, 2, 1, 3)), (batch, length, self.embed_dim))
         out = xp.matmul(out, self.out_proj_t)
         if self.out_bias is not None:
