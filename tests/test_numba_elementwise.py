@@ -119,7 +119,7 @@ def test_two_inputs_constants_and_one_element_inputs_match_numpy():
     np.testing.assert_allclose(got, reference(a, b, scale), rtol=1e-6, atol=0)
 
 
-@pytest.mark.parametrize("case", ["broadcast", "float64", "strided", "five inputs", "tiny"])
+@pytest.mark.parametrize("case", ["broadcast", "float64", "five inputs", "tiny"])
 def test_calls_the_interpreter_does_not_take_go_to_numpy_with_the_same_answer(case):
     rng = np.random.default_rng(2)
     x = rng.standard_normal((4, 64, 40)).astype(np.float32)
@@ -128,8 +128,6 @@ def test_calls_the_interpreter_does_not_take_go_to_numpy_with_the_same_answer(ca
         inputs = (x, rng.standard_normal((64, 1)).astype(np.float32))
     elif case == "float64":
         dtype, inputs = "float64", (x.astype(np.float64), x.astype(np.float64))
-    elif case == "strided":
-        inputs = (x[:, ::2], x[:, 1::2])
     elif case == "tiny":
         inputs = (x[0, 0], x[0, 1])
     else:
@@ -156,6 +154,16 @@ def test_results_do_not_depend_on_the_thread_count():
         results.append(run(x))
     runtime.set_threads(None)
     assert all(np.array_equal(results[0], r) for r in results[1:])
+
+
+def test_strided_inputs_are_taken():
+    x = np.random.default_rng(5).standard_normal((2, 300, 17)).astype(np.float32)
+    permuted = np.transpose(x, (0, 2, 1))
+    run, reference = compile_math(composites.gelu, 1)
+    got = run(permuted)
+    assert run.last_path in ("serial", "parallel") and got.shape == permuted.shape
+    np.testing.assert_array_equal(got, run(np.ascontiguousarray(permuted)))
+    np.testing.assert_allclose(got, reference(permuted), rtol=1e-5, atol=3e-7)
 
 
 def test_out_may_be_an_input_buffer():

@@ -7,7 +7,7 @@ answer and both paths compute the same IR.
 
 A call fits when the function is float32 throughout (bools allowed in between, as
 0/1), it has one float32 result, every input is a float32 array, the full-size
-inputs are C-contiguous with one shape (at most ``INPUT_SLOTS`` of them), the other
+inputs share one shape (at most ``INPUT_SLOTS`` of them; strided ones are copied), the other
 inputs hold one element (read as constants), and the output has at least
 ``MIN_ELEMENTS`` elements: below that one thread launch costs more than NumPy's
 passes (measured in docs/performance.md).
@@ -146,11 +146,13 @@ class Program:
             if value.size == 1:
                 constants.append((register, float(value.reshape(()))))
                 continue
-            if not value.flags.c_contiguous or (full_shape is not None and value.shape != full_shape):
+            if full_shape is not None and value.shape != full_shape:
                 return None
             full_shape = value.shape
             loads.append((vm.LOAD, register, len(slots), 0, 0))
-            slots.append(value.reshape(-1))
+            # A strided input (a permuted view) is copied: one pass, where NumPy's evaluation of
+            # the same program on the strided view makes several (GELU: 40 ms against 4).
+            slots.append(np.ascontiguousarray(value).reshape(-1))
         if full_shape is None or len(slots) > vm.INPUT_SLOTS:
             return None
         code = np.array(loads + self.body, dtype=np.int64)
