@@ -26,7 +26,13 @@ OTHER_CASES = {
     "maxpool_5x5_s1_128x20x20": ("nn.MaxPool2d", (1, 128, 20, 20),
                                  {"kernel_size": [5, 5], "stride": [1, 1], "padding": [2, 2]}),
     "layernorm_3136x96": ("nn.LayerNorm", (1, 3136, 96), {"normalized_shape": [96], "eps": 1e-6}),
-    "softmax_8x197x197": ("F.softmax", (1, 8, 197, 197), {"dim": -1}),
+}
+ELEMENTWISE_CASES = {
+    # name: (composite in kuiper.ir.composites, arity, shape)
+    "gelu_1x197x768": ("gelu", 1, (1, 197, 768)),
+    "gelu_1x3136x256": ("gelu", 1, (1, 3136, 256)),
+    "silu_1x64x160x160": ("silu", 1, (1, 64, 160, 160)),
+    "add_relu_1x64x56x56": ("add_relu", 2, (1, 64, 56, 56)),
 }
 PATHS = ["compiled", "reference"]
 
@@ -85,6 +91,62 @@ class CompiledOther:
 
     def time_forward(self, case, path):
         self.op.forward(self.x)
+
+
+class Softmax:
+    """Softmax over the last axis of attention scores: the NumPy backend's compiled row loop
+    ("compiled") against the generic array-API softmax every backend inherits ("reference")."""
+
+    params = (["8x197x197", "3x3136x49"], PATHS)
+    param_names = ("case", "path")
+
+    def setup(self, case, path):
+        from kuiper.backends import get_backend
+        from kuiper.backends.base import Backend
+
+        backend = get_backend("numpy")
+        shape = tuple(int(d) for d in case.split("x"))
+        self.scores = np.random.default_rng(0).standard_normal((1, *shape)).astype(np.float32)
+        self.work = np.empty_like(self.scores)
+        self.softmax = backend.softmax_in_place if path == "compiled" else (
+            lambda x, axis: Backend.softmax_in_place(backend, x, axis))
+        self.time_softmax(case, path)  # loads the kernel (numba's cache) outside the timing
+
+    def time_softmax(self, case, path):
+        np.copyto(self.work, self.scores)
+        self.softmax(self.work, -1)
+
+
+class FusedElementwise:
+    """A fused elementwise program: the compiled interpreter ("compiled", the NumPy backend's
+    compile_elementwise) against the NumPy evaluation of the same IR ("reference")."""
+
+    params = (list(ELEMENTWISE_CASES), PATHS)
+    param_names = ("case", "path")
+
+    def setup(self, case, path):
+        from kuiper.ir import composites
+        from kuiper.ir.codegen_numpy import compile_elementwise
+        from kuiper.ops.elementwise import ElementwiseMath, function_for
+
+        name, arity, shape = ELEMENTWISE_CASES[case]
+        build = (lambda a, b: composites.relu(a + b)) if name == "add_relu" else getattr(composites, name)
+        function = function_for(ElementwiseMath(build, arity), ("float32",) * arity)
+        if path == "compiled":
+            from kuiper.numba_kernels import available
+            from kuiper.numba_kernels.elementwise import CompiledElementwise
+
+            if not available():
+                raise NotImplementedError("numba is not installed")
+            self.run = CompiledElementwise(function)
+        else:
+            self.run = compile_elementwise(function)
+        rng = np.random.default_rng(0)
+        self.inputs = [rng.standard_normal(shape).astype(np.float32) for _ in range(arity)]
+        self.run(*self.inputs)
+
+    def time_evaluate(self, case, path):
+        self.run(*self.inputs)
 
 
 class LinearND:
