@@ -25,16 +25,22 @@ from kuiper.ops.elementwise import ElementwiseMath, function_for
 SIZE = 3 * vm.CHUNK + 517  # partial chunks
 
 
+@pytest.fixture(autouse=True, params=["serial", "parallel"])
+def kernel_variant(request, monkeypatch):
+    """Every test runs both builds of each kernel: the serial one (small work) and the
+    parallel one (forced with a zero threshold and two threads)."""
+    if request.param == "parallel":
+        monkeypatch.setattr(runtime, "PARALLEL_WORK", 0)
+        runtime.set_threads(2)
+    else:
+        monkeypatch.setattr(runtime, "PARALLEL_WORK", 1 << 62)
+    yield request.param
+    runtime.set_threads(None)
+
+
 def compile_math(build, arity, dtype="float32"):
     function = function_for(ElementwiseMath(build, arity), (dtype,) * arity)
     return compiled.CompiledElementwise(function), compile_numpy(function)
-
-
-@pytest.fixture(params=[1, 2], ids=["1 thread", "2 threads"])
-def threads(request):
-    runtime.set_threads(request.param)
-    yield request.param
-    runtime.set_threads(None)
 
 
 def ulps_apart(got, want):
@@ -90,7 +96,7 @@ ACTIVATIONS = {
 
 
 @pytest.mark.parametrize("name", sorted(ACTIVATIONS))
-def test_activations_match_float64(name, threads):
+def test_activations_match_float64(name):
     build, reference = ACTIVATIONS[name]
     rng = np.random.default_rng(0)
     x = (rng.standard_normal(SIZE) * 6).astype(np.float32)

@@ -24,7 +24,6 @@ from ..limits import check_size
 from ..ops import conv as reference
 from ..ops import conv_algorithms as algorithms
 from . import conv_kernels as kernels
-from .runtime import launch_threads
 
 COMPILED = ("depthwise", "winograd", "im2col")
 
@@ -69,17 +68,16 @@ class CompiledConv2d(reference.Conv2d):
         check_size((x.shape[0], x.shape[1], height, width), x.dtype.itemsize, self.node.describe())
         check_size((x.shape[0], weight.out_channels, out_h, out_w), x.dtype.itemsize, self.node.describe())
         x = np.ascontiguousarray(x)
-        with launch_threads():
-            if self.compiled == "depthwise":
-                out = np.empty((x.shape[0], weight.out_channels, out_h, out_w), np.float32)
-                kernels.depthwise_conv2d(x, self.taps, self.bias_vector, self.stride[0], self.stride[1],
-                                         top, left, out)
-                return out
-            if self.compiled == "winograd":
-                m = algorithms.winograd_tile_size(x.shape[0], out_h, out_w)
-                if m is not None:
-                    return self._winograd(x, m, out_h, out_w)
-            return self._im2col(x, weight, out_h, out_w)
+        if self.compiled == "depthwise":
+            out = np.empty((x.shape[0], weight.out_channels, out_h, out_w), np.float32)
+            kernels.depthwise_conv2d(out.size * self.taps[0].size, x, self.taps, self.bias_vector, self.stride[0],
+                                     self.stride[1], top, left, out)
+            return out
+        if self.compiled == "winograd":
+            m = algorithms.winograd_tile_size(x.shape[0], out_h, out_w)
+            if m is not None:
+                return self._winograd(x, m, out_h, out_w)
+        return self._im2col(x, weight, out_h, out_w)
 
     def _winograd(self, x, m, out_h, out_w):
         """F(m x m, 3 x 3) as algorithms.winograd_conv2d computes it, in chunks of whole images.
@@ -100,11 +98,11 @@ class CompiledConv2d(reference.Conv2d):
             stop = min(batch, start + chunk)
             tiles = (stop - start) * tiles_h * tiles_w
             data = np.empty((alpha * alpha, channels, tiles), np.float32)
-            kernels.winograd_gather(x[start:stop], alpha, m, top, left, tiles_h, tiles_w, data)
+            kernels.winograd_gather(data.size, x[start:stop], alpha, m, top, left, tiles_h, tiles_w, data)
             transformed = np.matmul(prepared.input_transform, np.reshape(data, (alpha * alpha, -1)))
             products = np.matmul(prepared.filters, np.reshape(transformed, (alpha * alpha, channels, tiles)))
             result = np.matmul(prepared.output_transform, np.reshape(products, (alpha * alpha, -1)))
-            kernels.winograd_scatter(np.reshape(result, (m * m, out_channels, tiles)), self.bias_vector, m,
+            kernels.winograd_scatter(result.size, np.reshape(result, (m * m, out_channels, tiles)), self.bias_vector, m,
                                      tiles_h, tiles_w, out[start:stop])
         return out
 
@@ -120,7 +118,7 @@ class CompiledConv2d(reference.Conv2d):
         for start in range(0, batch, images):
             stop = min(batch, start + images)
             part = columns[: stop - start]
-            kernels.im2col(x[start:stop], kh, kw, sh, sw, dh, dw, top, left, out_w, part)
+            kernels.im2col(part.size, x[start:stop], kh, kw, sh, sw, dh, dw, top, left, out_w, part)
             grouped = np.reshape(part, (stop - start, self.groups, rows // self.groups, out_h * out_w))
             products = np.reshape(np.matmul(weight.matrix, grouped), (stop - start, weight.out_channels, out_h, out_w))
             if stop - start == batch:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from numba import njit, prange, uintp
 
-_JIT = {"parallel": True, "cache": True, "nogil": True}
+from .runtime import kernel
 
 
 @njit(inline="always")
@@ -56,7 +56,7 @@ def _copy_taps(target, source, first, end, stride, offset, out_size):
         target[o] = 0.0
 
 
-@njit(**_JIT)
+@kernel()
 def depthwise_conv2d(x, taps, bias, stride_h, stride_w, top, left, out):
     """out[n, c] = bias[c] + sum_ij taps[c, i, j] * x[n, c, oy*sh + i - top, ox*sw + j - left] (zeros outside).
 
@@ -95,7 +95,7 @@ def depthwise_conv2d(x, taps, bias, stride_h, stride_w, top, left, out):
                             target[t] += weight * values[uintp(t * stride_w)]
 
 
-@njit(**_JIT)
+@kernel()
 def im2col(x, kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, top, left, out_w, columns):
     """columns[n, (c, i, j), oy * Wo + ox] = x[n, c, oy*sh + i*dh - top, ox*sw + j*dw - left] (zeros outside).
 
@@ -123,7 +123,7 @@ def im2col(x, kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, to
                 _copy_taps(target, x[n, c, iy], first, end, stride_w, j * dilation_w - left, out_w)
 
 
-@njit(**_JIT)
+@kernel()
 def winograd_gather(x, alpha, m, top, left, tiles_h, tiles_w, out):
     """out[a * alpha + b, c, tile] = x[n, c, ty*m + a - top, tx*m + b - left] (zeros outside x).
 
@@ -151,7 +151,7 @@ def winograd_gather(x, alpha, m, top, left, tiles_h, tiles_w, out):
                     _copy_taps(target, x[n, c, iy], first, end, m, b - left, tiles_w)
 
 
-@njit(**_JIT)
+@kernel()
 def winograd_scatter(tiles, bias, m, tiles_h, tiles_w, out):
     """out[n, o, ty*m + a, tx*m + b] = tiles[a * m + b, o, tile] + bias[o], cropped to out's size.
 

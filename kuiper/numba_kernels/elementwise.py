@@ -21,12 +21,9 @@ from ..ir.codegen_numpy import compile_elementwise as compile_numpy
 from ..ir.linearize import linearize
 from ..ir.nodes import Binary, Call, Cast, Compare, Const, Function, Select, Unary, Var
 from . import elementwise_kernels as vm
-from .runtime import launch_threads, threads
+from .runtime import threads
 
 MIN_ELEMENTS = 1024
-# Element-operations (elements x program rows) from which a call is split over threads: a
-# parallel launch costs 60-75 us of thread wake-ups, about what one core needs for 2^18.
-PARALLEL_WORK = 1 << 18
 VALUE_DTYPES = ("float32", "bool")
 
 _UNARY = {"neg": vm.NEG, "not": vm.NOT}
@@ -189,16 +186,11 @@ class CompiledElementwise:
         else:
             result = out
         padded = slots + [slots[0]] * (vm.INPUT_SLOTS - len(slots))
-        parallel = threads() > 1 and size * len(code) >= PARALLEL_WORK
-        self.last_path = "parallel" if parallel else "serial"
-        if parallel:
-            with launch_threads():
-                blocks = min(-(-size // vm.CHUNK), 4 * threads())
-                vm.run_parallel(code, constant_registers, constant_values, self.program.registers, blocks,
-                                *padded, result.reshape(-1))
-        else:
-            vm.run_serial(code, constant_registers, constant_values, self.program.registers, *padded,
-                          result.reshape(-1))
+        work = size * len(code)
+        self.last_path = "parallel" if vm.run_program.takes_parallel(work) else "serial"
+        blocks = min(-(-size // vm.CHUNK), 4 * threads())
+        vm.run_program(work, code, constant_registers, constant_values, self.program.registers, blocks,
+                       *padded, result.reshape(-1))
         if out is not None and result is not out:
             out[...] = result
             return out

@@ -20,6 +20,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..ir.erf import ERFC_FIT
+from .runtime import kernel
 
 CHUNK = 4096  # elements per register: 16 KiB, so a program's registers stay in L2
 
@@ -32,8 +33,8 @@ SELECT = 32
 INPUT_SLOTS = 4  # streamed inputs per program (x0..x3)
 
 
-@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
-def run_parallel(code, constant_registers, constant_values, registers, blocks, x0, x1, x2, x3, out):
+@kernel(error_model="numpy")
+def run_program(code, constant_registers, constant_values, registers, blocks, x0, x1, x2, x3, out):
     """Evaluate ``code`` over every element of ``out`` (1-D, float32), in ``blocks`` tasks;
     the inputs x0..x3 have its size."""
     size = out.size
@@ -41,13 +42,6 @@ def run_parallel(code, constant_registers, constant_values, registers, blocks, x
     for block in prange(blocks):
         _run_range(code, constant_registers, constant_values, registers, block * per_block,
                    min(size, (block + 1) * per_block), x0, x1, x2, x3, out)
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def run_serial(code, constant_registers, constant_values, registers, x0, x1, x2, x3, out):
-    """``run_parallel`` on the calling thread: a parallel launch costs 60-75 us (thread wake-ups),
-    more than a small tensor's whole program."""
-    _run_range(code, constant_registers, constant_values, registers, 0, out.size, x0, x1, x2, x3, out)
 
 
 @njit(nogil=True, error_model="numpy")

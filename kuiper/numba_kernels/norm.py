@@ -15,7 +15,7 @@ import numpy as np
 
 from ..ops import norm as reference_norm
 from . import norm_kernels as kernels
-from .runtime import launch_threads, threads
+from .runtime import threads
 
 
 class CompiledLayerNorm(reference_norm.LayerNorm):
@@ -40,8 +40,7 @@ class CompiledLayerNorm(reference_norm.LayerNorm):
             return super().forward(*inputs)
         rows = np.ascontiguousarray(np.reshape(x, (-1, self.row_weight.shape[0])))
         out = np.empty_like(rows)
-        with launch_threads():
-            kernels.layer_norm_rows(rows, self.row_weight, self.row_bias, self.eps, out)
+        kernels.layer_norm_rows(3 * rows.size, rows, self.row_weight, self.row_bias, self.eps, out)
         return np.reshape(out, x.shape)
 
 
@@ -53,6 +52,5 @@ def softmax_last_axis(x) -> bool:
     if x.dtype != np.float32 or not x.flags.c_contiguous or not x.flags.writeable or x.ndim < 1 or x.size == 0:
         return False
     rows = np.reshape(x, (-1, x.shape[-1]))
-    with launch_threads():
-        kernels.softmax_rows(rows, min(rows.shape[0], 4 * threads()), rows)
+    kernels.softmax_rows(8 * rows.size, rows, min(rows.shape[0], 4 * threads()), rows)
     return True

@@ -10,12 +10,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .elementwise_kernels import vector_exp
+from .runtime import kernel
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@kernel()
 def layer_norm_rows(x, weight, bias, eps, out):
     """out[r] = (x[r] - mean) / sqrt(var + eps) * weight + bias, biased variance; x and out (R, K)."""
     rows, width = x.shape
@@ -35,7 +36,7 @@ def layer_norm_rows(x, weight, bias, eps, out):
             target[k] = (row[k] - mean) * scale * weight[k] + bias[k]
 
 
-@njit(parallel=True, cache=True, nogil=True, error_model="numpy")
+@kernel(error_model="numpy")
 def softmax_rows(x, blocks, out):
     """out[r] = softmax(x[r]); x and out (R, K) float32, out may be x.  ``blocks`` tasks of whole rows.
 

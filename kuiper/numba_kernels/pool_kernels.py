@@ -14,6 +14,8 @@ import math
 import numpy as np
 from numba import njit, prange, uintp
 
+from .runtime import kernel
+
 
 @njit(inline="always")
 def _max(best, value):
@@ -21,7 +23,7 @@ def _max(best, value):
     return value if (value > best or math.isnan(value)) else best
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@kernel()
 def max_pool2d(x, kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, top, left, out):
     """x (P, H, W) planes, out (P, Ho, Wo): out[p, oy, ox] = max of the window at (oy*sh - top, ox*sw - left)."""
     planes, height, width = x.shape

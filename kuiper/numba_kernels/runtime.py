@@ -17,8 +17,13 @@ import contextlib
 import functools
 import os
 import threading
+import types
 
 DISABLE_ENV = "KUIPER_NUMBA"
+# Work (element operations, roughly) from which a call is split over threads.  A parallel
+# launch costs 45-75 us of thread wake-ups (numba's workqueue layer on this project's 2-core
+# VM, even for an empty loop), what one core needs for about this much work.
+PARALLEL_WORK = 1 << 18
 
 _requested_threads: int | None = None
 # The workqueue threading layer (numba's fallback when neither OpenMP nor TBB is
@@ -102,3 +107,45 @@ def describe() -> str:
     if not ok:
         return f"compiled CPU kernels: off ({text})"
     return f"compiled CPU kernels: on ({text}, {threads()} thread(s), threading layer {_threading_layer()})"
+
+
+class Kernel:
+    """A loop written with ``prange``, compiled twice: parallel, and serial on the calling thread.
+
+    ``kernel(work, *args)`` launches the parallel version when more than one thread is
+    wanted and ``work`` reaches PARALLEL_WORK, else runs the serial one, which costs
+    under a microsecond to enter.  Both give every output element the same operations
+    in the same order, so the result does not depend on the choice.
+    """
+
+    def __init__(self, function, options: dict):
+        import numba
+
+        self.__doc__ = function.__doc__
+        self.parallel = numba.njit(parallel=True, cache=True, nogil=True, **options)(function)
+        self.serial = numba.njit(cache=True, nogil=True, **options)(_renamed(function, function.__name__ + "_serial"))
+
+    @staticmethod
+    def takes_parallel(work: int) -> bool:
+        return work >= PARALLEL_WORK and threads() > 1
+
+    def __call__(self, work: int, *args):
+        if self.takes_parallel(work):
+            with launch_threads():
+                return self.parallel(*args)
+        return self.serial(*args)
+
+
+def kernel(**options):
+    """Decorator: ``@kernel()`` turns a prange loop into a Kernel (numba's njit options pass through)."""
+    return lambda function: Kernel(function, options)
+
+
+def _renamed(function, name: str):
+    """The same function under another name: numba's on-disk cache is named after the function,
+    and the serial and parallel builds of one loop must not share a cache entry."""
+    code = function.__code__
+    code = code.replace(co_name=name, **({"co_qualname": name} if hasattr(code, "co_qualname") else {}))
+    renamed = types.FunctionType(code, function.__globals__, name, function.__defaults__, function.__closure__)
+    renamed.__qualname__ = name
+    return renamed
