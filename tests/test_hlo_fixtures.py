@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import re
 from pathlib import Path
 
@@ -78,7 +80,9 @@ _SLICING = (FIXTURES / "slicing.opt.hlo.txt").read_text() if (FIXTURES / "slicin
 _WORDS = list(re.finditer(r"[0-9]+|[a-z_]+", _SLICING))
 
 
-@settings(max_examples=40, deadline=None)
+# Derandomized in CI, like tests/test_fuzz.py; KUIPER_FUZZ_EXAMPLES=N explores new examples.
+@settings(max_examples=int(os.environ.get("KUIPER_FUZZ_EXAMPLES", "40")), deadline=None,
+          derandomize="KUIPER_FUZZ_EXAMPLES" not in os.environ)
 @given(st.integers(0, max(len(_WORDS) - 1, 0)), st.sampled_from(["0", "1", "2", "7", "-1", "f32", "s32", "pred", "x", ""]))
 def test_a_mutated_program_runs_or_raises_a_kuiper_error(index, replacement):
     import kuiper

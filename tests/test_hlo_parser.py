@@ -183,6 +183,9 @@ def test_tuple_constant_and_attribute_forms():
          "tuple-shaped"),
         ("HloModule m\nENTRY e {\n  p = f32[2] parameter(1)\n  ROOT a = f32[2] negate(p)\n}", 3, 3, "expected 0..0"),
         ("HloModule m\nENTRY e {\n  p = f32[] constant(\"x\")\n}", 3, 22, "literal"),
+        # A layout that does not order the dims (found by fuzzing: bitcast read it as a permutation).
+        ("HloModule m\nENTRY e {\n  ROOT p = f32[2,3]{1,1} parameter(0)\n}", 3, 12, "not an order of the 2"),
+        ("HloModule m\nENTRY e {\n  ROOT p = f32[2,3]{2,0:T(8)} parameter(0)\n}", 3, 12, "not an order of the 2"),
     ],
 )
 def test_errors_point_at_line_and_column(text, line, column, message):

@@ -232,7 +232,9 @@ class _Parser:
             self.index += 1
             shape = self.shape_cache.get(token.text)
             if shape is None:
-                shape = self.shape_cache[token.text] = _plain_shape(token.text)
+                shape = _plain_shape(token.text)
+                self.check_layout(shape, token)
+                self.shape_cache[token.text] = shape
             return shape
         return self.full_shape()
 
@@ -270,7 +272,16 @@ class _Parser:
                 self.expect(",", "',' or ']' in the dimensions")
         # '{' opens a layout only when an int, ':' or '}' follows; else it opens a computation body.
         layout = self.layout() if self.token.kind == "{" and self.peek().kind in (INT, ":", "}") else None
-        return ArrayShape(token.text, tuple(dims), tuple(dynamic) if any(dynamic) else (), layout)
+        shape = ArrayShape(token.text, tuple(dims), tuple(dynamic) if any(dynamic) else (), layout)
+        self.check_layout(shape, token)
+        return shape
+
+    def check_layout(self, shape: ArrayShape, token: Token) -> None:
+        """A layout must order every dimension once (ops read it as a permutation)."""
+        order = shape.layout.minor_to_major if shape.layout is not None else ()
+        if order and sorted(order) != list(range(len(shape.dims))):
+            raise self.error(f"layout {shape.layout} is not an order of the {len(shape.dims)} dimension(s) "
+                             f"of {shape.element_type}{list(shape.dims)}", token)
 
     def layout(self) -> Layout:
         self.expect("{")
