@@ -10,10 +10,38 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from .elementwise_kernels import vector_exp
 from .runtime import kernel
+
+
+@njit(inline="always")
+def _sum(values, width, center, power):
+    """sum over k < width of (values[k] - center) ** power (power 1 or 2), in float64.
+
+    Four interleaved partial sums, combined in a fixed order: one running sum waits on the
+    adder's latency at every element, four keep it busy.  The order never changes, so the
+    result does not depend on threads or on which build runs.
+    """
+    sum0 = sum1 = sum2 = sum3 = 0.0
+    quads = width // 4
+    for q in range(quads):
+        d0 = values[4 * q] - center
+        d1 = values[4 * q + 1] - center
+        d2 = values[4 * q + 2] - center
+        d3 = values[4 * q + 3] - center
+        if power == 2:
+            d0, d1, d2, d3 = d0 * d0, d1 * d1, d2 * d2, d3 * d3
+        sum0 += d0
+        sum1 += d1
+        sum2 += d2
+        sum3 += d3
+    total = (sum0 + sum1) + (sum2 + sum3)
+    for k in range(4 * quads, width):
+        d = values[k] - center
+        total += d * d if power == 2 else d
+    return total
 
 
 @kernel()
@@ -22,15 +50,8 @@ def layer_norm_rows(x, weight, bias, eps, out):
     rows, width = x.shape
     for r in prange(rows):
         row = x[r]
-        total = 0.0
-        for k in range(width):
-            total += row[k]
-        mean = total / width
-        squares = 0.0
-        for k in range(width):
-            centered = row[k] - mean
-            squares += centered * centered
-        scale = 1.0 / math.sqrt(squares / width + eps)
+        mean = _sum(row, width, 0.0, 1) / width
+        scale = 1.0 / math.sqrt(_sum(row, width, mean, 2) / width + eps)
         target = out[r]
         for k in range(width):
             target[k] = (row[k] - mean) * scale * weight[k] + bias[k]
@@ -41,8 +62,7 @@ def softmax_rows(x, blocks, out):
     """out[r] = softmax(x[r]); x and out (R, K) float32, out may be x.  ``blocks`` tasks of whole rows.
 
     exp is the elementwise kernel's vectorised float32 one, once per element; each row's sum
-    is accumulated in float64 in four interleaved partial sums (a single chain waits on the
-    adder's latency), always in the same order.
+    is accumulated in float64 by ``_sum``.
     """
     rows, width = x.shape
     per_block = (rows + blocks - 1) // blocks
@@ -62,16 +82,7 @@ def softmax_rows(x, blocks, out):
             for k in range(width):
                 shifted[k] = row[k] - peak
             vector_exp(target, shifted, width, scratch)
-            sum0 = sum1 = sum2 = sum3 = 0.0
-            quads = width // 4
-            for q in range(quads):
-                sum0 += target[4 * q]
-                sum1 += target[4 * q + 1]
-                sum2 += target[4 * q + 2]
-                sum3 += target[4 * q + 3]
-            total = (sum0 + sum1) + (sum2 + sum3)
-            for k in range(4 * quads, width):
-                total += target[k]
+            total = _sum(target, width, 0.0, 1)
             scale = np.float32(1.0 / total)
             for k in range(width):
                 target[k] = target[k] * scale
