@@ -159,6 +159,29 @@ def test_compiled_max_pool_matches_reference(case, shape):
     np.testing.assert_array_equal(got, expected)
 
 
+AVG_POOL_CASES = {
+    "3x3 s1 p1 no pad count (PoolFormer)": {"kernel_size": [3, 3], "stride": [1, 1], "padding": [1, 1],
+                                            "count_include_pad": False},
+    "3x3 s2 p1 ceil_mode counting pads": {"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1], "ceil_mode": True},
+    "2x2 default stride": {"kernel_size": [2, 2]},
+    "3x2 s(2,1) divisor_override 5": {"kernel_size": [3, 2], "stride": [2, 1], "padding": [1, 0],
+                                      "divisor_override": 5},
+}
+
+
+@pytest.mark.parametrize("case", AVG_POOL_CASES)
+@pytest.mark.parametrize("shape", [(2, 5, 13, 12), (3, 9, 7)])
+def test_compiled_avg_pool_matches_float64(case, shape):
+    from kuiper.ops.pooling import AvgPool2d
+
+    node = OpNode("nn.AvgPool2d", "pool", ["x"], ["y"], params=AVG_POOL_CASES[case])
+    x = inputs(shape)
+    expected = AvgPool2d(node, get_backend("numpy")).forward(x.astype(np.float64))
+    got = compiled_pooling.CompiledAvgPool2d(node, get_backend("numpy")).forward(x)
+    assert got.dtype == np.float32 and got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
 def test_compiled_max_pool_propagates_nan_like_the_reference():
     x = inputs((1, 2, 6, 6))
     x[0, 0, 2, 3] = np.nan

@@ -1,7 +1,7 @@
-"""nn.MaxPool2d on the NumPy backend through the compiled, multi-threaded loop in pool_kernels.py.
+"""nn.MaxPool2d and nn.AvgPool2d on the NumPy backend through the compiled loops in pool_kernels.py.
 
 Float32 inputs of rank 3 or 4 take the compiled loop; anything else the reference
-(kuiper.ops.pooling), which this subclass leaves in charge of params and errors.
+(kuiper.ops.pooling), which these subclasses leave in charge of params and errors.
 """
 
 from __future__ import annotations
@@ -34,4 +34,23 @@ class CompiledMaxPool2d(reference.MaxPool2d):
         return np.reshape(out, tuple(x.shape[:-2]) + tuple(outs))
 
 
-KERNELS = [CompiledMaxPool2d]
+class CompiledAvgPool2d(reference.AvgPool2d):
+    kernel_note = "compiled (float32)"
+
+    def forward(self, x):
+        if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim not in (3, 4):
+            return super().forward(x)
+        sizes = tuple(x.shape[-2:])
+        outs = tuple(reference.pool_output_size(size, k, s, p, 1, self.ceil_mode)
+                     for size, k, s, p in zip(sizes, self.kernel, self.stride, self.padding))
+        if min(outs) < 1:
+            return super().forward(x)  # the reference raises its ShapeError
+        reciprocals = np.ascontiguousarray(self._reciprocal_divisors(sizes, outs, np.float32))
+        planes = np.ascontiguousarray(np.reshape(x, (-1,) + sizes))
+        out = np.empty((planes.shape[0],) + outs, np.float32)
+        kernels.avg_pool2d(out.size * (self.kernel[0] + self.kernel[1]), planes, self.kernel[0], self.kernel[1],
+                           self.stride[0], self.stride[1], self.padding[0], self.padding[1], reciprocals, out)
+        return np.reshape(out, tuple(x.shape[:-2]) + outs)
+
+
+KERNELS = [CompiledMaxPool2d, CompiledAvgPool2d]
