@@ -296,3 +296,16 @@ def test_without_numba_the_reference_ops_run_and_info_says_why(monkeypatch, tmp_
         monkeypatch.undo()
         runtime.availability.cache_clear()
         kernel_registry.cache_clear()
+
+
+def test_info_notes_name_the_compiled_paths(tmp_path):
+    from conftest import op_model
+
+    from kuiper.numba_kernels import kernel_notes
+
+    weight = np.ones((4, 1, 3, 3), np.float32)
+    model = op_model(tmp_path, "nn.Conv2d conv 1 1 x y in_channels=4 out_channels=4 kernel_size=(3,3) "
+                     "stride=(1,1) padding=(1,1) groups=4 bias=False", weights={"weight": weight})
+    notes = "\n".join(kernel_notes(model))
+    assert "compiled CPU kernels: on" in notes
+    assert "fused chains" in notes and "depthwise: compiled" in notes
