@@ -22,8 +22,12 @@ import types
 DISABLE_ENV = "KUIPER_NUMBA"
 # Work (element operations, roughly) from which a call is split over threads.  A parallel
 # launch costs 45-75 us of thread wake-ups (numba's workqueue layer on this project's 2-core
-# VM, even for an empty loop), what one core needs for about this much work.
-PARALLEL_WORK = 1 << 18
+# VM, even for an empty loop).  Inside a model it costs more: OpenBLAS's worker still spins on
+# the second core after each GEMM, so the kernel's second thread waits for it.  Measured on
+# MobileNetV2 and ResNet-18 at 2 threads (docs/performance.md), thresholds of 2^21 and above
+# and all-serial were alike, and 2^18 was 5-15% slower; 2^22 keeps the very large calls
+# (batches, big feature maps) parallel.
+PARALLEL_WORK = int(os.environ.get("KUIPER_PARALLEL_WORK", "") or 1 << 22)
 
 _requested_threads: int | None = None
 # The workqueue threading layer (numba's fallback when neither OpenMP nor TBB is
