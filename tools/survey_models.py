@@ -5,7 +5,7 @@ For each model (random weights; BatchNorm/LayerNorm affine randomised and BatchN
 statistics calibrated on a random batch, so outputs are not degenerate):
 
 1. eager PyTorch output at batch 1, and its time (best of --repeat);
-2. pnnx export into build/survey/<name>/ (gitignored);
+2. pnnx export into build/survey/<name>/ (gitignored), and the TorchScript module pnnx traced;
 3. pnnx's own generated Python run on the same input: if it disagrees with eager, the
    export itself is wrong (a pnnx bug), whatever kuiper does;
 4. kuiper: load, run, max abs error against eager, time (best of --repeat).
@@ -163,14 +163,20 @@ def randomize_norms(model, shape):
     randomize_batchnorm(model, (2,) + tuple(shape[1:]))
 
 
+PAUSE_S = 0.1  # before each timed call: the previous engine's spinning workers must not steal its cores
+
+
 def interleaved_medians(fns, repeat):
     """Median wall time of each function over ``repeat`` rounds that call them in turn
-    (after one warm-up round), so a slow drift of the machine hits every function alike."""
+    (after one warm-up round), so a slow drift of the machine hits every function alike.
+    PyTorch's OpenMP workers and OpenBLAS's spin for a while after a call; without the
+    pause the order of the engines changed the ratios by 2x (as in `kuiper bench --pause`)."""
     for fn in fns:
         fn()
     times = [[] for _ in fns]
     for _ in range(repeat):
         for fn, spent in zip(fns, times):
+            time.sleep(PAUSE_S)
             start = time.perf_counter()
             fn()
             spent.append(time.perf_counter() - start)
@@ -240,8 +246,16 @@ def compare(record, model, folder, x, want, repeat):
     except Exception as exc:  # noqa: BLE001
         record["kuiper_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
         return eager_time(record, model, x, repeat)
+    engines = [lambda: model(x), lambda: model_k(feed)]
+    traced = folder / "model.pt"  # the TorchScript module pnnx traced and saved
+    if traced.exists():
+        script = torch.jit.load(str(traced)).eval()
+        engines.append(lambda: script(x))
     with torch.no_grad():
-        record["torch_s"], record["kuiper_s"] = interleaved_medians([lambda: model(x), lambda: model_k(feed)], repeat)
+        medians = interleaved_medians(engines, repeat)
+    record["torch_s"], record["kuiper_s"] = medians[:2]
+    if len(medians) > 2:
+        record["torchscript_s"] = medians[2]
     return record
 
 
@@ -295,8 +309,9 @@ def status(record):
 
 
 def table(records):
-    lines = ["| model | source | input | max abs err | output scale | kuiper / PyTorch time | PyTorch ms | status | note |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | source | input | max abs err | output scale | kuiper / eager PyTorch | kuiper / TorchScript | "
+             "eager PyTorch ms | threads | status | note |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for source, name, shape, _ in MODELS:
         record = records.get(name)
         if record is None:
@@ -304,6 +319,8 @@ def table(records):
         err = f"{record['max_abs_err']:.1e}" if "max_abs_err" in record else "-"
         scale = f"{record['ref_scale']:.2g}" if "ref_scale" in record else "-"
         ratio = f"{record['kuiper_s'] / record['torch_s']:.2f}" if "kuiper_s" in record else "-"
+        scripted = (f"{record['kuiper_s'] / record['torchscript_s']:.2f}"
+                    if "kuiper_s" in record and "torchscript_s" in record else "-")
         note = record.get("export_error") or record.get("kuiper_error") or ""
         py = record.get("pnnx_py_error")
         if isinstance(py, str):
@@ -311,9 +328,23 @@ def table(records):
         elif py is not None and "max_abs_err" in record and py > 1e-3:
             note = (note + "; " if note else "") + f"pnnx Python err {py:.1e}"
         note = note.replace("|", "/").replace(str(ROOT) + "/", "")
-        lines.append(f"| {name} | {source} | {'x'.join(map(str, shape[1:]))} | {err} | {scale} | {ratio} | "
-                     f"{record['torch_s'] * 1e3:.1f} | {status(record)} | {note} |")
+        lines.append(f"| {name} | {source} | {'x'.join(map(str, shape[1:]))} | {err} | {scale} | {ratio} | {scripted} | "
+                     f"{record['torch_s'] * 1e3:.1f} | {record.get('threads', 1)} | {status(record)} | {note} |")
+    lines += ["", summary(records)]
     return "\n".join(lines)
+
+
+def summary(records) -> str:
+    """Median and spread of kuiper's time ratio over the timed models, against each PyTorch form."""
+    parts = []
+    for key, label in (("torch_s", "eager PyTorch"), ("torchscript_s", "TorchScript")):
+        ratios = sorted(r["kuiper_s"] / r[key] for r in records.values() if "kuiper_s" in r and key in r)
+        if ratios:
+            worst = max((r["kuiper_s"] / r[key], n) for n, r in records.items() if "kuiper_s" in r and key in r)
+            parts.append(f"kuiper / {label}: {len(ratios)} models, median {np.median(ratios):.2f}, "
+                         f"{sum(x <= 1.0 for x in ratios)} at or below 1.0, {sum(x > 2.0 for x in ratios)} above 2.0 "
+                         f"(worst {worst[1]} {worst[0]:.2f})")
+    return "\n".join(parts)
 
 
 def main(argv=None):
