@@ -87,3 +87,18 @@ def op_model(tmp_path: Path, op_line: str, inputs=("x",), outputs=("y",), weight
     blobs = {f"{op_name}.{key}": np.asarray(value, "<f4").tobytes() for key, value in weights.items()}
     param = write_model(tmp_path, text, blobs or None, name=f"m{next(_MODEL_NUMBERS)}")
     return kuiper.load(param, backend=backend, fuse=fuse)
+
+
+@pytest.fixture(params=["serial", "parallel"])
+def kernel_variant(request, monkeypatch):
+    """Run a test with both builds of each compiled kernel (kuiper.numba_kernels.runtime.Kernel):
+    the serial one (small work) and the parallel one (forced: zero threshold, two threads)."""
+    from kuiper.numba_kernels import runtime
+
+    if request.param == "parallel":
+        monkeypatch.setattr(runtime, "PARALLEL_WORK", 0)
+        runtime.set_threads(2)
+    else:
+        monkeypatch.setattr(runtime, "PARALLEL_WORK", 1 << 62)
+    yield request.param
+    runtime.set_threads(None)

@@ -27,17 +27,7 @@ from kuiper.ops.pooling import MaxPool2d
 TOLERANCE = 1e-4
 
 
-@pytest.fixture(autouse=True, params=["serial", "parallel"])
-def kernel_variant(request, monkeypatch):
-    """Every test runs both builds of each kernel: the serial one (small work) and the
-    parallel one (forced with a zero threshold and two threads)."""
-    if request.param == "parallel":
-        monkeypatch.setattr(runtime, "PARALLEL_WORK", 0)
-        runtime.set_threads(2)
-    else:
-        monkeypatch.setattr(runtime, "PARALLEL_WORK", 1 << 62)
-    yield request.param
-    runtime.set_threads(None)
+pytestmark = pytest.mark.usefixtures("kernel_variant")  # both builds of every kernel (conftest.py)
 
 
 def conv_node(in_channels, out_channels, kernel, stride=1, padding=1, groups=1, dilation=1, bias=True, seed=0,
