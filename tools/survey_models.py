@@ -309,9 +309,9 @@ def status(record):
 
 
 def table(records):
-    lines = ["| model | source | input | max abs err | output scale | kuiper / eager PyTorch | kuiper / TorchScript | "
-             "eager PyTorch ms | threads | status | note |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    header = ("| model | source | input | max abs err | output scale | kuiper / eager PyTorch | kuiper / TorchScript | "
+              "eager PyTorch ms | threads | status | note |")
+    lines = [header, "|---|---|---|---|---|---|---|---|---|---|---|"]
     for source, name, shape, _ in MODELS:
         record = records.get(name)
         if record is None:

@@ -119,7 +119,7 @@ class Program:
         raise Unsupported(f"operand {operand}")
 
     def _release_dead(self, operands, index: int) -> None:
-        for operand in set(o for o in operands if isinstance(o, Var)):
+        for operand in {o for o in operands if isinstance(o, Var)}:
             # Parameter registers are never reused: a one-element input is filled once per block.
             if operand not in self.param_register and self._last_use.get(operand) == index:
                 self._free.append(self._value_register[operand])
