@@ -298,4 +298,4 @@ def test_info_notes_name_the_compiled_paths(tmp_path):
                      "stride=(1,1) padding=(1,1) groups=4 bias=False", weights={"weight": weight})
     notes = "\n".join(kernel_notes(model))
     assert "compiled CPU kernels: on" in notes
-    assert "fused chains" in notes and "depthwise: compiled" in notes
+    assert "elementwise ops and chains" in notes and "depthwise: compiled" in notes

@@ -29,7 +29,7 @@ def kernel_notes(model) -> list[str]:
     """Lines for ``kuiper info``: whether the kernels are on, and the path each replaced op takes."""
     lines = [describe()]
     if availability()[0]:
-        lines.append("  elementwise ops and fused chains, softmax over the last dim: compiled (float32)")
+        lines.append("  elementwise ops and chains of them, softmax over the last dim: compiled (float32)")
     for step in model.steps:
         note = getattr(step.op, "kernel_note", None)
         if note:
