@@ -115,6 +115,18 @@ def test_two_inputs_constants_and_one_element_inputs_match_numpy():
     np.testing.assert_allclose(got, reference(a, b, scale), rtol=1e-6, atol=0)
 
 
+def test_one_element_inputs_change_between_calls_and_keep_numpys_result_shape():
+    x = np.random.default_rng(6).standard_normal(5000).astype(np.float32)
+    run, reference = compile_math(lambda v, s: make.mul(make.add(v, s), s), 2)
+    for scale in (np.float32([2.0]), np.float32([-0.5])):  # the same tables, new values
+        np.testing.assert_array_equal(run(x, scale), reference(x, scale))
+        assert run.last_path in ("serial", "parallel")
+    wider = np.float32([[3.0]])  # broadcasting adds a dim: (1, 5000)
+    got = run(x, wider)
+    assert got.shape == (1, 5000) and run.last_path == "numpy"
+    np.testing.assert_array_equal(got, reference(x, wider))
+
+
 @pytest.mark.parametrize("case", ["broadcast", "float64", "five inputs", "tiny"])
 def test_calls_the_interpreter_does_not_take_go_to_numpy_with_the_same_answer(case):
     rng = np.random.default_rng(2)

@@ -9,8 +9,8 @@ A call fits when the function is float32 throughout (bools allowed in between, a
 0/1), it has one float32 result, every input is a float32 array, the full-size
 inputs share one shape (at most ``INPUT_SLOTS`` of them; strided ones are copied), the other
 inputs hold one element (read as constants), and the output has at least
-``MIN_ELEMENTS`` elements: below that one thread launch costs more than NumPy's
-passes (measured in docs/performance.md).
+``MIN_ELEMENTS`` elements: below that, NumPy's few tiny passes cost less than
+preparing the call.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ class Program:
         self._value_register: dict[Var, int] = {}
         rows: list[tuple[int, int, int, int, int]] = []
         self._loads: list[tuple[int, int]] = []  # (param position, register), resolved per call
+        self._tables: dict[tuple[bool, ...], tuple] = {}  # by which inputs hold one element
         for position, param in enumerate(fn.params):
             register = self._allocate()
             self.param_register[param] = register
@@ -131,31 +132,50 @@ class Program:
         return self.registers - 1
 
     def arguments(self, inputs):
-        """(code, constant registers, constant values, slots) for these inputs, or None if they do not fit."""
+        """(shape, code, constant registers, constant values, slots) for these inputs, or None if
+        they do not fit.  The tables depend only on which inputs hold one element, and are made
+        once per such pattern."""
         full_shape = None
+        constant_rank = 0
         slots: list[np.ndarray] = []
-        constants = list(self.constants)
-        loads = []
-        for position, register in self._loads:
-            value = inputs[position]
+        one_element: list[float] = []
+        for value in inputs:
             if not isinstance(value, np.ndarray) or value.dtype != np.float32:
                 return None
             if value.size == 1:
-                constants.append((register, float(value.reshape(()))))
+                one_element.append(float(value.reshape(())))
+                constant_rank = max(constant_rank, value.ndim)
                 continue
             if full_shape is not None and value.shape != full_shape:
                 return None
             full_shape = value.shape
-            loads.append((vm.LOAD, register, len(slots), 0, 0))
             # A strided input (a permuted view) is copied: one pass, where NumPy's evaluation of
             # the same program on the strided view makes several (GELU: 40 ms against 4).
             slots.append(np.ascontiguousarray(value).reshape(-1))
-        if full_shape is None or len(slots) > vm.INPUT_SLOTS:
+        # A one-element input of higher rank would add leading dims to the result: NumPy's job.
+        if full_shape is None or len(slots) > vm.INPUT_SLOTS or constant_rank > len(full_shape):
             return None
-        code = np.array(loads + self.body, dtype=np.int64)
-        constant_registers = np.array([r for r, _ in constants], dtype=np.int64)
-        constant_values = np.array([v for _, v in constants], dtype=np.float32)
+        pattern = tuple(value.size == 1 for value in inputs)
+        tables = self._tables.get(pattern)
+        if tables is None:
+            tables = self._tables[pattern] = self._make_tables(pattern)
+        code, constant_registers, constant_values = tables
+        if one_element:
+            constant_values = constant_values.copy()
+            constant_values[len(self.constants):] = one_element
         return full_shape, code, constant_registers, constant_values, slots
+
+    def _make_tables(self, pattern: tuple[bool, ...]):
+        loads, input_registers = [], []
+        for (position, register), is_constant in zip(self._loads, pattern):
+            if is_constant:
+                input_registers.append(register)
+            else:
+                loads.append((vm.LOAD, register, len(loads), 0, 0))
+        code = np.array(loads + self.body, dtype=np.int64)
+        registers = [r for r, _ in self.constants] + input_registers
+        values = [v for _, v in self.constants] + [0.0] * len(input_registers)  # inputs' values per call
+        return code, np.array(registers, dtype=np.int64), np.array(values, dtype=np.float32)
 
 
 class CompiledElementwise:
