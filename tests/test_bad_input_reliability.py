@@ -266,6 +266,7 @@ def test_4_budget_comes_from_the_environment_then_the_config_file(tmp_path, monk
         ("torch.repeat_interleave p 1 1 x y repeats=100000000000", (1, 4), None),
         ("nn.AdaptiveAvgPool2d p 1 1 x y output_size=(100000,100000)", (1, 2, 7, 5), None),  # found by the fuzzer
         ("nn.AdaptiveMaxPool2d p 1 1 x y output_size=(100000,100000) return_indices=False", (1, 2, 7, 5), None),
+        ("torch.diag p 1 1 x y diagonal=100000", (4,), None),  # (n + |diagonal|) squared
     ],
 )
 def test_4_huge_allocations_are_refused_by_the_budget(tmp_path, small_budget, line, shape, weights):

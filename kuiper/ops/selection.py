@@ -7,6 +7,7 @@ rest are params.  Scatters never change their input: they work on a copy.
 from __future__ import annotations
 
 from ..errors import ShapeError
+from ..limits import check_size
 from .base import Op, is_to_the_end, normalize_axis
 
 
@@ -43,6 +44,7 @@ class Diag(Op):
         if x.ndim == 1:
             n = x.shape[0]
             size = n + abs(k)
+            check_size((size, size), x.dtype.itemsize, self.node.describe())  # n + |diagonal| squared
             out = xp.zeros((size, size), dtype=x.dtype)
             steps = xp.arange(n)
             out[steps + max(-k, 0), steps + max(k, 0)] = x
