@@ -45,6 +45,14 @@ def test_run_with_random_inputs(capsys):
     assert "shape (2, 6) float32" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("flags", [["--workers", "-1"], ["--scheduler", "tcp://a:1"], ["--batch-size", "4"]])
+def test_cluster_options_without_inputs_are_a_usage_error(capsys, flags):
+    model = str(MODELS / "conv2d_depthwise" / "model.pnnx.param")
+    assert main(["run", model, "--random", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kuiper: error:") and flags[0] in err and "--inputs" in err
+
+
 def test_errors_are_one_line_and_exit_1(tmp_path, capsys):
     np.save(tmp_path / "bad.npy", np.zeros((1, 2), np.float32))
     assert main(["run", str(LINEAR), "-i", str(tmp_path / "bad.npy")]) == 1

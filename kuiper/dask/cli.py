@@ -24,7 +24,14 @@ def add_arguments(run_parser) -> None:
 
 
 def wants_files(args) -> bool:
-    return bool(getattr(args, "inputs", None) or getattr(args, "output_dir", None))
+    """True for the many-files path; a usage error for its cluster options given without it."""
+    if getattr(args, "inputs", None) or getattr(args, "output_dir", None):
+        return True
+    stray = [flag for flag, key in (("--workers", "workers"), ("--scheduler", "scheduler"), ("--batch-size", "batch_size"))
+             if getattr(args, key, None) is not None]
+    if stray:
+        raise UsageError(f"{', '.join(stray)} only apply to --inputs ... --output-dir (many files over Dask)")
+    return False
 
 
 def expand_inputs(patterns: list[str]) -> list[str]:
