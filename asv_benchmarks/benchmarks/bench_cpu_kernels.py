@@ -25,6 +25,8 @@ OTHER_CASES = {
                                   {"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1]}),
     "maxpool_5x5_s1_128x20x20": ("nn.MaxPool2d", (1, 128, 20, 20),
                                  {"kernel_size": [5, 5], "stride": [1, 1], "padding": [2, 2]}),
+    "avgpool_3x3_s1_64x56x56": ("nn.AvgPool2d", (1, 64, 56, 56),
+                                {"kernel_size": [3, 3], "stride": [1, 1], "padding": [1, 1], "count_include_pad": False}),
     "layernorm_3136x96": ("nn.LayerNorm", (1, 3136, 96), {"normalized_shape": [96], "eps": 1e-6}),
 }
 ELEMENTWISE_CASES = {
