@@ -3,9 +3,10 @@
 A fused chain (``kuiper.Elementwise``: SiLU, residual add + ReLU, GELU ...) is a
 program of a few register operations (``elementwise.py`` lowers the IR to it).
 NumPy evaluates such a chain one whole-tensor pass per operation, on one core.
-This kernel splits the tensor into blocks, one thread each, and runs the whole
-program over ``CHUNK`` elements at a time in registers that stay in L1: one read
-of each input and one write of the output, on every core.
+This kernel runs the whole program over ``CHUNK`` elements at a time, in registers
+that stay in cache: one read of each input and one write of the output.  The
+tensor is split into blocks, which run on separate threads when the work is large
+enough to pay for a parallel launch (``runtime.Kernel``).
 
 The kernel is fixed, compiled once (numba's on-disk cache); a model's math is
 only data (an int64 code table and a float32 constant table).  Nothing is
