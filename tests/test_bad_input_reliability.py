@@ -275,6 +275,28 @@ def test_4_huge_allocations_are_refused_by_the_budget(tmp_path, small_budget, li
         model(np.zeros(shape, np.float32))
 
 
+# 2^40 and 2^63 - 1, not the fuzzer's 2^31 - 1: if this breaks again, NumPy refuses these at
+# once instead of filling 8 GiB of ones on the test machine.
+@pytest.mark.parametrize("width", [1 << 40, 9223372036854775807])
+def test_4_a_declared_layer_norm_shape_allocates_nothing_at_load(tmp_path, width):
+    """Found by the fuzzer (2026-11-23): the compiled layer norm made ones/zeros rows of
+    prod(normalized_shape) at build, 8 GiB for 2^31 - 1; the process was OOM-killed."""
+    import tracemalloc
+
+    text = ("7767517\n3 2\npnnx.Input in 0 1 0 #0=(1,4,7)f32\n"
+            f"nn.LayerNorm op 1 1 0 1 elementwise_affine=False eps=0.001 normalized_shape={width} "
+            "#0=(1,4,7)f32 #1=(1,4,7)f32\npnnx.Output out 1 0 1 #1=(1,4,7)f32\n")
+    tracemalloc.start()
+    try:
+        model = kuiper.load(write_model(tmp_path, text))
+        with pytest.raises(KuiperError):
+            model(np.zeros((1, 4, 7), np.float32))  # the input is not of the normalised shape
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20
+
+
 def test_4_a_huge_batch_is_refused_before_the_first_op(tmp_path, monkeypatch):
     model = kuiper.load(MODELS / "conv2d_depthwise" / "model.pnnx.param")
     monkeypatch.setenv("KUIPER_MEMORY_BUDGET", "4MiB")

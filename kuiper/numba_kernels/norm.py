@@ -21,16 +21,27 @@ from .runtime import threads
 class CompiledLayerNorm(reference_norm.LayerNorm):
     def setup(self):
         super().setup()
-        width = math.prod(self.normalized_shape)
         sources_ok = self.weight_source[0] != "input" and self.bias_source[0] != "input"
         self.compiled = sources_ok
         self.kernel_note = "compiled (float32)" if sources_ok else "reference path: weight or bias is an input"
-        if sources_ok:
+        self._rows: dict = {}  # the affine weights as float32 rows, made on the first call that takes this path
+
+    def row_affine(self):
+        """(weight, bias) as contiguous float32 rows; ones and zeros without affine weights.
+
+        Made at the first call, not at build: only a real input of the normalised shape bounds
+        their size (a file may declare normalized_shape=2^63 with no weights to check it against).
+        """
+        def make():
+            width = math.prod(self.normalized_shape)
             weight, bias = self.static_weight, self.static_bias
-            self.row_weight = np.ones(width, np.float32) if weight is None else \
+            row_weight = np.ones(width, np.float32) if weight is None else \
                 np.ascontiguousarray(np.reshape(weight, (width,)), dtype=np.float32)
-            self.row_bias = np.zeros(width, np.float32) if bias is None else \
+            row_bias = np.zeros(width, np.float32) if bias is None else \
                 np.ascontiguousarray(np.reshape(bias, (width,)), dtype=np.float32)
+            return row_weight, row_bias
+
+        return self.cached(self._rows, "rows", make)
 
     def forward(self, *inputs):
         x = inputs[self.input_position()]
@@ -38,9 +49,10 @@ class CompiledLayerNorm(reference_norm.LayerNorm):
         if (not self.compiled or not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim < k
                 or tuple(x.shape[-k:]) != self.normalized_shape):
             return super().forward(*inputs)
-        rows = np.ascontiguousarray(np.reshape(x, (-1, self.row_weight.shape[0])))
+        row_weight, row_bias = self.row_affine()
+        rows = np.ascontiguousarray(np.reshape(x, (-1, row_weight.shape[0])))
         out = np.empty_like(rows)
-        kernels.layer_norm_rows(3 * rows.size, rows, self.row_weight, self.row_bias, self.eps, out)
+        kernels.layer_norm_rows(3 * rows.size, rows, row_weight, row_bias, self.eps, out)
         return np.reshape(out, x.shape)
 
 
