@@ -94,6 +94,9 @@ def guarded():
             yield
     except KuiperError as exc:
         _log_translated(exc)
+        # An op that tried an allocation the machine refused ran past the budget: the
+        # KuiperError is right for the user, but the budget check should have come first.
+        assert not isinstance(exc.__cause__, MemoryError), f"an allocation past the budget was tried: {exc}"
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
