@@ -275,6 +275,12 @@ def test_4_huge_allocations_are_refused_by_the_budget(tmp_path, small_budget, li
         model(np.zeros(shape, np.float32))
 
 
+def test_6_a_list_where_arange_expects_a_dtype_name_is_an_unsupported_param_error(tmp_path):
+    """Found by the fuzzer (2026-11-23): `dtype=(0)` parses as a list, and a dict lookup raised TypeError."""
+    with pytest.raises(UnsupportedOperatorError, match=r"dtype=\[0\] is not supported"):
+        op_model(tmp_path, "torch.arange p 0 1 y dtype=(0) end=4", inputs=())
+
+
 # 2^40 and 2^63 - 1, not the fuzzer's 2^31 - 1: if this breaks again, NumPy refuses these at
 # once instead of filling 8 GiB of ones on the test machine.
 @pytest.mark.parametrize("width", [1 << 40, 9223372036854775807])

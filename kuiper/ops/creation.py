@@ -47,7 +47,7 @@ class Arange(Op):
         if used != list(range(count)):
             raise self.error("has an input not bound to $start, $end or $step")
         dtype = self.param("dtype", None)
-        if dtype is not None and dtype not in DTYPES:
+        if dtype is not None and (not isinstance(dtype, str) or dtype not in DTYPES):  # `dtype=(0)` is a list
             raise self.unsupported("dtype", dtype, sorted(DTYPES))
         self.dtype = None if dtype is None else DTYPES[dtype]
 
