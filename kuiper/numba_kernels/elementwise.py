@@ -55,16 +55,15 @@ class Program:
         self.registers = 0
         self.constants: list[tuple[int, float]] = []  # (register, value), filled once per block
         self._constant_register: dict[bytes, int] = {}  # by bit pattern, so NaN is one constant
-        self.param_register: dict[Var, int] = {}
+        self._params = set(fn.params)
         self._value_register: dict[Var, int] = {}
         rows: list[tuple[int, int, int, int, int]] = []
-        self._loads: list[tuple[int, int]] = []  # (param position, register), resolved per call
+        self._input_registers: list[int] = []  # one per param, in order; loaded or filled per call
         self._tables: dict[tuple[bool, ...], tuple] = {}  # by which inputs hold one element
-        for position, param in enumerate(fn.params):
+        for param in fn.params:
             register = self._allocate()
-            self.param_register[param] = register
             self._value_register[param] = register
-            self._loads.append((position, register))
+            self._input_registers.append(register)
         for index, stmt in enumerate(statements):
             opcode, operands = self._operation(stmt.value)
             sources = [self._operand(operand) for operand in operands]
@@ -122,7 +121,7 @@ class Program:
     def _release_dead(self, operands, index: int) -> None:
         for operand in {o for o in operands if isinstance(o, Var)}:
             # Parameter registers are never reused: a one-element input is filled once per block.
-            if operand not in self.param_register and self._last_use.get(operand) == index:
+            if operand not in self._params and self._last_use.get(operand) == index:
                 self._free.append(self._value_register[operand])
 
     def _allocate(self, pinned: bool = False) -> int:
@@ -167,7 +166,7 @@ class Program:
 
     def _make_tables(self, pattern: tuple[bool, ...]):
         loads, input_registers = [], []
-        for (position, register), is_constant in zip(self._loads, pattern):
+        for register, is_constant in zip(self._input_registers, pattern):
             if is_constant:
                 input_registers.append(register)
             else:

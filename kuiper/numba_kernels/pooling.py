@@ -40,11 +40,7 @@ class CompiledAvgPool2d(reference.AvgPool2d):
     def forward(self, x):
         if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim not in (3, 4):
             return super().forward(x)
-        sizes = tuple(x.shape[-2:])
-        outs = tuple(reference.pool_output_size(size, k, s, p, 1, self.ceil_mode)
-                     for size, k, s, p in zip(sizes, self.kernel, self.stride, self.padding))
-        if min(outs) < 1:
-            return super().forward(x)  # the reference raises its ShapeError
+        sizes, outs = self.pooled_sizes(x)
         reciprocals = np.ascontiguousarray(self._reciprocal_divisors(sizes, outs, np.float32))
         planes = np.ascontiguousarray(np.reshape(x, (-1,) + sizes))
         out = np.empty((planes.shape[0],) + outs, np.float32)

@@ -233,12 +233,11 @@ class Softmax(Op):
             return xp.zeros_like(x) if self.log else xp.ones_like(x)
         dim = implicit_softmax_dim(x.ndim) if self.dim is None else self.dim
         axis = normalize_axis(dim, x.ndim, self)
-        if self.negate:
-            x = -x
+        fresh = -x if self.negate else xp.asarray(x, copy=True)  # softmax_in_place writes over it
         if self.log:
-            shifted = x - xp.max(x, axis=axis, keepdims=True)
-            return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
-        return self.backend.softmax_in_place(xp.asarray(x, copy=True), axis)
+            fresh -= xp.max(fresh, axis=axis, keepdims=True)
+            return fresh - xp.log(xp.sum(xp.exp(fresh), axis=axis, keepdims=True))
+        return self.backend.softmax_in_place(fresh, axis)
 
 
 OPS = [

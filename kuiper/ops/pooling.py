@@ -222,8 +222,8 @@ class AvgPoolNd(Op):
                 table = np.multiply.outer(table, 1.0 / (end - start))
         return self.backend.asarray(table, dtype=dtype)
 
-    def forward(self, x):
-        xp = self.xp
+    def pooled_sizes(self, x) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(input spatial sizes, output spatial sizes), or a ShapeError naming the op."""
         n = self.spatial
         if not self.backend.is_array(x) or x.ndim not in (n + 1, n + 2):
             raise ShapeError(f"{self.node.describe()}: expected a rank-{n + 1} or rank-{n + 2} input, "
@@ -236,7 +236,12 @@ class AvgPoolNd(Op):
         if any(o < 1 for o in outs):
             raise ShapeError(f"{self.node.describe()}: input {tuple(x.shape)} is too small for "
                              f"kernel_size {self.kernel} with padding {self.padding}")
-        lead = x.ndim - n
+        return sizes, outs
+
+    def forward(self, x):
+        xp = self.xp
+        sizes, outs = self.pooled_sizes(x)
+        lead = x.ndim - self.spatial
         # Box sums, one axis at a time: k additions per output instead of prod(kernel).
         for axis, (size, out, k, s, p) in enumerate(zip(sizes, outs, self.kernel, self.stride, self.padding)):
             axis_pos = lead + axis
