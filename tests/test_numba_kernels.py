@@ -299,3 +299,15 @@ def test_info_notes_name_the_compiled_paths(tmp_path):
     notes = "\n".join(kernel_notes(model))
     assert "compiled CPU kernels: on" in notes
     assert "elementwise ops and chains" in notes and "depthwise: compiled" in notes
+
+
+def test_a_bad_parallel_work_setting_is_a_config_error(monkeypatch):
+    from kuiper.errors import ConfigError
+
+    monkeypatch.setenv("KUIPER_PARALLEL_WORK", "lots")
+    with pytest.raises(ConfigError, match="KUIPER_PARALLEL_WORK='lots'"):
+        runtime._parallel_work()
+    monkeypatch.setenv("KUIPER_PARALLEL_WORK", "0")
+    assert runtime._parallel_work() == 0
+    monkeypatch.delenv("KUIPER_PARALLEL_WORK")
+    assert runtime._parallel_work() == 1 << 22

@@ -27,7 +27,21 @@ DISABLE_ENV = "KUIPER_NUMBA"
 # MobileNetV2 and ResNet-18 at 2 threads (docs/performance.md), thresholds of 2^21 and above
 # and all-serial were alike, and 2^18 was 5-15% slower; 2^22 keeps the very large calls
 # (batches, big feature maps) parallel.
-PARALLEL_WORK = int(os.environ.get("KUIPER_PARALLEL_WORK", "") or 1 << 22)
+PARALLEL_WORK_ENV = "KUIPER_PARALLEL_WORK"
+
+
+def _parallel_work() -> int:
+    text = os.environ.get(PARALLEL_WORK_ENV, "").strip()
+    if not text:
+        return 1 << 22
+    if not text.isdigit():
+        from ..errors import ConfigError
+
+        raise ConfigError(f"{PARALLEL_WORK_ENV}={text!r}: expected a whole number of element operations (0 or more)")
+    return int(text)
+
+
+PARALLEL_WORK = _parallel_work()
 
 _requested_threads: int | None = None
 # The workqueue threading layer (numba's fallback when neither OpenMP nor TBB is
