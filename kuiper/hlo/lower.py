@@ -19,6 +19,8 @@ from ..model_ir import ModelIR, OperandInfo, OpNode
 from .literals import literal_array
 from .module import HloComputation, HloInstruction, HloModule
 from .shapes import ArrayShape, Shape
+from .site import Site
+from .translators import TRANSLATORS
 
 INLINED = ("call", "fusion")
 # Elementwise opcodes whose operands may be scalars broadcast by the array rules instead.
@@ -49,7 +51,7 @@ def check_supported(module: HloModule, supported) -> None:
         for instruction in computation.instructions:
             if instruction.opcode in INLINED or instruction.opcode in REGROUPING:
                 continue
-            if op_type(instruction) not in supported:
+            if instruction.opcode not in TRANSLATORS and op_type(instruction) not in supported:
                 what = instruction.opcode
                 if instruction.opcode == "custom-call":
                     what += f" (custom_call_target={instruction.attributes.get('custom_call_target')!r})"
@@ -138,7 +140,11 @@ class _Lowering:
             else:
                 operands = self.unbroadcast_scalars(computation, instruction, operands, values)
                 output = self.fresh_value(name, instruction.shape)
-                self.ops.append(self.node(instruction, name, operands, leaves(output)))
+                translator = TRANSLATORS.get(opcode)
+                if translator is None:
+                    self.ops.append(self.node(instruction, name, operands, leaves(output)))
+                else:
+                    self.ops.extend(translator(self.site(instruction, name, operands, leaves(output))))
                 values[instruction.name] = output
         return values[computation.root.name]
 
@@ -171,6 +177,10 @@ class _Lowering:
         if name in self.inlining:
             raise GraphError(f"{self.module.where(instruction)}: computation '{name}' calls itself")
         return self.module.computations[name]
+
+    def site(self, instruction: HloInstruction, name: str, operands: list, outputs: list[str]) -> Site:
+        return Site(instruction, self.module, name, [leaf for o in operands for leaf in leaves(o)], outputs,
+                    [len(leaves(o)) for o in operands], self.declare)
 
     def node(self, instruction: HloInstruction, name: str, operands: list, outputs: list[str]) -> OpNode:
         attrs = {"data": literal_array(instruction)} if instruction.opcode == "constant" else {}

@@ -1,0 +1,11 @@
+"""Opcode -> translator into the canonical op set, gathered from the translate_* modules.
+
+An opcode without a translator still becomes an ``hlo.<opcode>`` op of kuiper/hlo's own op
+library, which is being retired family by family.
+"""
+
+from __future__ import annotations
+
+from .site import Translator
+
+TRANSLATORS: dict[str, Translator] = {}
