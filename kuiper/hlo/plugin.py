@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import UsageError
 from ..frontends import Frontend
 from ..hookspecs import hookimpl
 from ..model_ir import ModelIR
+from .files import looks_like_hlo_text, read_module
+from .lower import lower_entry
 from . import (
     ops_control,
     ops_elementwise,
@@ -27,12 +30,22 @@ class HloFrontend(Frontend):
 
     @classmethod
     def load(cls, path: Path, **options) -> ModelIR:
-        from .files import read_module
-        from .lower import lower_entry
-
-        if options:
-            raise TypeError(f"the HLO frontend takes no options, got {sorted(options)}")
+        _no_options(options)
         return lower_entry(read_module(path))
+
+    @classmethod
+    def claims_text(cls, text: str) -> bool:
+        return looks_like_hlo_text(text)
+
+    @classmethod
+    def load_text(cls, text: str, **options) -> ModelIR:
+        _no_options(options)
+        return lower_entry(read_module(text))
+
+
+def _no_options(options: dict) -> None:
+    if options:
+        raise UsageError(f"the HLO frontend takes no options, got {', '.join(sorted(options))}")
 
 
 @hookimpl
