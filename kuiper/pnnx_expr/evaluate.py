@@ -10,11 +10,11 @@ import functools
 
 import numpy
 
-from kuiper.expr.nodes import Expr
-from kuiper.expr.parser import parse
+from kuiper.pnnx_expr.nodes import Expr
+from kuiper.pnnx_expr.parser import parse
 from kuiper.ir import dtypes
 from kuiper.ir.codegen_numpy import CompiledExpression, compile_elementwise
-from kuiper.expr.lower import lower
+from kuiper.pnnx_expr.lower import lower
 from kuiper.ir.simplify import simplify
 
 

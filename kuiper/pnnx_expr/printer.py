@@ -7,7 +7,7 @@ back to the same double): ``2.0``, ``1e-05``, ``inf``, ``nan``.
 
 from __future__ import annotations
 
-from kuiper.expr.nodes import Call, Expr, Input, ListExpr, Literal, Size
+from kuiper.pnnx_expr.nodes import Call, Expr, Input, ListExpr, Literal, Size
 from kuiper.ir.recursion import deep_recursion
 
 

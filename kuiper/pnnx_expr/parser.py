@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kuiper.errors import ExpressionSyntaxError
-from kuiper.expr import lexer
-from kuiper.expr.functions import FUNCTIONS
-from kuiper.expr.lexer import Token
-from kuiper.expr.nodes import Call, Expr, Input, ListExpr, Literal, Size
+from kuiper.pnnx_expr import lexer
+from kuiper.pnnx_expr.functions import FUNCTIONS
+from kuiper.pnnx_expr.lexer import Token
+from kuiper.pnnx_expr.nodes import Call, Expr, Input, ListExpr, Literal, Size
 
 MAX_DEPTH = 256
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1

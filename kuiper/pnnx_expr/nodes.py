@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kuiper.ir.structural import Structural
 
-from kuiper.expr.functions import FUNCTIONS
+from kuiper.pnnx_expr.functions import FUNCTIONS
 
 LiteralValue = int | float | bool | complex | None
 
@@ -27,7 +27,7 @@ class Expr(Structural):
         return ()
 
     def __str__(self) -> str:
-        from kuiper.expr.printer import to_string
+        from kuiper.pnnx_expr.printer import to_string
 
         return to_string(self)
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from kuiper.errors import ExpressionSyntaxError
-from kuiper.expr.lexer import COMPLEX, FLOAT, INPUT, INT, NAME, tokenize
+from kuiper.pnnx_expr.lexer import COMPLEX, FLOAT, INPUT, INT, NAME, tokenize
 
 
 def kinds(text):
