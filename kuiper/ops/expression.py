@@ -36,7 +36,7 @@ def parsed_expression(node):
         return _parse(text, len(node.inputs))
     except ExpressionSyntaxError as exc:
         # Say which op and line, keeping the caret under the bad position.
-        raise ExpressionSyntaxError(f"{node.describe()}: {exc.reason}", exc.text, exc.position) from None
+        raise ExpressionSyntaxError(exc.reason, exc.text, exc.position, context=node.describe()) from None
 
 
 def _is_elementwise(expr) -> bool:
