@@ -226,7 +226,7 @@ def test_the_tensor_ir_imports_no_frontend():
 
     code = (
         "import sys, kuiper.ir, kuiper.ir.codegen_numpy, kuiper.ir.codegen_cuda\n"
-        "bad = sorted(m for m in sys.modules if m.startswith(('kuiper.expr', 'kuiper.formats')))\n"
+        "bad = sorted(m for m in sys.modules if m.startswith(('kuiper.pnnx_expr', 'kuiper.formats')))\n"
         "print(bad)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

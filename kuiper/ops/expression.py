@@ -1,7 +1,7 @@
 """pnnx.Expression: an arithmetic expression over the op's inputs, compiled once per input dtypes.
 
-The ``expr`` string is parsed once (kuiper.expr) and lowered to the tensor IR
-(kuiper.expr.lower).  An expression with one elementwise value is an
+The ``expr`` string is parsed once (kuiper.pnnx_expr) and lowered to the tensor IR
+(kuiper.pnnx_expr.lower).  An expression with one elementwise value is an
 elementwise op like any activation: its math is the lowered IR, compiled by
 the backend (one buffer-reusing NumPy evaluation, one CUDA kernel on CuPy) and
 fusable with its neighbours.  A ``[...]`` list (shapes for reshape, index
@@ -14,9 +14,9 @@ from __future__ import annotations
 import functools
 
 from ..errors import ExpressionSyntaxError
-from ..expr import ListExpr, Literal, Size, parse
-from ..expr.lower import lower, lower_value
-from ..expr.transform import uses_size_of
+from ..pnnx_expr import ListExpr, Literal, Size, parse
+from ..pnnx_expr.lower import lower, lower_value
+from ..pnnx_expr.transform import uses_size_of
 from ..ir import simplify
 from .base import NodeParams
 from .elementwise import ElementwiseMath, ElementwiseOp, dtype_name
@@ -36,7 +36,7 @@ def parsed_expression(node):
         return _parse(text, len(node.inputs))
     except ExpressionSyntaxError as exc:
         # Say which op and line, keeping the caret under the bad position.
-        raise ExpressionSyntaxError(f"{node.describe()}: {exc.reason}", exc.text, exc.position) from None
+        raise ExpressionSyntaxError(exc.reason, exc.text, exc.position, context=node.describe()) from None
 
 
 def _is_elementwise(expr) -> bool:

@@ -9,6 +9,14 @@ same: the parentheses only have to be well-formed (balanced, each ``(``
 right after a function name, no empty arguments), the meaning comes from
 the token order.
 
+Tokens (kuiper.lexing, with this language's TOKENS table): NAME (``add``,
+``torch.float``: PNNX spells casts with a dot), the constants ``True``,
+``False``, ``None`` (keywords), INPUT ``@3`` (value 3), INT ``2`` ``-1``, FLOAT
+``2.0`` ``1.000000e-05`` ``-inf`` ``nan``, COMPLEX ``1.0+-2.0j`` ``1.0-2.0j``
+``3j``, and the punctuation ``( ) , [ ]``.  Numbers carry their sign: PNNX
+writes calls (``sub(@0,1)``), never operators, so a ``-`` can only begin a
+literal.  Whitespace is skipped (PNNX never writes any).
+
 The fold is iterative, so no input can overflow Python's stack; trees deeper
 than MAX_DEPTH are rejected so that the recursive passes downstream are safe.
 """
@@ -18,15 +26,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kuiper.errors import ExpressionSyntaxError
-from kuiper.expr import lexer
-from kuiper.expr.functions import FUNCTIONS
-from kuiper.expr.lexer import Token
-from kuiper.expr.nodes import Call, Expr, Input, ListExpr, Literal, Size
+from kuiper.lexing import COMPLEX, FLOAT, INT, NAME, Token, TokenTable, tokenize
+from kuiper.pnnx_expr.functions import FUNCTIONS
+from kuiper.pnnx_expr.nodes import Call, Expr, Input, ListExpr, Literal, Size
 
 MAX_DEPTH = 256
+INPUT = "INPUT"
+CONSTANTS = {"True": True, "False": False, "None": None}
+TOKENS = TokenTable(
+    error=ExpressionSyntaxError,
+    symbols=("(", ")", "[", "]", ","),
+    keywords=frozenset(CONSTANTS),
+    dotted_names=True,
+    prefixed_integers={"@": INPUT},
+    signed_numbers=True,
+    inf_nan=True,
+    complex_numbers=True,
+)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_KEYWORDS = {"True": True, "False": False, "None": None}
-_ATOM_KINDS = (lexer.NAME, lexer.INPUT, lexer.INT, lexer.FLOAT, lexer.COMPLEX)
+_ATOM_KINDS = (NAME, INPUT, INT, FLOAT, COMPLEX, *CONSTANTS)
 
 
 @dataclass(frozen=True)
@@ -42,7 +60,7 @@ def parse(text: str, num_inputs: int | None = None) -> Expr:
     """Parse ``text``; with ``num_inputs``, ``@N`` must satisfy N < num_inputs."""
     if not isinstance(text, str):
         raise ExpressionSyntaxError(f"an expression must be a string, not {type(text).__name__}")
-    tokens = lexer.tokenize(text)
+    tokens = tokenize(text, TOKENS)[:-1]  # the fold needs no END marker
     if not tokens:
         raise ExpressionSyntaxError("empty expression", text, 0)
     _check_punctuation(tokens, text)
@@ -78,10 +96,12 @@ def _check_punctuation(tokens: list[Token], text: str) -> None:
             if after == ",":
                 raise ExpressionSyntaxError("empty list item before ']'", text, token.position)
         elif kind == "(":
-            if after != lexer.NAME:
+            if after in CONSTANTS:
+                raise ExpressionSyntaxError(f"{after} is a constant, not a function", text, previous.position)
+            if after != NAME:
                 raise ExpressionSyntaxError("'(' must follow a function name", text, token.position)
             if previous.text not in FUNCTIONS and previous.text != "size":
-                raise ExpressionSyntaxError(_unknown_name(previous.text), text, previous.position)
+                raise ExpressionSyntaxError(f"unknown function {previous.text!r}", text, previous.position)
             open_parens.append(token)
         elif kind == ")":
             if not open_parens:
@@ -108,9 +128,9 @@ def _fold(atoms: list[Token], text: str, num_inputs: int | None, whole: bool) ->
     stack: list[_Item] = []
     for index in range(len(atoms) - 1, -1, -1):
         token = atoms[index]
-        if token.kind == lexer.NAME and token.text in FUNCTIONS:
+        if token.kind == NAME and token.text in FUNCTIONS:
             stack.append(_apply(token, stack, text))
-        elif token.kind == lexer.NAME and token.text == "size":
+        elif token.kind == NAME and token.text == "size":
             is_whole_expression = whole and index == 0 and len(atoms) == 2
             stack.append(_size(token, stack, text, is_whole_expression))
         else:
@@ -148,7 +168,7 @@ def _size(token: Token, stack: list[_Item], text: str, is_whole_expression: bool
 
 
 def _atom(token: Token, text: str, num_inputs: int | None) -> _Item:
-    if token.kind == lexer.INPUT:
+    if token.kind == INPUT:
         if num_inputs is not None and token.value >= num_inputs:
             plural = "input" if num_inputs == 1 else "inputs"
             raise ExpressionSyntaxError(
@@ -157,21 +177,15 @@ def _atom(token: Token, text: str, num_inputs: int | None) -> _Item:
                 token.position,
             )
         return _Item(Input(token.value), token.position, 1)
-    if token.kind == lexer.INT:
+    if token.kind == INT:
         if not _INT64_MIN <= token.value <= _INT64_MAX:
             raise ExpressionSyntaxError("integer literal does not fit in 64 bits", text, token.position)
         return _Item(Literal(token.value), token.position, 1)
-    if token.kind in (lexer.FLOAT, lexer.COMPLEX):
+    if token.kind in (FLOAT, COMPLEX):
         return _Item(Literal(token.value), token.position, 1)
-    if token.text in _KEYWORDS:
-        return _Item(Literal(_KEYWORDS[token.text]), token.position, 1)
-    raise ExpressionSyntaxError(_unknown_name(token.text), text, token.position)
-
-
-def _unknown_name(name: str) -> str:
-    if name in _KEYWORDS:
-        return f"{name} is a constant, not a function"
-    return f"unknown function {name!r}"
+    if token.kind in CONSTANTS:
+        return _Item(Literal(CONSTANTS[token.kind]), token.position, 1)
+    raise ExpressionSyntaxError(f"unknown function {token.text!r}", text, token.position)
 
 
 def _is_int_literal(expr: Expr) -> bool:

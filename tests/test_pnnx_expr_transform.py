@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kuiper.expr import (
+from kuiper.pnnx_expr import (
     Input,
     Size,
     canonicalize_inputs,

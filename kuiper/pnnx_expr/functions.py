@@ -6,7 +6,7 @@ activation op into an expression.  Each entry has a fixed arity, because the
 parser reads prefix calls by arity, not by parentheses (see parser.py).
 
 Composite internal functions are expanded into primitives when lowered to
-the IR by kuiper/expr/lower.py, which calls kuiper.ir.composites (where each
+the IR by kuiper/pnnx_expr/lower.py, which calls kuiper.ir.composites (where each
 formula is written); ``expansion`` here only documents it.
 """
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from kuiper.errors import ExpressionSyntaxError
-from kuiper.expr import FUNCTIONS, MAX_DEPTH, Call, Input, ListExpr, Literal, Size, call, parse, to_string
+from kuiper.pnnx_expr import FUNCTIONS, MAX_DEPTH, Call, Input, ListExpr, Literal, Size, call, parse, to_string
 
 X0, X1, X2 = Input(0), Input(1), Input(2)
 

@@ -1,4 +1,4 @@
-"""The expression lexer: token kinds, values and positions."""
+"""The PNNX expression language's tokens (the shared lexer with its table): kinds, values and positions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,16 @@ import math
 import pytest
 
 from kuiper.errors import ExpressionSyntaxError
-from kuiper.expr.lexer import COMPLEX, FLOAT, INPUT, INT, NAME, tokenize
+from kuiper import lexing
+from kuiper.lexing import COMPLEX, END, FLOAT, INT, NAME
+from kuiper.pnnx_expr.parser import INPUT, TOKENS
+
+
+def tokenize(text):
+    """The tokens of ``text`` without the END token, which every token list ends with."""
+    tokens = lexing.tokenize(text, TOKENS)
+    assert tokens[-1].kind == END and tokens[-1].position == len(text)
+    return tokens[:-1]
 
 
 def kinds(text):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from kuiper.expr.nodes import Call, Expr, Input, ListExpr, Literal, Size
+from kuiper.pnnx_expr.nodes import Call, Expr, Input, ListExpr, Literal, Size
 from kuiper.ir.recursion import deep_recursion
 
 

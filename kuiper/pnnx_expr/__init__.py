@@ -1,4 +1,4 @@
-"""The pnnx.Expression language: lexer, parser, AST, printer, rewrites.
+"""The pnnx.Expression language: parser, AST and its canonical text, rewrites, lowering to the tensor IR.
 
     parse(text, num_inputs=None) -> Expr      read an ``expr=`` string
     to_string(expr) -> str                    canonical text, parse() reads it back
@@ -12,11 +12,11 @@ interpreter here, so there is exactly one implementation of the semantics.
 
 from __future__ import annotations
 
-from kuiper.expr.functions import FUNCTIONS, FunctionInfo, describe_functions
-from kuiper.expr.nodes import Call, Expr, Input, ListExpr, Literal, Size, call
-from kuiper.expr.parser import MAX_DEPTH, parse
-from kuiper.expr.printer import to_string
-from kuiper.expr.transform import (
+from kuiper.pnnx_expr.evaluate import evaluate
+from kuiper.pnnx_expr.functions import FUNCTIONS, FunctionInfo, describe_functions
+from kuiper.pnnx_expr.nodes import Call, Expr, Input, ListExpr, Literal, Size, call, to_string
+from kuiper.pnnx_expr.parser import MAX_DEPTH, parse
+from kuiper.pnnx_expr.transform import (
     canonicalize_inputs,
     depth,
     first_appearance_order,
@@ -54,13 +54,3 @@ __all__ = [
     "uses_size_of",
 ]
 
-
-def evaluate(text_or_expr, inputs, xp=None):
-    """Evaluate an expression on concrete inputs, with PyTorch semantics.
-
-    ``inputs`` are arrays of ``xp`` (NumPy by default) or Python scalars; the
-    dtypes the expression is compiled for are read off them.
-    """
-    from kuiper.expr.evaluate import evaluate as _evaluate
-
-    return _evaluate(text_or_expr, inputs, xp)

@@ -23,8 +23,7 @@ from collections.abc import Callable, Sequence
 import numpy
 
 from kuiper.errors import ExpressionSyntaxError, IRError
-from kuiper.expr.nodes import Call, Expr, Input, ListExpr, Literal, Size
-from kuiper.expr.printer import to_string
+from kuiper.pnnx_expr.nodes import Call, Expr, Input, ListExpr, Literal, Size, to_string
 from kuiper.ir import composites, dtypes, make
 from kuiper.ir.functions import INTRINSICS
 from kuiper.ir.nodes import Assign, Block, DimSize, Function, IRExpr, Var

@@ -10,12 +10,12 @@ import functools
 
 import numpy
 
-from kuiper.expr.nodes import Expr
-from kuiper.expr.parser import parse
 from kuiper.ir import dtypes
 from kuiper.ir.codegen_numpy import CompiledExpression, compile_elementwise
-from kuiper.expr.lower import lower
 from kuiper.ir.simplify import simplify
+from kuiper.pnnx_expr.lower import lower
+from kuiper.pnnx_expr.nodes import Expr
+from kuiper.pnnx_expr.parser import parse
 
 
 def evaluate(text_or_expr: str | Expr, inputs, xp=None):

@@ -5,9 +5,9 @@ together, the fixtures' pnnx.Expression ops call every function in the table
 that pnnx can write from a traced model.
 """
 
-from kuiper.expr import FUNCTIONS, parse
-from kuiper.expr.nodes import Call
-from kuiper.expr.transform import _walk
+from kuiper.pnnx_expr import FUNCTIONS, parse
+from kuiper.pnnx_expr.nodes import Call
+from kuiper.pnnx_expr.transform import _walk
 from kuiper.formats.pnnx_param import parse_param
 
 from conftest import MODELS

@@ -1,4 +1,4 @@
-"""The expression AST: small frozen dataclasses, hashable and comparable.
+"""The expression AST: small frozen dataclasses, hashable and comparable, and their canonical text.
 
 Equality is structural, so ``parse(to_string(e)) == e`` is the round-trip
 property the tests check.  ``Literal`` compares by (type, repr) so that
@@ -7,15 +7,21 @@ property the tests check.  ``Literal`` compares by (type, repr) so that
 The hash is computed once, at construction: substitution shares subtrees
 (``add(@0,mul(@0,2))`` with ``@0`` replaced), and a recursive hash of such
 a DAG would take time exponential in its depth.
+
+``to_string`` prints an AST in canonical prefix form, which the parser reads
+back; it lives beside the nodes because ``str(node)`` is that text.  The
+output is also valid PNNX: ``add(mul(@0,0.5),log1p(@0))``, lists as
+``[size(@0,0),-1]``.  Floats print with ``repr`` (shortest text that reads
+back to the same double): ``2.0``, ``1e-05``, ``inf``, ``nan``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kuiper.ir.recursion import deep_recursion
 from kuiper.ir.structural import Structural
-
-from kuiper.expr.functions import FUNCTIONS
+from kuiper.pnnx_expr.functions import FUNCTIONS
 
 LiteralValue = int | float | bool | complex | None
 
@@ -27,8 +33,6 @@ class Expr(Structural):
         return ()
 
     def __str__(self) -> str:
-        from kuiper.expr.printer import to_string
-
         return to_string(self)
 
 
@@ -102,3 +106,34 @@ class ListExpr(Expr):
 def call(name: str, *args: Expr | LiteralValue) -> Call:
     """Build a Call, wrapping plain Python values as literals: ``call("add", Input(0), 1)``."""
     return Call(name, tuple(a if isinstance(a, Expr) else Literal(a) for a in args))
+
+
+def to_string(expr: Expr) -> str:
+    with deep_recursion():
+        return _print(expr)
+
+
+def _print(expr: Expr) -> str:
+    if isinstance(expr, Input):
+        return f"@{expr.index}"
+    if isinstance(expr, Literal):
+        return format_literal(expr.value)
+    if isinstance(expr, Call):
+        return f"{expr.name}({','.join(_print(arg) for arg in expr.args)})"
+    if isinstance(expr, Size):
+        if expr.dim is None:
+            return f"size({_print(expr.input)})"
+        return f"size({_print(expr.input)},{expr.dim})"
+    if isinstance(expr, ListExpr):
+        return f"[{','.join(_print(item) for item in expr.items)}]"
+    raise TypeError(f"not an expression node: {expr!r}")
+
+
+def format_literal(value: object) -> str:
+    if value is None or isinstance(value, (bool, int)):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, complex):
+        return f"{value.real!r}+{value.imag!r}j"
+    raise TypeError(f"not a literal value: {value!r}")

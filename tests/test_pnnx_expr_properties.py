@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kuiper.errors import ExpressionSyntaxError
-from kuiper.expr import FUNCTIONS, Call, Expr, Input, ListExpr, Literal, Size, parse, to_string
+from kuiper.pnnx_expr import FUNCTIONS, Call, Expr, Input, ListExpr, Literal, Size, parse, to_string
 
 FUNCTION_NAMES = sorted(FUNCTIONS)
 
