@@ -16,7 +16,6 @@ from . import (
     conv,
     creation,
     elementwise,
-    expression,
     gating,
     grid_sample,
     inplace,
@@ -42,7 +41,7 @@ from . import (
 
 FAMILIES = [
     io, conv, pooling, norm, activation, linear, reduce, compare,
-    shape, slicing, concat, pad, resize, plumbing, expression, elementwise, attention, recurrent,
+    shape, slicing, concat, pad, resize, plumbing, elementwise, attention, recurrent,
     pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
     grid_sample, complex_tensors, spectral,
 ]

@@ -7,6 +7,10 @@ the backend (one buffer-reusing NumPy evaluation, one CUDA kernel on CuPy) and
 fusable with its neighbours.  A ``[...]`` list (shapes for reshape, index
 lists) or the whole ``size(@i)`` is host-side shape arithmetic: it is lowered
 to a Function with several results and run the same way, never fused.
+
+The op lives with its language, not in kuiper/ops: the op set knows IR math, never a
+parser. The PNNX frontend registers it (kuiper/formats/pnnx.py), as the te language
+registers its kernels as ops.
 """
 
 from __future__ import annotations
@@ -14,12 +18,13 @@ from __future__ import annotations
 import functools
 
 from ..errors import ExpressionSyntaxError
-from ..pnnx_expr import ListExpr, Literal, Size, parse
-from ..pnnx_expr.lower import lower, lower_value
-from ..pnnx_expr.transform import uses_size_of
 from ..ir import simplify
-from .base import NodeParams
-from .elementwise import ElementwiseMath, ElementwiseOp, dtype_name
+from ..ops.base import NodeParams
+from ..ops.elementwise import ElementwiseMath, ElementwiseOp, dtype_name
+from .lower import lower, lower_value
+from .nodes import ListExpr, Literal, Size
+from .parser import parse
+from .transform import uses_size_of
 
 
 @functools.lru_cache(maxsize=4096)
