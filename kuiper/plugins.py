@@ -61,20 +61,19 @@ def _load_entry_points(manager: pluggy.PluginManager) -> None:
     """Register each entry point of the group (as pluggy's loader does), skipping those that fail to load."""
     for distribution in importlib.metadata.distributions():
         for entry_point in distribution.entry_points:
-            if entry_point.group != ENTRY_POINT_GROUP or manager.has_plugin(entry_point.name):
-                continue
-            if manager.is_blocked(entry_point.name):
-                continue
+            name = entry_point.name
+            if entry_point.group != ENTRY_POINT_GROUP or manager.has_plugin(name) or manager.is_blocked(name):
+                continue  # another group, a built-in (registered first), or a plugin dropped before
             origin = (
-                f"entry point '{entry_point.name} = {entry_point.value}' of distribution "
+                f"entry point '{name} = {entry_point.value}' of distribution "
                 f"{distribution.metadata['Name']} {distribution.version}"
             )
             try:
-                manager.register(entry_point.load(), name=entry_point.name)
-            except Exception as exc:  # noqa: BLE001 - any failure of a third party's import or hooks
-                _warn_dropped(f"'{entry_point.name}' ({origin})", "failed to load", exc)
+                manager.register(entry_point.load(), name=name)
+            except Exception as exc:  # noqa: BLE001 - whatever a third party's import or registration raises
+                _warn_dropped(f"'{name}' ({origin})", "failed to load", exc)
                 continue
-            _origins[entry_point.name] = origin
+            _origins[name] = origin
 
 
 def _warn_dropped(plugin: str, what: str, exc: BaseException) -> None:
