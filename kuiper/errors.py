@@ -75,6 +75,10 @@ class UnknownParamWarning(UserWarning):
     """An op in a model file has params kuiper does not know; they are ignored (``strict=True``: an error)."""
 
 
+class PluginWarning(UserWarning):
+    """A third-party plugin failed to load or one of its hooks raised; kuiper goes on without it."""
+
+
 class UnsupportedOperatorError(KuiperError):
     """An op type is not registered, or an op uses a parameter value kuiper does not implement."""
 
