@@ -22,7 +22,7 @@ from kuiper.numba_kernels import conv as compiled_conv
 from kuiper.numba_kernels import pooling as compiled_pooling
 from kuiper.numba_kernels import runtime
 from kuiper.ops.conv import Conv2d
-from kuiper.ops.pooling import MaxPool2d
+from kuiper.ops.pooling_max import MaxPool2d
 
 TOLERANCE = 1e-4
 
@@ -162,7 +162,7 @@ AVG_POOL_CASES = {
 @pytest.mark.parametrize("case", AVG_POOL_CASES)
 @pytest.mark.parametrize("shape", [(2, 5, 13, 12), (3, 9, 7)])
 def test_compiled_avg_pool_matches_float64(case, shape):
-    from kuiper.ops.pooling import AvgPool2d
+    from kuiper.ops.pooling_average import AvgPool2d
 
     node = OpNode("nn.AvgPool2d", "pool", ["x"], ["y"], params=AVG_POOL_CASES[case])
     x = inputs(shape)

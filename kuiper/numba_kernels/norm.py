@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ..ops import norm as reference_norm
+from ..ops import norm_layer as reference_norm
 from . import norm_kernels as kernels
 from .runtime import threads
 

@@ -21,11 +21,15 @@ from . import (
     inplace,
     io,
     linear,
-    norm,
+    norm_batch,
+    norm_layer,
+    norm_magnitude,
     pad,
     plumbing,
     pointwise,
-    pooling,
+    pooling_adaptive,
+    pooling_average,
+    pooling_max,
     recurrent,
     reduce,
     resize,
@@ -40,7 +44,8 @@ from . import (
 )
 
 FAMILIES = [
-    io, conv, pooling, norm, activation, linear, reduce, compare,
+    io, conv, pooling_max, pooling_average, pooling_adaptive, norm_batch, norm_layer, norm_magnitude,
+    activation, linear, reduce, compare,
     shape, slicing, concat, pad, resize, plumbing, elementwise, attention, recurrent,
     pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
     grid_sample, complex_tensors, spectral,
