@@ -30,11 +30,16 @@ ELEMENTWISE = frozenset(
 REGROUPING = ("tuple", "get-tuple-element", "parameter")
 
 
-def op_type(instruction: HloInstruction) -> str:
-    """``hlo.<opcode>``; a custom call is ``hlo.custom-call.<target>`` (e.g. the TopK op)."""
+def translation_key(instruction: HloInstruction) -> str:
+    """The opcode; a custom call is ``custom-call.<target>`` (e.g. the TopK custom call)."""
     if instruction.opcode == "custom-call":
-        return f"hlo.custom-call.{instruction.attributes.get('custom_call_target', '')}"
-    return f"hlo.{instruction.opcode}"
+        return f"custom-call.{instruction.attributes.get('custom_call_target', '')}"
+    return instruction.opcode
+
+
+def op_type(instruction: HloInstruction) -> str:
+    """``hlo.<opcode>``, ``hlo.custom-call.<target>``: an op of kuiper/hlo's own library."""
+    return f"hlo.{translation_key(instruction)}"
 
 
 def leaves(value) -> list[str]:
@@ -51,7 +56,7 @@ def check_supported(module: HloModule, supported) -> None:
         for instruction in computation.instructions:
             if instruction.opcode in INLINED or instruction.opcode in REGROUPING:
                 continue
-            if instruction.opcode not in TRANSLATORS and op_type(instruction) not in supported:
+            if translation_key(instruction) not in TRANSLATORS and op_type(instruction) not in supported:
                 what = instruction.opcode
                 if instruction.opcode == "custom-call":
                     what += f" (custom_call_target={instruction.attributes.get('custom_call_target')!r})"
@@ -140,7 +145,7 @@ class _Lowering:
             else:
                 operands = self.unbroadcast_scalars(computation, instruction, operands, values)
                 output = self.fresh_value(name, instruction.shape)
-                translator = TRANSLATORS.get(opcode)
+                translator = TRANSLATORS.get(translation_key(instruction))
                 if translator is None:
                     self.ops.append(self.node(instruction, name, operands, leaves(output)))
                 else:
@@ -180,7 +185,11 @@ class _Lowering:
 
     def site(self, instruction: HloInstruction, name: str, operands: list, outputs: list[str]) -> Site:
         return Site(instruction, self.module, name, [leaf for o in operands for leaf in leaves(o)], outputs,
-                    [len(leaves(o)) for o in operands], self.declare)
+                    [len(leaves(o)) for o in operands], self.declare, self.lower_called)
+
+    def lower_called(self, computation: HloComputation, vectorized: bool) -> ModelIR:
+        """A computation that an instruction calls (a loop body, a reducer) as a sub-graph of its own."""
+        return lower_computation(self.module, computation, vectorized)
 
     def node(self, instruction: HloInstruction, name: str, operands: list, outputs: list[str]) -> OpNode:
         attrs = {"data": literal_array(instruction)} if instruction.opcode == "constant" else {}
