@@ -33,6 +33,22 @@ def combine(xp, name: str, a, b):
     return (a | b) if a.dtype != xp.bool else xp.logical_or(a, b)
 
 
+def identity(xp, name: str, dtype):
+    """The value that reducer ``name`` leaves any other value unchanged with, in ``dtype``."""
+    if dtype == xp.bool:
+        return xp.asarray(name in ("mul", "and", "min"))
+    if name in ("add", "or"):
+        value = 0
+    elif name == "mul":
+        value = 1
+    elif xp.isdtype(dtype, "real floating"):
+        value = {"max": -float("inf"), "min": float("inf")}.get(name, float("nan"))
+    else:
+        info = xp.iinfo(dtype)
+        value = {"max": info.min, "min": info.max, "and": -1 if info.min < 0 else info.max}[name]
+    return xp.asarray(value, dtype=dtype)
+
+
 def _accumulation_dtype(xp, dtype):
     """float16 sums and products run in float32 (rounding each partial result to float16 drifts)."""
     return xp.float32 if dtype == xp.float16 else dtype
@@ -64,10 +80,12 @@ def reduce_named(xp, name: str, x, axes: tuple[int, ...], init):
     return xp.astype(xp.broadcast_to(result, kept), x.dtype)
 
 
-def fold_last_axis(xp, reducer, arrays: list, inits: list | None) -> list:
+def fold_last_axis(xp, reducer, arrays: list, inits: list | None, valid=None) -> list:
     """Fold the last axis of every array with ``reducer(*accumulators, *elements) -> list``.
 
     Starts from ``inits`` (None: from the first element; the axis must then be non-empty).
+    ``valid`` (bool, the arrays' shape) marks the elements that take part; the others
+    (window padding) are skipped, as if absent.
     """
     count = arrays[0].shape[-1]
     if count == 0:
@@ -77,12 +95,23 @@ def fold_last_axis(xp, reducer, arrays: list, inits: list | None) -> list:
         left = [a[..., :half] for a in arrays]
         right = [a[..., half : 2 * half] for a in arrays]
         folded = reducer(*left, *right)
+        if valid is not None:
+            left_valid, right_valid = valid[..., :half], valid[..., half : 2 * half]
+            folded = [xp.where(left_valid & right_valid, f, xp.where(left_valid, a, b))
+                      for f, a, b in zip(folded, left, right)]
+            folded_valid = left_valid | right_valid
+            valid = xp.concat([folded_valid, valid[..., 2 * half :]], axis=-1) if count % 2 else folded_valid
         if count % 2:
             folded = [xp.concat([f, a[..., 2 * half :]], axis=-1) for f, a in zip(folded, arrays)]
         arrays = folded
         count = arrays[0].shape[-1]
     last = [a[..., 0] for a in arrays]
-    return last if inits is None else reducer(*inits, *last)
+    if inits is None:
+        return last
+    combined = reducer(*inits, *last)
+    if valid is None:
+        return combined
+    return [xp.where(valid[..., 0], c, init) for c, init in zip(combined, inits)]
 
 
 class Reducer:
@@ -106,8 +135,11 @@ class Reducer:
             return [combine(self.xp, self.name, *arrays)]
         return call_subgraph(self.xp, self.model, arrays)
 
-    def reduce(self, arrays: list, inits: list, axes: tuple[int, ...]) -> list:
-        """Each array reduced over ``axes`` from its init, in its own dtype (the axes dropped)."""
+    def reduce(self, arrays: list, inits: list, axes: tuple[int, ...], valid=None) -> list:
+        """Each array reduced over ``axes`` from its init, in its own dtype (the axes dropped).
+
+        ``valid`` (sub-graph reducers only) marks the elements that take part.
+        """
         xp = self.xp
         if self.name is not None:
             (x,) = arrays
@@ -116,7 +148,9 @@ class Reducer:
         kept = [d for d in range(rank) if d not in axes]
         shape = tuple(arrays[0].shape[d] for d in kept)
         flat = [xp.reshape(xp.permute_dims(a, (*kept, *axes)), (*shape, -1)) for a in arrays]
-        results = fold_last_axis(xp, self, flat, inits)
+        if valid is not None:
+            valid = xp.reshape(xp.permute_dims(valid, (*kept, *axes)), (*shape, -1))
+        results = fold_last_axis(xp, self, flat, inits, valid)
         return [xp.broadcast_to(xp.astype(xp.asarray(r), a.dtype), shape) for r, a in zip(results, arrays)]
 
 

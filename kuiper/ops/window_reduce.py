@@ -2,14 +2,15 @@
 
 Window params, one value per operand dim: ``window`` (sizes), ``strides``, ``padding``
 (``[low, high]`` pairs; negative crops), ``base_dilation`` (holes between operand elements)
-and ``window_dilation`` (holes between window taps).  Padding and holes hold the init value,
-so they never change a reduction.  A window that does not fit gives an empty output dim.
+and ``window_dilation`` (holes between window taps).  Taps that fall into padding or holes
+take no part (XLA's rule): a named reducer sees its identity there, a sub-graph reducer
+skips them.  A window that does not fit gives an empty output dim.
 """
 
 from __future__ import annotations
 
 from .base import Op
-from .reducers import Reducer, combine, scatter_with
+from .reducers import Reducer, combine, identity, scatter_with
 
 
 class Windowed(Op):
@@ -70,6 +71,7 @@ class ReduceWindow(Windowed):
         self.reducer = Reducer(self)
         if self.reducer.name is not None and self.count != 1:
             raise self.error(f"reducer '{self.reducer.name}' reduces one operand, found {self.count}")
+        self.padded = any(p != (0, 0) for p in self.padding) or set(self.base_dilation) != {1}
         # Windows that tile the operand exactly (pooling): a reshape gives them as axes, no copy.
         self.tiles = self.reducer.name is not None and self.window == self.strides and all(
             pad == (0, 0) for pad in self.padding) and set(self.base_dilation) | set(self.window_dilation) == {1}
@@ -82,8 +84,16 @@ class ReduceWindow(Windowed):
             raise self.error(f"has a {len(self.window)}-dim window for a rank-{rank} operand")
         if self.tiles and all(d % k == 0 for d, k in zip(arrays[0].shape, self.window)):
             return self.reduce_tiles(arrays[0], inits[0])
-        windowed = [self.windows(a, xp.asarray(init, dtype=a.dtype)) for a, init in zip(arrays, inits)]
-        results = self.reducer.reduce(windowed, inits, tuple(range(rank, 2 * rank)))
+        axes = tuple(range(rank, 2 * rank))
+        if self.reducer.name is not None:
+            x = arrays[0]
+            windowed = self.windows(x, identity(xp, self.reducer.name, x.dtype))
+            return self.reducer.reduce([windowed], inits, axes)[0]
+        windowed = [self.windows(a, xp.zeros((), dtype=a.dtype)) for a in arrays]
+        valid = None
+        if self.padded:
+            valid = self.windows(xp.ones(arrays[0].shape, dtype=xp.bool), xp.asarray(False))
+        results = self.reducer.reduce(windowed, inits, axes, valid)
         return results[0] if self.count == 1 else tuple(results)
 
     def reduce_tiles(self, x, init):
