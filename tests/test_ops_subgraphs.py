@@ -54,7 +54,8 @@ def window_reference(x, init, combine, window, strides, padding, base_dilation, 
     for position in itertools.product(*map(range, out_shape)):
         value = init
         for tap in itertools.product(*map(range, window)):
-            where = [o * s + t * w - lo for o, s, t, w, (lo, _) in zip(position, strides, tap, window_dilation, padding)]
+            where = [o * s + t * w - lo
+                     for o, s, t, w, (lo, _) in zip(position, strides, tap, window_dilation, padding)]
             if all(0 <= p < d and p % b == 0 for p, d, b in zip(where, dilated, base_dilation)):
                 value = combine(value, float(x[tuple(p // b for p, b in zip(where, base_dilation))]))
         out[position] = value

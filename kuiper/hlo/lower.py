@@ -4,9 +4,10 @@
   ``get-tuple-element`` only regroup leaves and emit no op.
 * ``call`` and ``fusion`` are inlined: the called computation's instructions join
   the caller's graph under the prefix ``caller/``, so the graph sees through them.
-* Every other instruction becomes an op of type ``hlo.<opcode>`` whose params hold
-  the instruction (``instruction``) and the module (``module``), so ops that call
-  computations (while, reduce, sort ...) can build those as sub-Models.
+* An instruction with a translator (kuiper/hlo/translators.py) becomes canonical ops;
+  a computation it calls (a loop body, a reducer, a comparator) is lowered here too,
+  into a ModelIR that the op holds as a sub-graph param.  Any other instruction becomes
+  an op of type ``hlo.<opcode>`` whose params hold the instruction and the module.
 * ``vectorized=True`` leaves the parameter shapes free: used for computations that
   XLA applies to scalars (reduce's ``to_apply``, comparators), which kuiper applies
   to whole arrays at once.
