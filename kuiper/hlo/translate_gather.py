@@ -8,20 +8,21 @@ from .translate_called import called, flag, reducer
 from .translate_common import integer, ints
 
 
+def _dimension_numbers(site: Site, required: tuple[str, ...], optional: tuple[str, ...]) -> dict:
+    """Lists of dims as params (an optional one absent is empty)."""
+    params = {key: list(ints(site, key)) for key in required}
+    params.update({key: list(ints(site, key, ())) for key in optional})
+    return params
+
+
 def translate_gather(site: Site) -> list[OpNode]:
     slice_sizes = ints(site, "slice_sizes")
     if len(slice_sizes) != site.operand_shape(0).rank:
         raise site.error(f"slice_sizes={list(slice_sizes)} do not match the operand {site.operand_shape(0)}")
-    params = {
-        "offset_dims": list(ints(site, "offset_dims", ())),
-        "collapsed_slice_dims": list(ints(site, "collapsed_slice_dims", ())),
-        "start_index_map": list(ints(site, "start_index_map")),
-        "index_vector_dim": integer(site, "index_vector_dim"),
-        "slice_sizes": list(slice_sizes),
-        "operand_batching_dims": list(ints(site, "operand_batching_dims", ())),
-        "start_indices_batching_dims": list(ints(site, "start_indices_batching_dims", ())),
-        "indices_are_sorted": flag(site, "indices_are_sorted"),
-    }
+    params = _dimension_numbers(site, ("start_index_map",), ("offset_dims", "collapsed_slice_dims",
+                                "operand_batching_dims", "start_indices_batching_dims"))
+    params.update(index_vector_dim=integer(site, "index_vector_dim"), slice_sizes=list(slice_sizes),
+                  indices_are_sorted=flag(site, "indices_are_sorted"))
     return [site.op("Gather", site.inputs, site.outputs, params)]
 
 
@@ -38,17 +39,10 @@ def translate_scatter(site: Site) -> list[OpNode]:
     count = (len(site.inputs) - 1) // 2
     if count == 0 or len(site.inputs) != 2 * count + 1:
         raise site.error(f"expects N operands, the indices and N updates, found {len(site.inputs)} value(s)")
-    params = {
-        "update_window_dims": list(ints(site, "update_window_dims", ())),
-        "inserted_window_dims": list(ints(site, "inserted_window_dims", ())),
-        "scatter_dims_to_operand_dims": list(ints(site, "scatter_dims_to_operand_dims")),
-        "index_vector_dim": integer(site, "index_vector_dim"),
-        "input_batching_dims": list(ints(site, "input_batching_dims", ())),
-        "scatter_indices_batching_dims": list(ints(site, "scatter_indices_batching_dims", ())),
-        "indices_are_sorted": flag(site, "indices_are_sorted"),
-        "unique_indices": flag(site, "unique_indices"),
-        "combiner": _combiner(site, count),
-    }
+    params = _dimension_numbers(site, ("scatter_dims_to_operand_dims",), ("update_window_dims",
+                                "inserted_window_dims", "input_batching_dims", "scatter_indices_batching_dims"))
+    params.update(index_vector_dim=integer(site, "index_vector_dim"), indices_are_sorted=flag(site, "indices_are_sorted"),
+                  unique_indices=flag(site, "unique_indices"), combiner=_combiner(site, count))
     return [site.op("Scatter", site.inputs, site.outputs, params)]
 
 

@@ -111,9 +111,7 @@ class Scatter(DimensionNumbers):
         self.index_batching = self.dims("scatter_indices_batching_dims")
         self.bool_param("indices_are_sorted", default=False)
         self.bool_param("unique_indices", default=False)
-        self.combiner = None if self.param("combiner") == "replace" else Reducer(self, "combiner")
-        if self.combiner is not None and self.combiner.name is not None and self.count != 1:
-            raise self.error(f"combiner '{self.combiner.name}' combines one operand, found {self.count}")
+        self.combiner = None if self.param("combiner") == "replace" else Reducer(self, "combiner", self.count)
 
     def forward(self, *inputs):
         xp = self.xp

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from .base import Op, normalize_axis
-from .reducers import Reducer
+from .reducers import Reducer, operands_and_inits
 
 
 class Reduction(Op):
@@ -236,14 +236,9 @@ class Reduce(Op):
     types = ("Reduce",)
 
     def setup(self):
-        self.count = len(self.node.inputs) // 2
-        if len(self.node.inputs) % 2 or self.count == 0 or len(self.node.outputs) != self.count:
-            raise self.error(f"takes N operands and N initial values for N outputs, found "
-                             f"{len(self.node.inputs)} input(s) and {len(self.node.outputs)} output(s)")
+        self.count = operands_and_inits(self)
         self.axes = self.ints_param("axes")
-        self.reducer = Reducer(self)
-        if self.reducer.name is not None and self.count != 1:
-            raise self.error(f"reducer '{self.reducer.name}' reduces one operand, found {self.count}")
+        self.reducer = Reducer(self, "reducer", self.count)
 
     def forward(self, *inputs):
         arrays, inits = list(inputs[: self.count]), list(inputs[self.count :])

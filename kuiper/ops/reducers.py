@@ -117,7 +117,7 @@ def fold_last_axis(xp, reducer, arrays: list, inits: list | None, valid=None) ->
 class Reducer:
     """The reducer param ``key`` of ``op``: a name, or a sub-graph built by the graph builder."""
 
-    def __init__(self, op, key: str = "reducer"):
+    def __init__(self, op, key: str = "reducer", operand_count: int = 1):
         value = op.param(key)
         self.xp = op.xp
         self.name: str | None = None
@@ -125,6 +125,8 @@ class Reducer:
         if isinstance(value, str):
             if value not in NAMED:
                 raise op.unsupported(key, value, NAMED)
+            if operand_count != 1:
+                raise op.error(f"{key} '{value}' combines one operand, found {operand_count}")
             self.name = value
         else:
             self.model = op.subgraph(key)
@@ -152,6 +154,15 @@ class Reducer:
             valid = xp.reshape(xp.permute_dims(valid, (*kept, *axes)), (*shape, -1))
         results = fold_last_axis(xp, self, flat, inits, valid)
         return [xp.broadcast_to(xp.astype(xp.asarray(r), a.dtype), shape) for r, a in zip(results, arrays)]
+
+
+def operands_and_inits(op) -> int:
+    """N, for an op with inputs ``operands..., inits...`` (N each) and N outputs."""
+    count = len(op.node.inputs) // 2
+    if len(op.node.inputs) % 2 or count == 0 or len(op.node.outputs) != count:
+        raise op.error(f"takes N operands and N initial values for N outputs, found "
+                       f"{len(op.node.inputs)} input(s) and {len(op.node.outputs)} output(s)")
+    return count
 
 
 def call_subgraph(xp, model, arrays) -> list:

@@ -10,7 +10,7 @@ skips them.  A window that does not fit gives an empty output dim.
 from __future__ import annotations
 
 from .base import Op
-from .reducers import Reducer, combine, identity, scatter_with
+from .reducers import Reducer, combine, identity, operands_and_inits, scatter_with
 
 
 class Windowed(Op):
@@ -63,14 +63,9 @@ class ReduceWindow(Windowed):
     types = ("ReduceWindow",)
 
     def setup(self):
-        self.count = len(self.node.inputs) // 2
-        if len(self.node.inputs) % 2 or self.count == 0 or len(self.node.outputs) != self.count:
-            raise self.error(f"takes N operands and N initial values for N outputs, found "
-                             f"{len(self.node.inputs)} input(s) and {len(self.node.outputs)} output(s)")
+        self.count = operands_and_inits(self)
         self.read_window(len(self.ints_param("window")))
-        self.reducer = Reducer(self)
-        if self.reducer.name is not None and self.count != 1:
-            raise self.error(f"reducer '{self.reducer.name}' reduces one operand, found {self.count}")
+        self.reducer = Reducer(self, "reducer", self.count)
         self.padded = any(p != (0, 0) for p in self.padding) or set(self.base_dilation) != {1}
         # Windows that tile the operand exactly (pooling): a reshape gives them as axes, no copy.
         self.tiles = self.reducer.name is not None and self.window == self.strides and all(
