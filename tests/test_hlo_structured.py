@@ -143,3 +143,35 @@ def test_reduce_window_with_a_general_reducer_keeps_the_window_shape():
     expected = np.lib.stride_tricks.sliding_window_view(x, (2, 2), axis=(1, 2)).max(axis=(-2, -1))
     assert got.shape == (2, 16, 30, 7)
     np.testing.assert_array_equal(got, expected)
+
+
+JAX_LESS = """HloModule m
+less {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  nan = f32[] constant(nan)
+  zero = f32[] constant(0)
+  a_nan = pred[] compare(a, a), direction=NE
+  a_zero = pred[] compare(a, zero), direction=EQ
+  a0 = f32[] select(a_zero, zero, a)
+  a1 = f32[] select(a_nan, nan, a0)
+  b_nan = pred[] compare(b, b), direction=NE
+  b_zero = pred[] compare(b, zero), direction=EQ
+  b0 = f32[] select(b_zero, zero, b)
+  b1 = f32[] select(b_nan, nan, b0)
+  ROOT lt = pred[] compare(a1, b1), direction=LT, type=TOTALORDER
+}
+ENTRY e {
+  x = f32[7] parameter(0)
+  ROOT s = f32[7] sort(x), dimensions={0}, is_stable=true, to_apply=less
+}
+"""
+
+
+def test_jax_float_comparator_sorts_zeros_and_nans_as_equals():
+    (sort,) = [node for node in lower_entry(parse(JAX_LESS)).ops if node.type == "Sort"]
+    assert sort.params["canonical_nans_and_zeros"] is True and "comparator" not in sort.params
+    x = np.float32([np.nan, -0.0, 0.0, -np.nan, 1, -0.0, -np.inf])
+    got = run(JAX_LESS, x)
+    expected = x[[6, 1, 2, 5, 4, 0, 3]]  # -0 and +0 equal, both NaNs equal and last: each kept in order
+    np.testing.assert_array_equal(got.view(np.int32), expected.view(np.int32))

@@ -2,7 +2,8 @@
 
 Sort's ``comparator`` is either recognised or a sub-graph.  Recognised: ``key`` (which
 operand holds the keys) and ``descending``: a stable argsort of the keys, floats in
-total order (-NaN < -inf < ... < -0 < +0 < ... < inf < NaN), reorders every operand.
+total order (-NaN < -inf < ... < -0 < +0 < ... < inf < NaN), reorders every operand;
+``canonical_nans_and_zeros`` sorts -0 as +0 and every NaN as one NaN (after +inf).
 A sub-graph ``less(a0, b0, a1, b1, ...) -> pred`` (written for scalars) runs a bottom-up
 merge sort over every row at once: in each pass every element finds its place in the
 neighbouring run by binary search, O(log^2 n) comparator calls for rows of n.  Left-run
@@ -49,6 +50,7 @@ class Sort(Op):
             if not 0 <= self.key < self.count:
                 raise self.error(f"param 'key' must name one of the {self.count} operand(s), found {self.key}")
             self.descending = self.bool_param("descending", default=False)
+            self.canonical = self.bool_param("canonical_nans_and_zeros", default=False)
             self.comparator = None
         else:
             self.comparator = self.subgraph("comparator")
@@ -58,7 +60,11 @@ class Sort(Op):
         if not 0 <= self.axis < inputs[0].ndim:
             raise self.error(f"axis {self.axis} is not a dim of a rank-{inputs[0].ndim} operand")
         if self.comparator is None:
-            order = stable_order(xp, inputs[self.key], self.axis, self.descending)
+            keys = inputs[self.key]
+            if self.canonical and xp.isdtype(keys.dtype, "real floating"):
+                zero, nan = xp.zeros((), dtype=keys.dtype), xp.asarray(float("nan"), dtype=keys.dtype)
+                keys = xp.where(xp.isnan(keys), nan, xp.where(keys == 0, zero, keys))
+            order = stable_order(xp, keys, self.axis, self.descending)
             results = [xp.take_along_axis(x, order, axis=self.axis) for x in inputs]
         else:
             rows = [xp.moveaxis(x, self.axis, -1) for x in inputs]
