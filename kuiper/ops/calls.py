@@ -32,7 +32,7 @@ class Map(Op):
     def forward(self, *inputs):
         xp = self.xp
         results = call_subgraph(xp, self.function, inputs)
-        return _single_or_tuple([r if d is None else xp.astype(xp.asarray(r), getattr(xp, d))
+        return _single_or_tuple([r if d is None else xp.astype(xp.asarray(r), getattr(xp, d), copy=False)
                                  for r, d in zip(results, self.dtypes)])
 
 

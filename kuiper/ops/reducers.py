@@ -58,7 +58,7 @@ def reduce_named(xp, name: str, x, axes: tuple[int, ...], init):
     """``init <name> x[...]`` over ``axes`` (each reduced element once), in ``x``'s dtype."""
     kept = tuple(d for i, d in enumerate(x.shape) if i not in axes)
     if any(x.shape[a] == 0 for a in axes):
-        return xp.astype(xp.broadcast_to(xp.asarray(init, dtype=x.dtype), kept), x.dtype)
+        return xp.broadcast_to(xp.asarray(init, dtype=x.dtype), kept)
     wide = _accumulation_dtype(xp, x.dtype)
     if x.dtype == xp.bool and name in ("add", "or"):
         reduced = xp.any(x, axis=axes)
@@ -76,8 +76,10 @@ def reduce_named(xp, name: str, x, axes: tuple[int, ...], init):
         moved = xp.reshape(xp.permute_dims(x, (*[i for i in range(x.ndim) if i not in axes], *axes)), (*kept, -1))
         (reduced,) = fold_last_axis(xp, lambda a, b: [combine(xp, name, a, b)], [moved], None)
     reduced = xp.asarray(reduced)
-    result = combine(xp, name, reduced, xp.astype(xp.asarray(init), reduced.dtype))
-    return xp.astype(xp.broadcast_to(result, kept), x.dtype)
+    result = combine(xp, name, reduced, xp.astype(xp.asarray(init), reduced.dtype, copy=False))
+    if tuple(result.shape) != kept:
+        result = xp.broadcast_to(result, kept)
+    return xp.astype(result, x.dtype, copy=False)
 
 
 def fold_last_axis(xp, reducer, arrays: list, inits: list | None, valid=None) -> list:
@@ -153,7 +155,7 @@ class Reducer:
         if valid is not None:
             valid = xp.reshape(xp.permute_dims(valid, (*kept, *axes)), (*shape, -1))
         results = fold_last_axis(xp, self, flat, inits, valid)
-        return [xp.broadcast_to(xp.astype(xp.asarray(r), a.dtype), shape) for r, a in zip(results, arrays)]
+        return [xp.broadcast_to(xp.astype(xp.asarray(r), a.dtype, copy=False), shape) for r, a in zip(results, arrays)]
 
 
 def operands_and_inits(op) -> int:

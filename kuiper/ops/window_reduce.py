@@ -106,7 +106,7 @@ class ReduceWindow(Windowed):
             for offset in range(1, split[axis]):
                 folded = combine(xp, name, folded, x[(*lead, offset)])
             x = folded
-        return xp.astype(combine(xp, name, x, xp.astype(xp.asarray(init), x.dtype)), dtype)
+        return xp.astype(combine(xp, name, x, xp.astype(xp.asarray(init), x.dtype)), dtype, copy=False)
 
 
 class SelectAndScatter(Windowed):
