@@ -9,8 +9,7 @@ import sys
 import numpy as np
 
 from kuiper.cli import main
-from kuiper.hlo import parse
-from kuiper.hlo.dfg import build_dfg
+from kuiper.hlo import build_dfg, parse
 
 MODULE = """HloModule m
 

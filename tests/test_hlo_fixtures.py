@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kuiper.hlo import parse
-from kuiper.hlo.dfg import build_dfg
+from kuiper.hlo import build_dfg, parse
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
 PROGRAMS = sorted(path.name[: -len(".npz")] for path in FIXTURES.glob("*.npz"))
