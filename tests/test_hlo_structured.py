@@ -175,3 +175,48 @@ def test_jax_float_comparator_sorts_zeros_and_nans_as_equals():
     got = run(JAX_LESS, x)
     expected = x[[6, 1, 2, 5, 4, 0, 3]]  # -0 and +0 equal, both NaNs equal and last: each kept in order
     np.testing.assert_array_equal(got.view(np.int32), expected.view(np.int32))
+
+
+THREE_AT_ONCE = """HloModule m
+sum_max_min {
+  a = f32[] parameter(0)
+  b = s32[] parameter(1)
+  c = f32[] parameter(2)
+  x = f32[] parameter(3)
+  y = s32[] parameter(4)
+  z = f32[] parameter(5)
+  s = f32[] add(a, x)
+  m = s32[] maximum(b, y)
+  n = f32[] minimum(c, z)
+  ROOT t = (f32[], s32[], f32[]) tuple(s, m, n)
+}
+always_one {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT one = f32[] constant(1)
+}
+ENTRY e {
+  x = f32[2,3,5] parameter(0)
+  y = s32[2,3,5] parameter(1)
+  zero = f32[] constant(0)
+  low = s32[] constant(-100)
+  high = f32[] constant(inf)
+  r = (f32[3], s32[3], f32[3]) reduce(x, y, x, zero, low, high), dimensions={0,2}, to_apply=sum_max_min
+  w = f32[2,2,4] reduce-window(x, zero), window={size=1x2x2}, to_apply=always_one
+  r0 = f32[3] get-tuple-element(r), index=0
+  r1 = s32[3] get-tuple-element(r), index=1
+  r2 = f32[3] get-tuple-element(r), index=2
+  ROOT t = (f32[3], s32[3], f32[3], f32[2,2,4]) tuple(r0, r1, r2, w)
+}
+"""
+
+
+def test_a_variadic_reduce_of_three_results_and_a_constant_window_reducer():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    y = rng.integers(-50, 50, (2, 3, 5)).astype(np.int32)
+    total, largest, smallest, ones = run(THREE_AT_ONCE, x, y)
+    np.testing.assert_allclose(total, x.astype(np.float64).sum(axis=(0, 2)), rtol=1e-5)
+    np.testing.assert_array_equal(largest, y.max(axis=(0, 2)))
+    np.testing.assert_array_equal(smallest, x.min(axis=(0, 2)))
+    assert ones.shape == (2, 2, 4) and (ones == 1).all()
