@@ -1,11 +1,11 @@
-"""The base of every HLO op: the instruction it runs, its attributes, and called computations as sub-Models."""
+"""The base of every HLO op: the instruction it runs and its attributes."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..ops.base import REQUIRED, Op
-from .module import HloComputation, HloInstruction, HloModule
+from .module import HloInstruction, HloModule
 from .shapes import ArrayShape
 
 
@@ -72,51 +72,3 @@ class HloOp(Op):
     def operand_shape(self, index: int):
         name = self.instruction.operands[index]
         return self.module.computations[self.instruction.computation].by_name[name].shape
-
-    # -- called computations -------------------------------------------------------
-    def called(self, key: str) -> HloComputation:
-        name = self.attribute(key)
-        if isinstance(name, list) and len(name) == 1:
-            name = name[0]
-        if not isinstance(name, str) or name not in self.module.computations:
-            raise self.error(f"attribute '{key}' must name a computation, found {name!r}")
-        return self.module.computations[name]
-
-    def sub_model(self, computation: HloComputation, vectorized: bool = False) -> SubModel:
-        """``computation`` built once as a Model on this op's backend.
-
-        ``vectorized``: the computation is written for scalars (a reducer, a comparator)
-        and is called with whole arrays, applying it element by element.
-        """
-        from ..graph import build
-        from .lower import lower_computation
-
-        return SubModel(build(lower_computation(self.module, computation, vectorized), backend=self.backend, fuse=False))
-
-
-class SubModel:
-    """A called computation as a function of flat arrays returning a list of flat arrays."""
-
-    def __init__(self, model):
-        self.model = model
-        self.input_count = len(model.inputs)
-
-    def __call__(self, *arrays) -> list:
-        result = self.model(*arrays)
-        return list(result) if len(self.model.outputs) != 1 else [result]
-
-
-def binary_root_opcode(computation: HloComputation) -> str | None:
-    """The opcode when ``computation`` is just ``ROOT op(parameter(0), parameter(1))``, else None.
-
-    Such reducers (add, multiply, maximum, minimum, and, or) map to array reductions.
-    """
-    root = computation.root
-    parameters = computation.parameters()
-    if len(parameters) != 2 or len(root.operands) != 2 or root.shape.is_tuple:
-        return None
-    if {computation.by_name[o].parameter_number for o in root.operands} != {0, 1}:
-        return None
-    if any(computation.by_name[o].opcode != "parameter" for o in root.operands):
-        return None
-    return root.opcode

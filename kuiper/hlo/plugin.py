@@ -8,19 +8,11 @@ from ..errors import UsageError
 from ..frontends import Frontend
 from ..hookspecs import hookimpl
 from ..model_ir import ModelIR
+from . import ops_elementwise, ops_linalg, ops_shape
 from .files import looks_like_hlo_text, read_module
 from .lower import lower_entry
-from . import (
-    ops_control,
-    ops_elementwise,
-    ops_gather,
-    ops_linalg,
-    ops_reduce,
-    ops_shape,
-    ops_sort,
-)
 
-FAMILIES = [ops_elementwise, ops_shape, ops_linalg, ops_reduce, ops_gather, ops_sort, ops_control]
+FAMILIES = [ops_elementwise, ops_shape, ops_linalg]
 
 
 class HloFrontend(Frontend):

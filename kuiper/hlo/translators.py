@@ -1,11 +1,18 @@
 """Opcode -> translator into the canonical op set, gathered from the translate_* modules.
 
 An opcode without a translator still becomes an ``hlo.<opcode>`` op of kuiper/hlo's own op
-library, which is being retired family by family.
+library, which is being retired family by family.  A custom call is keyed
+``custom-call.<target>``.
 """
 
 from __future__ import annotations
 
+from . import translate_control, translate_gather, translate_reduce, translate_sort
 from .site import Translator
 
-TRANSLATORS: dict[str, Translator] = {}
+TRANSLATORS: dict[str, Translator] = {
+    **translate_reduce.TRANSLATORS,
+    **translate_gather.TRANSLATORS,
+    **translate_sort.TRANSLATORS,
+    **translate_control.TRANSLATORS,
+}

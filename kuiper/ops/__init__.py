@@ -10,12 +10,14 @@ from . import (
     activation,
     attention,
     bitwise,
+    calls,
     compare,
     complex_tensors,
     concat,
     conv,
     creation,
     elementwise,
+    gather,
     gating,
     grid_sample,
     inplace,
@@ -37,10 +39,12 @@ from . import (
     selection,
     shape,
     slicing,
+    sort,
     special,
     spectral,
     vector,
     windows,
+    window_reduce,
 )
 
 FAMILIES = [
@@ -48,7 +52,7 @@ FAMILIES = [
     activation, linear, reduce, compare,
     shape, slicing, concat, pad, resize, plumbing, elementwise, attention, recurrent,
     pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
-    grid_sample, complex_tensors, spectral,
+    grid_sample, complex_tensors, spectral, calls, gather, sort, window_reduce,
 ]
 
 
