@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from kuiper.errors import IRError
 from kuiper.ir import dtypes
 from kuiper.ir.linearize import linearize
-from kuiper.ir.nodes import DimSize, Function, Var
+from kuiper.ir.nodes import Function, Var
 from kuiper.ir.printer import print_ir
 from kuiper.ir.render_c import COMPUTE_CTYPES, DEVICE_HELPERS, CRenderer
 
@@ -66,7 +66,7 @@ def _spec(fn: Function) -> KernelSpec:
     in_params = ", ".join(f"{_PARAM_DTYPE.get(p.dtype, p.dtype)} {p.name}" for p in fn.params)
     (result,) = fn.results
     out_params = f"{result.dtype} {result.name}"
-    operation = "\n".join(_body_lines(fn))
+    operation = "\n".join(_body_lines(fn))  # IRError for size(): a kernel does not see shapes
     digest = hashlib.sha1(f"{in_params}|{out_params}|{operation}".encode()).hexdigest()[:12]
     return KernelSpec(f"kuiper_ew_{digest}", in_params, out_params, operation, DEVICE_HELPERS)
 
@@ -125,9 +125,6 @@ def _check_elementwise(fn: Function) -> None:
     result = fn.results[0]
     if result.dtype == dtypes.SHAPE or dtypes.is_scalar(result.dtype):
         raise IRError(f"the expression's result is a Python {result.dtype}, not a tensor")
-    for stmt in fn.body.stmts:
-        if isinstance(stmt.value, DimSize):
-            raise IRError("size() inside a CUDA kernel: hoist it into a scalar input first")
     used = [p.dtype for p in fn.params] + [stmt.target.dtype for stmt in fn.body.stmts]
     if any(dtype != dtypes.SHAPE and dtypes.is_complex(dtype) for dtype in used):
         raise IRError("complex arithmetic has no generated CUDA kernel: it runs through the array namespace")

@@ -16,6 +16,7 @@ import math
 
 import numpy
 
+from kuiper.errors import IRError
 from kuiper.ir import dtypes
 from kuiper.ir.functions import Operation
 from kuiper.ir.nodes import Cast, Const, DimSize, For, Indexing, IRExpr, Select
@@ -125,7 +126,7 @@ class CRenderer(Renderer):
         return node.tensor.name + "".join(f"[{unwrap(self.visit(i))}]" for i in node.indices)
 
     def visit_DimSize(self, node: DimSize) -> str:
-        raise TypeError(f"size() inside {self.target}: hoist it into a scalar input first")
+        raise IRError(f"size() inside {self.target}: hoist it into a scalar input first")
 
     def assign(self, target: str, value: str) -> str:
         return f"{target} = {value};"
