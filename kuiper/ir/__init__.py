@@ -10,7 +10,8 @@
                                               C++ and CUDA (render_c.py), NumPy source (render_numpy.py)
     IRBuilder                                 statements with ``with`` scopes (builder.py)
     Visitor, Mutator                          pass bases (visitors.py)
-    codegen_numpy.compile_elementwise(fn, xp) -> callable over an array namespace
+    codegen_numpy.compile_elementwise(fn, xp) -> callable over an array namespace (an evaluator:
+                                              closures over xp_ops, no source text)
     codegen_cuda.elementwise_kernel_spec(fn) / cuda_source(fn)    fused elementwise CUDA
     codegen_cpp.cpp_source(fns) / cuda_source(fn)                  loop nests (te kernels) as C++ / CUDA
 
