@@ -70,6 +70,8 @@ class Renderer(Visitor):
     def visit_Var(self, node) -> str:
         return node.name
 
+    visit_Buffer = visit_Var  # dispatch is by exact class (a Buffer passes other passes untouched)
+
     def visit_Unary(self, node: Unary) -> str:
         return self.apply(node.op, node, node.operand)
 

@@ -1,9 +1,7 @@
 """Visitor and Mutator bases for IR passes.
 
-Subclasses define ``visit_<NodeClass>`` for the nodes they care about (as
-hidet's IRFunctor does); a node without its own method goes to its base
-class's (a Buffer is visited as a Var), and the rest is walked generically
-through the dataclass fields.  The Mutator
+Subclasses define ``visit_<NodeClass>`` for the nodes they care about; the
+rest is walked generically through the dataclass fields.  The Mutator
 rebuilds a node only when one of its children changed, and remembers what
 it returned for each node, so shared subtrees (a DAG) are rewritten once.
 """
@@ -16,19 +14,6 @@ from kuiper.ir.recursion import deep_recursion
 from kuiper.ir.nodes import Node
 
 
-def _method_name(visitor: type, node_class: type) -> str:
-    """``visit_<class>`` for the node's class or its nearest base that has one, else generic_visit."""
-    table = visitor.__dict__.get("_method_names")  # per class, so that it dies with the class
-    if table is None:
-        table = {}
-        visitor._method_names = table
-    name = table.get(node_class)
-    if name is None:
-        candidates = (f"visit_{cls.__name__}" for cls in node_class.__mro__)
-        name = table[node_class] = next((c for c in candidates if hasattr(visitor, c)), "generic_visit")
-    return name
-
-
 class Visitor:
     """Walks every node (shared subtrees once per occurrence)."""
 
@@ -37,7 +22,8 @@ class Visitor:
             return self.visit(node)
 
     def visit(self, node: Node):
-        return getattr(self, _method_name(type(self), type(node)))(node)
+        method = getattr(self, f"visit_{type(node).__name__}", self.generic_visit)
+        return method(node)
 
     def generic_visit(self, node: Node):
         for child in node.children():
@@ -58,7 +44,8 @@ class Mutator:
         done = self._memo.get(node)
         if done is not None:
             return done
-        result = getattr(self, _method_name(type(self), type(node)))(node)
+        method = getattr(self, f"visit_{type(node).__name__}", self.generic_visit)
+        result = method(node)
         self._memo[node] = result
         return result
 

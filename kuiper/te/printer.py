@@ -50,6 +50,8 @@ class _KernelText(Visitor):
     def visit_Var(self, node: Var) -> tuple[str, int]:
         return node.name, _ATOM
 
+    visit_Buffer = visit_Var
+
     def visit_Indexing(self, node: Indexing) -> tuple[str, int]:
         shape = ", ".join(str(d) for d in getattr(node.tensor, "shape", ()))
         indices = ", ".join(format_expr(i) for i in node.indices)
