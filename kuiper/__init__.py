@@ -33,7 +33,7 @@ from .errors import (
     UnsupportedOperatorError,
     UsageError,
 )
-from .frontends import Frontend
+from .frontends import Frontend, content_frontend, frontend_for, is_content, read_content
 from .graph import Model, StepObserver, TensorSpec
 from .hookspecs import hookimpl
 from .thread_limits import check_threads
@@ -80,31 +80,28 @@ def load(
     one loaded from memory does not pickle.
     """
     from .backends import get_backend
-    from .formats.pnnx import is_content, load_pnnx_content  # the only frontend that reads content
-    from .frontends import frontend_for
     from .graph import build
     from .graph.model import Origin
 
     threads = check_threads(threads)
     started = time.perf_counter()
+    if bin_path is not None:
+        options["bin_path"] = bin_path
     if is_content(path):
-        if format not in (None, "pnnx"):
-            raise ModelFormatError(f"kuiper.load(format={format!r}) was given the model's content; "
-                                   "only PNNX models load from memory: pass a path for other formats")
-        format_name, ir = "pnnx", load_pnnx_content(path, bin_path, **options)
+        content, name = read_content(path, "model")
+        frontend = content_frontend(content, name, format)
+        ir = frontend.load_content(content, name, **options)
     else:
         frontend = frontend_for(path, format)
-        if bin_path is not None:
-            options["bin_path"] = bin_path
-        format_name, ir = frontend.name, frontend.load(Path(path), **options)
+        ir = frontend.load(Path(path), **options)
     resolved = backend if not isinstance(backend, (str, type(None))) else get_backend(backend)
     model = build(ir, backend=resolved, fuse=fuse)
     model.threads = threads
-    logger.debug("loaded %s (%s): %d nodes on backend %s in %.0f ms", model.source, format_name, len(model.steps),
+    logger.debug("loaded %s (%s): %d nodes on backend %s in %.0f ms", model.source, frontend.name, len(model.steps),
                  model.backend.name, (time.perf_counter() - started) * 1e3)
     if is_content(path) or is_content(bin_path):
         return model  # no origin: the content is not kept, so the Model cannot be rebuilt elsewhere
-    arguments = {"path": os.fspath(path), "backend": model.backend.name, "fuse": fuse, "format": format_name}
+    arguments = {"path": os.fspath(path), "backend": model.backend.name, "fuse": fuse, "format": frontend.name}
     if threads is not None:
         arguments["threads"] = threads
     arguments.update({key: os.fspath(value) if isinstance(value, os.PathLike) else value

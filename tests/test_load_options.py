@@ -123,9 +123,21 @@ def test_corrupt_weights_in_memory_are_a_model_format_error():
         kuiper.load(RESNET.read_bytes(), bin_path=b"PK not really a zip archive" * 3)
 
 
-def test_only_pnnx_loads_from_memory():
-    with pytest.raises(ModelFormatError, match=r"only PNNX models load from memory"):
+def test_a_frontend_that_reads_only_files_says_so():
+    with pytest.raises(ModelFormatError, match=r"<model in memory>: the hlo frontend reads files only, not a model's bytes"):
         kuiper.load(b"HloModule m", format="hlo")
+
+
+def test_bytes_no_frontend_recognises_are_a_model_format_error():
+    with pytest.raises(ModelFormatError, match=r"no installed frontend recognises these bytes as a model; pass format="):
+        kuiper.load(b"\x00\x01 not a model")
+
+
+def test_format_pnnx_reads_the_bytes_as_pnnx():
+    text = b"7767517\n3 2\npnnx.Input i 0 1 x #x=(1,3)f32\nnn.Tanh t 1 1 x y\npnnx.Output o 1 0 y\n"
+    assert kuiper.load(text, format="pnnx").steps[0].node.type == "nn.Tanh"
+    with pytest.raises(ModelFormatError, match=r"<model in memory>:1: bad magic number .not pnnx. \(expected 7767517\)"):
+        kuiper.load(b"not pnnx", format="pnnx")
 
 
 def test_a_model_loaded_from_memory_does_not_pickle():

@@ -2,8 +2,7 @@
 
 A FIFO, socket or device given as a model path would block ``open()`` or a read
 forever, so the file is opened non-blocking and checked with ``fstat`` before
-anything is read from it.  A model may also come as its content: bytes, or a
-binary file object (``open(..., "rb")``, ``io.BytesIO``), read here in one go.
+anything is read from it.
 """
 
 from __future__ import annotations
@@ -59,27 +58,6 @@ def read_regular_file(path: str | os.PathLike, what: str) -> bytes:
         raise ModelFormatError(f"{_shown(path)}: {what} cannot be read: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
-
-
-def is_content(value) -> bool:
-    """True for a model given as its content (bytes, or a readable file object), not as a path."""
-    return isinstance(value, (bytes, bytearray, memoryview)) or callable(getattr(value, "read", None))
-
-
-def read_content(source, what: str) -> tuple[bytes | bytearray | memoryview, str]:
-    """``(content, name for messages)`` of bytes or a binary file object (read to its end)."""
-    name = getattr(source, "name", None)
-    name = name if isinstance(name, str) else f"<{what} in memory>"
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return source, name
-    try:
-        content = source.read()
-    except OSError as exc:
-        raise ModelFormatError(f"{_shown(name)}: {what} cannot be read: {exc.strerror or exc}") from None
-    if not isinstance(content, (bytes, bytearray, memoryview)):
-        raise ModelFormatError(f"{_shown(name)}: reading the {what} gave {type(content).__name__}, not bytes; "
-                               "open it in binary mode, open(path, 'rb')")
-    return content, name
 
 
 def _shown(path) -> str:

@@ -13,11 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..errors import GraphError, ModelFormatError
-from ..frontends import Frontend
+from ..frontends import Frontend, is_content, read_content
 from ..hookspecs import hookimpl
 from ..model_ir import ModelIR, OpNode
 from ..pnnx_expr import op as expression_op
-from .files import is_content, read_content, read_regular_file
+from .files import read_regular_file
 from .pnnx_bin import EXTRA_ENTRIES_ALLOWED, WeightArchive
 from .pnnx_param import parse_param
 
@@ -44,19 +44,18 @@ def load_pnnx(
     return _read_model(raw, str(param_path), weights, strict)
 
 
-def load_pnnx_content(param, bin_path=None, strict: bool = False) -> ModelIR:
-    """The same from the .param's content (bytes or a binary file object); ``bin_path`` is the .bin's
-    path or content, needed when the model has weights (nothing says where the .bin would be)."""
-    raw, name = read_content(param, "model")
-    return _read_model(raw, name, bin_path, strict)
+def load_pnnx_content(param: bytes, name: str, bin_path=None, strict: bool = False) -> ModelIR:
+    """The same from the .param's bytes (``name`` names them); ``bin_path`` is the .bin's path or
+    content, needed when the model has weights (nothing says where the .bin would be)."""
+    return _read_model(param, name, bin_path, strict)
 
 
-def _read_model(raw, source: str, weights, strict: bool) -> ModelIR:
+def _read_model(raw: bytes, source: str, weights, strict: bool) -> ModelIR:
     """Parse the param text ``raw`` (``source`` names it) and read its weights from ``weights``."""
     try:
-        text = bytes(raw).decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = bytes(raw[: exc.start]).count(b"\n") + 1
+        line = raw[: exc.start].count(b"\n") + 1
         raise ModelFormatError(f"{source}:{line}: not UTF-8 text (is this a .pnnx.bin?)") from None
 
     parsed = parse_param(text, source, strict=strict)
@@ -85,6 +84,7 @@ def _open_weights(weights, max_entries: int) -> WeightArchive:
     return WeightArchive(weights, max_entries=max_entries)
 
 
+MAGIC = b"7767517"  # the first line of every .pnnx.param
 INPUT_TYPE = "pnnx.Input"
 OUTPUT_TYPE = "pnnx.Output"
 TUPLE_TYPES = ("prim::TupleConstruct", "prim::ListConstruct")
@@ -146,6 +146,15 @@ class PnnxFrontend(Frontend):
     @classmethod
     def load(cls, path: Path, bin_path: str | os.PathLike | None = None, strict: bool = False) -> ModelIR:
         return load_pnnx(path, bin_path, strict=strict)
+
+    @classmethod
+    def claims_content(cls, content: bytes) -> bool:
+        """A param file starts with PNNX's magic number line."""
+        return content.lstrip()[: len(MAGIC)] == MAGIC
+
+    @classmethod
+    def load_content(cls, content: bytes, name: str, bin_path=None, strict: bool = False) -> ModelIR:
+        return load_pnnx_content(content, name, bin_path, strict=strict)
 
 
 @hookimpl
