@@ -10,7 +10,8 @@ the ``numba`` folder of kuiper's cache directory (kuiper.config.cache_dir:
 ``KUIPER_CACHE_DIR`` or the user cache directory); never beside the modules, inside the
 installed package.
 
-Threads: ``set_threads(n)`` (``kuiper bench --threads``), else ``OMP_NUM_THREADS``,
+Threads: the running model's ``kuiper.load(threads=N)`` (kuiper.thread_limits), else
+``set_threads(n)`` (``kuiper bench --threads``), else ``OMP_NUM_THREADS``,
 else every core numba sees.  Numba's thread count is a per-calling-thread setting, so
 ``launch_threads()`` applies it before every kernel call; each kernel gives every
 output element to exactly one thread with a fixed order of operations, so results do
@@ -27,6 +28,7 @@ import types
 
 from ..config import cache_dir
 from ..errors import ConfigError
+from ..thread_limits import requested as model_threads
 
 DISABLE_ENV = "KUIPER_NUMBA"
 _SWITCH_VALUES = {"0": False, "off": False, "false": False, "no": False,
@@ -122,7 +124,7 @@ def set_threads(threads: int | None) -> None:
 def threads() -> int:
     """The thread count the next kernel launch uses."""
     limit = _numba().config.NUMBA_NUM_THREADS
-    wanted = _requested_threads
+    wanted = model_threads() or _requested_threads  # kuiper.load(threads=N) first, for the model running here
     if wanted is None:
         try:
             wanted = int(os.environ.get("OMP_NUM_THREADS", "") or limit)
