@@ -33,8 +33,12 @@ from .errors import (
     UnsupportedOperatorError,
     UsageError,
 )
-from .frontends import Frontend, content_frontend, frontend_for, is_content, read_content
-from .graph import Model, StepObserver, TensorSpec
+import numpy as np
+
+from .backends import backend_infos, get_backend
+from .frontends import Frontend, content_frontend, frontend_for, is_content, read_content, text_frontend
+from .graph import Model, StepObserver, TensorSpec, build
+from .graph.model import Origin
 from .hookspecs import hookimpl
 from .thread_limits import check_threads
 
@@ -56,10 +60,11 @@ def load(
     threads: int | None = None,
     **options,
 ) -> Model:
-    """Load a model file and build it for one backend.
+    """Load a model file (or model text) and build it for one backend.
 
-    The frontend is chosen by the file name (``x.pnnx.param``: PNNX; plugins add
-    formats), or by ``format=NAME``.  ``bin_path`` is PNNX's weight file when it
+    The frontend is chosen by the file name (``x.pnnx.param``: PNNX; ``x.hlo.txt``: HLO;
+    plugins add formats), or by ``format=NAME``.  HLO text may also be given as the
+    string itself, as JAX prints it (``jax.jit(f).lower(x).as_text()``).  ``bin_path`` is PNNX's weight file when it
     is not beside the param file; other ``options`` go to the frontend.
     ``backend`` None means: ``KUIPER_BACKEND``, then a ``kuiper.toml`` /
     ``[tool.kuiper]`` config file, then ``numpy``.  ``fuse=False`` keeps every
@@ -79,10 +84,6 @@ def load(
     options), so it can be sent to other processes, which rebuild it from the file;
     one loaded from memory does not pickle.
     """
-    from .backends import get_backend
-    from .graph import build
-    from .graph.model import Origin
-
     threads = check_threads(threads)
     started = time.perf_counter()
     if bin_path is not None:
@@ -91,6 +92,9 @@ def load(
         content, name = read_content(path, "model")
         frontend = content_frontend(content, name, format)
         ir = frontend.load_content(content, name, **options)
+    elif (text_reader := text_frontend(path, format)) is not None:
+        frontend = text_reader  # the model's text itself (HLO), which the origin below keeps
+        ir = frontend.load_text(path, **options)
     else:
         frontend = frontend_for(path, format)
         ir = frontend.load(Path(path), **options)
@@ -111,27 +115,20 @@ def load(
 
 
 def load_hlo(path_or_text: str | os.PathLike, backend: str | None = None, fuse: bool = True) -> Model:
-    """Load XLA HLO text (a ``.hlo.txt`` file, or the text itself) and build its ENTRY computation.
+    """``kuiper.load(path_or_text, format="hlo")``: XLA HLO text (a file, or the text itself).
 
     Inputs are the ENTRY parameters in order; a ROOT tuple gives one output per leaf.
-    ``kuiper.load("prog.hlo.txt")`` does the same through the frontend hook.
     """
-    from .hlo.load import load_hlo as load_hlo_module
-
-    return load_hlo_module(path_or_text, backend=backend, fuse=fuse)
+    return load(path_or_text, backend=backend, fuse=fuse, format="hlo")
 
 
 def backends():
     """Every registered backend with whether it can run here and, if not, why."""
-    from .backends import backend_infos
-
     return backend_infos()
 
 
 def to_numpy(array):
     """Bring an output of any backend back to a NumPy array."""
-    import numpy as np
-
     if isinstance(array, np.ndarray):
         return array
     if hasattr(array, "get"):  # CuPy arrays
