@@ -33,6 +33,9 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 ENV_VAR = "KUIPER_BACKEND"
 DEFAULT_BACKEND = "numpy"
 CACHE_DIR_ENV = "KUIPER_CACHE_DIR"
+# Every key a config file may set (``memory_budget``: kuiper.limits).  Any other key is an
+# error, so a misspelt ``backnd = "cupy"`` is not silently ignored.
+KNOWN_KEYS = ("backend", "memory_budget")
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,14 @@ def _read_config_table(path: Path) -> dict | None:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read kuiper configuration ({exc})") from None
     table = data if path.name == "kuiper.toml" else data.get("tool", {}).get("kuiper")
-    return table if isinstance(table, dict) else None
+    if not isinstance(table, dict):
+        return None
+    unknown = sorted(set(table) - set(KNOWN_KEYS))
+    if unknown:
+        where = "" if path.name == "kuiper.toml" else " [tool.kuiper]"
+        raise ConfigError(f"{path}{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+                          f"kuiper reads {', '.join(map(repr, KNOWN_KEYS))}")
+    return table
 
 
 def find_config_value(key: str, start: Path | None = None) -> tuple[object, str] | None:
