@@ -8,12 +8,12 @@ import os
 import sys
 import time
 from importlib import metadata
-from pathlib import Path
 
 import numpy as np
 
 import kuiper
 
+from . import demo
 from .config import choose_backend
 from .dask.cli import add_arguments as add_dask_arguments
 from .dask.cli import run_files, wants_files
@@ -25,7 +25,6 @@ from .plugins import backend_registry, kernel_registry, op_registry
 from .te.cli import add_te_command
 from .user_files import ARRAY_SUFFIXES, check_output_file, read_arrays, write_arrays
 
-DEMO_DIR = Path(__file__).parent / "demo"
 
 
 def _load(args):
@@ -199,8 +198,8 @@ def cmd_ops(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    param = DEMO_DIR / "digits.pnnx.param"
-    data = np.load(DEMO_DIR / "digits_heldout.npz")
+    param = demo.MODEL
+    data = np.load(demo.DATA)
     images, labels, torch_logits = data["images"], data["labels"], data["torch_logits"]
     start = time.perf_counter()
     model = kuiper.load(param, backend=args.backend)
