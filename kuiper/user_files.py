@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import uuid
 import zipfile
 import zlib
@@ -25,8 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, KuiperError, UsageError
-from .formats.files import open_regular_file
+from .errors import InputError, UsageError
 
 NPY_MAGIC = b"\x93NUMPY"
 ZIP_MAGIC = b"PK"  # local file header "PK\x03\x04"; an empty zip starts "PK\x05\x06"
@@ -41,11 +41,7 @@ def read_arrays(path: str | os.PathLike, what: str) -> np.ndarray | dict[str, np
 
     ``what`` names the file in messages (``"--input x.npy"``, or the path itself).
     """
-    try:
-        fd = open_regular_file(path, "input file")
-    except KuiperError as exc:
-        raise InputError(f"{what}: {exc}") from None
-    with os.fdopen(fd, "rb") as handle:
+    with _open_regular_file(path, what) as handle:
         try:
             head = handle.read(len(NPY_MAGIC))
             handle.seek(0)
@@ -61,6 +57,26 @@ def read_arrays(path: str | os.PathLike, what: str) -> np.ndarray | dict[str, np
             return data
         except _READ_ERRORS as exc:
             raise InputError(f"{what}: cannot read a .npy/.npz file ({type(exc).__name__}: {exc})") from None
+
+
+def _open_regular_file(path: str | os.PathLike, what: str):
+    """A binary handle on ``path``, which must be a regular file: opening a FIFO would block forever.
+
+    (kuiper.formats.files does the same for model files, race-free with O_NONBLOCK; a
+    check before opening is enough for a file the user names on the command line, and
+    keeps this module free of the PNNX frontend, which the te and HLO commands may not
+    import.)
+    """
+    try:
+        mode = os.stat(path).st_mode
+        if stat.S_ISREG(mode):
+            return open(path, "rb")
+    except FileNotFoundError:
+        raise InputError(f"{what}: input file not found") from None
+    except (OSError, ValueError) as exc:  # permission denied, a loop of links, a NUL in the name
+        raise InputError(f"{what}: cannot open the input file ({getattr(exc, 'strerror', None) or exc})") from None
+    kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+    raise InputError(f"{what}: input file is {kind}; expected a regular file")
 
 
 def count_rows(path: str | os.PathLike) -> int:

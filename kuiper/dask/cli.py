@@ -11,6 +11,9 @@ import sys
 
 from ..errors import InputError, KuiperError, UsageError
 from ..user_files import prepare_output_dir
+from .cluster import connect
+from .files import run_files_on
+from .model_cache import resolve_model
 
 
 def add_arguments(run_parser) -> None:
@@ -62,10 +65,6 @@ def run_files(args) -> int:
         import distributed  # noqa: F401
     except ImportError as exc:
         raise KuiperError(f'--inputs runs on Dask, which is not installed: pip install "kuiper[dask]" ({exc})') from None
-    from .cluster import connect
-    from .files import run_files_on
-    from .model_cache import resolve_model
-
     paths = expand_inputs(args.inputs)
     prepare_output_dir(args.output_dir, "--output-dir")
     options = {"fuse": not args.no_fuse}

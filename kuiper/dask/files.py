@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import InputError, KuiperError
 from ..user_files import count_rows, prepare_output_dir, read_arrays, write_arrays
+from .cluster import connect
 from .model_cache import ModelSpec, cached_model, resolve_model
 
 
@@ -73,8 +74,6 @@ def map_files(model, input_paths: Iterable[str | os.PathLike], output_dir: str |
     wrong shape, ...) is reported in the summary by name with the error; the others complete.
     ``on_result`` is called on the client as each item finishes.
     """
-    from .cluster import connect
-
     if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
         raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
     spec, local = resolve_model(model, backend, load_options)
