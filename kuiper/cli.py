@@ -239,6 +239,12 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _backend_name(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a backend name (see `kuiper backends`), found an empty string")
+    return text.strip()
+
+
 def installed_version() -> str:
     """The version pip installed (setup.cfg's, read back from the package metadata: one source)."""
     try:
@@ -261,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("model", help="path to the .pnnx.param file (the .pnnx.bin is found beside it)")
         p.add_argument("--bin", help="the .pnnx.bin file, when it is not beside the param file")
-        p.add_argument("--backend", help="backend name (see `kuiper backends`)")
+        p.add_argument("--backend", type=_backend_name, help="backend name (see `kuiper backends`)")
         p.add_argument("--no-fuse", action="store_true", help="keep elementwise ops separate")
         p.add_argument("--strict", action="store_true", help="refuse params kuiper does not know (default: warn)")
         p.add_argument("--threads", type=_positive_int, metavar="N",
@@ -287,7 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     ops.set_defaults(func=cmd_ops)
 
     demo = sub.add_parser("demo", help="classify bundled handwritten digits with a bundled model and report accuracy")
-    demo.add_argument("--backend", help="backend name (default: configured, else numpy)")
+    demo.add_argument("--backend", type=_backend_name, help="backend name (default: configured, else numpy)")
     demo.set_defaults(func=cmd_demo)
 
     add_hlo_command(sub)

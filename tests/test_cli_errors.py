@@ -93,6 +93,9 @@ CONFLICTS = [
     (["te", "run", "{tmp}/k.te", "-i", "B={tmp}/b.npy", "-o", "{tmp}/out.txt"], "name it FILE.npz"),
     (["te", "run", "{tmp}/k.te", "-i", "{tmp}/b.npy"], "name the tensor, NAME="),
     (["run", "{model}", "--random", "--threads", "0"], "expected a positive integer, found 0"),
+    (["run", "{model}", "--random", "--backend", ""], "expected a backend name"),
+    (["run", "{model}", "--inputs", "{tmp}/x.npy", "--output-dir", "{tmp}/out", "--threads", "2"],
+     "--threads: for one run"),
 ]
 
 
@@ -154,6 +157,22 @@ def test_an_unknown_key_in_kuiper_toml_names_the_file_and_the_key(tmp_path, caps
     code, captured = run_cli(capsys, ["backends"], tmp_path)
     assert code == 1
     assert_one_error_line(captured.err, f"{tmp_path / 'kuiper.toml'}: unknown key(s) 'backnd'; kuiper reads 'backend'")
+
+
+@pytest.mark.parametrize("command", ["run", "info"])
+def test_threads_option_is_passed_to_load(capsys, monkeypatch, command):
+    import kuiper
+
+    real_load, calls = kuiper.load, []
+
+    def load_with_threads(path, bin_path=None, backend=None, fuse=True, *, threads=None, **options):
+        calls.append(threads)
+        return real_load(path, bin_path, backend, fuse, **options)
+
+    monkeypatch.setattr(kuiper, "load", load_with_threads)
+    assert main([command, LINEAR, "--threads", "3"] + (["--random"] if command == "run" else [])) == 0
+    assert main([command, LINEAR] + (["--random"] if command == "run" else [])) == 0
+    assert calls == [3, None]
 
 
 def test_version_comes_from_the_installed_metadata(capsys):

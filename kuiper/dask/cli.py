@@ -30,8 +30,9 @@ def add_arguments(run_parser) -> None:
 def wants_files(args) -> bool:
     """True for the many-files path; a usage error for its cluster options given without it."""
     if getattr(args, "inputs", None) or getattr(args, "output_dir", None):
+        # --threads too: each worker runs one thread, and --workers sets how many run at once.
         single = [flag for flag, key in (("--input", "input"), ("--random", "random"), ("--output", "output"),
-                                         ("--batch", "batch")) if getattr(args, key, None)]
+                                         ("--batch", "batch"), ("--threads", "threads")) if getattr(args, key, None)]
         if single:
             raise UsageError(f"{', '.join(single)}: for one run; --inputs ... --output-dir runs many files "
                              "(rows per task: --batch-size); use one or the other")
@@ -68,6 +69,8 @@ def run_files(args) -> int:
     paths = expand_inputs(args.inputs)
     prepare_output_dir(args.output_dir, "--output-dir")
     options = {"fuse": not args.no_fuse}
+    if args.strict:
+        options["strict"] = True
     if args.bin:
         options["bin_path"] = args.bin
     # Load here first: a broken model fails before a cluster is started or a task submitted.
