@@ -38,6 +38,22 @@ CACHE_DIR_ENV = "KUIPER_CACHE_DIR"
 KNOWN_KEYS = ("backend", "memory_budget")
 
 
+_SWITCHES = {"1": True, "on": True, "true": True, "yes": True, "0": False, "off": False, "false": False, "no": False}
+
+
+def switch_from_env(name: str, default: bool) -> bool:
+    """An on/off environment variable (KUIPER_NUMBA, KUIPER_DISABLE_PLUGIN_AUTOLOAD): 1, on, true,
+    yes or 0, off, false, no in any case; unset or empty gives ``default``; anything else is an error
+    rather than a guess."""
+    text = os.environ.get(name, "")
+    if not text.strip():
+        return default
+    value = _SWITCHES.get(text.strip().lower())
+    if value is None:
+        raise ConfigError(f"{name}={text!r}: expected 1 (or on, true, yes) or 0 (or off, false, no)")
+    return value
+
+
 @dataclass(frozen=True)
 class BackendChoice:
     name: str

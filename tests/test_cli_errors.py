@@ -175,6 +175,29 @@ def test_threads_option_is_passed_to_load(capsys, monkeypatch, command):
     assert calls == [3, None]
 
 
+@pytest.mark.parametrize("variable", ["KUIPER_NUMBA", "KUIPER_DISABLE_PLUGIN_AUTOLOAD"])
+def test_an_on_off_variable_that_is_neither_is_one_error_line(tmp_path, variable):
+    # A fresh process: both are read once per process (the kernels' availability, the plugin manager).
+    done = subprocess.run([sys.executable, "-m", "kuiper", "run", LINEAR, "--random"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, variable: "maybe"})
+    assert done.returncode == 1
+    assert_one_error_line(done.stderr, f"{variable}='maybe': expected 1 (or on, true, yes) or 0 (or off, false, no)")
+
+
+def test_on_off_variables_read_the_usual_spellings(monkeypatch):
+    from kuiper.config import switch_from_env
+    from kuiper.errors import ConfigError
+
+    for text, expected in [("1", True), ("ON", True), (" yes ", True), ("0", False), ("Off", False), ("no", False)]:
+        monkeypatch.setenv("KUIPER_TEST_SWITCH", text)
+        assert switch_from_env("KUIPER_TEST_SWITCH", default=not expected) is expected
+    monkeypatch.setenv("KUIPER_TEST_SWITCH", "")
+    assert switch_from_env("KUIPER_TEST_SWITCH", default=True) is True
+    monkeypatch.setenv("KUIPER_TEST_SWITCH", "2")
+    with pytest.raises(ConfigError, match="KUIPER_TEST_SWITCH='2'"):
+        switch_from_env("KUIPER_TEST_SWITCH", default=True)
+
+
 def test_version_comes_from_the_installed_metadata(capsys):
     from importlib import metadata
 
