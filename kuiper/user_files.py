@@ -138,7 +138,7 @@ def write_arrays(path: str | os.PathLike, arrays: dict[str, np.ndarray], what: s
     path = Path(path)
     with _atomic_output(path, what) as handle:
         # A file object, so NumPy does not add .npy/.npz to a name that lacks it.
-        if path.suffix == ".npz":
+        if path.suffix.lower() == ".npz":
             np.savez(handle, **arrays)
         else:
             np.save(handle, next(iter(arrays.values())), allow_pickle=False)

@@ -73,8 +73,10 @@ def test_write_is_atomic_a_failed_write_leaves_the_old_file_and_no_temporary(tmp
 def test_writes_exactly_the_name_given(tmp_path):
     write_arrays(tmp_path / "result", {"y": np.ones(2)}, "r")
     write_arrays(tmp_path / "all.npz", {"y": np.ones(2), "z": np.zeros(1)}, "a")
+    write_arrays(tmp_path / "UPPER.NPZ", {"y": np.ones(2)}, "u")  # a .npz in any case, not .npy bytes
     write_text(tmp_path / "g.dot", "digraph {}\n", "g")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["all.npz", "g.dot", "result"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["UPPER.NPZ", "all.npz", "g.dot", "result"]
+    assert np.load(tmp_path / "UPPER.NPZ").files == ["y"]
     assert sorted(np.load(tmp_path / "all.npz").files) == ["y", "z"]
     np.testing.assert_array_equal(np.load(tmp_path / "result"), np.ones(2))
 

@@ -95,7 +95,7 @@ def cmd_grad(args) -> int:
 
 
 def cmd_run(args) -> int:
-    if args.output and Path(args.output).suffix != ".npz":
+    if args.output and Path(args.output).suffix.lower() != ".npz":
         raise UsageError(f"--output {args.output}: the outputs are saved as one .npz; name it FILE.npz")
     if args.output:
         check_output_file(args.output, f"--output {args.output}")
