@@ -60,6 +60,8 @@ def _read_inputs(model, specs: list[str]) -> dict:
 
 def _check_output_path(path_text: str, output_count: int) -> None:
     """Refuse an unusable --output before running the model."""
+    if path_text == "-":
+        raise UsageError("--output -: arrays are not written to stdout; name a .npy or .npz file")
     path = check_output_file(path_text, f"--output {path_text}", (*ARRAY_SUFFIXES, ""))
     if path.suffix.lower() != ".npz" and output_count != 1:
         raise UsageError(f"--output {path}: the model has {output_count} outputs; use a .npz file")

@@ -96,6 +96,11 @@ def count_rows(path: str | os.PathLike) -> int:
         return 0
 
 
+def text_output_argument(text: str) -> str | None:
+    """argparse ``type`` of a text output: ``-o -`` means stdout, as in most command-line tools."""
+    return None if text == "-" else text
+
+
 def check_output_file(path: str | os.PathLike, what: str, suffixes: Iterable[str] = ()) -> Path:
     """Refuse an output path that cannot be written, before any work is done.
 

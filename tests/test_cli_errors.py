@@ -94,6 +94,7 @@ CONFLICTS = [
     (["te", "run", "{tmp}/k.te", "-i", "{tmp}/b.npy"], "name the tensor, NAME="),
     (["run", "{model}", "--random", "--threads", "0"], "expected a positive integer, found 0"),
     (["run", "{model}", "--random", "--backend", ""], "expected a backend name"),
+    (["run", "{model}", "--random", "-o", "-"], "arrays are not written to stdout"),
     (["run", "{model}", "--inputs", "{tmp}/x.npy", "--output-dir", "{tmp}/out", "--threads", "2"],
      "--threads: for one run"),
 ]
@@ -119,6 +120,14 @@ def test_hlo_dfg_output_format_follows_the_suffix(files, capsys):
     assert (files / "g.dot").read_text().startswith("digraph hlo {")
     assert main(["hlo", "dfg", str(files / "m.hlo.txt"), "-o", str(files / "g.json")]) == 0
     assert {"nodes", "edges"} <= set(json.loads((files / "g.json").read_text()))
+
+
+def test_dash_as_a_text_output_means_stdout(files, capsys):
+    assert main(["hlo", "dfg", str(files / "m.hlo.txt"), "--dot", "-o", "-"]) == 0
+    assert capsys.readouterr().out.startswith("digraph hlo {")
+    assert main(["te", "grad", str(files / "case.json"), "-l", "te", "-o", "-"]) == 0
+    assert capsys.readouterr().out.startswith("dB<4>[i] +=")
+    assert not (files / "-").exists()
 
 
 def test_te_run_writes_exactly_the_npz_named(files, capsys):

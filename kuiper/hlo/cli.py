@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import KuiperError, UsageError
-from ..user_files import check_output_file, write_text
+from ..user_files import check_output_file, text_output_argument, write_text
 from .dfg import build_dfg
 from .files import read_module
 
@@ -24,7 +24,8 @@ def add_hlo_command(subparsers) -> None:
     form = dfg.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="JSON: {nodes, edges, computations} (the default)")
     form.add_argument("--dot", action="store_true", help="Graphviz DOT")
-    dfg.add_argument("-o", "--output", help="write here instead of stdout (.svg: rendered with `dot -Tsvg`)")
+    dfg.add_argument("-o", "--output", type=text_output_argument,
+                     help="write here instead of stdout (.svg: rendered with `dot -Tsvg`; -: stdout)")
     dfg.set_defaults(func=cmd_hlo_dfg)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kuiper.errors import TESyntaxError, UsageError
 from kuiper.te import compile, emit, grad, parse  # noqa: A004 - kuiper.te.compile is the public name
-from kuiper.user_files import check_output_file, read_arrays, write_arrays, write_text
+from kuiper.user_files import check_output_file, read_arrays, text_output_argument, write_arrays, write_text
 
 _DTYPES = {"float": "float32", "float32": "float32", "double": "float64", "float64": "float64"}
 _CASE_KEYS = {"name": str, "ins": list, "outs": list, "data_type": str, "kernel": str, "grad_to": list}
@@ -26,7 +26,7 @@ def add_te_command(sub) -> None:
 
     grad = commands.add_parser("grad", help="write the gradient kernel of a course-format CASE.json")
     grad.add_argument("case", help="JSON with name, ins, outs, data_type, kernel, grad_to")
-    grad.add_argument("--output", "-o", help="write here instead of to stdout")
+    grad.add_argument("--output", "-o", type=text_output_argument, help="write here instead of to stdout (-: stdout)")
     grad.add_argument(
         "--language",
         "-l",
