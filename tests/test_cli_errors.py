@@ -18,6 +18,7 @@ from kuiper.cli import main
 from conftest import MODELS
 
 LINEAR = str(MODELS / "flatten_linear" / "model.pnnx.param")  # one input (1, 3, 4, 5), one output
+TWO_OUT = str(MODELS / "two_in_two_out" / "model.pnnx.param")
 HLO = "HloModule add\n\nENTRY main {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] add(x, x)\n}\n"
 KERNEL = "A<4>[i] = B<4>[i] * 2.0;\n"
 CASE = {"name": "double", "ins": ["B"], "outs": ["A"], "data_type": "float", "kernel": KERNEL, "grad_to": ["B"]}
@@ -37,7 +38,7 @@ def files(tmp_path):
 
 
 def run_cli(capsys, argv, tmp_path):
-    argv = [a.format(model=LINEAR, tmp=tmp_path) for a in argv]
+    argv = [a.format(model=LINEAR, two_out=TWO_OUT, tmp=tmp_path) for a in argv]
     try:
         code = main(argv)
     except SystemExit as exc:  # argparse's own exits (usage errors)
@@ -95,6 +96,7 @@ CONFLICTS = [
     (["run", "{model}", "--random", "--threads", "0"], "expected a positive integer, found 0"),
     (["run", "{model}", "--random", "--backend", ""], "expected a backend name"),
     (["run", "{model}", "--random", "-o", "-"], "arrays are not written to stdout"),
+    (["run", "{two_out}", "--random", "-o", "{tmp}/y.npy"], "the model has 2 outputs; use a .npz file"),
     (["run", "{model}", "--inputs", "{tmp}/x.npy", "--output-dir", "{tmp}/out", "--threads", "2"],
      "--threads: for one run"),
 ]
