@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import inspect
+import contextlib
+import logging
 import os
 import sys
 import time
@@ -30,9 +31,6 @@ def _load(args):
     options = {"strict": True} if getattr(args, "strict", False) else {}
     threads = getattr(args, "threads", None)
     if threads is not None:
-        # Until kuiper.load takes threads= (issue 26, item 5), say so instead of a TypeError.
-        if "threads" not in inspect.signature(kuiper.load).parameters:
-            raise UsageError("--threads needs kuiper.load(path, threads=N), which this version of kuiper lacks")
         options["threads"] = threads
     return kuiper.load(args.model, bin_path=getattr(args, "bin", None), backend=args.backend,
                        fuse=not getattr(args, "no_fuse", False), **options)
@@ -306,6 +304,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def library_notes_on_stderr():
+    """While a command runs, show the library's notes (e.g. that a first run is compiling kernels)
+    on stderr: kuiper logs them at INFO on the "kuiper" logger and leaves showing them to the
+    application.  Undone afterwards, for callers of ``main`` in their own process."""
+    library = logging.getLogger("kuiper")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("kuiper: %(message)s"))
+    handler.setLevel(logging.INFO)
+    level = library.level
+    library.addHandler(handler)
+    if library.getEffectiveLevel() > logging.INFO:
+        library.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        library.removeHandler(handler)
+        library.setLevel(level)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -313,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return args.func(args)
+        with library_notes_on_stderr():
+            return args.func(args)
     except UsageError as exc:
         command = " ".join(filter(None, (args.command, getattr(args, "hlo_command", None), getattr(args, "te_command", None))))
         print(f"kuiper: error: {exc} (see `kuiper {command} --help`)", file=sys.stderr)

@@ -171,19 +171,32 @@ def test_an_unknown_key_in_kuiper_toml_names_the_file_and_the_key(tmp_path, caps
 
 
 @pytest.mark.parametrize("command", ["run", "info"])
-def test_threads_option_is_passed_to_load(capsys, monkeypatch, command):
+def test_threads_option_reaches_the_model(capsys, monkeypatch, command):
     import kuiper
 
-    real_load, calls = kuiper.load, []
+    real_load, loaded = kuiper.load, []
 
-    def load_with_threads(path, bin_path=None, backend=None, fuse=True, *, threads=None, **options):
-        calls.append(threads)
-        return real_load(path, bin_path, backend, fuse, **options)
+    def recording_load(*args, **kwargs):
+        loaded.append(real_load(*args, **kwargs))
+        return loaded[-1]
 
-    monkeypatch.setattr(kuiper, "load", load_with_threads)
-    assert main([command, LINEAR, "--threads", "3"] + (["--random"] if command == "run" else [])) == 0
-    assert main([command, LINEAR] + (["--random"] if command == "run" else [])) == 0
-    assert calls == [3, None]
+    monkeypatch.setattr(kuiper, "load", recording_load)
+    extra = ["--random"] if command == "run" else []
+    assert main([command, LINEAR, "--threads", "3", *extra]) == 0
+    assert main([command, LINEAR, *extra]) == 0
+    assert [model.threads for model in loaded] == [3, None]
+
+
+def test_the_command_shows_the_librarys_notes_on_stderr_while_it_runs(capsys):
+    import logging
+
+    from kuiper.cli import library_notes_on_stderr
+
+    with library_notes_on_stderr():
+        logging.getLogger("kuiper.graph.model").info("the first run is still going after %.0f s", 2.0)
+        logging.getLogger("kuiper").debug("loaded something")  # DEBUG stays hidden
+    logging.getLogger("kuiper.graph.model").info("after the command")  # the caller's logging again
+    assert capsys.readouterr().err == "kuiper: the first run is still going after 2 s\n"
 
 
 @pytest.mark.parametrize("variable", ["KUIPER_NUMBA", "KUIPER_DISABLE_PLUGIN_AUTOLOAD"])
