@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from importlib import metadata
 import time
 from pathlib import Path
 from typing import BinaryIO
@@ -42,7 +43,15 @@ from .graph.model import Origin
 from .hookspecs import hookimpl
 from .thread_limits import check_threads
 
-__version__ = "0.1.0"
+def _installed_version() -> str:
+    """The version pip installed (setup.cfg's, read back from the package metadata: one source)."""
+    try:
+        return metadata.version("kuiper")
+    except metadata.PackageNotFoundError:
+        return "0+unknown (not installed: run from a source tree)"
+
+
+__version__ = _installed_version()
 
 # Library messages go to the "kuiper" logger (INFO: the slow first run's note; DEBUG: loads);
 # an application or the CLI decides whether and where they appear.

@@ -8,7 +8,6 @@ import logging
 import os
 import sys
 import time
-from importlib import metadata
 
 import numpy as np
 
@@ -240,14 +239,6 @@ def _backend_name(text: str) -> str:
     return text.strip()
 
 
-def installed_version() -> str:
-    """The version pip installed (setup.cfg's, read back from the package metadata: one source)."""
-    try:
-        return metadata.version("kuiper")
-    except metadata.PackageNotFoundError:
-        return "(not installed: run from a source tree)"
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="kuiper",
@@ -255,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Backend choice: --backend, else $KUIPER_BACKEND, else kuiper.toml / [tool.kuiper] in "
         "pyproject.toml, else numpy.  Try `kuiper demo` first.",
     )
-    parser.add_argument("--version", action="version", version=f"kuiper {installed_version()}")
+    parser.add_argument("--version", action="version", version=f"kuiper {kuiper.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def model_command(name, help_text):

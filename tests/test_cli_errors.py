@@ -231,6 +231,14 @@ def test_version_comes_from_the_installed_metadata(capsys):
     assert capsys.readouterr().out == f"kuiper {metadata.version('kuiper')}\n"
 
 
+def test_the_package_version_is_the_installed_metadata():
+    from importlib import metadata
+
+    import kuiper
+
+    assert kuiper.__version__ == metadata.version("kuiper")  # one version source: setup.cfg
+
+
 def test_python_dash_m_kuiper_is_the_kuiper_command(tmp_path):
     # From another folder, so the checkout on sys.path is not what makes it work.
     done = subprocess.run([sys.executable, "-m", "kuiper", "run", LINEAR, "--random", "--batch", "2"],
