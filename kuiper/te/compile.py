@@ -60,7 +60,7 @@ class _CudaKernels:
 
         self.kernel = kernel
         self.block = BLOCK_SIZE
-        source, self.launches = cuda_source(lower(kernel, name="kuiper_te"))
+        source, self.launches = cuda_source(lower(kernel))
         module = cupy.RawModule(code=source)
         self.functions = [module.get_function(launch.kernel) for launch in self.launches]
         self.cupy = cupy

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from kuiper.errors import TESyntaxError
 from kuiper.ir.buffers import Buffer
+from kuiper.ir.identifiers import function_name_problem, identifier_problem
 from kuiper.ir.nodes import Compare, Const, Indexing, IRExpr, Node, Var
 from kuiper.te.intervals import Bounds, bounds, variables
 from kuiper.te.printer import format_statement
@@ -85,7 +86,7 @@ class Kernel:
     def __init__(self, statements, inputs=None, outputs=None, name: str = "kernel", declared=()):
         """``declared``: Buffers of inputs no statement reads or outputs none writes (they stay zero)."""
         self.statements: tuple[Statement, ...] = tuple(statements)
-        self.name = name
+        self.name = check_kernel_name(name)
         self.buffers: dict[str, Buffer] = {}
         written: list[str] = []
         read: list[str] = []
@@ -138,6 +139,9 @@ class Kernel:
     # --- construction checks ------------------------------------------------------
 
     def _declare(self, stmt: Statement, node: Indexing, buffer: Buffer) -> None:
+        problem = identifier_problem(buffer.name)
+        if problem is not None:  # a kernel built in code; parsed names are identifiers already
+            self._fail(stmt, node, f"tensor name {problem}")
         known = self.buffers.setdefault(buffer.name, buffer)
         if known.shape != buffer.shape:
             self._fail(
@@ -153,6 +157,14 @@ class Kernel:
     @staticmethod
     def _fail(stmt: Statement, where, message: str):
         fail(stmt, where, message)
+
+
+def check_kernel_name(name) -> str:
+    """``name`` if it can name the emitted function (kuiper.ir.identifiers), else a TESyntaxError."""
+    problem = function_name_problem(name)
+    if problem is not None:
+        raise TESyntaxError(f"kernel name {problem}")
+    return name
 
 
 def fail(stmt: Statement, where, message: str):
