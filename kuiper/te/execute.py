@@ -242,7 +242,7 @@ def _einsum(step: EinsumPlan, backend, arrays: dict):
             env = {n: _arange(xp, step.loops[n], axis, len(operand.labels)) for axis, n in enumerate(operand.labels)}
             operands.append(array[tuple(_evaluate(i, env, xp, arrays, False) for i in operand.gather)])
     dtype = getattr(xp, step.dtype)
-    inputs, output = step.equation.split("->") if operands else ("", "")
+    inputs, output = step.equation.split("->") if operands else ("", "-")  # no operands: a constant
     if inputs == output:
         result = operands[0]  # a copy with slices: no einsum needed
     else:
