@@ -40,6 +40,7 @@ from kuiper.te.kernel import Kernel, SourceMap, Statement
 _COMPARISONS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
 _PRODUCTS = {"*": "mul", "/": "div", "//": "floordiv", "%": "mod"}
 KEYWORDS = frozenset({"where", "select"})
+MAX_EXTENT = 2**62
 TOKENS = TokenTable(
     error=TESyntaxError,
     symbols=("[", "]", "(", ")", ",", ";", "=", "+=", "!", "&&", "||", *_COMPARISONS, "+", "-", *_PRODUCTS),
@@ -218,6 +219,8 @@ class _Parser:
             op = _PRODUCTS[token.kind]
             if op in ("floordiv", "mod") and (dtypes.is_float(lhs.dtype) or dtypes.is_float(rhs.dtype)):
                 self.error(f"{token.kind} takes integers (index arithmetic)", token.position)
+            if op in ("floordiv", "mod") and isinstance(rhs, Const) and rhs.value == 0:
+                self.error(f"{token.kind} by zero", token.position)
             build = make.div if op == "div" else (lambda a, b, op=op: make.arith(op, a, b))
             lhs = self.typed(lambda lhs=lhs, rhs=rhs, build=build: build(lhs, rhs), token.position, lhs, rhs)
         return lhs
@@ -303,6 +306,8 @@ class _Parser:
             self.expect(">", "'>' after the shape")
             if any(d <= 0 for d in dims):
                 self.error(f"{name.text} has a dimension that is not positive", name.position)
+            if any(d > MAX_EXTENT for d in dims):  # loop bounds are C's long long
+                self.error(f"{name.text} has a dimension over 2^62", name.position)
             shape = tuple(dims)
             self.shapes.setdefault(name.text, shape)
         elif name.text in self.shapes:
