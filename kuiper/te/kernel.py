@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from kuiper.errors import TESyntaxError
 from kuiper.ir.buffers import Buffer
-from kuiper.ir.identifiers import function_name_problem, identifier_problem
+from kuiper.ir.identifiers import identifier_problem
 from kuiper.ir.nodes import Compare, Const, Indexing, IRExpr, Node, Var
 from kuiper.te.intervals import Bounds, bounds, variables
 from kuiper.te.printer import format_statement
@@ -160,8 +160,9 @@ class Kernel:
 
 
 def check_kernel_name(name) -> str:
-    """``name`` if it can name the emitted function (kuiper.ir.identifiers), else a TESyntaxError."""
-    problem = function_name_problem(name)
+    """``name`` if it is an identifier (kuiper.ir.identifiers), else a TESyntaxError.  Whether it may
+    name a function in C++ or Python (not ``int``, not ``return``) is checked when code is emitted."""
+    problem = identifier_problem(name)
     if problem is not None:
         raise TESyntaxError(f"kernel name {problem}")
     return name

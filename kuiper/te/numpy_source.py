@@ -28,7 +28,7 @@ _CLAMPED = NumpyRenderer(clamp=True, user_names=True)  # a guarded point may sub
 
 def numpy_source(kernel: Kernel, name: str) -> str:
     problem = function_name_problem(name)
-    if problem is not None:
+    if problem is not None:  # emit() checked it; a caller of this function alone gets the same check
         raise TESyntaxError(f"cannot emit kernel {name!r}: {problem}")
     params = ", ".join(tensor_identifier(n) for n in kernel.inputs)
     lines = ["import numpy as np", "", "", f"def {name}({params}):"]
