@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..limits import check_size
 from .module import Slice
 from .ops_base import HloOp
 from .shapes import ArrayShape
@@ -126,6 +127,11 @@ class SliceOp(HloOp):
         spec = self.attribute("slice")
         if not isinstance(spec, list) or not all(isinstance(s, Slice) for s in spec):
             raise self.error(f"slice={spec!r} must be a list of [start:limit:stride]")
+        dims = self.operand_shape(0).dims
+        for axis, (s, dim) in enumerate(zip(spec, dims)):
+            if s.stride < 1 or not 0 <= s.start <= s.limit or (dim >= 0 and s.limit > dim):
+                raise self.error(f"slice dim {axis} [{s.start}:{s.limit}:{s.stride}] must have a positive stride "
+                                 f"and 0 <= start <= limit <= {dim}")
         self.index = tuple(slice(s.start, s.limit, s.stride) for s in spec)
 
     def forward(self, x):
@@ -188,6 +194,9 @@ class Pad(HloOp):
         self.config = [(c + (0,))[:3] if len(c) == 2 else c for c in self.config]
         if len(self.config) != self.operand_shape(0).rank or any(len(c) != 3 or c[2] < 0 for c in self.config):
             raise self.error(f"padding={text!r} does not fit the operand {self.operand_shape(0)}")
+        for axis, (dim, (low, high, interior)) in enumerate(zip(self.operand_shape(0).dims, self.config)):
+            if dim >= 0 and dim + max(dim - 1, 0) * interior + low + high < 0:
+                raise self.error(f"padding {low}_{high}_{interior} of dim {axis} crops more than its {dim} element(s)")
 
     def forward(self, x, value):
         xp = self.xp
@@ -198,6 +207,7 @@ class Pad(HloOp):
             before, after = max(low, 0), max(high, 0)
             grown.append(before + dilated + after)
             keep.append(slice(-low if low < 0 else 0, before + dilated + after - (-high if high < 0 else 0)))
+        check_size(grown, x.dtype.itemsize, self.node.describe())
         result = xp.full(tuple(grown), value, dtype=x.dtype)
         place = tuple(
             slice(max(low, 0), max(low, 0) + max(dim + max(dim - 1, 0) * interior, 0), interior + 1)
