@@ -45,11 +45,17 @@ TOKENS = st.one_of(st.sampled_from(NUMBERS), st.sampled_from(SYMBOLS), st.sample
                    st.text(alphabet="<>[](),;=+-*/%!&|#.0123456789eAij \n\t'\"\\", max_size=3))
 
 
+VALID_READS = ["A<3, 3>[i, j]", "A<3, 3>[j, i]", "B<3>[i]", "B<3>[j]", "A<3, 3>[i, k]", "B<3>[k]", "np<3>[i]",
+               "z0<3>[j]", "C<4>[i + 1]", "C<4>[2 * j // 2]"]
+
+
 @st.composite
 def accesses(draw, rank=None):
+    if rank is None and draw(st.integers(0, 3)):
+        return draw(st.sampled_from(VALID_READS))  # mostly reads that fit, so that kernels get through
     name = draw(st.sampled_from(["A", "B", "C", "i", "np", "z0"]))
     rank = draw(st.integers(0, 3)) if rank is None else rank
-    shape = ", ".join(draw(st.sampled_from(["1", "2", "3", "4", "0", "100000000000"])) for _ in range(rank))
+    shape = ", ".join(draw(st.sampled_from(["1", "2", "3", "3", "0", "100000000000"])) for _ in range(rank))
     subscripts = ", ".join(draw(st.sampled_from(["i", "j", "k", "i + 1", "2 * j", "i - k", "k // 2", "3"]))
                            for _ in range(rank))
     return f"{name}<{shape}>[{subscripts}]" if draw(st.booleans()) else f"{name}[{subscripts}]"
@@ -57,11 +63,11 @@ def accesses(draw, rank=None):
 
 @st.composite
 def expressions(draw, depth=0):
-    if depth > 3 or draw(st.integers(0, 3)) == 0:
+    if depth > 3 or draw(st.integers(0, 2)) == 0:
         return draw(st.one_of(accesses(), st.sampled_from(NUMBERS), st.sampled_from(["i", "j", "k"])))
     kind = draw(st.integers(0, 3))
     if kind == 0:
-        op = draw(st.sampled_from(["+", "-", "*", "/", "//", "%", "<", "==", "&&", "||"]))
+        op = draw(st.sampled_from(["+", "-", "*", "/", "+", "*", "//", "%", "<", "&&"]))
         return f"{draw(expressions(depth + 1))} {op} {draw(expressions(depth + 1))}"
     if kind == 1:
         return f"{draw(st.sampled_from(['-', '!', '']))}({draw(expressions(depth + 1))})"
@@ -75,10 +81,11 @@ def expressions(draw, depth=0):
 @st.composite
 def kernels(draw):
     statements = []
-    for _ in range(draw(st.integers(1, 3))):
-        target = draw(accesses(rank=draw(st.integers(0, 2))))
+    for _ in range(draw(st.sampled_from([1, 1, 1, 2, 3]))):
+        target = draw(st.one_of(st.sampled_from(["O<3>[i]", "O<3, 3>[i, j]", "P<3>[j]"]),
+                                accesses(rank=draw(st.integers(0, 2)))))
         text = f"{target} {draw(st.sampled_from(['=', '+=']))} {draw(expressions())}"
-        if draw(st.booleans()):
+        if draw(st.integers(0, 3)) == 0:
             clauses = [draw(st.sampled_from(["j = i + 1", "k = i // 2", "i < 2", "j = i // 0", "i >= 1", "k = k"]))
                        for _ in range(draw(st.integers(1, 2)))]
             text += " where " + ", ".join(clauses)
