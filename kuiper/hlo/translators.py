@@ -6,6 +6,9 @@ library, which is being retired family by family.
 
 from __future__ import annotations
 
+from . import translate_conv
 from .site import Translator
 
-TRANSLATORS: dict[str, Translator] = {}
+TRANSLATORS: dict[str, Translator] = {
+    **translate_conv.TRANSLATORS,
+}

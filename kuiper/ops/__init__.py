@@ -15,6 +15,7 @@ from . import (
     concat,
     conv,
     creation,
+    data_movement,
     elementwise,
     expression,
     gating,
@@ -41,7 +42,7 @@ from . import (
 )
 
 FAMILIES = [
-    io, conv, pooling, norm, activation, linear, reduce, compare,
+    io, conv, data_movement, pooling, norm, activation, linear, reduce, compare,
     shape, slicing, concat, pad, resize, plumbing, expression, elementwise, attention, recurrent,
     pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
     grid_sample, complex_tensors, spectral,

@@ -20,7 +20,7 @@ class _Joining(Op):
 
 
 class Cat(_Joining):
-    types = ("torch.cat", "torch.concat", "torch.concatenate")
+    types = ("torch.cat", "torch.concat", "torch.concatenate", "Concat")
 
     def forward(self, *tensors):
         first = tensors[0]

@@ -34,6 +34,7 @@ from . import conv_algorithms as algorithms
 from .base import Op, prod, spatial_variants
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+MAX_SPATIAL_DIMS = 3
 MAX_WINDOW_PARAM = 2**31 - 1  # larger strides/dilations are no real model's (and overflow index arithmetic)
 IM2COL_CHUNK_BYTES = 8 << 20  # im2col columns per chunk of images (nn.* convs; kept in the L3 cache)
 
@@ -57,6 +58,10 @@ class _ConvBase(Op):
     spatial = 2
 
     def setup(self):
+        # The canonical Conv names its spatial rank; the PNNX classes have theirs in the type.
+        self.spatial = self.int_param("spatial_dims", default=type(self).spatial)
+        if not 1 <= self.spatial <= MAX_SPATIAL_DIMS:
+            raise self.unsupported("spatial_dims", self.spatial, f"1 to {MAX_SPATIAL_DIMS}")
         n = self.spatial
         self.stride = self.ints_param("stride", n, default=1)
         self.dilation = self.ints_param("dilation", n, default=1)
@@ -188,6 +193,7 @@ class ConvNd(_ConvBase):
     def setup(self):
         super().setup()
         self.padding_mode = self.choice_param("padding_mode", PADDING_MODES, default="zeros")
+        self.explicit_pads = self.pad_pairs() if self.has_param("pads") else None
         padding = self.param("padding", 0)
         if padding == "same" and any(s != 1 for s in self.stride):
             raise self.unsupported("padding", "same", "'same' only with stride 1 (as in PyTorch)")
@@ -223,8 +229,23 @@ class ConvNd(_ConvBase):
             return "winograd"
         return "im2col"
 
+    def pad_pairs(self) -> tuple[tuple[int, int], ...]:
+        """The canonical param ``pads``: [before, after] zeros per spatial dim, possibly unequal."""
+        pads = self.param("pads")
+        well_formed = isinstance(pads, (list, tuple)) and len(pads) == self.spatial and all(
+            isinstance(pair, (list, tuple)) and len(pair) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in pair)
+            for pair in pads
+        )
+        if not well_formed:
+            raise self.error(f"param 'pads' must be {self.spatial} [before, after] pair(s) of non-negative "
+                             f"integers, found {pads!r}")
+        return tuple((before, after) for before, after in pads)
+
     def pads_for(self, kernel) -> tuple[tuple[int, int], ...]:
         """(before, after) per spatial dim; 'same' splits like PyTorch (the extra one on the right)."""
+        if self.explicit_pads is not None:
+            return self.explicit_pads
         if self.padding == "valid":
             return ((0, 0),) * self.spatial
         if self.padding == "same":
@@ -414,6 +435,10 @@ class ConvTransposeNd(_ConvBase):
 
 
 Conv1d, Conv2d, Conv3d = spatial_variants(ConvNd, "Conv{}d", ("nn.Conv{}d", "F.conv{}d"))
+# The canonical ``Conv`` (params spatial_dims, stride, dilation, groups, pads; weight (out, in/groups,
+# *kernel) as @weight or the second input) is served by the class with the 2-D fast paths, so
+# compiled kernels that override it serve every frontend; other ranks take the generic path.
+Conv2d.types = (*Conv2d.types, "Conv")
 ConvTranspose1d, ConvTranspose2d, ConvTranspose3d = spatial_variants(
     ConvTransposeNd, "ConvTranspose{}d", ("nn.ConvTranspose{}d", "F.conv_transpose{}d")
 )

@@ -8,7 +8,7 @@ from .base import Op
 class Attribute(Op):
     """A constant tensor stored in the .bin as ``<op>.data``; moved to the backend once."""
 
-    types = ("pnnx.Attribute",)
+    types = ("pnnx.Attribute", "Constant")
 
     def setup(self):
         self.require_inputs(0)

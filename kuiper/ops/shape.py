@@ -96,7 +96,7 @@ def resolve_shape(op: Op, shape: tuple[int, ...], size: int, where: str) -> tupl
 class Reshape(ShapeArgOp):
     """Tensor.reshape / Tensor.view: ``shape`` param, or a ``$shape`` input from an expression."""
 
-    types = ("Tensor.reshape", "Tensor.view")
+    types = ("Tensor.reshape", "Tensor.view", "Reshape")
 
     def setup(self):
         self.read_shape_arg("shape")
@@ -157,7 +157,7 @@ class Unflatten(Op):
 
 
 class Permute(Op):
-    types = ("Tensor.permute", "torch.permute")
+    types = ("Tensor.permute", "torch.permute", "Transpose")
 
     def setup(self):
         self.require_inputs(1)
@@ -363,7 +363,7 @@ class RepeatInterleave(Op):
 
 
 class Flip(Op):
-    types = ("torch.flip", "Tensor.flip")
+    types = ("torch.flip", "Tensor.flip", "Reverse")
 
     def setup(self):
         self.require_inputs(1)
@@ -399,7 +399,7 @@ class Roll(Op):
 class Contiguous(Op):
     """Tensor.contiguous: a layout hint in PyTorch, the identity here (arrays are immutable values)."""
 
-    types = ("Tensor.contiguous",)
+    types = ("Tensor.contiguous", "Identity")
 
     def setup(self):
         self.require_inputs(1)
