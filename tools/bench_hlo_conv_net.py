@@ -13,7 +13,6 @@ module run the same weights. The three engines are timed interleaved in one proc
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import statistics
 import sys
@@ -22,7 +21,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCH_FILE = ROOT / "asv_benchmarks" / "benchmarks" / "data" / "conv_net.hlo.txt.gz"
 
 
 def main() -> None:
@@ -36,32 +34,17 @@ def main() -> None:
 
     import numpy as np
     import torch
-    from torch import nn
 
     sys.path.insert(0, str(ROOT / "tools"))
+    sys.path.insert(0, str(ROOT / "asv_benchmarks"))
     import fixturelib
     import kuiper
-    from kuiper.hlo import parse
-    from kuiper.hlo.literals import literal_array
+    from benchmarks.bench_hlo_conv_net import conv_layers, hlo_text, torch_module
 
     torch.set_num_threads(args.threads)
-    text = gzip.decompress(BENCH_FILE.read_bytes()).decode()
+    text = hlo_text()
     hlo_model = kuiper.load_hlo(text, backend="numpy")
-
-    # The weights, in the order the ENTRY computation uses them.
-    module = parse(text, source=BENCH_FILE.name)
-    entry = module.entry
-    kernels = [literal_array(entry.by_name[i.operands[1]]) for i in entry.instructions if i.opcode == "convolution"]
-    biases = [literal_array(entry.by_name[i.operands[0]]).reshape(-1) for i in entry.instructions
-              if i.opcode == "broadcast" and entry.by_name[i.operands[0]].opcode == "constant"
-              and entry.by_name[i.operands[0]].shape.size() > 1]
-    layers = []
-    for kernel, bias in zip(kernels, biases, strict=True):
-        conv = nn.Conv2d(kernel.shape[1], kernel.shape[0], 3, padding=1)
-        conv.weight.data = torch.from_numpy(kernel.copy())
-        conv.bias.data = torch.from_numpy(bias.copy())
-        layers += [conv, nn.ReLU()]
-    torch_model = nn.Sequential(*layers).eval()
+    torch_model = torch_module(conv_layers(text))  # the weights the HLO text holds
 
     x = np.random.RandomState(0).randn(*hlo_model.inputs[0].shape).astype(np.float32)
     with tempfile.TemporaryDirectory(prefix="kuiper-conv-net-") as folder:
