@@ -11,13 +11,12 @@ from . import (
     ops_control,
     ops_elementwise,
     ops_gather,
-    ops_linalg,
     ops_reduce,
     ops_shape,
     ops_sort,
 )
 
-FAMILIES = [ops_elementwise, ops_shape, ops_linalg, ops_reduce, ops_gather, ops_sort, ops_control]
+FAMILIES = [ops_elementwise, ops_shape, ops_reduce, ops_gather, ops_sort, ops_control]
 
 
 class HloFrontend(Frontend):

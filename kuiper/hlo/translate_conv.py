@@ -21,6 +21,7 @@ import numpy as np
 from ..model_ir import OpNode
 from .site import Site
 from .translate_common import attribute, constant_operand, integer, operand, reshape, result, transpose, with_dims, word
+from .windows import parse_window
 
 
 def _labels(site: Site) -> tuple[list[int], list[int], list[int], int]:
@@ -42,39 +43,18 @@ def _labels(site: Site) -> tuple[list[int], list[int], list[int], int]:
             [position[c] for c in out], spatial)
 
 
-def parse_window(site: Site, rank: int) -> dict:
-    """``window={size=3x3 stride=2x2 pad=1_1x0_0 lhs_dilate=1x1 rhs_dilate=2x2 rhs_reversal=0x1}``."""
-    window = attribute(site, "window", {})
-    if not isinstance(window, dict):
-        raise site.error(f"window={window!r} is not a window description")
-
-    def numbers(key, default):
-        text = window.get(key)
-        if text is None:
-            return [default] * rank
-        parts = str(text).split("x")
-        if len(parts) != rank:
-            raise site.error(f"window {key}={text} has {len(parts)} dims, expected {rank}")
-        try:
-            return [tuple(int(v) for v in p.split("_")) if "_" in p else int(p) for p in parts]
-        except ValueError:
-            raise site.error(f"window {key}={text} is not numbers joined by 'x'") from None
-
-    pads = numbers("pad", (0, 0))
-    if any(not isinstance(p, tuple) or len(p) != 2 for p in pads):
-        raise site.error(f"window pad={window.get('pad')} must be low_high per dim")
-    return {
-        "size": numbers("size", 1), "stride": numbers("stride", 1), "pad": pads,
-        "lhs_dilate": numbers("lhs_dilate", 1), "rhs_dilate": numbers("rhs_dilate", 1),
-        "rhs_reversal": numbers("rhs_reversal", 0),
-    }
+def _window(site: Site, rank: int) -> dict:
+    window = parse_window(attribute(site, "window", {}), rank, site.error)
+    if any(not isinstance(p, tuple) or len(p) != 2 for p in window["pad"]):
+        raise site.error(f"window pad={attribute(site, 'window')['pad']} must be low_high per dim")
+    return window
 
 
 def translate_convolution(site: Site) -> list[OpNode]:
     lhs_order, rhs_order, out_order, spatial = _labels(site)
     if spatial < 1:
         raise site.error("a convolution without spatial dims is not supported (write it as a dot)")
-    window = parse_window(site, spatial)
+    window = _window(site, spatial)
     if any(isinstance(v, tuple) or v < 1 for key in ("stride", "lhs_dilate", "rhs_dilate") for v in window[key]):
         raise site.error(f"window strides and dilations must be positive integers, found {window}")
     groups = integer(site, "feature_group_count", 1)

@@ -6,9 +6,10 @@ library, which is being retired family by family.
 
 from __future__ import annotations
 
-from . import translate_conv
+from . import translate_conv, translate_dot
 from .site import Translator
 
 TRANSLATORS: dict[str, Translator] = {
     **translate_conv.TRANSLATORS,
+    **translate_dot.TRANSLATORS,
 }
