@@ -183,7 +183,6 @@ class _Lowering:
                     [len(leaves(o)) for o in operands], self.declare)
 
     def node(self, instruction: HloInstruction, name: str, operands: list, outputs: list[str]) -> OpNode:
-        attrs = {"data": literal_array(instruction)} if instruction.opcode == "constant" else {}
         params = {
             "instruction": instruction,
             "module": self.module,
@@ -191,7 +190,7 @@ class _Lowering:
             "operand_leaf_counts": [len(leaves(o)) for o in operands],
         }
         return OpNode(op_type(instruction), name, [leaf for o in operands for leaf in leaves(o)], outputs, params,
-                      attrs, source=self.module.where(instruction))
+                      source=self.module.where(instruction))
 
     def tuple_constant(self, instruction: HloInstruction, name: str):
         def build(shape: Shape, literal, path: str):
@@ -199,9 +198,7 @@ class _Lowering:
                 return tuple(build(s, lit, f"{path}#{i}") for i, (s, lit) in enumerate(zip(shape.elements, literal)))
             self.declare(path, shape)
             data = literal_array(instruction, shape, literal)
-            params = {"instruction": instruction, "module": self.module, "operand_leaf_counts": []}
-            self.ops.append(OpNode("hlo.constant", path, [], [path], params, {"data": data},
-                                   source=self.module.where(instruction)))
+            self.ops.append(OpNode("Constant", path, [], [path], {}, {"data": data}, source=self.module.where(instruction)))
             return path
 
         return build(instruction.shape, instruction.literal, name)

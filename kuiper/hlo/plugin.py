@@ -12,11 +12,10 @@ from . import (
     ops_elementwise,
     ops_gather,
     ops_reduce,
-    ops_shape,
     ops_sort,
 )
 
-FAMILIES = [ops_elementwise, ops_shape, ops_reduce, ops_gather, ops_sort, ops_control]
+FAMILIES = [ops_elementwise, ops_reduce, ops_gather, ops_sort, ops_control]
 
 
 class HloFrontend(Frontend):

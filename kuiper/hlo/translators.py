@@ -6,10 +6,11 @@ library, which is being retired family by family.
 
 from __future__ import annotations
 
-from . import translate_conv, translate_dot
+from . import translate_conv, translate_dot, translate_shape
 from .site import Translator
 
 TRANSLATORS: dict[str, Translator] = {
     **translate_conv.TRANSLATORS,
     **translate_dot.TRANSLATORS,
+    **translate_shape.TRANSLATORS,
 }

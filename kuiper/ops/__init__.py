@@ -18,6 +18,7 @@ from . import (
     data_movement,
     elementwise,
     expression,
+    float_bits,
     gating,
     grid_sample,
     inplace,
@@ -45,7 +46,7 @@ FAMILIES = [
     io, conv, data_movement, pooling, norm, activation, linear, reduce, compare,
     shape, slicing, concat, pad, resize, plumbing, expression, elementwise, attention, recurrent,
     pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
-    grid_sample, complex_tensors, spectral,
+    grid_sample, complex_tensors, spectral, float_bits,
 ]
 
 
