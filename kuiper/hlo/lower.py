@@ -4,9 +4,13 @@
   ``get-tuple-element`` only regroup leaves and emit no op.
 * ``call`` and ``fusion`` are inlined: the called computation's instructions join
   the caller's graph under the prefix ``caller/``, so the graph sees through them.
+* An instruction whose opcode has a translator (translators.py: convolution, dot, the
+  shape and elementwise families) becomes ops of kuiper's canonical op set, with plain
+  typed params.
 * Every other instruction becomes an op of type ``hlo.<opcode>`` whose params hold
   the instruction (``instruction``) and the module (``module``), so ops that call
-  computations (while, reduce, sort ...) can build those as sub-Models.
+  computations (while, reduce, sort ...) can build those as sub-Models; those ops are
+  being retired into translators too.
 * ``vectorized=True`` leaves the parameter shapes free: used for computations that
   XLA applies to scalars (reduce's ``to_apply``, comparators), which kuiper applies
   to whole arrays at once.

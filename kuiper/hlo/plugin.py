@@ -9,13 +9,12 @@ from ..hookspecs import hookimpl
 from ..model_ir import ModelIR
 from . import (
     ops_control,
-    ops_elementwise,
     ops_gather,
     ops_reduce,
     ops_sort,
 )
 
-FAMILIES = [ops_elementwise, ops_reduce, ops_gather, ops_sort, ops_control]
+FAMILIES = [ops_reduce, ops_gather, ops_sort, ops_control]
 
 
 class HloFrontend(Frontend):

@@ -6,11 +6,12 @@ library, which is being retired family by family.
 
 from __future__ import annotations
 
-from . import translate_conv, translate_dot, translate_shape
+from . import translate_conv, translate_dot, translate_elementwise, translate_shape
 from .site import Translator
 
 TRANSLATORS: dict[str, Translator] = {
     **translate_conv.TRANSLATORS,
     **translate_dot.TRANSLATORS,
+    **translate_elementwise.TRANSLATORS,
     **translate_shape.TRANSLATORS,
 }

@@ -17,6 +17,7 @@ from . import (
     creation,
     data_movement,
     elementwise,
+    elementwise_named,
     expression,
     float_bits,
     gating,
@@ -46,7 +47,7 @@ FAMILIES = [
     io, conv, data_movement, pooling, norm, activation, linear, reduce, compare,
     shape, slicing, concat, pad, resize, plumbing, expression, elementwise, attention, recurrent,
     pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
-    grid_sample, complex_tensors, spectral, float_bits,
+    grid_sample, complex_tensors, spectral, float_bits, elementwise_named,
 ]
 
 
