@@ -83,10 +83,6 @@ def constant_operand(site: Site, index: int) -> np.ndarray | None:
     return literal_array(source)
 
 
-def dims(shape: ArrayShape) -> list[int]:
-    return list(shape.dims)
-
-
 def with_dims(shape: ArrayShape, new_dims) -> ArrayShape:
     """An array shape of the same element type with other dims (an intermediate value's)."""
     return ArrayShape(shape.element_type, tuple(new_dims))

@@ -20,7 +20,17 @@ import numpy as np
 
 from ..model_ir import OpNode
 from .site import Site
-from .translate_common import attribute, constant_operand, integer, operand, reshape, result, transpose, with_dims, word
+from .translate_common import (
+    attribute,
+    constant_operand,
+    integer,
+    operand,
+    reshape,
+    result,
+    transpose,
+    with_dims,
+    word,
+)
 from .windows import parse_window
 
 

@@ -16,7 +16,15 @@ import numpy as np
 
 from ..model_ir import OpNode
 from .site import Site
-from .translate_common import constant_operand, ints, operand, reshape, result, transpose, with_dims
+from .translate_common import (
+    constant_operand,
+    ints,
+    operand,
+    reshape,
+    result,
+    transpose,
+    with_dims,
+)
 
 
 def translate_dot(site: Site) -> list[OpNode]:

@@ -13,7 +13,15 @@ from .literals import literal_array
 from .module import Slice
 from .shapes import ArrayShape
 from .site import Site
-from .translate_common import attribute, integer, ints, operand, result, reshape, transpose, with_dims
+from .translate_common import (
+    attribute,
+    integer,
+    ints,
+    operand,
+    reshape,
+    result,
+    transpose,
+)
 
 
 def translate_constant(site: Site) -> list[OpNode]:

@@ -14,6 +14,7 @@ from . import (
     complex_tensors,
     concat,
     conv,
+    conv_transposed,
     creation,
     data_movement,
     elementwise,
@@ -44,7 +45,7 @@ from . import (
 )
 
 FAMILIES = [
-    io, conv, data_movement, pooling, norm, activation, linear, reduce, compare,
+    io, conv, conv_transposed, data_movement, pooling, norm, activation, linear, reduce, compare,
     shape, slicing, concat, pad, resize, plumbing, expression, elementwise, attention, recurrent,
     pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
     grid_sample, complex_tensors, spectral, float_bits, elementwise_named,
