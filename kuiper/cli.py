@@ -175,7 +175,7 @@ def cmd_info(args) -> int:
         print(f"fused {len(model.fused_groups)} elementwise chain(s):")
         for group in model.fused_groups:
             print("  " + " + ".join(group))
-    if model.backend.name == "numpy":
+    if "numpy-arrays" in model.backend.capabilities:  # the compiled CPU kernels' backends
         from .numba_kernels import kernel_notes
 
         print("\n".join(kernel_notes(model)))

@@ -1,6 +1,6 @@
-"""Where the backend choice comes from.
+"""Where the backend choice, and the folder for kuiper's caches, come from.
 
-Precedence, first match wins:
+Backend precedence, first match wins:
 
 1. the ``backend=`` argument (or ``--backend`` on the command line),
 2. the ``KUIPER_BACKEND`` environment variable,
@@ -8,6 +8,10 @@ Precedence, first match wins:
    ``kuiper.toml`` (``backend = "cupy"``) or ``pyproject.toml``
    (``[tool.kuiper]`` table, ``backend = "cupy"``),
 4. ``numpy``.
+
+Caches (numba's compiled kernels) live in ``KUIPER_CACHE_DIR``, else the user's cache
+directory (``platformdirs.user_cache_dir("kuiper")``: ``~/.cache/kuiper`` on Linux), never
+inside the installed package.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+import platformdirs
 
 from .errors import ConfigError
 
@@ -26,6 +32,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 ENV_VAR = "KUIPER_BACKEND"
 DEFAULT_BACKEND = "numpy"
+CACHE_DIR_ENV = "KUIPER_CACHE_DIR"
 
 
 @dataclass(frozen=True)
@@ -74,3 +81,14 @@ def choose_backend(explicit: str | None = None, start: Path | None = None) -> Ba
     if from_env:
         return BackendChoice(from_env, f"environment variable {ENV_VAR}")
     return find_config_backend(start) or BackendChoice(DEFAULT_BACKEND, "default")
+
+
+def cache_dir() -> Path:
+    """The folder for files kuiper can rebuild: ``KUIPER_CACHE_DIR``, else the user's cache directory.
+
+    Not the package folder: an installed package may be read-only, and pip removes an
+    installation by its file list, so a cache written there is left behind as a stray folder
+    that later shadows another install of kuiper.
+    """
+    from_env = os.environ.get(CACHE_DIR_ENV, "").strip()
+    return Path(from_env).expanduser() if from_env else Path(platformdirs.user_cache_dir("kuiper"))

@@ -16,21 +16,37 @@ class ModelFormatError(KuiperError):
     """A model file (``.pnnx.param`` / ``.pnnx.bin``) is malformed or inconsistent."""
 
 
-class ExpressionSyntaxError(ModelFormatError):
-    """An expression string (``pnnx.Expression`` ``expr=``) cannot be parsed.
+class LanguageSyntaxError(ModelFormatError):
+    """Text in one of kuiper's languages (a PNNX expression, a te kernel) cannot be parsed or is inconsistent.
 
-    ``text`` is the expression and ``position`` the 0-based character offset of
-    the problem; the message shows the expression with a caret under it.
+    ``text`` is the source and ``position`` the 0-based offset of the problem; ``line`` and
+    ``column`` (1-based, None without a position) say the same for people.  The message names
+    them (the line only when the text has several) and shows that line with a caret under the
+    spot.  ``context`` says where the text came from (which op of which model file) and leads
+    the message; ``reason`` is the bare complaint, for re-raising with more context.
     """
 
-    def __init__(self, message: str, text: str = "", position: int | None = None):
+    def __init__(self, message: str, text: str = "", position: int | None = None, context: str = ""):
+        self.reason = message
         self.text = text
         self.position = position
-        self.reason = message
+        self.context = context
+        self.line: int | None = None
+        self.column: int | None = None
         if text and position is not None:
-            caret = " " * max(0, min(position, len(text))) + "^"
-            message = f"{message}\n  {text}\n  {caret}"
-        super().__init__(message)
+            offset = max(0, min(position, len(text)))
+            line_start = text.rfind("\n", 0, offset) + 1
+            line_end = text.find("\n", offset)
+            line_text = text[line_start : line_end if line_end >= 0 else len(text)]
+            self.line = text.count("\n", 0, offset) + 1
+            self.column = offset - line_start + 1
+            where = f"line {self.line}, column {self.column}" if "\n" in text else f"column {self.column}"
+            message = f"{where}: {message}\n  {line_text}\n  {' ' * (self.column - 1)}^"
+        super().__init__(f"{context}: {message}" if context else message)
+
+
+class ExpressionSyntaxError(LanguageSyntaxError):
+    """An expression string (``pnnx.Expression`` ``expr=``) cannot be parsed or lowered."""
 
 
 class HloSyntaxError(ModelFormatError):
@@ -57,6 +73,10 @@ class OperatorParamError(ModelFormatError):
 
 class UnknownParamWarning(UserWarning):
     """An op in a model file has params kuiper does not know; they are ignored (``strict=True``: an error)."""
+
+
+class PluginWarning(UserWarning):
+    """A third-party plugin failed to load or one of its hooks raised; kuiper goes on without it."""
 
 
 class UnsupportedOperatorError(KuiperError):
@@ -105,23 +125,5 @@ class DeviceMemoryError(KuiperError):
     """The accelerator ran out of memory; the message says how much was asked and what was free."""
 
 
-class TESyntaxError(ModelFormatError):
-    """A tensor-expression kernel (``kuiper.te``) cannot be parsed or is inconsistent.
-
-    ``text`` is the kernel source and ``position`` the 0-based offset of the problem; the
-    message names the line and column and shows that line with a caret under the spot.
-    """
-
-    def __init__(self, message: str, text: str = "", position: int | None = None):
-        self.text = text
-        self.position = position
-        self.reason = message
-        if text and position is not None:
-            position = max(0, min(position, len(text)))
-            line_start = text.rfind("\n", 0, position) + 1
-            line_end = text.find("\n", position)
-            line = text[line_start : line_end if line_end >= 0 else len(text)]
-            line_number = text.count("\n", 0, position) + 1
-            column = position - line_start
-            message = f"line {line_number}, column {column + 1}: {message}\n  {line}\n  {' ' * column}^"
-        super().__init__(message)
+class TESyntaxError(LanguageSyntaxError):
+    """A tensor-expression kernel (``kuiper.te``) cannot be parsed or is inconsistent."""

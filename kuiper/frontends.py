@@ -12,7 +12,9 @@ A frontend is a class registered through the ``kuiper_add_frontends`` hook
 
 ``kuiper.load(path)`` asks every frontend whether it ``claims`` the path (by
 default: the file name ends with one of its ``suffixes``); ``format=NAME``
-skips the question.
+skips the question.  A frontend whose format is text may also take the text
+itself: ``claims_text`` recognises it and ``load_text`` reads it, so
+``kuiper.load(hlo_text)`` works like ``kuiper.load("prog.hlo.txt")``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import ClassVar
 
 from .errors import ModelFormatError, PluginError
 from .model_ir import ModelIR
+from .plugins import frontend_registry
 
 
 class Frontend:
@@ -39,11 +42,18 @@ class Frontend:
     def load(cls, path: Path, **options) -> ModelIR:
         raise NotImplementedError(f"{cls.__qualname__}.load")
 
+    @classmethod
+    def claims_text(cls, text: str) -> bool:
+        """True when ``text`` is a whole model in this format (the default: never)."""
+        return False
+
+    @classmethod
+    def load_text(cls, text: str, **options) -> ModelIR:
+        raise ModelFormatError(f"the {cls.name} frontend reads files only; give it a path")
+
 
 def frontend_for(path: str | os.PathLike, format: str | None = None) -> type[Frontend]:  # noqa: A002
     """The frontend named ``format``, else the one that claims ``path``."""
-    from .plugins import frontend_registry
-
     registry = frontend_registry()
     if format is not None:
         registered = registry.get(format)
@@ -62,6 +72,33 @@ def frontend_for(path: str | os.PathLike, format: str | None = None) -> type[Fro
     return claimed[0]
 
 
-def load_ir(path: str | os.PathLike, format: str | None = None, **options) -> ModelIR:  # noqa: A002
-    """Read a model file into a ModelIR through the frontend that claims it."""
-    return frontend_for(path, format).load(Path(path), **options)
+def text_frontend(source, format: str | None = None) -> type[Frontend] | None:  # noqa: A002
+    """The frontend that reads ``source`` as model text, or None when ``source`` is a path.
+
+    A string is text when it is not the name of an existing file and the frontend named
+    by ``format`` (or, without one, some installed frontend) claims it as text.
+    """
+    if not isinstance(source, str) or _is_existing_path(source):
+        return None
+    if format is not None:
+        chosen = frontend_for(source, format)
+        return chosen if chosen.claims_text(source) else None
+    for registered in frontend_registry().values():
+        if registered.obj.claims_text(source):
+            return registered.obj
+    return None
+
+
+def _is_existing_path(source: str) -> bool:
+    try:
+        return "\n" not in source and Path(source).exists()
+    except (OSError, ValueError):  # too long for a file name, or a NUL byte
+        return False
+
+
+def load_ir(source: str | os.PathLike, format: str | None = None, **options) -> ModelIR:  # noqa: A002
+    """Read a model file, or model text a frontend recognises, into a ModelIR."""
+    by_text = text_frontend(source, format)
+    if by_text is not None:
+        return by_text.load_text(source, **options)
+    return frontend_for(source, format).load(Path(source), **options)

@@ -28,12 +28,27 @@ def kuiper_add_ops():
 
 
 @hookspec
-def kuiper_add_kernels(backend_name):
+def kuiper_add_kernels(backend_name, capabilities):
     """Return ``{op_type: Op subclass}``: implementations that replace the generic op on that backend.
 
-    Use this for a faster kernel on one backend (the CuPy backend's fused
-    elementwise kernels, a plugin's SIMD convolution).  Return None or ``{}``
-    for backends you do not specialise.
+    Use this for a faster kernel on one backend (kuiper's Numba CPU kernels, a
+    plugin's SIMD convolution).  ``capabilities`` is the backend's set (see
+    kuiper.backends.base): choose by it rather than by name, e.g. kernels written
+    for NumPy arrays serve every backend with ``"numpy-arrays"``.  An
+    implementation may take either argument or both.  Return None or ``{}`` for
+    backends you do not specialise.
+    """
+
+
+@hookspec
+def kuiper_add_primitives(backend_name, capabilities):
+    """Return ``{primitive name: function}``: replacements for Backend primitives on that backend.
+
+    The names are Backend methods listed in ``kuiper.backends.base.PRIMITIVES``
+    (``softmax_in_place``, ``compile_elementwise``, ...).  Each function is called
+    as ``function(default, *args)``, where ``default`` is the backend's own method,
+    for the calls the plugin does not take.  They are installed once, when the
+    backend is first created.  Return None or ``{}`` for backends you do not specialise.
     """
 
 

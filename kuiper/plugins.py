@@ -2,31 +2,39 @@
 
 Built-in plugins are registered under the same names as their entry points
 (see setup.cfg), so an installed kuiper and a source checkout behave alike and
-nothing registers twice.
+nothing registers twice.  A third-party plugin that fails (its import raises,
+or one of its hooks does) is dropped with one PluginWarning naming it, its
+distribution and the error: one broken package must not break every command.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import importlib.metadata
 import os
+import warnings
 from dataclasses import dataclass
 
 import pluggy
 
 from . import hookspecs
-from .errors import PluginError
+from .errors import PluginError, PluginWarning
 
 ENTRY_POINT_GROUP = "kuiper"
 BUILTIN_PLUGINS = {
     "numpy": "kuiper.backends.numpy_backend",
     "cupy": "kuiper.backends.cupy_backend",
     "builtin_ops": "kuiper.ops",
+    "numba_kernels": "kuiper.numba_kernels",
     "pnnx": "kuiper.formats.pnnx",
     "hlo": "kuiper.hlo",
 }
 # Set to 1 to load only the built-ins (e.g. to rule out a broken third-party plugin).
 DISABLE_AUTOLOAD_ENV = "KUIPER_DISABLE_PLUGIN_AUTOLOAD"
+
+# Plugin name -> where it came from, for warnings: "entry point 'toy = toy_format' of distribution toy-format 0.1".
+_origins: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -41,17 +49,40 @@ class Registered:
 def plugin_manager() -> pluggy.PluginManager:
     manager = pluggy.PluginManager("kuiper")
     manager.add_hookspecs(hookspecs)
+    _origins.clear()
     for name, module in BUILTIN_PLUGINS.items():
         manager.register(importlib.import_module(module), name=name)
     if os.environ.get(DISABLE_AUTOLOAD_ENV, "") not in ("1", "true", "yes"):
-        try:
-            manager.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
-        except Exception as exc:  # a third party's import error must say whose it is
-            raise PluginError(
-                f"a plugin in entry-point group '{ENTRY_POINT_GROUP}' failed to load: {exc!r} "
-                f"(set {DISABLE_AUTOLOAD_ENV}=1 to load only kuiper's built-ins)"
-            ) from exc
+        _load_entry_points(manager)
     return manager
+
+
+def _load_entry_points(manager: pluggy.PluginManager) -> None:
+    """Register each entry point of the group (as pluggy's loader does), skipping those that fail to load."""
+    for distribution in importlib.metadata.distributions():
+        for entry_point in distribution.entry_points:
+            name = entry_point.name
+            if entry_point.group != ENTRY_POINT_GROUP or manager.has_plugin(name) or manager.is_blocked(name):
+                continue  # another group, a built-in (registered first), or a plugin dropped before
+            origin = (
+                f"entry point '{name} = {entry_point.value}' of distribution "
+                f"{distribution.metadata['Name']} {distribution.version}"
+            )
+            try:
+                manager.register(entry_point.load(), name=name)
+            except Exception as exc:  # noqa: BLE001 - whatever a third party's import or registration raises
+                _warn_dropped(f"'{name}' ({origin})", "failed to load", exc)
+                continue
+            _origins[name] = origin
+
+
+def _warn_dropped(plugin: str, what: str, exc: BaseException) -> None:
+    warnings.warn(
+        f"kuiper plugin {plugin} {what}: {type(exc).__name__}: {exc}; going on without it "
+        f"(set {DISABLE_AUTOLOAD_ENV}=1 to load only kuiper's built-ins)",
+        PluginWarning,
+        stacklevel=3,
+    )
 
 
 def reset_registries() -> None:
@@ -59,20 +90,50 @@ def reset_registries() -> None:
     backend_registry.cache_clear()
     op_registry.cache_clear()
     kernel_registry.cache_clear()
+    primitive_registry.cache_clear()
     frontend_registry.cache_clear()
 
 
 def _collect(hook, **kwargs):
-    """Yield (plugin name, result) for every non-empty result of ``hook``.
+    """Yield every non-empty result of ``hook``, built-ins first.
 
     The hook is called through pluggy, so hook wrappers, ``tryfirst``/``trylast``
-    and ``call_historic`` semantics all hold.  Pluggy returns bare results, so
-    the plugin behind each registered class is found from the class's module.
+    and ``call_historic`` semantics all hold.  When a third-party implementation
+    raises, its plugin is dropped (one warning) and the hook called again without it;
+    an error in a built-in is kuiper's own and propagates.
     """
-    results = hook(**kwargs)
+    while True:
+        try:
+            results = hook(**kwargs)
+            break
+        except Exception as exc:
+            plugin = _raising_plugin(hook, exc)
+            if plugin is None or plugin in BUILTIN_PLUGINS:
+                raise
+            origin = _origins.get(plugin)
+            plugin_manager().set_blocked(plugin)  # unregisters it, and keeps it out
+            reset_registries()  # what it registered through other hooks goes too
+            _warn_dropped(f"'{plugin}'" + (f" ({origin})" if origin else ""), f"raised in {hook.name}", exc)
     for result in reversed(results):  # pluggy calls last-registered first; report built-ins first
         if result:
             yield result
+
+
+def _raising_plugin(hook, exc: BaseException) -> str | None:
+    """The plugin whose implementation of ``hook`` raised ``exc``: the innermost frame of the
+    traceback that runs one of the hook's implementations (an outer one may be a wrapper)."""
+    plugins = {}
+    for implementation in hook.get_hookimpls():
+        function = getattr(implementation.function, "__func__", implementation.function)  # methods
+        code = getattr(function, "__code__", None)
+        if code is not None:
+            plugins[code] = implementation.plugin_name
+    found = None
+    traceback = exc.__traceback__
+    while traceback is not None:
+        found = plugins.get(traceback.tb_frame.f_code, found)
+        traceback = traceback.tb_next
+    return found
 
 
 def plugin_of(obj) -> str:
@@ -126,19 +187,38 @@ def op_registry() -> dict[str, Registered]:
     return registry
 
 
+def backend_capabilities(backend_name: str) -> frozenset[str]:
+    """What the named backend advertises (``Backend.capabilities``); nothing for an unknown name."""
+    registered = backend_registry().get(backend_name)
+    return frozenset(registered.obj.capabilities) if registered is not None else frozenset()
+
+
+def _per_backend(hook, backend_name: str, what: str) -> dict[str, Registered]:
+    """``{key: Registered}`` from a per-backend hook; two plugins giving one key is an error."""
+    registry: dict[str, Registered] = {}
+    capabilities = backend_capabilities(backend_name)
+    for entries in _collect(hook, backend_name=backend_name, capabilities=capabilities):
+        for key, obj in entries.items():
+            plugin = plugin_of(obj)
+            if key in registry:
+                raise PluginError(
+                    f"backend '{backend_name}': {what} '{key}' has replacements from both "
+                    f"'{registry[key].plugin}' and '{plugin}'"
+                )
+            registry[key] = Registered(obj, plugin)
+    return registry
+
+
 @functools.lru_cache(maxsize=None)
 def kernel_registry(backend_name: str) -> dict[str, Registered]:
-    registry: dict[str, Registered] = {}
-    for kernels in _collect(plugin_manager().hook.kuiper_add_kernels, backend_name=backend_name):
-        for op_type, cls in kernels.items():
-            plugin = plugin_of(cls)
-            if op_type in registry:
-                raise PluginError(
-                    f"backend '{backend_name}': op type '{op_type}' has kernels from both "
-                    f"'{registry[op_type].plugin}' and '{plugin}'"
-                )
-            registry[op_type] = Registered(cls, plugin)
-    return registry
+    """``{op type: Registered(Op subclass)}`` replacing generic ops on this backend."""
+    return _per_backend(plugin_manager().hook.kuiper_add_kernels, backend_name, "op type")
+
+
+@functools.lru_cache(maxsize=None)
+def primitive_registry(backend_name: str) -> dict[str, Registered]:
+    """``{primitive name: Registered(function)}`` replacing Backend primitives on this backend."""
+    return _per_backend(plugin_manager().hook.kuiper_add_primitives, backend_name, "primitive")
 
 
 @functools.lru_cache(maxsize=None)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import numpy as np
 import pytest
 
 import kuiper
+from kuiper import plugins
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MODELS = FIXTURES / "models"
@@ -102,3 +105,32 @@ def kernel_variant(request, monkeypatch):
         monkeypatch.setattr(runtime, "PARALLEL_WORK", 1 << 62)
     yield request.param
     runtime.set_threads(None)
+
+
+@pytest.fixture
+def install_distribution(tmp_path, monkeypatch):
+    """``install_distribution(module, source, {entry point: target})``: a one-module distribution
+    with ``kuiper`` entry points, found the way pip-installed plugins are (a dist-info folder on
+    sys.path), and a fresh plugin manager that loads it."""
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    modules = []
+
+    def install(module: str, source: str, entry_points: dict[str, str]) -> None:
+        info = site / f"{module}-0.1.dist-info"
+        info.mkdir()
+        (site / f"{module}.py").write_text(source)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 0.1\n")
+        lines = "".join(f"{name} = {target}\n" for name, target in entry_points.items())
+        (info / "entry_points.txt").write_text("[kuiper]\n" + lines)
+        modules.append(module)
+        importlib.invalidate_caches()
+        plugins.plugin_manager.cache_clear()
+        plugins.reset_registries()
+
+    yield install
+    for module in modules:
+        sys.modules.pop(module, None)
+    plugins.plugin_manager.cache_clear()
+    plugins.reset_registries()

@@ -14,7 +14,8 @@ import types
 import numpy as np
 import pytest
 
-from kuiper import bench, cli
+from kuiper import cli
+from kuiper.bench import agreement, engines, inputs, machine, op_profile, report, run, timing
 from kuiper.errors import InputError
 
 from conftest import MODELS
@@ -64,7 +65,7 @@ def test_bench_with_compare_none_reports_no_peers(capsys):
 
 def test_bench_accepts_the_param_file_and_threads(monkeypatch, capsys):
     hide_module(monkeypatch, "threadpoolctl")
-    for var in bench.THREAD_ENV_VARS:  # the command sets them for later libraries: restore them afterwards
+    for var in machine.THREAD_ENV_VARS:  # the command sets them for later libraries: restore them afterwards
         monkeypatch.setenv(var, "")
         monkeypatch.delenv(var)
     code = cli.main(["bench", str(FIXTURE / "model.pnnx.param"), "--runs", "1", "--warmup", "0",
@@ -99,22 +100,22 @@ def test_memory_option_measures_a_fresh_process(monkeypatch, capsys):
 # -- the pieces -----------------------------------------------------------------------------------
 def test_peer_files_sit_beside_the_param_file(tmp_path):
     param = tmp_path / "model.pnnx.param"
-    assert bench.peer_file(param, ".pt") == tmp_path / "model.pt"
-    assert bench.peer_file(param, ".onnx") == tmp_path / "model.onnx"
-    assert bench.peer_file(tmp_path / "net.param", ".pt") == tmp_path / "net.pt"
+    assert inputs.peer_file(param, ".pt") == tmp_path / "model.pt"
+    assert inputs.peer_file(param, ".onnx") == tmp_path / "model.onnx"
+    assert inputs.peer_file(tmp_path / "net.param", ".pt") == tmp_path / "net.pt"
 
 
 def test_parse_compare():
-    assert bench.parse_compare("torch,onnxruntime") == ["torch", "onnxruntime"]
-    assert bench.parse_compare(" ort , pytorch, ort") == ["onnxruntime", "torch"]
-    assert bench.parse_compare("none") == []
-    assert bench.parse_compare("") == []
+    assert engines.parse_compare("torch,onnxruntime") == ["torch", "onnxruntime"]
+    assert engines.parse_compare(" ort , pytorch, ort") == ["onnxruntime", "torch"]
+    assert engines.parse_compare("none") == []
+    assert engines.parse_compare("") == []
     with pytest.raises(InputError, match="unknown peer"):
-        bench.parse_compare("torch,tvm")
+        engines.parse_compare("torch,tvm")
 
 
 def test_summarise_gives_median_and_percentiles_in_ms():
-    stats = bench.summarise([i / 1000 for i in range(1, 11)])  # 1..10 ms
+    stats = timing.summarise([i / 1000 for i in range(1, 11)])  # 1..10 ms
     assert stats.runs == 10
     assert stats.median_ms == pytest.approx(5.5)
     assert stats.p10_ms == pytest.approx(1.9)  # linear interpolation between 1 and 2
@@ -124,16 +125,16 @@ def test_summarise_gives_median_and_percentiles_in_ms():
 def test_max_abs_difference():
     a = [np.array([1.0, 2.0, 3.0], dtype=np.float32), np.zeros((2, 2), dtype=np.float32)]
     b = [np.array([1.0, 2.5, 2.75], dtype=np.float32), np.full((2, 2), -0.125, dtype=np.float32)]
-    assert bench.max_abs_difference(a, b) == 0.5
-    assert bench.max_abs_difference(a, b[:1]) == float("inf")  # an output missing
-    assert bench.max_abs_difference(a[:1], [np.zeros(4)]) == float("inf")  # a shape differs
+    assert agreement.max_abs_difference(a, b) == 0.5
+    assert agreement.max_abs_difference(a, b[:1]) == float("inf")  # an output missing
+    assert agreement.max_abs_difference(a[:1], [np.zeros(4)]) == float("inf")  # a shape differs
 
 
 def test_agreement_tolerance_scales_with_large_outputs():
     # 1e-3 of the largest output magnitude, but never below 1e-4
-    assert bench.agrees(1e-4, 0.05) and not bench.agrees(2e-4, 0.05)
-    assert bench.agrees(1.5e-3, 2.0) and not bench.agrees(3e-3, 2.0)
-    assert bench.agrees(0.5, 640.0) and not bench.agrees(0.7, 640.0)
+    assert agreement.agrees(1e-4, 0.05) and not agreement.agrees(2e-4, 0.05)
+    assert agreement.agrees(1.5e-3, 2.0) and not agreement.agrees(3e-3, 2.0)
+    assert agreement.agrees(0.5, 640.0) and not agreement.agrees(0.7, 640.0)
 
 
 class FakeClock:
@@ -152,13 +153,13 @@ def fake_engine(name, calls, outputs=None):
         calls.append(name)
         return outputs
 
-    return bench.Engine(name, name, call, lambda o: list(o))
+    return engines.Engine(name, name, call, lambda o: list(o))
 
 
 def test_interleaved_timings_run_one_of_each_engine_per_round():
     calls = []
-    engines = [fake_engine("a", calls), fake_engine("b", calls), fake_engine("c", calls)]
-    samples = bench.interleaved_timings(engines, runs=3, warmup=2, clock=FakeClock(0.001))
+    fakes = [fake_engine("a", calls), fake_engine("b", calls), fake_engine("c", calls)]
+    samples = timing.interleaved_timings(fakes, runs=3, warmup=2, clock=FakeClock(0.001))
     assert calls == ["a", "b", "c"] * 5
     assert {name: len(s) for name, s in samples.items()} == {"a": 3, "b": 3, "c": 3}
     assert all(s == pytest.approx(0.001) for values in samples.values() for s in values)
@@ -166,9 +167,9 @@ def test_interleaved_timings_run_one_of_each_engine_per_round():
 
 def test_progress_line_appears_only_for_long_runs():
     stream = io.StringIO()
-    bench.interleaved_timings([fake_engine("a", [])], runs=3, warmup=0, progress=stream, clock=FakeClock(0.001))
+    timing.interleaved_timings([fake_engine("a", [])], runs=3, warmup=0, progress=stream, clock=FakeClock(0.001))
     assert stream.getvalue() == ""
-    bench.interleaved_timings([fake_engine("a", [])], runs=3, warmup=1, progress=stream, clock=FakeClock(1.0))
+    timing.interleaved_timings([fake_engine("a", [])], runs=3, warmup=1, progress=stream, clock=FakeClock(1.0))
     text = stream.getvalue()
     assert "round 4/4 (timed)" in text and text.endswith("\n")
 
@@ -183,15 +184,15 @@ def test_run_benchmark_compares_peers_with_kuiper_and_survives_a_failing_peer():
     def broken():
         raise RuntimeError("shape mismatch at batch 8\nmore detail")
 
-    failing = bench.Engine("torch", "torch", broken, list)
-    report = bench.run_benchmark([kuiper_like, failing, close_peer, off_peer], batch=2, runs=2, warmup=0,
-                                 model="m")
-    assert [e.name for e in report.engines] == ["kuiper", "onnxruntime", "other"]
-    assert report.unavailable["torch"] == "failed to run at batch 2: RuntimeError: shape mismatch at batch 8"
-    assert report.output_scale == 2.0
-    assert report.max_abs_diff["onnxruntime"] == 2.0**-15
-    assert report.max_abs_diff["other"] == pytest.approx(0.5)
-    text = bench.format_report(report)
+    failing = engines.Engine("torch", "torch", broken, list)
+    found = run.run_benchmark([kuiper_like, failing, close_peer, off_peer], batch=2, runs=2, warmup=0,
+                          model="m")
+    assert [e.name for e in found.engines] == ["kuiper", "onnxruntime", "other"]
+    assert found.unavailable["torch"] == "failed to run at batch 2: RuntimeError: shape mismatch at batch 8"
+    assert found.output_scale == 2.0
+    assert found.max_abs_diff["onnxruntime"] == 2.0**-15
+    assert found.max_abs_diff["other"] == pytest.approx(0.5)
+    text = report.format_report(found)
     other_row = next(line for line in text.splitlines() if line.startswith("other"))
     ort_row = next(line for line in text.splitlines() if line.startswith("onnxruntime"))
     assert "DIFFERS" in other_row and "DIFFERS" not in ort_row
@@ -202,9 +203,9 @@ def test_random_inputs_follow_the_declared_shapes_with_the_batch_replaced():
     import kuiper
 
     model = kuiper.load(FIXTURE / "model.pnnx.param")
-    (x,) = bench.random_inputs(model.inputs, batch=5)
+    (x,) = inputs.random_inputs(model.inputs, batch=5)
     assert x.shape == (5, 4, 7, 7) and x.dtype == np.float32
-    (again,) = bench.random_inputs(model.inputs, batch=5)
+    (again,) = inputs.random_inputs(model.inputs, batch=5)
     np.testing.assert_array_equal(x, again)  # seeded: every engine and every run sees the same input
 
 
@@ -222,7 +223,7 @@ def test_threads_limit_with_threadpoolctl_is_undone_after_the_command(capsys):
 def test_pause_sleeps_before_every_run_outside_the_timed_span():
     calls, sleeps = [], []
     clock = FakeClock(0.001)
-    samples = bench.interleaved_timings([fake_engine("a", calls), fake_engine("b", calls)], runs=2, warmup=1,
+    samples = timing.interleaved_timings([fake_engine("a", calls), fake_engine("b", calls)], runs=2, warmup=1,
                                         pause=0.25, clock=clock, sleep=sleeps.append)
     assert sleeps == [0.25] * 6  # 3 rounds x 2 engines
     assert all(s == pytest.approx(0.001) for values in samples.values() for s in values)
@@ -243,5 +244,5 @@ def test_profile_steps_time_every_step_in_every_round():
     import kuiper
 
     model = kuiper.load(FIXTURE / "model.pnnx.param")
-    samples = bench.profile_steps(model, bench.random_inputs(model.inputs, batch=2), rounds=3)
+    samples = op_profile.profile_steps(model, inputs.random_inputs(model.inputs, batch=2), rounds=3)
     assert {index: len(s) for index, s in samples.items()} == {index: 3 for index in range(len(model.steps))}

@@ -22,9 +22,9 @@ from kuiper.backends import get_backend
 from kuiper.model_ir import OpNode
 from kuiper.ops import conv_algorithms as algorithms
 from kuiper.ops import conv as conv_module
-from kuiper.ops import pooling as pooling_module
+from kuiper.ops import pooling_max as pooling_module
 from kuiper.ops.conv import Conv2d
-from kuiper.ops.pooling import MaxPool1d, MaxPool2d
+from kuiper.ops.pooling_max import MaxPool1d, MaxPool2d
 
 TOLERANCE = 1e-4  # max abs difference from the im2col path
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kuiper.hlo import parse
+from kuiper.hlo import build_dfg, parse
 
 FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
 PROGRAMS = sorted(path.name[: -len(".npz")] for path in FIXTURES.glob("*.npz"))
@@ -31,7 +31,7 @@ def test_both_texts_parse(name, suffix):
     assert entry.is_entry
     # The ENTRY signature of the optimised text names as many parameters as the unoptimised one has.
     assert len(entry.parameters()) >= 1
-    graph = module.dfg()
+    graph = build_dfg(module)
     assert len(graph.nodes) == module.instruction_count()
 
 

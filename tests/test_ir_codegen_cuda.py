@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from kuiper.errors import ExpressionSyntaxError, IRError
-from kuiper.expr import FUNCTIONS, hoist_sizes, parse
-from kuiper.expr.lower import lower
+from kuiper.pnnx_expr import FUNCTIONS, hoist_sizes, parse
+from kuiper.pnnx_expr.lower import lower
 from kuiper.ir import simplify
 from kuiper.ir.codegen_cuda import (
     PREAMBLE,

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kuiper.errors import InputError, ShapeError
-from kuiper.expr import FUNCTIONS, evaluate, parse
-from kuiper.expr.lower import lower
+from kuiper.pnnx_expr import FUNCTIONS, evaluate, parse
+from kuiper.pnnx_expr.lower import lower
 from kuiper.ir import simplify
 from kuiper.ir.codegen_numpy import compile_elementwise
 from kuiper.ir.erf import erf as erf_fallback
@@ -640,7 +640,7 @@ def test_list_items_may_be_tensors():
 
 
 def test_deeply_fused_dag_compiles_in_linear_time():
-    from kuiper.expr import substitute
+    from kuiper.pnnx_expr import substitute
 
     expr = parse("@0")
     for _ in range(100):

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from kuiper.errors import ExpressionSyntaxError
-from kuiper.expr import FUNCTIONS, Call, Input, Literal, Size, parse
-from kuiper.expr.lower import lower
+from kuiper.pnnx_expr import FUNCTIONS, Call, Input, Literal, Size, parse
+from kuiper.pnnx_expr.lower import lower
 from kuiper.ir import Var, linearize, make, print_ir, simplify
 
 

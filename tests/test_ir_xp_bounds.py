@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kuiper.expr import evaluate
+from kuiper.pnnx_expr import evaluate
 
 X = np.array([[np.nan, -np.inf, -2.5, -0.0, 0.0, 1e-30, 3.0, 6.5, np.inf]], np.float32)
 

@@ -22,7 +22,7 @@ from kuiper.numba_kernels import conv as compiled_conv
 from kuiper.numba_kernels import pooling as compiled_pooling
 from kuiper.numba_kernels import runtime
 from kuiper.ops.conv import Conv2d
-from kuiper.ops.pooling import MaxPool2d
+from kuiper.ops.pooling_max import MaxPool2d
 
 TOLERANCE = 1e-4
 
@@ -162,7 +162,7 @@ AVG_POOL_CASES = {
 @pytest.mark.parametrize("case", AVG_POOL_CASES)
 @pytest.mark.parametrize("shape", [(2, 5, 13, 12), (3, 9, 7)])
 def test_compiled_avg_pool_matches_float64(case, shape):
-    from kuiper.ops.pooling import AvgPool2d
+    from kuiper.ops.pooling_average import AvgPool2d
 
     node = OpNode("nn.AvgPool2d", "pool", ["x"], ["y"], params=AVG_POOL_CASES[case])
     x = inputs(shape)
@@ -184,24 +184,40 @@ def test_compiled_max_pool_propagates_nan_like_the_reference():
     np.testing.assert_array_equal(got[~np.isnan(got)], expected[~np.isnan(expected)])
 
 
-def test_kernels_are_registered_for_numpy_only_and_switch_off(monkeypatch):
-    from kuiper import numba_kernels
-    from kuiper.backends import numpy_backend
+def test_kernels_register_through_the_hooks_for_numpy_array_backends_and_switch_off(monkeypatch):
+    from kuiper import numba_kernels, plugins
 
     monkeypatch.delenv(runtime.DISABLE_ENV, raising=False)
     runtime.availability.cache_clear()
-    assert set(numpy_backend.kuiper_add_kernels("numpy")) >= {"nn.Conv2d", "F.conv2d", "nn.MaxPool2d"}
-    assert numpy_backend.kuiper_add_kernels("cupy") is None
-    monkeypatch.setenv(runtime.DISABLE_ENV, "0")
+    plugins.reset_registries()
+    kernels = plugins.kernel_registry("numpy")
+    assert {kernels[t].plugin for t in ("nn.Conv2d", "F.conv2d", "nn.MaxPool2d")} == {"numba_kernels"}
+    assert set(plugins.primitive_registry("numpy")) == {"compile_elementwise", "softmax_in_place"}
+    assert plugins.kernel_registry("cupy") == {} and plugins.primitive_registry("cupy") == {}
+    monkeypatch.setenv(runtime.DISABLE_ENV, "off")
     runtime.availability.cache_clear()
     try:
         assert numba_kernels.kernels() == {}
-        assert "switched off" in numba_kernels.describe()
+        assert numba_kernels.kuiper_add_primitives(frozenset({"numpy-arrays"})) is None
+        assert "switched off by KUIPER_NUMBA=off" in numba_kernels.describe()
     finally:
         monkeypatch.delenv(runtime.DISABLE_ENV)
         runtime.availability.cache_clear()
     assert "compiled CPU kernels: on" in numba_kernels.describe()
     runtime.availability.cache_clear()  # back to what the environment of this session says
+
+
+def test_a_kuiper_numba_value_that_is_neither_on_nor_off_is_a_config_error(monkeypatch):
+    from kuiper.errors import ConfigError
+
+    monkeypatch.setenv(runtime.DISABLE_ENV, "maybe")
+    runtime.availability.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match=r"KUIPER_NUMBA='maybe': expected 1 .* or 0"):
+            runtime.availability()
+    finally:
+        monkeypatch.delenv(runtime.DISABLE_ENV)
+        runtime.availability.cache_clear()
 
 
 def test_compiled_layer_norm_matches_float64():
@@ -269,11 +285,12 @@ def test_without_numba_the_reference_ops_run_and_info_says_why(monkeypatch, tmp_
     from conftest import op_model
 
     from kuiper import numba_kernels
-    from kuiper.plugins import kernel_registry
+    from kuiper.plugins import reset_registries
 
     monkeypatch.setitem(sys.modules, "numba", None)  # `import numba` now raises ImportError
     runtime.availability.cache_clear()
-    kernel_registry.cache_clear()
+    runtime._numba.cache_clear()
+    reset_registries()
     try:
         assert numba_kernels.kernels() == {}
         assert "numba is not installed" in numba_kernels.describe()
@@ -285,7 +302,8 @@ def test_without_numba_the_reference_ops_run_and_info_says_why(monkeypatch, tmp_
     finally:
         monkeypatch.undo()
         runtime.availability.cache_clear()
-        kernel_registry.cache_clear()
+        runtime._numba.cache_clear()
+        reset_registries()
 
 
 def test_info_notes_name_the_compiled_paths(tmp_path):

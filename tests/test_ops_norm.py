@@ -1,4 +1,4 @@
-"""Normalisation ops (kuiper/ops/norm.py): hand-computed values, properties, and errors.
+"""Normalisation ops (kuiper/ops/norm_*.py): hand-computed values, properties, and errors.
 
 The comparison with PyTorch comes from the fixtures in tests/test_models.py; the values
 here follow the definitions (biased variance, eps inside the square root).
@@ -13,6 +13,7 @@ from kuiper.errors import OperatorParamError, ShapeError, UnsupportedOperatorErr
 from kuiper.formats.pnnx import load_pnnx
 
 from conftest import MODELS, op_model
+from test_ops_activation import one_op
 
 def run(model, *arrays):
     return kuiper.to_numpy(model(*[np.asarray(a, dtype=np.float32) for a in arrays]))
@@ -174,6 +175,46 @@ def test_normalize_dim_out_of_range_names_the_op(tmp_path):
     model = op_model(tmp_path, "F.normalize n 1 1 x y dim=2 eps=1.000000e-12 p=2.0 $input=x")
     with pytest.raises(OperatorParamError, match=r"op 'n'.*dim 2 is out of range for a tensor of rank 2"):
         model(np.zeros((2, 2), np.float32))
+
+
+# -- RMS norm and local response norm: brute-force float64 references from the PyTorch docs --
+
+
+def test_rms_norm_with_and_without_weight_and_default_eps(tmp_path):
+    x = random(2, 3, 4, 5, seed=3)
+    weight = np.random.default_rng(4).uniform(0.5, 1.5, (4, 5)).astype(np.float32)
+    (got,), _ = one_op(tmp_path, "nn.RMSNorm", [x], {"elementwise_affine": True, "eps": None,
+                                                      "normalized_shape": (4, 5)}, weights={"weight": weight})
+    x64 = x.astype(np.float64)
+    eps = float(np.finfo(np.float32).eps)
+    want = x64 / np.sqrt((x64 ** 2).mean(axis=(-2, -1), keepdims=True) + eps) * weight
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    (plain,), _ = one_op(tmp_path, "nn.RMSNorm", [x], {"elementwise_affine": False, "eps": 0.5,
+                                                        "normalized_shape": (5,)})
+    np.testing.assert_allclose(plain, x64 / np.sqrt((x64 ** 2).mean(axis=-1, keepdims=True) + 0.5), atol=1e-5)
+    gain = weight[0]
+    (functional,), _ = one_op(tmp_path, "F.rms_norm", [x, gain], {"eps": 1e-4, "normalized_shape": (5,)},
+                              keys=["input", "weight"])
+    np.testing.assert_allclose(functional, x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-4) * gain, atol=1e-5)
+    with pytest.raises(kuiper.KuiperError, match="last 1 dim"):
+        one_op(tmp_path, "nn.RMSNorm", [random(2, 4)], {"normalized_shape": (5,)})
+
+
+@pytest.mark.parametrize("shape,size", [((2, 6, 3), 3), ((1, 5, 2, 3), 2), ((1, 4, 2, 2, 2), 5)])
+def test_local_response_norm(tmp_path, shape, size):
+    x = random(*shape, seed=5)
+    params = {"alpha": 0.3, "beta": 0.6, "k": 1.5, "size": size}
+    (got,), _ = one_op(tmp_path, "nn.LocalResponseNorm", [x], params)
+    x64 = x.astype(np.float64)
+    channels = shape[1]
+    want = np.empty_like(x64)
+    for c in range(channels):
+        window = range(max(0, c - size // 2), min(channels, c + (size - 1) // 2 + 1))
+        total = sum(x64[:, j] ** 2 for j in window)
+        want[:, c] = x64[:, c] / (1.5 + 0.3 / size * total) ** 0.6
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    (functional,), _ = one_op(tmp_path, "F.local_response_norm", [x], params)
+    np.testing.assert_array_equal(functional, got)
 
 
 # -- build-time errors ------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Pooling ops (kuiper/ops/pooling.py): PyTorch's border rules by hand, adaptive bins, errors.
+"""Pooling ops (kuiper/ops/pooling_*.py): PyTorch's border rules by hand, adaptive bins, errors.
 
 The comparison with PyTorch comes from the fixtures in tests/test_models.py; the values
 here are worked out by hand from PyTorch's documented rules.

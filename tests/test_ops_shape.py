@@ -343,7 +343,7 @@ def test_index_from_the_raw_expr_param_on_a_middle_dim(tmp_path, backend_name):
 def test_index_with_an_index_list_bound_to_expr():
     # pnnx writes x[:, i] (i a tensor) as pnnx.Expression expr=[None,@0] feeding $expr; the op
     # receives that list.  (Run directly: whether the expression engine builds such a list is
-    # kuiper.expr's business.)
+    # kuiper.pnnx_expr's business.)
     from kuiper.backends import get_backend
     from kuiper.model_ir import OpNode
     from kuiper.ops.slicing import Index

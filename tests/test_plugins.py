@@ -1,12 +1,19 @@
 """Built-ins and third parties register through the same hooks; entry points find third parties."""
 
+import ast
+import re
+import warnings
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import kuiper
 from kuiper import plugins
+from kuiper.backends import get_backend
 from kuiper.backends.numpy_backend import NumpyBackend
-from kuiper.errors import PluginError
+from kuiper.cli import main
+from kuiper.errors import PluginError, PluginWarning
 from kuiper.ops.base import Op
 
 from conftest import write_model
@@ -120,3 +127,172 @@ def test_a_third_party_backend_is_selectable_by_name(tmp_path, register):
     model = kuiper.load(_relu_model(tmp_path), backend="tracing")
     assert model.backend.name == "tracing"
     assert "tracing" in {b.name for b in kuiper.backends()}
+
+
+# -- kernels and primitives follow capabilities, not names ----------------------------------------------------
+
+
+def _backend_plugin(backend_class):
+    class BackendPlugin:
+        @kuiper.hookimpl
+        def kuiper_add_backends(self):
+            return [backend_class]
+
+    return BackendPlugin()
+
+
+def test_backends_import_no_op_and_no_kernel():
+    # The layer rule of ARCHITECTURE.md, counting imports inside functions too.
+    package = Path(kuiper.__file__).parent
+    for path in sorted((package / "backends").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = "kuiper.backends" if node.level == 1 else "kuiper" if node.level == 2 else ""
+                names = [".".join(filter(None, [base, node.module]))]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in names:
+                assert not name.startswith(("kuiper.ops", "kuiper.numba_kernels")), f"{path.name} imports {name}"
+
+
+def test_no_caller_chooses_a_path_by_backend_name():
+    package = Path(kuiper.__file__).parent
+    name_test = re.compile(r"""\.name\s*[!=]=\s*["'](numpy|cupy)["']|backend_name\s*[!=]=""")
+    offenders = [f"{path.relative_to(package)}:{number}"
+                 for path in sorted(package.rglob("*.py"))
+                 for number, line in enumerate(path.read_text().splitlines(), start=1) if name_test.search(line)]
+    assert offenders == []
+
+
+def test_the_compiled_kernels_serve_backends_by_capability(register):
+    pytest.importorskip("numba")
+
+    class HostArrays(NumpyBackend):
+        name = "host_arrays"
+
+    class Opaque(NumpyBackend):
+        name = "opaque"
+        capabilities = frozenset()
+
+    register(_backend_plugin(HostArrays), "host_arrays")
+    register(_backend_plugin(Opaque), "opaque")
+    assert plugins.kernel_registry("host_arrays")["nn.Conv2d"].plugin == "numba_kernels"
+    assert set(plugins.primitive_registry("host_arrays")) == {"compile_elementwise", "softmax_in_place"}
+    assert plugins.kernel_registry("opaque") == {} and plugins.primitive_registry("opaque") == {}
+
+
+def test_a_plugin_primitive_replaces_the_backends_own_and_can_fall_back_to_it(tmp_path, register):
+    calls = []
+
+    class Bare(NumpyBackend):
+        name = "bare_softmax"
+        capabilities = frozenset()
+
+    class SoftmaxPlugin:
+        @kuiper.hookimpl
+        def kuiper_add_primitives(self, backend_name):
+            if backend_name != "bare_softmax":  # a third party may still choose by name
+                return None
+
+            def softmax_in_place(default, x, axis):
+                calls.append(axis)
+                return default(x, axis)
+
+            return {"softmax_in_place": softmax_in_place}
+
+    register(_backend_plugin(Bare), "bare_softmax")
+    register(SoftmaxPlugin(), "softmax_plugin")
+    text = "7767517\n3 2\npnnx.Input in0 0 1 x #x=(2,3)f32\nnn.Softmax s 1 1 x y dim=1\npnnx.Output out 1 0 y\n"
+    model = kuiper.load(write_model(tmp_path, text), backend="bare_softmax")
+    x = np.array([[1.0, 2.0, 3.0], [0.0, -1.0, 50.0]], np.float32)
+    x64 = x.astype(np.float64)
+    expected = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(model(x), expected / expected.sum(axis=1, keepdims=True), rtol=1e-6)
+    assert calls == [1]
+
+
+def test_a_plugin_replacing_something_that_is_not_a_primitive_is_an_error(register):
+    class Bare(NumpyBackend):
+        name = "bare_matmul"
+
+    class MatmulPlugin:
+        @kuiper.hookimpl
+        def kuiper_add_primitives(self, backend_name):
+            return {"matmul": lambda default, a, b: a @ b} if backend_name == "bare_matmul" else None
+
+    register(_backend_plugin(Bare), "bare_matmul")
+    register(MatmulPlugin(), "matmul_plugin")
+    with pytest.raises(PluginError, match=r"replaces 'matmul' on backend 'bare_matmul', which is not a backend primitive"):
+        get_backend("bare_matmul")
+
+
+# -- a broken third-party plugin is dropped, not fatal --------------------------------------------------------
+
+BROKEN_HOOK = '''
+import kuiper
+
+
+@kuiper.hookimpl
+def kuiper_add_ops():
+    raise ValueError("op table is corrupt")
+
+
+@kuiper.hookimpl
+def kuiper_add_kernels(backend_name):
+    raise ValueError("kernel table is corrupt")
+'''
+
+
+def _warnings_of(record):
+    return [str(w.message) for w in record if issubclass(w.category, PluginWarning)]
+
+
+def test_a_plugin_whose_import_raises_is_named_once_and_skipped(tmp_path, install_distribution, capsys):
+    install_distribution("needs_driver", "raise RuntimeError('no driver on this machine')\n", {"gpu_ops": "needs_driver"})
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        model = kuiper.load(_relu_model(tmp_path))
+        np.testing.assert_array_equal(model(np.array([[1.0, -2.0]], np.float32)), [[1.0, 0.0]])
+        assert main(["ops"]) == 0  # every command still works
+    assert "nn.Conv2d" in capsys.readouterr().out
+    messages = _warnings_of(record)
+    assert len(messages) == 1, messages
+    assert re.search(r"plugin 'gpu_ops' \(entry point 'gpu_ops = needs_driver' of distribution needs-driver 0\.1\) "
+                     r"failed to load: RuntimeError: no driver on this machine; going on without it", messages[0])
+    assert not plugins.plugin_manager().has_plugin("gpu_ops")
+
+
+def test_a_plugin_whose_hook_raises_is_named_once_and_dropped(tmp_path, install_distribution, capsys):
+    install_distribution("corrupt_tables", BROKEN_HOOK, {"corrupt": "corrupt_tables"})
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        model = kuiper.load(_relu_model(tmp_path))
+        np.testing.assert_array_equal(model(np.array([[1.0, -2.0]], np.float32)), [[1.0, 0.0]])
+        assert main(["ops"]) == 0
+        kuiper.load(_relu_model(tmp_path))
+    assert "nn.Conv2d" in capsys.readouterr().out
+    messages = _warnings_of(record)
+    assert len(messages) == 1, messages  # dropped at its first failure: its other hook never runs again
+    assert re.search(r"plugin 'corrupt' \(entry point 'corrupt = corrupt_tables' of distribution corrupt-tables 0\.1\) "
+                     r"raised in kuiper_add_\w+: ValueError: \w+ table is corrupt; going on without it", messages[0])
+    assert not plugins.plugin_manager().has_plugin("corrupt")
+
+
+def test_an_error_in_a_builtin_hook_is_not_hidden(register, monkeypatch):
+    # A built-in's failure is kuiper's own bug: it propagates rather than dropping the built-in.
+    from kuiper import numba_kernels
+
+    def broken(capabilities):
+        raise ZeroDivisionError("kuiper bug")
+
+    monkeypatch.setattr(numba_kernels.kuiper_add_kernels, "__code__", broken.__code__)
+    plugins.reset_registries()
+    try:
+        with pytest.raises(ZeroDivisionError, match="kuiper bug"):
+            plugins.kernel_registry("numpy")
+    finally:
+        monkeypatch.undo()
+        plugins.reset_registries()
+    assert plugins.plugin_manager().has_plugin("numba_kernels")

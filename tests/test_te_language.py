@@ -46,6 +46,10 @@ def test_kernel_object_names_shapes_and_prints_back():
         ("A<4>[i] = B<4>[i] > 0.0;", "the right-hand side is a condition, not a number", 11),
         ("A<4>[i] = B<4>[i / 2];", "a subscript is integer arithmetic on index variables", 16),
         ("A<4>[i] = B<4>[i] where B[i] > 0.0;", "a where condition is on index variables", 25),
+        ("A<4>[i] = -(i < 2);", "neg is not defined for a bool tensor", 11),  # a type error of the IR
+        ("select<4>[i] = 1.0;", "select is a keyword, not a tensor name", 1),
+        ("A<4>[i] = select;", "select takes (condition, value if true, value if false)", 11),
+        ("A<4>[i] = 2i;", "malformed number", 11),
     ],
 )
 def test_semantic_and_syntax_errors_point_at_the_spot(text, message, column):

@@ -81,8 +81,8 @@ def fused_expression(runs: int) -> None:
     import cupy
 
     from kuiper.backends import get_backend
-    from kuiper.expr import parse
-    from kuiper.expr.lower import lower
+    from kuiper.pnnx_expr import parse
+    from kuiper.pnnx_expr.lower import lower
     from kuiper.ir import simplify
 
     backend = get_backend("cupy")

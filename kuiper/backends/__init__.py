@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import choose_backend
-from ..errors import BackendUnavailableError
-from ..plugins import backend_registry
-from .base import Backend
+from ..errors import BackendUnavailableError, PluginError
+from ..plugins import backend_registry, primitive_registry
+from .base import PRIMITIVES, Backend
 
 _instances: dict[str, Backend] = {}
 
@@ -42,5 +42,20 @@ def get_backend(name: str | None = None) -> Backend:
         available, reason = registered.obj.availability()
         if not available:
             raise BackendUnavailableError(f"backend '{choice.name}' (from {choice.source}) is not available: {reason}")
-        _instances[choice.name] = registered.obj()
+        backend = registered.obj()
+        backend.use_primitives(plugin_primitives(choice.name))
+        _instances[choice.name] = backend
     return _instances[choice.name]
+
+
+def plugin_primitives(backend_name: str) -> dict:
+    """The functions plugins registered (``kuiper_add_primitives``) to replace primitives on this backend."""
+    primitives = {}
+    for primitive, registered in primitive_registry(backend_name).items():
+        if primitive not in PRIMITIVES:
+            raise PluginError(
+                f"plugin '{registered.plugin}' replaces '{primitive}' on backend '{backend_name}', "
+                f"which is not a backend primitive; primitives: {', '.join(PRIMITIVES)}"
+            )
+        primitives[primitive] = registered.obj
+    return primitives

@@ -1,14 +1,26 @@
 """The Backend interface: where arrays live and the few primitives the array API lacks.
 
-A backend knows nothing of operators or their params.  Ops compute with
+A backend knows nothing of operators, kernels or their params.  Ops compute with
 ``backend.xp`` (an array-API namespace from array-api-compat) plus the
-primitives below; a backend may also supply faster kernels for whole op
-types through the ``kuiper_add_kernels`` hook.
+primitives below.  Kernel plugins (kuiper.numba_kernels, third parties) replace
+whole op types (``kuiper_add_kernels``) or primitives (``kuiper_add_primitives``)
+on the backends whose ``capabilities`` suit them; callers likewise choose a path
+by a backend's capabilities, never by its name.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Sequence
+import functools
+from typing import Any, Callable, ClassVar, Sequence
+
+# Capabilities a backend may advertise in ``Backend.capabilities``.
+# Its arrays are numpy.ndarray in host memory: kernels written for NumPy (Numba, C extensions) take them.
+NUMPY_ARRAYS = "numpy-arrays"
+# It compiles and launches CUDA C++ source at run time (CuPy's RawModule): te runs its generated CUDA there.
+CUDA_SOURCE = "cuda-source"
+
+# The methods a kernel plugin may replace through the ``kuiper_add_primitives`` hook.
+PRIMITIVES = ("pad", "sliding_window", "einsum", "scatter_add", "erf", "softmax_in_place", "compile_elementwise")
 
 
 class Backend:
@@ -16,6 +28,7 @@ class Backend:
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    capabilities: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
@@ -86,6 +99,12 @@ class Backend:
         from ..ir.codegen_numpy import compile_elementwise
 
         return compile_elementwise(function, self.native if hasattr(self, "native") else self.xp)
+
+    def use_primitives(self, primitives: dict[str, Callable]) -> None:
+        """Replace primitives of this instance by plugin functions ``function(default, *args)``,
+        where ``default`` is the backend's own method (for the calls the plugin does not take)."""
+        for name, function in primitives.items():
+            setattr(self, name, functools.partial(function, getattr(self, name)))
 
     def device_error(self, exc: BaseException):
         """A KuiperError explaining a device failure (e.g. out of memory), or None if ``exc`` is not one."""

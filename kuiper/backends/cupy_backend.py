@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ..errors import DeviceMemoryError, KuiperError
 from ..hookspecs import hookimpl
+from .base import CUDA_SOURCE
 from .numpy_like import NumPyLikeBackend
 
 
@@ -41,6 +42,7 @@ def _cupy_status():
 class CupyBackend(NumPyLikeBackend):
     name = "cupy"
     description = "NVIDIA GPU backend (CuPy for CUDA 13) with fused elementwise kernels"
+    capabilities = frozenset({CUDA_SOURCE})
 
     @classmethod
     def availability(cls):

@@ -1,4 +1,8 @@
-"""The NumPy CPU backend: the reference every other backend is compared with."""
+"""The NumPy CPU backend: the reference every other backend is compared with.
+
+Its arrays are NumPy arrays in host memory (capability ``numpy-arrays``), so the compiled
+CPU kernels (kuiper.numba_kernels, a plugin of their own) replace ops and primitives here.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import numpy as np
 from array_api_compat import numpy as numpy_namespace
 
 from ..hookspecs import hookimpl
+from .base import NUMPY_ARRAYS
 from .numpy_like import NumPyLikeBackend
 
 # A cache line; also what MKL/OpenBLAS ask for.  NumPy's matmul skips BLAS entirely for an
@@ -17,6 +22,7 @@ WEIGHT_ALIGNMENT = 64
 class NumpyBackend(NumPyLikeBackend):
     name = "numpy"
     description = "CPU reference backend (NumPy; BLAS threads follow OMP_NUM_THREADS)"
+    capabilities = frozenset({NUMPY_ARRAYS})
     native = np
     xp = numpy_namespace
 
@@ -37,39 +43,8 @@ class NumpyBackend(NumPyLikeBackend):
         copy[...] = array
         return copy
 
-    def softmax_in_place(self, x, axis: int):
-        """The compiled row loop (kuiper.numba_kernels.norm) over the last axis of float32 arrays."""
-        from ..numba_kernels import available
-
-        if available() and axis in (-1, x.ndim - 1):
-            from ..numba_kernels.norm import softmax_last_axis
-
-            if softmax_last_axis(x):
-                return x
-        return super().softmax_in_place(x, axis)
-
-    def compile_elementwise(self, function):
-        """Float32 math on every core through the compiled interpreter when numba is on
-        (kuiper.numba_kernels.elementwise); the NumPy evaluation otherwise and for calls it does not take."""
-        from ..numba_kernels import available
-
-        if not available():
-            return super().compile_elementwise(function)
-        from ..numba_kernels.elementwise import CompiledElementwise
-
-        return CompiledElementwise(function)
-
 
 @hookimpl
 def kuiper_add_backends():
     return [NumpyBackend]
 
-
-@hookimpl
-def kuiper_add_kernels(backend_name):
-    """Compiled multi-threaded kernels (kuiper.numba_kernels) when numba is installed; {} otherwise."""
-    if backend_name != NumpyBackend.name:
-        return None
-    from ..numba_kernels import kernels
-
-    return kernels()

@@ -15,6 +15,7 @@ from ..errors import GraphError, ModelFormatError
 from ..frontends import Frontend
 from ..hookspecs import hookimpl
 from ..model_ir import ModelIR, OpNode
+from ..pnnx_expr import op as expression_op
 from .files import read_regular_file
 from .pnnx_bin import EXTRA_ENTRIES_ALLOWED, WeightArchive
 from .pnnx_param import parse_param
@@ -114,3 +115,9 @@ class PnnxFrontend(Frontend):
 @hookimpl
 def kuiper_add_frontends():
     return [PnnxFrontend]
+
+
+@hookimpl
+def kuiper_add_ops():
+    """PNNX's own op, ``pnnx.Expression``, which parses its expression language into IR math."""
+    return expression_op.OPS

@@ -1,4 +1,9 @@
-"""ModelIR -> Model: check op types, order, fuse, instantiate on one backend, plan lifetimes."""
+"""ModelIR -> Model: check op types, order, fuse, build sub-graphs, instantiate on one backend, plan lifetimes.
+
+A param that holds a ModelIR (or a list of them) is a sub-graph: a loop body, a reducer,
+a branch.  It is built here, on the same backend, before the op that uses it is made, and
+handed to that op; ops themselves never build graphs.
+"""
 
 from __future__ import annotations
 
@@ -110,9 +115,23 @@ def _tensor_spec(ir: ModelIR, operand: str) -> TensorSpec:
     return TensorSpec(operand, info.shape if info else None, info.dtype if info else None)
 
 
-def instantiate(node: OpNode, backend: Backend):
+def build_subgraphs(node: OpNode, backend: Backend, fuse: bool) -> dict:
+    """Each sub-graph param of ``node`` built as a Model on ``backend`` (a list param: a list of Models)."""
+    built: dict = {}
+    for key, value in node.params.items():
+        if isinstance(value, ModelIR):
+            built[key] = build(value, backend, fuse)
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, ModelIR) for v in value):
+            built[key] = [build(v, backend, fuse) for v in value]
+    return built
+
+
+def instantiate(node: OpNode, backend: Backend, fuse: bool = True):
     kernels = kernel_registry(backend.name)
     registered = kernels.get(node.type) or op_registry()[node.type]
+    subgraphs = build_subgraphs(node, backend, fuse)
+    if subgraphs:
+        return registered.obj(node, backend, subgraphs=subgraphs)
     return registered.obj(node, backend)
 
 
@@ -137,10 +156,10 @@ def _lend_dead_buffers(steps: list[Step], keep: set[str]) -> None:
         )
 
 
-def _instantiate_on_device(node: OpNode, backend: Backend):
+def _instantiate_on_device(node: OpNode, backend: Backend, fuse: bool):
     """Instantiate, turning device failures (weights that do not fit) into KuiperErrors."""
     try:
-        return instantiate(node, backend)
+        return instantiate(node, backend, fuse)
     except Exception as exc:
         translated = backend.device_error(exc)
         if translated is not None:
@@ -185,7 +204,7 @@ def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) 
 
     steps = [
         Step(
-            op=_instantiate_on_device(node, backend),
+            op=_instantiate_on_device(node, backend, fuse),
             node=node,
             input_slots=tuple(slot_of[o] for o in node.inputs),
             output_slots=tuple(slot_of[o] for o in node.outputs),

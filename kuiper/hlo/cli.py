@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 from ..errors import KuiperError
+from .dfg import build_dfg
+from .files import read_module
 
 
 def add_hlo_command(subparsers) -> None:
@@ -26,9 +28,7 @@ def add_hlo_command(subparsers) -> None:
 
 
 def cmd_hlo_dfg(args) -> int:
-    from .files import read_module
-
-    graph = read_module(args.file).dfg()
+    graph = build_dfg(read_module(args.file))
     output = Path(args.output) if args.output else None
     if output is not None and output.suffix == ".svg":
         dot = shutil.which("dot")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from ..errors import ModelFormatError
@@ -12,12 +13,22 @@ from .parser import parse
 SUFFIXES = (".hlo.txt", ".hlo")
 
 
+# Leading blank space, ``// line`` and ``/* block */`` comments (XLA's lit files start with ``// RUN:``).
+_LEADING_COMMENTS = re.compile(r"(?:\s+|//[^\n]*|/\*.*?\*/)*", re.DOTALL)
+# How a module's text begins: the module header, or (XLA accepts it) a computation header.
+_MODULE_START = re.compile(r"HloModule\b|ENTRY\b|%?[\w.\-]+\s*(?:\(|\{)")
+
+
 def looks_like_hlo_text(value) -> bool:
-    return isinstance(value, str) and value.lstrip().startswith("HloModule")
+    """True for HLO module text (after any leading comments), False for anything else, paths included."""
+    if not isinstance(value, str):
+        return False
+    start = _LEADING_COMMENTS.match(value).end()
+    return _MODULE_START.match(value, start) is not None
 
 
 def read_module(path_or_text: str | os.PathLike) -> HloModule:
-    """Parse HLO text given directly (it starts with ``HloModule``) or read from a file."""
+    """Parse HLO text given directly (see ``looks_like_hlo_text``) or read from a file."""
     if looks_like_hlo_text(path_or_text):
         return parse(path_or_text)
     path = Path(path_or_text)

@@ -4,13 +4,12 @@
   ``get-tuple-element`` only regroup leaves and emit no op.
 * ``call`` and ``fusion`` are inlined: the called computation's instructions join
   the caller's graph under the prefix ``caller/``, so the graph sees through them.
-* An instruction whose opcode has a translator (translators.py: convolution, dot, the
-  shape and elementwise families) becomes ops of kuiper's canonical op set, with plain
-  typed params.
-* Every other instruction becomes an op of type ``hlo.<opcode>`` whose params hold
-  the instruction (``instruction``) and the module (``module``), so ops that call
-  computations (while, reduce, sort ...) can build those as sub-Models; those ops are
-  being retired into translators too.
+* An instruction with a translator (kuiper/hlo/translators.py: convolution, dot, the shape
+  and elementwise families, reduce, gather, sort, control flow) becomes canonical ops with
+  plain typed params; a computation it calls (a loop body, a reducer, a comparator) is
+  lowered here too, into a ModelIR that the op holds as a sub-graph param.
+* Any other instruction becomes an op of type ``hlo.<opcode>`` whose params hold the
+  instruction and the module: only a plugin can provide such an op.
 * ``vectorized=True`` leaves the parameter shapes free: used for computations that
   XLA applies to scalars (reduce's ``to_apply``, comparators), which kuiper applies
   to whole arrays at once.
@@ -34,11 +33,16 @@ ELEMENTWISE = frozenset(
 REGROUPING = ("tuple", "get-tuple-element", "parameter")
 
 
-def op_type(instruction: HloInstruction) -> str:
-    """``hlo.<opcode>``; a custom call is ``hlo.custom-call.<target>`` (e.g. the TopK op)."""
+def translation_key(instruction: HloInstruction) -> str:
+    """The opcode; a custom call is ``custom-call.<target>`` (e.g. the TopK custom call)."""
     if instruction.opcode == "custom-call":
-        return f"hlo.custom-call.{instruction.attributes.get('custom_call_target', '')}"
-    return f"hlo.{instruction.opcode}"
+        return f"custom-call.{instruction.attributes.get('custom_call_target', '')}"
+    return instruction.opcode
+
+
+def op_type(instruction: HloInstruction) -> str:
+    """``hlo.<opcode>``, ``hlo.custom-call.<target>``: an op of kuiper/hlo's own library."""
+    return f"hlo.{translation_key(instruction)}"
 
 
 def leaves(value) -> list[str]:
@@ -55,7 +59,7 @@ def check_supported(module: HloModule, supported) -> None:
         for instruction in computation.instructions:
             if instruction.opcode in INLINED or instruction.opcode in REGROUPING:
                 continue
-            if instruction.opcode not in TRANSLATORS and op_type(instruction) not in supported:
+            if translation_key(instruction) not in TRANSLATORS and op_type(instruction) not in supported:
                 what = instruction.opcode
                 if instruction.opcode == "custom-call":
                     what += f" (custom_call_target={instruction.attributes.get('custom_call_target')!r})"
@@ -144,7 +148,7 @@ class _Lowering:
             else:
                 operands = self.unbroadcast_scalars(computation, instruction, operands, values)
                 output = self.fresh_value(name, instruction.shape)
-                translator = TRANSLATORS.get(opcode)
+                translator = TRANSLATORS.get(translation_key(instruction))
                 if translator is None:
                     self.ops.append(self.node(instruction, name, operands, leaves(output)))
                 else:
@@ -184,7 +188,11 @@ class _Lowering:
 
     def site(self, instruction: HloInstruction, name: str, operands: list, outputs: list[str]) -> Site:
         return Site(instruction, self.module, name, [leaf for o in operands for leaf in leaves(o)], outputs,
-                    [len(leaves(o)) for o in operands], self.declare)
+                    [len(leaves(o)) for o in operands], self.declare, self.lower_called)
+
+    def lower_called(self, computation: HloComputation, vectorized: bool) -> ModelIR:
+        """A computation that an instruction calls (a loop body, a reducer) as a sub-graph of its own."""
+        return lower_computation(self.module, computation, vectorized)
 
     def node(self, instruction: HloInstruction, name: str, operands: list, outputs: list[str]) -> OpNode:
         params = {

@@ -115,9 +115,3 @@ class HloModule:
 
     def instruction_count(self) -> int:
         return sum(len(c.instructions) for c in self.computations.values())
-
-    def dfg(self):
-        """The data-flow graph of the whole module (see kuiper.hlo.dfg)."""
-        from .dfg import build_dfg
-
-        return build_dfg(self)

@@ -1,20 +1,15 @@
-"""kuiper's HLO support as a built-in plugin: the HLO frontend and the HLO op families."""
+"""kuiper's HLO support as a built-in plugin: the HLO frontend (its instructions become canonical ops)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import UsageError
 from ..frontends import Frontend
 from ..hookspecs import hookimpl
 from ..model_ir import ModelIR
-from . import (
-    ops_control,
-    ops_gather,
-    ops_reduce,
-    ops_sort,
-)
-
-FAMILIES = [ops_reduce, ops_gather, ops_sort, ops_control]
+from .files import looks_like_hlo_text, read_module
+from .lower import lower_entry
 
 
 class HloFrontend(Frontend):
@@ -24,17 +19,22 @@ class HloFrontend(Frontend):
 
     @classmethod
     def load(cls, path: Path, **options) -> ModelIR:
-        from .files import read_module
-        from .lower import lower_entry
-
-        if options:
-            raise TypeError(f"the HLO frontend takes no options, got {sorted(options)}")
+        _no_options(options)
         return lower_entry(read_module(path))
 
+    @classmethod
+    def claims_text(cls, text: str) -> bool:
+        return looks_like_hlo_text(text)
 
-@hookimpl
-def kuiper_add_ops():
-    return [op for family in FAMILIES for op in family.OPS]
+    @classmethod
+    def load_text(cls, text: str, **options) -> ModelIR:
+        _no_options(options)
+        return lower_entry(read_module(text))
+
+
+def _no_options(options: dict) -> None:
+    if options:
+        raise UsageError(f"the HLO frontend takes no options, got {', '.join(sorted(options))}")
 
 
 @hookimpl

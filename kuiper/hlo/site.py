@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import OperatorParamError
-from ..model_ir import OpNode
-from .module import HloInstruction, HloModule
+from ..model_ir import ModelIR, OpNode
+from .module import HloComputation, HloInstruction, HloModule
 from .shapes import ArrayShape, Shape
 
 
@@ -29,6 +29,8 @@ class Site:
     outputs: list[str]  # result leaves, in order
     operand_leaf_counts: list[int]  # how many leaves each HLO operand spans
     declare: Callable[[str, ArrayShape], None]  # declares an intermediate operand
+    # Lowers a called computation into a sub-graph (``vectorized``: written for scalars, fed arrays).
+    lower_called: Callable[[HloComputation, bool], ModelIR] | None = None
 
     @property
     def source(self) -> str:
@@ -50,6 +52,10 @@ class Site:
         name = f"{self.name}/{suffix}" if suffix else self.name
         return OpNode(op_type, name, list(inputs), list(outputs), dict(params or {}), dict(attrs or {}),
                       source=self.source)
+
+    def subgraph(self, computation: HloComputation, vectorized: bool = False) -> ModelIR:
+        """``computation`` lowered into a ModelIR, to be held in a param (the builder builds it)."""
+        return self.lower_called(computation, vectorized)
 
     def error(self, message: str) -> OperatorParamError:
         return OperatorParamError(

@@ -1,12 +1,22 @@
 """Opcode -> translator into the canonical op set, gathered from the translate_* modules.
 
 An opcode without a translator still becomes an ``hlo.<opcode>`` op of kuiper/hlo's own op
-library, which is being retired family by family.
+library, which is being retired family by family.  A custom call is keyed
+``custom-call.<target>``.
 """
 
 from __future__ import annotations
 
-from . import translate_conv, translate_dot, translate_elementwise, translate_shape
+from . import (
+    translate_control,
+    translate_conv,
+    translate_dot,
+    translate_elementwise,
+    translate_gather,
+    translate_reduce,
+    translate_shape,
+    translate_sort,
+)
 from .site import Translator
 
 TRANSLATORS: dict[str, Translator] = {
@@ -14,4 +24,8 @@ TRANSLATORS: dict[str, Translator] = {
     **translate_dot.TRANSLATORS,
     **translate_elementwise.TRANSLATORS,
     **translate_shape.TRANSLATORS,
+    **translate_reduce.TRANSLATORS,
+    **translate_gather.TRANSLATORS,
+    **translate_sort.TRANSLATORS,
+    **translate_control.TRANSLATORS,
 }

@@ -11,7 +11,7 @@
     codegen_cuda.elementwise_kernel_spec(fn) / cuda_source(fn)
 
 The IR imports nothing from any frontend: the PNNX expression language
-lowers into it (kuiper.expr.lower), as do HLO and the tensor-expression
+lowers into it (kuiper.pnnx_expr.lower), as do HLO and the tensor-expression
 language.
 
 Dtypes are strings: NumPy names for tensors, 'pybool'/'pyint'/'pyfloat' for

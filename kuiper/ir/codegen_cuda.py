@@ -15,7 +15,7 @@ floats; NaN-propagating max/min; float16 values are computed in float (an
 explicit cast to float16 still rounds).  Python scalars become kernel
 arguments: pyint -> int64, pyfloat -> float64, pybool -> bool.
 ``size(@N,d)`` must be hoisted into a scalar input first
-(kuiper.expr.hoist_sizes), since a kernel does not see shapes.
+(kuiper.pnnx_expr.hoist_sizes), since a kernel does not see shapes.
 """
 
 from __future__ import annotations

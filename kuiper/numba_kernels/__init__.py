@@ -1,16 +1,21 @@
-"""Compiled, multi-threaded CPU kernels (Numba) that replace ops on the NumPy backend.
+"""Compiled, multi-threaded CPU kernels (Numba): a plugin of kuiper's own, registered as a third party's is.
 
 NumPy threads only its BLAS calls; the gathers, transforms, depthwise taps and
 pooling around them ran on one core.  The classes here subclass the reference ops
 (same params, same errors, same algorithm choice) and run those loops compiled
-with ``prange``, registered for the ``numpy`` backend through ``kuiper_add_kernels``
-(see kuiper.backends.numpy_backend).  Without numba, with ``KUIPER_NUMBA=0``, or for
-inputs a kernel does not take, the reference ops run unchanged; ``describe()`` and
-each op's ``kernel_note`` say which path is taken and why.
+with ``prange``.  This package is the plugin (entry point ``numba_kernels`` in the
+``kuiper`` group): for every backend whose arrays are NumPy arrays (capability
+``numpy-arrays``) it replaces those ops (``kuiper_add_kernels``) and the
+``softmax_in_place`` and ``compile_elementwise`` primitives (``kuiper_add_primitives``).
+Without numba, with ``KUIPER_NUMBA=0``, or for inputs a kernel does not take, the
+reference ops run unchanged; ``describe()`` and each op's ``kernel_note`` say which
+path is taken and why.
 """
 
 from __future__ import annotations
 
+from ..backends.base import NUMPY_ARRAYS
+from ..hookspecs import hookimpl
 from .runtime import availability, available, describe, set_threads
 
 __all__ = ["availability", "available", "describe", "kernel_notes", "kernels", "set_threads"]
@@ -18,17 +23,37 @@ __all__ = ["availability", "available", "describe", "kernel_notes", "kernels", "
 
 def kernels() -> dict[str, type]:
     """{op type: compiled op class} when numba is available, else {}."""
-    if not availability()[0]:
+    if not available():
         return {}
+    # Imported only now: these modules import numba (0.6 s), which a process that builds no
+    # NumPy-array model, or runs without numba, never needs.
     from . import conv, norm, pooling
 
     return {op_type: cls for module in (conv, pooling, norm) for cls in module.KERNELS for op_type in cls.types}
 
 
+@hookimpl
+def kuiper_add_kernels(capabilities):
+    """The compiled op classes, for backends whose arrays are NumPy arrays."""
+    return kernels() if NUMPY_ARRAYS in capabilities else None
+
+
+@hookimpl
+def kuiper_add_primitives(capabilities):
+    """Compiled softmax and elementwise math, for backends whose arrays are NumPy arrays."""
+    if NUMPY_ARRAYS not in capabilities or not available():
+        return None
+    # Imported only now, as in kernels(): they import numba.
+    from .elementwise import compile_elementwise
+    from .norm import softmax_in_place
+
+    return {"compile_elementwise": compile_elementwise, "softmax_in_place": softmax_in_place}
+
+
 def kernel_notes(model) -> list[str]:
     """Lines for ``kuiper info``: whether the kernels are on, and the path each replaced op takes."""
     lines = [describe()]
-    if availability()[0]:
+    if available():
         lines.append("  elementwise ops and chains of them, softmax over the last dim: compiled (float32)")
     for step in model.steps:
         note = getattr(step.op, "kernel_note", None)

@@ -1,9 +1,10 @@
 """Fused elementwise math on every core: IR Function -> program for elementwise_kernels.
 
-``compile_elementwise(function)`` (the NumPy backend's, when numba is on) returns a
-callable that runs the program in the compiled interpreter when a call fits it and
-the NumPy evaluation (kuiper.ir.codegen_numpy) otherwise, so every call has an
-answer and both paths compute the same IR.
+``compile_elementwise`` (the primitive of that name on NumPy-array backends when numba
+is on; see ``kuiper_add_primitives``) returns a callable that runs the program in the
+compiled interpreter when a call fits it and the NumPy evaluation
+(kuiper.ir.codegen_numpy) otherwise, so every call has an answer and both paths
+compute the same IR.
 
 A call fits when the function is float32 throughout (bools allowed in between, as
 0/1), it has one float32 result, every input is a float32 array, the full-size
@@ -214,3 +215,11 @@ class CompiledElementwise:
             out[...] = result
             return out
         return result
+
+
+def compile_elementwise(default, function: Function) -> CompiledElementwise:
+    """The ``compile_elementwise`` primitive of NumPy-array backends (``kuiper_add_primitives``).
+
+    ``default`` (the backend's own) is not needed: a CompiledElementwise carries its NumPy path.
+    """
+    return CompiledElementwise(function)

@@ -3,7 +3,7 @@
 Layer norm: float32 inputs normalised over their trailing dims with constant or no
 affine weights take the compiled loop; everything else (weights given as inputs,
 other dtypes) the reference op, which this subclass leaves in charge of params and
-errors.  Softmax: ``softmax_last_axis`` serves ``NumpyBackend.softmax_in_place``
+errors.  Softmax: ``softmax_in_place`` replaces the backend primitive of that name
 (softmax ops, attention) for float32 C-contiguous arrays over their last axis.
 """
 
@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ..ops import norm as reference_norm
+from ..ops import norm_layer as reference_norm
 from . import norm_kernels as kernels
 from .runtime import threads
 
@@ -66,3 +66,11 @@ def softmax_last_axis(x) -> bool:
     rows = np.reshape(x, (-1, x.shape[-1]))
     kernels.softmax_rows(8 * rows.size, rows, min(rows.shape[0], 4 * threads()), rows)
     return True
+
+
+def softmax_in_place(default, x, axis: int):
+    """The ``softmax_in_place`` primitive of NumPy-array backends (``kuiper_add_primitives``): the
+    compiled row loop over the last axis; ``default``, the backend's own, for everything else."""
+    if axis in (-1, x.ndim - 1) and softmax_last_axis(x):
+        return x
+    return default(x, axis)

@@ -1,18 +1,20 @@
 """nn.MaxPool2d and nn.AvgPool2d on the NumPy backend through the compiled loops in pool_kernels.py.
 
 Float32 inputs of rank 3 or 4 take the compiled loop; anything else the reference
-(kuiper.ops.pooling), which these subclasses leave in charge of params and errors.
+(kuiper.ops.pooling_max, pooling_average), which these subclasses leave in charge of params and errors.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..ops import pooling as reference
+from ..ops.pooling_average import AvgPool2d
+from ..ops.pooling_max import MaxPool2d
+from ..ops.pooling_window import pool_output_size
 from . import pool_kernels as kernels
 
 
-class CompiledMaxPool2d(reference.MaxPool2d):
+class CompiledMaxPool2d(MaxPool2d):
     kernel_note = "compiled (float32)"
 
     def forward(self, x):
@@ -21,7 +23,7 @@ class CompiledMaxPool2d(reference.MaxPool2d):
             return super().forward(x)  # indices and other dtypes: the reference
         height, width = x.shape[-2:]
         outs = [
-            reference.pool_output_size(size, k, s, p, d, self.ceil_mode)
+            pool_output_size(size, k, s, p, d, self.ceil_mode)
             for size, k, s, p, d in zip((height, width), self.kernel, self.stride, self.padding, self.dilation)
         ]
         if min(outs) < 1:
@@ -34,7 +36,7 @@ class CompiledMaxPool2d(reference.MaxPool2d):
         return np.reshape(out, tuple(x.shape[:-2]) + tuple(outs))
 
 
-class CompiledAvgPool2d(reference.AvgPool2d):
+class CompiledAvgPool2d(AvgPool2d):
     kernel_note = "compiled (float32)"
 
     def forward(self, x):

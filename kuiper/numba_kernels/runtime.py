@@ -1,8 +1,14 @@
-"""Whether the compiled CPU kernels can run here, and with how many threads.
+"""Whether the compiled CPU kernels can run here, with how many threads, and where they are cached.
 
 Numba is imported lazily, the first time a NumPy-backend model is built, so that
 ``import kuiper`` stays cheap and a machine without numba only loses speed.
-``KUIPER_NUMBA=0`` switches the kernels off (to compare with, or to rule them out).
+``KUIPER_NUMBA=0`` (or off/false/no) switches the kernels off (to compare with, or to
+rule them out); 1/on/true/yes or unset leaves them on.
+
+Compiled kernels are cached on disk in ``NUMBA_CACHE_DIR`` when the user set it, else in
+the ``numba`` folder of kuiper's cache directory (kuiper.config.cache_dir:
+``KUIPER_CACHE_DIR`` or the user cache directory); never beside the modules, inside the
+installed package.
 
 Threads: ``set_threads(n)`` (``kuiper bench --threads``), else ``OMP_NUM_THREADS``,
 else every core numba sees.  Numba's thread count is a per-calling-thread setting, so
@@ -19,7 +25,13 @@ import os
 import threading
 import types
 
+from ..config import cache_dir
+from ..errors import ConfigError
+
 DISABLE_ENV = "KUIPER_NUMBA"
+_SWITCH_VALUES = {"0": False, "off": False, "false": False, "no": False,
+                  "": True, "1": True, "on": True, "true": True, "yes": True}
+NUMBA_CACHE_ENV = "NUMBA_CACHE_DIR"
 # Work (element operations, roughly) from which a call is split over threads.  A parallel
 # launch costs 45-75 us of thread wake-ups (numba's workqueue layer on this project's 2-core
 # VM, even for an empty loop).  Inside a model it costs more: OpenBLAS's worker still spins on
@@ -35,8 +47,6 @@ def _parallel_work() -> int:
     if not text:
         return 1 << 22
     if not text.isdigit():
-        from ..errors import ConfigError
-
         raise ConfigError(f"{PARALLEL_WORK_ENV}={text!r}: expected a whole number of element operations (0 or more)")
     return int(text)
 
@@ -52,14 +62,26 @@ _workqueue_lock = threading.Lock()
 @functools.cache
 def availability() -> tuple[bool, str]:
     """(True, "numba X.Y") or (False, the reason the kernels are off)."""
-    if os.environ.get(DISABLE_ENV, "").strip().lower() in ("0", "false", "no", "off"):
-        return False, f"switched off by {DISABLE_ENV}={os.environ[DISABLE_ENV]}"
+    setting = os.environ.get(DISABLE_ENV, "")
+    switched_on = _SWITCH_VALUES.get(setting.strip().lower())
+    if switched_on is None:
+        raise ConfigError(f"{DISABLE_ENV}={setting!r}: expected 1 (or on, true, yes) or 0 (or off, false, no)")
+    if not switched_on:
+        return False, f"switched off by {DISABLE_ENV}={setting}"
     try:
-        import numba
+        numba = _numba()
     except ImportError as exc:
         return False, f"numba is not installed ({exc}); `pip install numba` for the multi-threaded CPU kernels"
     except Exception as exc:  # noqa: BLE001 - a broken numba (e.g. built for another numpy) must not break kuiper
         return False, f"numba failed to import: {type(exc).__name__}: {exc}"
+    return True, f"numba {numba.__version__}"
+
+
+@functools.cache
+def _numba():
+    """numba, imported and set up for kuiper once."""
+    import numba
+
     if "NUMBA_THREADING_LAYER" not in os.environ:
         # Numba's own pool: its workers sleep between launches.  OpenMP's spin after each
         # parallel region and take the core that OpenBLAS's worker needs for the next GEMM:
@@ -67,7 +89,22 @@ def availability() -> tuple[bool, str]:
         # 2-core machine (docs/performance.md).  Takes effect unless a parallel numba
         # function has already run in this process.
         numba.config.THREADING_LAYER = "workqueue"
-    return True, f"numba {numba.__version__}"
+    return numba
+
+
+@functools.cache
+def cache_location() -> tuple[str, bool]:
+    """(the folder for numba's on-disk cache of the kernels, whether it can be written).
+
+    Unwritable: the kernels compile in every process instead, since numba would otherwise
+    fall back to ``__pycache__`` beside the module, inside the installed package.
+    """
+    folder = os.environ.get(NUMBA_CACHE_ENV, "").strip() or os.path.join(cache_dir(), "numba")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError:
+        return folder, False
+    return folder, os.access(folder, os.W_OK)
 
 
 def available() -> bool:
@@ -84,9 +121,7 @@ def set_threads(threads: int | None) -> None:
 
 def threads() -> int:
     """The thread count the next kernel launch uses."""
-    import numba
-
-    limit = numba.config.NUMBA_NUM_THREADS
+    limit = _numba().config.NUMBA_NUM_THREADS
     wanted = _requested_threads
     if wanted is None:
         try:
@@ -99,9 +134,7 @@ def threads() -> int:
 @contextlib.contextmanager
 def launch_threads():
     """Run the enclosed kernel calls with ``threads()`` threads, serialised if the layer needs it."""
-    import numba
-
-    availability()  # picks the threading layer before the first launch
+    numba = _numba()  # picks the threading layer before the first launch
     numba.set_num_threads(threads())
     if _threading_layer() == "workqueue":
         with _workqueue_lock:
@@ -111,10 +144,8 @@ def launch_threads():
 
 
 def _threading_layer() -> str:
-    import numba
-
     try:
-        return numba.threading_layer()
+        return _numba().threading_layer()
     except ValueError:  # no parallel kernel has run yet: the first launch picks the layer
         return "workqueue"
 
@@ -124,7 +155,9 @@ def describe() -> str:
     ok, text = availability()
     if not ok:
         return f"compiled CPU kernels: off ({text})"
-    return f"compiled CPU kernels: on ({text}, {threads()} thread(s), threading layer {_threading_layer()})"
+    folder, writable = cache_location()
+    cache = f"cache {folder}" if writable else f"not cached: cannot write {folder}"
+    return f"compiled CPU kernels: on ({text}, {threads()} thread(s), threading layer {_threading_layer()}, {cache})"
 
 
 class Kernel:
@@ -137,11 +170,19 @@ class Kernel:
     """
 
     def __init__(self, function, options: dict):
-        import numba
-
+        numba = _numba()
         self.__doc__ = function.__doc__
-        self.parallel = numba.njit(parallel=True, cache=True, nogil=True, **options)(function)
-        self.serial = numba.njit(cache=True, nogil=True, **options)(_renamed(function, function.__name__ + "_serial"))
+        folder, cache = cache_location()
+        # Numba picks a function's cache folder when it is decorated, from its global setting:
+        # point that at kuiper's folder for these two only, leaving the user's own functions alone.
+        user_setting = numba.config.CACHE_DIR
+        numba.config.CACHE_DIR = folder
+        try:
+            self.parallel = numba.njit(parallel=True, cache=cache, nogil=True, **options)(function)
+            serial = _renamed(function, function.__name__ + "_serial")
+            self.serial = numba.njit(cache=cache, nogil=True, **options)(serial)
+        finally:
+            numba.config.CACHE_DIR = user_setting
 
     @staticmethod
     def takes_parallel(work: int) -> bool:

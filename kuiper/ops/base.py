@@ -6,13 +6,18 @@ accessors below, which raise errors naming the op and the param), and
 computes in ``forward()`` with the backend's array namespace ``self.xp`` and
 its primitives ``self.backend.pad`` etc.  Ops never import numpy or cupy to
 compute.
+
+A param may hold a sub-graph (a ``ModelIR``, or a list of them: a loop body, a
+reducer, the branches of an ``If``).  The graph builder builds each one on the
+op's backend before the op is made and hands them over; the op reads them with
+``subgraph(key)`` and calls them like any Model.  Ops never build graphs.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from ..errors import OperatorParamError, UnsupportedOperatorError
 from ..model_ir import OpNode
@@ -31,11 +36,12 @@ class Op:
     # this op may overwrite (e.g. as out= of an elementwise result).
     donated_inputs: frozenset = frozenset()
 
-    def __init__(self, node: OpNode, backend):
+    def __init__(self, node: OpNode, backend, subgraphs: Mapping[str, Any] | None = None):
         self.node = node
         self.name = node.name
         self.backend = backend
         self.xp = backend.xp
+        self._subgraphs = dict(subgraphs or {})
         self._cache_lock = threading.Lock()
         self.setup()
 
@@ -148,6 +154,12 @@ class Op:
             if len(value) != length:
                 raise self.error(f"param '{key}' must have {length} value(s), found {value!r}")
         return tuple(value)
+
+    def subgraph(self, key: str):
+        """The built Model (or list of Models) of the sub-graph param ``key``."""
+        if key not in self._subgraphs:
+            raise self.error(f"param '{key}' must hold a sub-graph, found {self.param(key, None)!r:.80}")
+        return self._subgraphs[key]
 
     # -- weights and inputs ----------------------------------------------------
     def weight(self, key: str, required: bool = True, aligned: bool = False):

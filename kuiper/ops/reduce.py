@@ -1,5 +1,5 @@
 """Reductions over dims: sum, mean, prod, max/min (+ indices), amax/amin, argmax/argmin,
-norm, logsumexp, var/std.
+norm, logsumexp, var/std; and the general ``Reduce`` (a named or sub-graph reducer, N operands).
 
 ``dim`` is an int, a list of ints, or None (= every dim), with PyTorch's meaning for
 negative values; ``keepdim`` keeps reduced dims as size 1.  A full reduction gives a
@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from .base import Op, normalize_axis
+from .reducers import Reducer, operands_and_inits
 
 
 class Reduction(Op):
@@ -224,4 +225,28 @@ class VarStd(Reduction):
         return self.array(out)
 
 
-OPS = [SumMeanProd, AMaxAMin, MaxMin, ArgMaxMin, Norm, LogSumExp, VarStd]
+class Reduce(Op):
+    """Inputs ``operands..., inits...``: each operand reduced over ``axes`` from its init.
+
+    ``reducer``: a name (one operand), or a sub-graph taking ``(accumulators..., elements...)``
+    and returning the N new accumulators (variadic reductions: argmax's (value, index) pairs).
+    Outputs keep each operand's dtype; the reduced axes are dropped.
+    """
+
+    types = ("Reduce",)
+
+    def setup(self):
+        self.count = operands_and_inits(self)
+        self.axes = self.ints_param("axes")
+        self.reducer = Reducer(self, "reducer", self.count)
+
+    def forward(self, *inputs):
+        arrays, inits = list(inputs[: self.count]), list(inputs[self.count :])
+        rank = arrays[0].ndim
+        if any(not 0 <= a < rank for a in self.axes) or len(set(self.axes)) != len(self.axes):
+            raise self.error(f"axes {list(self.axes)} must be distinct dims of a rank-{rank} operand")
+        results = self.reducer.reduce(arrays, inits, self.axes)
+        return results[0] if self.count == 1 else tuple(results)
+
+
+OPS = [Reduce, SumMeanProd, AMaxAMin, MaxMin, ArgMaxMin, Norm, LogSumExp, VarStd]

@@ -18,7 +18,7 @@ import math
 
 from ..errors import ShapeError
 from .base import Op
-from .pooling import AvgPoolNd
+from .pooling_average import AvgPoolNd
 
 
 def _windows_out(size: int, kernel: int, stride: int, pad: int, dilation: int) -> int:

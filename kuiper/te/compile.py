@@ -7,6 +7,7 @@ one launch per loop nest); on every other backend through its array namespace, v
 
 from __future__ import annotations
 
+from kuiper.backends.base import CUDA_SOURCE
 from kuiper.errors import InputError, ShapeError
 from kuiper.te.execute import plan, run_plan
 from kuiper.te.kernel import Kernel
@@ -20,7 +21,7 @@ class CompiledKernel:
         self.kernel = kernel
         self.backend = backend if hasattr(backend, "xp") else get_backend(backend)
         self.plans = [plan(nest) for nest in nests(kernel)]
-        self.cuda = _CudaKernels(kernel) if self.backend.name == "cupy" else None
+        self.cuda = _CudaKernels(kernel) if CUDA_SOURCE in self.backend.capabilities else None
 
     def __call__(self, **arrays) -> dict:
         kernel, backend, xp = self.kernel, self.backend, self.backend.xp

@@ -10,7 +10,11 @@
     sum        := product (("+" | "-") product)*
     product    := unary (("*" | "/" | "//" | "%") unary)*
     unary      := ("-" | "!") unary | primary
-    primary    := INT | FLOAT | access | NAME "(" args ")" | NAME | "(" expr ")"
+    primary    := INT | FLOAT | access | (NAME | "select") "(" args ")" | NAME | "(" expr ")"
+
+Tokens (kuiper.lexing, with this language's TOKENS table): NAME, INT, FLOAT,
+the keywords ``where`` and ``select``, and the operators and punctuation
+themselves (``+=``, ``//``, ``&&``, ``<`` ...); ``#`` starts a comment.
 
 A NAME followed by ``<`` is a tensor only when ``<INT, ...>[`` follows (else
 it is an index variable compared with ``<``); the shape may be left out after
@@ -21,17 +25,23 @@ promotion rules, so the right-hand side is ordinary tensor IR.
 
 from __future__ import annotations
 
-from kuiper.errors import ExpressionSyntaxError, TESyntaxError
+from kuiper.errors import IRError, TESyntaxError
 from kuiper.ir import dtypes, make
 from kuiper.ir.buffers import buffer
 from kuiper.ir.nodes import Const, Indexing, IRExpr
+from kuiper.lexing import END, FLOAT, INT, NAME, Token, TokenTable, tokenize
 from kuiper.te.functions import call_function, is_function
 from kuiper.te.kernel import Kernel, SourceMap, Statement
-from kuiper.te.lexer import END, FLOAT, INT, NAME, Token, tokenize
 
 _COMPARISONS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
 _PRODUCTS = {"*": "mul", "/": "div", "//": "floordiv", "%": "mod"}
 KEYWORDS = frozenset({"where", "select"})
+TOKENS = TokenTable(
+    error=TESyntaxError,
+    symbols=("[", "]", "(", ")", ",", ";", "=", "+=", "!", "&&", "||", *_COMPARISONS, "+", "-", *_PRODUCTS),
+    keywords=KEYWORDS,
+    comment="#",
+)
 
 
 def parse(text: str, dtype: str = "float32", inputs=None, outputs=None, name: str = "kernel") -> Kernel:
@@ -45,7 +55,7 @@ class _Parser:
     def __init__(self, text: str, dtype: str):
         self.text = text
         self.dtype = dtype
-        self.tokens = tokenize(text)
+        self.tokens = tokenize(text, TOKENS)
         self.pos = 0
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.source: SourceMap | None = None
@@ -80,8 +90,8 @@ class _Parser:
         """Run a make.* constructor, turning its type errors into errors at ``position``."""
         try:
             return build()
-        except ExpressionSyntaxError as exc:
-            self.error(exc.reason, position)
+        except IRError as exc:
+            self.error(str(exc), position)
 
     # --- statements ---------------------------------------------------------------
 
@@ -95,7 +105,7 @@ class _Parser:
 
     def statement(self) -> Statement:
         self.source = SourceMap(self.text, self.token.position)
-        if self.token.kind != NAME:
+        if self.token.kind != NAME and self.token.kind not in KEYWORDS:
             self.error("a statement starts with the tensor it writes, e.g. 'C<4, 16>[i, j] = ...'")
         target = self.access()
         if self.token.kind not in ("=", "+="):
@@ -107,7 +117,7 @@ class _Parser:
             self.error("the right-hand side is a condition, not a number", value_position)
         value = make.cast(value, self.dtype)
         bindings, conditions = [], []
-        if self.token.kind == NAME and self.token.text == "where":
+        if self.token.kind == "where":
             self.advance()
             while True:
                 if self.token.kind == NAME and self.peek(1).kind == "=":
@@ -197,11 +207,13 @@ class _Parser:
             inner = self.expr()
             self.expect(")", "')'")
             return inner
-        if token.kind != NAME:
+        if token.kind == "where":
+            self.error("'where' must follow the right-hand side")
+        if token.kind == "select" and self.peek(1).kind != "(":
+            self.error("select takes (condition, value if true, value if false)")
+        if token.kind not in (NAME, "select"):
             found = "the end of the kernel" if token.kind == END else repr(token.text)
             self.error(f"expected a number, tensor, index or function call, found {found}")
-        if token.text == "where":
-            self.error("'where' must follow the right-hand side")
         if self.peek(1).kind == "(":
             return self.call()
         if self.peek(1).kind == "[" or (self.peek(1).kind == "<" and self._shape_follows()):
@@ -229,7 +241,7 @@ class _Parser:
             while self.accept(","):
                 args.append(self.expr())
         self.expect(")", "')' after the arguments")
-        if name.text == "select":
+        if name.kind == "select":
             if len(args) != 3:
                 self.error("select takes (condition, value if true, value if false)", name.position)
             return self.typed(lambda: make.select(*args), name.position)
@@ -238,9 +250,9 @@ class _Parser:
         return self.typed(lambda: call_function(name.text, args, self.dtype), name.position)
 
     def access(self) -> IRExpr:
+        if self.token.kind in KEYWORDS:
+            self.error(f"{self.token.text} is a keyword, not a tensor name")
         name = self.expect(NAME, "a tensor name")
-        if name.text in KEYWORDS:
-            self.error(f"{name.text} is a keyword, not a tensor name", name.position)
         shape = None
         if self.accept("<"):
             dims = [self.expect(INT, "a dimension").value]

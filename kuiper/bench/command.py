@@ -1,0 +1,110 @@
+"""The ``kuiper bench`` subcommand: its options, and the steps from a model path to the printed report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import kuiper
+
+from ..errors import UsageError
+from ..numba_kernels import set_threads
+from .agreement import agrees
+from .engines import PeerUnavailable, kuiper_engine, onnxruntime_engine, parse_compare, torch_engine
+from .fresh_process import measure_fresh_processes
+from .inputs import peer_file, random_inputs, resolve_param
+from .machine import limit_numpy_threads, machine_note
+from .op_profile import format_profile, profile_steps
+from .report import format_report
+from .run import run_benchmark
+
+
+def cmd_bench(args) -> int:
+    param = resolve_param(args.model)
+    if args.batch < 1 or args.runs < 1 or args.warmup < 0:
+        raise UsageError("--batch and --runs must be at least 1, --warmup at least 0")
+    if args.threads is not None and args.threads < 1:
+        raise UsageError("--threads must be at least 1")
+    compare = parse_compare(args.compare)
+    handle, thread_note = limit_numpy_threads(args.threads)
+    set_threads(args.threads)  # the compiled CPU kernels' own pool (numba)
+    try:
+        return _bench(args, param, compare, thread_note)
+    finally:
+        set_threads(None)
+        if handle is not None:  # callers in the same process (tests) get their thread pools back
+            handle.restore_original_limits()
+
+
+def _bench(args, param: Path, compare: list[str], thread_note: str) -> int:
+    # The kuiper model declares the input shapes every engine gets.  This first load also
+    # warms the process (imports, plugin discovery), so the engine's load time below is warm.
+    probe = kuiper.load(param, bin_path=args.bin, backend=args.backend, fuse=not args.no_fuse)
+    inputs = random_inputs(probe.inputs, args.batch, seed=args.seed)
+    del probe
+
+    engines = [kuiper_engine(param, args.bin, args.backend, not args.no_fuse, inputs)]
+    unavailable: dict[str, str] = {}
+    peer_paths: dict[str, Path] = {}
+    for name in compare:
+        try:
+            if name == "torch":
+                path = Path(args.torchscript) if args.torchscript else peer_file(param, ".pt")
+                engines.append(torch_engine(path, inputs, args.threads))
+            else:
+                path = Path(args.onnx) if args.onnx else peer_file(param, ".onnx")
+                engines.append(onnxruntime_engine(path, inputs, args.threads))
+            peer_paths[name] = path
+        except PeerUnavailable as exc:
+            unavailable[name] = str(exc)
+
+    progress = sys.stderr if sys.stderr.isatty() else None
+    report = run_benchmark(engines, args.batch, args.runs, args.warmup, model=str(param),
+                           notes=[machine_note(), thread_note], unavailable=unavailable, progress=progress,
+                           pause=args.pause / 1e3)
+    print(format_report(report))
+    if args.profile:
+        model = kuiper.load(param, bin_path=args.bin, backend=args.backend, fuse=not args.no_fuse)
+        model(*inputs)  # first call compiles expressions
+        for line in format_profile(model, profile_steps(model, inputs, max(1, min(args.runs, 10)))):
+            print(line)
+    if args.memory:
+        working = {name: path for name, path in peer_paths.items() if name in report.stats}
+        for line in measure_fresh_processes(param, working, args.batch, args.threads, args.backend):
+            print(line)
+    differing = [n for n, d in report.max_abs_diff.items() if not agrees(d, report.output_scale)]
+    if differing:
+        print(f"kuiper bench: outputs of {', '.join(differing)} differ from kuiper's beyond float32 noise",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_bench_command(subparsers) -> argparse.ArgumentParser:
+    text = ("time a model in kuiper and, when installed, PyTorch (TorchScript model.pt) and ONNX Runtime "
+            "(model.onnx), interleaved on the same input; check their outputs agree")
+    p = subparsers.add_parser("bench", help=text, description=text,
+                              epilog="Example: kuiper bench build/fixtures-full/resnet18_full --batch 8 --threads 2")
+    p.add_argument("model", help="the .pnnx.param file, or a folder holding model.pnnx.param")
+    p.add_argument("--bin", help="the .pnnx.bin file, when it is not beside the param file")
+    p.add_argument("--backend", help="kuiper backend (see `kuiper backends`)")
+    p.add_argument("--no-fuse", action="store_true", help="keep kuiper's elementwise ops separate")
+    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    p.add_argument("--threads", type=int, help="threads for every engine (default: each library's own)")
+    p.add_argument("--compare", default="torch,onnxruntime",
+                   help="peers to time beside kuiper: torch, onnxruntime, or none (default: torch,onnxruntime)")
+    p.add_argument("--torchscript", help="TorchScript file for the torch peer (default: model.pt beside MODEL)")
+    p.add_argument("--onnx", help="ONNX file for the onnxruntime peer (default: model.onnx beside MODEL)")
+    p.add_argument("--runs", type=int, default=20, help="timed rounds (default 20)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed rounds first (default 3)")
+    p.add_argument("--pause", type=float, default=0.0, metavar="MS",
+                   help="sleep MS milliseconds before each run so the previous engine's spinning worker "
+                        "threads go idle (default 0; try 200 when engines seem to slow each other down)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    p.add_argument("--profile", action="store_true",
+                   help="also time kuiper op by op and list the op types and single ops that take longest")
+    p.add_argument("--memory", action="store_true",
+                   help="also report peak RSS, load and first-run time of a fresh process per engine")
+    p.set_defaults(func=cmd_bench)
+    return p

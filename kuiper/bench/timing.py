@@ -1,0 +1,60 @@
+"""Timing: engines run interleaved round-robin, and the median and percentiles of their times."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .engines import Engine
+
+PROGRESS_AFTER_S = 2.0  # runs shorter than this print no progress line
+
+
+@dataclass
+class Stats:
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    runs: int
+
+
+def summarise(seconds: Sequence[float]) -> Stats:
+    ms = np.asarray(seconds, dtype=np.float64) * 1e3
+    return Stats(float(np.median(ms)), float(np.percentile(ms, 10)), float(np.percentile(ms, 90)), len(ms))
+
+
+def interleaved_timings(engines: Sequence[Engine], runs: int, warmup: int, progress=None,
+                        pause: float = 0.0, clock=time.perf_counter, sleep=time.sleep) -> dict[str, list[float]]:
+    """Round-robin: each round runs every engine once; returns seconds per engine for the timed rounds.
+
+    ``pause`` seconds of sleep before each run let the previous engine's worker threads
+    stop spinning (OpenBLAS, OpenMP and ONNX Runtime pools busy-wait after a call), so
+    they do not steal cores from the next engine.  ``progress`` (a text stream or
+    None) gets one line, rewritten each round, once the run has taken PROGRESS_AFTER_S.
+    """
+    samples: dict[str, list[float]] = {e.name: [] for e in engines}
+    began = clock()
+    total = warmup + runs
+    shown = False
+    for round_index in range(total):
+        for engine in engines:
+            if pause > 0:
+                sleep(pause)
+            start = clock()
+            engine.call()
+            elapsed = clock() - start
+            if round_index >= warmup:
+                samples[engine.name].append(elapsed)
+        if progress is not None and (shown or clock() - began > PROGRESS_AFTER_S):
+            phase = "warm-up" if round_index < warmup else "timed"
+            latest = ", ".join(f"{n} {s[-1] * 1e3:.1f} ms" for n, s in samples.items() if s)
+            progress.write(f"\rkuiper bench: round {round_index + 1}/{total} ({phase}) {latest}   ")
+            progress.flush()
+            shown = True
+    if shown:
+        progress.write("\n")
+        progress.flush()
+    return samples
