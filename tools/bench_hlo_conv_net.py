@@ -7,7 +7,8 @@ The net is asv_benchmarks/benchmarks/data/conv_net.hlo.txt.gz (written by
 bias and ReLU, the weights closed-over constants). Its kernels and biases are read from
 the HLO text, so PyTorch (``nn.Conv2d`` + ``nn.ReLU``, NCHW) and the pnnx export of that
 module run the same weights. The three engines are timed interleaved in one process
-(median of ``--runs`` calls), ``--repeats`` times, and the ratios of each repeat printed.
+(median of ``--runs`` calls, in a rotating order), ``--repeats`` times, and the ratios of each
+repeat printed.
 """
 
 from __future__ import annotations
@@ -69,10 +70,13 @@ def main() -> None:
         times: dict[str, list[float]] = {name: [] for name in engines}
         for run in engines.values():  # warm-up
             run()
-        for _ in range(args.runs):  # interleaved, so all three see the same machine load
-            for name, run in engines.items():
+        names = list(engines)
+        for index in range(args.runs):
+            # Interleaved, so all three see the same machine load, in a rotating order: whichever runs
+            # right after PyTorch shares the CPUs with its OpenMP threads still spinning.
+            for name in names[index % 3:] + names[: index % 3]:
                 start = time.perf_counter()
-                run()
+                engines[name]()
                 times[name].append(time.perf_counter() - start)
         hlo, torch_ms, pnnx = (statistics.median(times[n]) * 1e3 for n in engines)
         print(f"{repeat + 1:<7} {hlo:8.2f} {torch_ms:9.2f} {pnnx:8.2f} {hlo / torch_ms:10.2f} {hlo / pnnx:9.2f}")
