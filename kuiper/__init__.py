@@ -7,8 +7,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from importlib import metadata
+import time
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import (
     BackendUnavailableError,
@@ -30,45 +34,89 @@ from .errors import (
     UnsupportedOperatorError,
     UsageError,
 )
-from .frontends import Frontend
-from .graph import Model, StepObserver, TensorSpec
-from .hookspecs import hookimpl
+import numpy as np
 
-__version__ = "0.1.0"
+from .backends import backend_infos, get_backend
+from .frontends import Frontend, content_frontend, frontend_for, is_content, read_content, text_frontend
+from .graph import Model, StepObserver, TensorSpec, build
+from .graph.model import Origin
+from .hookspecs import hookimpl
+from .thread_limits import check_threads
+
+def _installed_version() -> str:
+    """The version pip installed (setup.cfg's, read back from the package metadata: one source)."""
+    try:
+        return metadata.version("kuiper")
+    except metadata.PackageNotFoundError:
+        return "0+unknown (not installed: run from a source tree)"
+
+
+__version__ = _installed_version()
+
+# Library messages go to the "kuiper" logger (INFO: the slow first run's note; DEBUG: loads);
+# an application or the CLI decides whether and where they appear.
+logger = logging.getLogger(__name__)
+logger.addHandler(logging.NullHandler())
 
 
 def load(
-    path: str | os.PathLike,
-    bin_path: str | os.PathLike | None = None,
+    path: str | os.PathLike | bytes | BinaryIO,
+    bin_path: str | os.PathLike | bytes | BinaryIO | None = None,
     backend: str | None = None,
     fuse: bool = True,
     *,
     format: str | None = None,  # noqa: A002 - the user-facing word
+    threads: int | None = None,
     **options,
 ) -> Model:
-    """Load a model file and build it for one backend.
+    """Load a model file (or model text) and build it for one backend.
 
-    The frontend is chosen by the file name (``x.pnnx.param``: PNNX; plugins add
-    formats), or by ``format=NAME``.  ``bin_path`` is PNNX's weight file when it
+    The frontend is chosen by the file name (``x.pnnx.param``: PNNX; ``x.hlo.txt``: HLO;
+    plugins add formats), or by ``format=NAME``.  HLO text may also be given as the
+    string itself, as JAX prints it (``jax.jit(f).lower(x).as_text()``).  ``bin_path`` is PNNX's weight file when it
     is not beside the param file; other ``options`` go to the frontend.
     ``backend`` None means: ``KUIPER_BACKEND``, then a ``kuiper.toml`` /
     ``[tool.kuiper]`` config file, then ``numpy``.  ``fuse=False`` keeps every
-    elementwise op separate (for debugging and comparisons).
+    elementwise op separate (for debugging and comparisons).  ``threads=N`` caps
+    the CPU threads each run of this model uses (BLAS and the compiled kernels, as
+    ONNX Runtime's ``intra_op_num_threads``); None keeps the libraries' defaults.
 
-    The Model pickles as this call (path, resolved backend name, options), so
-    it can be sent to other processes, which rebuild it from the file.
+    A PNNX model can also be loaded from memory: ``path`` is then the ``.pnnx.param``'s
+    content and ``bin_path`` the ``.pnnx.bin``'s (or its path), each as bytes or a
+    binary file object::
+
+        kuiper.load(param_bytes, bin_path=bin_bytes)
+        with open("m.pnnx.param", "rb") as param, open("m.pnnx.bin", "rb") as weights:
+            model = kuiper.load(param, bin_path=weights)
+
+    A model loaded from files pickles as this call (path, resolved backend name,
+    options), so it can be sent to other processes, which rebuild it from the file;
+    one loaded from memory does not pickle.
     """
-    from .backends import get_backend
-    from .frontends import frontend_for
-    from .graph import build
-    from .graph.model import Origin
-
-    frontend = frontend_for(path, format)
+    threads = check_threads(threads)
+    started = time.perf_counter()
     if bin_path is not None:
         options["bin_path"] = bin_path
+    if is_content(path):
+        content, name = read_content(path, "model")
+        frontend = content_frontend(content, name, format)
+        ir = frontend.load_content(content, name, **options)
+    elif (text_reader := text_frontend(path, format)) is not None:
+        frontend = text_reader  # the model's text itself (HLO), which the origin below keeps
+        ir = frontend.load_text(path, **options)
+    else:
+        frontend = frontend_for(path, format)
+        ir = frontend.load(Path(path), **options)
     resolved = backend if not isinstance(backend, (str, type(None))) else get_backend(backend)
-    model = build(frontend.load(Path(path), **options), backend=resolved, fuse=fuse)
+    model = build(ir, backend=resolved, fuse=fuse)
+    model.threads = threads
+    logger.debug("loaded %s (%s): %d nodes on backend %s in %.0f ms", model.source, frontend.name, len(model.steps),
+                 model.backend.name, (time.perf_counter() - started) * 1e3)
+    if is_content(path) or is_content(bin_path):
+        return model  # no origin: the content is not kept, so the Model cannot be rebuilt elsewhere
     arguments = {"path": os.fspath(path), "backend": model.backend.name, "fuse": fuse, "format": frontend.name}
+    if threads is not None:
+        arguments["threads"] = threads
     arguments.update({key: os.fspath(value) if isinstance(value, os.PathLike) else value
                       for key, value in options.items()})
     model.origin = Origin(load, arguments)
@@ -76,27 +124,20 @@ def load(
 
 
 def load_hlo(path_or_text: str | os.PathLike, backend: str | None = None, fuse: bool = True) -> Model:
-    """Load XLA HLO text (a ``.hlo.txt`` file, or the text itself) and build its ENTRY computation.
+    """``kuiper.load(path_or_text, format="hlo")``: XLA HLO text (a file, or the text itself).
 
     Inputs are the ENTRY parameters in order; a ROOT tuple gives one output per leaf.
-    ``kuiper.load("prog.hlo.txt")`` does the same through the frontend hook.
     """
-    from .hlo.load import load_hlo as load_hlo_module
-
-    return load_hlo_module(path_or_text, backend=backend, fuse=fuse)
+    return load(path_or_text, backend=backend, fuse=fuse, format="hlo")
 
 
 def backends():
     """Every registered backend with whether it can run here and, if not, why."""
-    from .backends import backend_infos
-
     return backend_infos()
 
 
 def to_numpy(array):
     """Bring an output of any backend back to a NumPy array."""
-    import numpy as np
-
     if isinstance(array, np.ndarray):
         return array
     if hasattr(array, "get"):  # CuPy arrays

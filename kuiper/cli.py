@@ -3,23 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import sys
 import time
-import zipfile
-from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, KuiperError, UsageError
+import kuiper
 
-DEMO_DIR = Path(__file__).parent / "demo"
+from . import demo
+from .config import choose_backend
+from .dask.cli import add_arguments as add_dask_arguments
+from .dask.cli import run_files, wants_files
+from .errors import BackendUnavailableError, InputError, KuiperError, UnsupportedOperatorError, UsageError
+from .frontends import load_ir
+from .hlo.cli import add_hlo_command
+from .numba_kernels import kernel_notes
+from .plugins import backend_registry, kernel_registry, op_registry
+from .te.cli import add_te_command
+from .user_files import ARRAY_SUFFIXES, check_output_file, read_arrays, write_arrays
 
 
 def _load(args):
-    import kuiper
-
     options = {"strict": True} if getattr(args, "strict", False) else {}
+    threads = getattr(args, "threads", None)
+    if threads is not None:
+        options["threads"] = threads
     return kuiper.load(args.model, bin_path=getattr(args, "bin", None), backend=args.backend,
                        fuse=not getattr(args, "no_fuse", False), **options)
 
@@ -32,7 +43,7 @@ def _read_inputs(model, specs: list[str]) -> dict:
         name, sep, path = spec.partition("=")
         if not sep:
             name, path = None, spec
-        arrays = _load_arrays(path, f"--input {spec}")
+        arrays = read_arrays(path, f"--input {spec}")
         if isinstance(arrays, dict):
             feeds.update(arrays)
             continue
@@ -44,49 +55,16 @@ def _read_inputs(model, specs: list[str]) -> dict:
     return feeds
 
 
-def _load_arrays(path: str, what: str):
-    """One array from a .npy, or {key: array} from a .npz, read completely; never unpickles."""
-    from .formats.files import open_regular_file
-
-    try:
-        fd = open_regular_file(path, "input file")
-    except KuiperError as exc:
-        raise InputError(f"{what}: {exc}") from None
-    try:
-        with os.fdopen(fd, "rb") as handle:
-            data = np.load(handle, allow_pickle=False)
-            if isinstance(data, np.lib.npyio.NpzFile):
-                with data:
-                    return {key: data[key] for key in data.files}
-            return data
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
-        raise InputError(f"{what}: cannot read a .npy/.npz file ({type(exc).__name__}: {exc})") from None
-
-
-def _check_output_path(path_text: str, output_count: int) -> None:
-    """Refuse an unusable --output before running the model."""
-    path = Path(path_text)
-    if path.suffix != ".npz" and output_count != 1:
-        raise InputError(f"--output {path}: the model has {output_count} outputs; use a .npz file")
-    if path.is_dir():
-        raise InputError(f"--output {path}: is a directory; give a file name")
-    if not path.parent.is_dir():
-        raise InputError(f"--output {path}: the folder {path.parent} does not exist")
-
-
-def _write_outputs(path_text: str, outputs: dict) -> None:
-    """Write exactly ``path_text``: a .npz of all outputs, else the one output as .npy bytes."""
-    path = Path(path_text)
-    _check_output_path(path_text, len(outputs))
-    try:
-        # A file object, so NumPy does not add .npy/.npz to a name that lacks it.
-        with open(path, "wb") as handle:
-            if path.suffix == ".npz":
-                np.savez(handle, **outputs)
-            else:
-                np.save(handle, next(iter(outputs.values())))
-    except OSError as exc:
-        raise InputError(f"--output {path}: cannot write ({exc.strerror or exc})") from None
+def _check_run_flags(args) -> None:
+    """Before the model loads: contradicting flags are usage errors, an unusable --output is refused."""
+    if args.input and args.random:
+        raise UsageError("--input and --random both give the inputs; use one")
+    if args.batch is not None and not args.random:
+        raise UsageError("--batch sets the batch of --random inputs; with --input the files set it")
+    if args.output == "-":
+        raise UsageError("--output -: arrays are not written to stdout; name a .npy or .npz file")
+    if args.output:
+        check_output_file(args.output, f"--output {args.output}", (*ARRAY_SUFFIXES, ""))
 
 
 def _random_feeds(model, batch: int) -> dict:
@@ -105,14 +83,17 @@ def _summarise(name: str, array: np.ndarray) -> str:
 
 
 def cmd_run(args) -> int:
-    from .dask.cli import run_files, wants_files
-
     if wants_files(args):  # many files over a Dask cluster: kuiper/dask/cli.py
         return run_files(args)
+    _check_run_flags(args)
     model = _load(args)
-    if args.output:
-        _check_output_path(args.output, len(model.outputs))
-    feeds = _random_feeds(model, args.batch) if args.random else _read_inputs(model, args.input)
+    if args.output and not args.output.lower().endswith(".npz") and len(model.outputs) != 1:
+        raise UsageError(f"--output {args.output}: the model has {len(model.outputs)} outputs; use a .npz file")
+    if not (args.input or args.random) and model.inputs:
+        names = [spec.name for spec in model.inputs]
+        raise UsageError(f"the model takes {len(names)} input(s) {names}: give them with --input FILE.npy "
+                         "(or NAME=FILE.npy, or one .npz keyed by input name), or use --random")
+    feeds = _random_feeds(model, args.batch or 1) if args.random else _read_inputs(model, args.input)
     start = time.perf_counter()
     outputs = model.run(feeds, to_numpy=True)
     elapsed = (time.perf_counter() - start) * 1e3
@@ -120,7 +101,7 @@ def cmd_run(args) -> int:
         print(_summarise(name, array))
     print(f"ran on backend '{model.backend.name}' in {elapsed:.1f} ms")
     if args.output:
-        _write_outputs(args.output, outputs)
+        write_arrays(args.output, outputs, f"--output {args.output}")
         print(f"wrote {args.output}")
     return 0
 
@@ -134,7 +115,11 @@ def _shape_text(ir, names) -> str:
 
 
 def _print_op_table(ir, nodes, note=None) -> None:
-    """One row per op: name, type, input and output shapes, weight count (and a note column if given)."""
+    """One row per op: name, type, input and output shapes, weight count (and a note column if given).
+
+    Padded by hand: plain columns that grep and cut can read need no table library
+    (tabulate, rich) as a dependency of every install.
+    """
     header = ("name", "type", "inputs", "outputs", "params") + (("",) if note else ())
     rows = [header]
     for node in nodes:
@@ -147,15 +132,10 @@ def _print_op_table(ir, nodes, note=None) -> None:
 
 
 def cmd_info(args) -> int:
-    from .errors import UnsupportedOperatorError
-
     try:
         model = _load(args)
     except UnsupportedOperatorError as exc:
         # Still show the user what the file holds, and mark what kuiper cannot run yet.
-        from .frontends import load_ir
-        from .plugins import op_registry
-
         options = {"bin_path": args.bin} if getattr(args, "bin", None) else {}
         ir = load_ir(args.model, **options)
         registry = op_registry()
@@ -176,17 +156,17 @@ def cmd_info(args) -> int:
         for group in model.fused_groups:
             print("  " + " + ".join(group))
     if "numpy-arrays" in model.backend.capabilities:  # the compiled CPU kernels' backends
-        from .numba_kernels import kernel_notes
-
         print("\n".join(kernel_notes(model)))
     return 0
 
 
 def cmd_backends(args) -> int:
-    import kuiper
-    from .config import choose_backend
-
     choice = choose_backend(None)
+    registered = backend_registry()
+    if choice.name not in registered:
+        # Not listed as the default: every model load would fail with it.
+        raise BackendUnavailableError(f"unknown backend '{choice.name}' (from {choice.source}); "
+                                      f"registered backends: {', '.join(sorted(registered))}")
     print(f"default backend: {choice.name} (from {choice.source})")
     for info in kuiper.backends():
         state = "available" if info.available else f"unavailable: {info.reason}"
@@ -197,8 +177,6 @@ def cmd_backends(args) -> int:
 
 
 def cmd_ops(args) -> int:
-    from .plugins import backend_registry, kernel_registry, op_registry
-
     registry = op_registry()
     print(f"{len(registry)} op types:")
     for op_type in sorted(registry):
@@ -214,10 +192,8 @@ def cmd_ops(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    import kuiper
-
-    param = DEMO_DIR / "digits.pnnx.param"
-    data = np.load(DEMO_DIR / "digits_heldout.npz")
+    param = demo.MODEL
+    data = np.load(demo.DATA)
     images, labels, torch_logits = data["images"], data["labels"], data["torch_logits"]
     start = time.perf_counter()
     model = kuiper.load(param, backend=args.backend)
@@ -257,6 +233,12 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _backend_name(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a backend name (see `kuiper backends`), found an empty string")
+    return text.strip()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="kuiper",
@@ -264,25 +246,26 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Backend choice: --backend, else $KUIPER_BACKEND, else kuiper.toml / [tool.kuiper] in "
         "pyproject.toml, else numpy.  Try `kuiper demo` first.",
     )
+    parser.add_argument("--version", action="version", version=f"kuiper {kuiper.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def model_command(name, help_text):
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("model", help="path to the .pnnx.param file (the .pnnx.bin is found beside it)")
         p.add_argument("--bin", help="the .pnnx.bin file, when it is not beside the param file")
-        p.add_argument("--backend", help="backend name (see `kuiper backends`)")
+        p.add_argument("--backend", type=_backend_name, help="backend name (see `kuiper backends`)")
         p.add_argument("--no-fuse", action="store_true", help="keep elementwise ops separate")
         p.add_argument("--strict", action="store_true", help="refuse params kuiper does not know (default: warn)")
+        p.add_argument("--threads", type=_positive_int, metavar="N",
+                       help="threads this model's kernels use (default: OMP_NUM_THREADS, else every core)")
         return p
 
     run = model_command("run", "run a model on inputs from .npy/.npz files and print or save the outputs")
     run.add_argument("--input", "-i", action="append", default=[], metavar="[NAME=]FILE",
                      help="an input: FILE.npy in model input order, NAME=FILE.npy, or a .npz keyed by input name; repeatable")
     run.add_argument("--random", action="store_true", help="feed seeded random inputs of the declared shapes instead")
-    run.add_argument("--batch", type=_positive_int, default=1, help="batch size for --random (default 1)")
+    run.add_argument("--batch", type=_positive_int, help="batch size for --random (default 1)")
     run.add_argument("--output", "-o", help="save outputs: .npy for one output, .npz for several")
-    from .dask.cli import add_arguments as add_dask_arguments
-
     add_dask_arguments(run)
     run.set_defaults(func=cmd_run)
 
@@ -296,14 +279,10 @@ def build_parser() -> argparse.ArgumentParser:
     ops.set_defaults(func=cmd_ops)
 
     demo = sub.add_parser("demo", help="classify bundled handwritten digits with a bundled model and report accuracy")
-    demo.add_argument("--backend", help="backend name (default: configured, else numpy)")
+    demo.add_argument("--backend", type=_backend_name, help="backend name (default: configured, else numpy)")
     demo.set_defaults(func=cmd_demo)
 
-    from .hlo.cli import add_hlo_command
-
     add_hlo_command(sub)
-
-    from .te.cli import add_te_command
 
     add_te_command(sub)
 
@@ -316,6 +295,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def library_notes_on_stderr():
+    """While a command runs, show the library's notes (e.g. that a first run is compiling kernels)
+    on stderr: kuiper logs them at INFO on the "kuiper" logger and leaves showing them to the
+    application.  Undone afterwards, for callers of ``main`` in their own process."""
+    library = logging.getLogger("kuiper")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("kuiper: %(message)s"))
+    handler.setLevel(logging.INFO)
+    level = library.level
+    library.addHandler(handler)
+    if library.getEffectiveLevel() > logging.INFO:
+        library.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        library.removeHandler(handler)
+        library.setLevel(level)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -323,9 +322,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return args.func(args)
+        with library_notes_on_stderr():
+            return args.func(args)
     except UsageError as exc:
-        print(f"kuiper: error: {exc} (see `kuiper {args.command} --help`)", file=sys.stderr)
+        command = " ".join(filter(None, (args.command, getattr(args, "hlo_command", None), getattr(args, "te_command", None))))
+        print(f"kuiper: error: {exc} (see `kuiper {command} --help`)", file=sys.stderr)
         return 2
     except KuiperError as exc:
         print(f"kuiper: error: {exc}", file=sys.stderr)

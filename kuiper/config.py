@@ -33,6 +33,25 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 ENV_VAR = "KUIPER_BACKEND"
 DEFAULT_BACKEND = "numpy"
 CACHE_DIR_ENV = "KUIPER_CACHE_DIR"
+# Every key a config file may set (``memory_budget``: kuiper.limits).  Any other key is an
+# error, so a misspelt ``backnd = "cupy"`` is not silently ignored.
+KNOWN_KEYS = ("backend", "memory_budget")
+
+
+_SWITCHES = {"1": True, "on": True, "true": True, "yes": True, "0": False, "off": False, "false": False, "no": False}
+
+
+def switch_from_env(name: str, default: bool) -> bool:
+    """An on/off environment variable (KUIPER_NUMBA, KUIPER_DISABLE_PLUGIN_AUTOLOAD): 1, on, true,
+    yes or 0, off, false, no in any case; unset or empty gives ``default``; anything else is an error
+    rather than a guess."""
+    text = os.environ.get(name, "")
+    if not text.strip():
+        return default
+    value = _SWITCHES.get(text.strip().lower())
+    if value is None:
+        raise ConfigError(f"{name}={text!r}: expected 1 (or on, true, yes) or 0 (or off, false, no)")
+    return value
 
 
 @dataclass(frozen=True)
@@ -48,7 +67,14 @@ def _read_config_table(path: Path) -> dict | None:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read kuiper configuration ({exc})") from None
     table = data if path.name == "kuiper.toml" else data.get("tool", {}).get("kuiper")
-    return table if isinstance(table, dict) else None
+    if not isinstance(table, dict):
+        return None
+    unknown = sorted(set(table) - set(KNOWN_KEYS))
+    if unknown:
+        where = "" if path.name == "kuiper.toml" else " [tool.kuiper]"
+        raise ConfigError(f"{path}{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+                          f"kuiper reads {', '.join(map(repr, KNOWN_KEYS))}")
+    return table
 
 
 def find_config_value(key: str, start: Path | None = None) -> tuple[object, str] | None:

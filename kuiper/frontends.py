@@ -14,7 +14,9 @@ A frontend is a class registered through the ``kuiper_add_frontends`` hook
 default: the file name ends with one of its ``suffixes``); ``format=NAME``
 skips the question.  A frontend whose format is text may also take the text
 itself: ``claims_text`` recognises it and ``load_text`` reads it, so
-``kuiper.load(hlo_text)`` works like ``kuiper.load("prog.hlo.txt")``.
+``kuiper.load(hlo_text)`` works like ``kuiper.load("prog.hlo.txt")``.  Likewise a
+frontend may read a model given as its content (bytes or a binary file object):
+``claims_content`` recognises the bytes and ``load_content`` reads them.
 """
 
 from __future__ import annotations
@@ -50,6 +52,16 @@ class Frontend:
     @classmethod
     def load_text(cls, text: str, **options) -> ModelIR:
         raise ModelFormatError(f"the {cls.name} frontend reads files only; give it a path")
+
+    @classmethod
+    def claims_content(cls, content: bytes) -> bool:
+        """True when ``content`` (a model given as bytes) is in this format (the default: never)."""
+        return False
+
+    @classmethod
+    def load_content(cls, content: bytes, name: str, **options) -> ModelIR:
+        """Read a model given as bytes; ``name`` names it in messages."""
+        raise ModelFormatError(f"{name}: the {cls.name} frontend reads files only, not a model's bytes; give it a path")
 
 
 def frontend_for(path: str | os.PathLike, format: str | None = None) -> type[Frontend]:  # noqa: A002
@@ -89,6 +101,38 @@ def text_frontend(source, format: str | None = None) -> type[Frontend] | None:  
     return None
 
 
+def is_content(value) -> bool:
+    """True for a model given as its content (bytes, or a readable file object), not as a path or text."""
+    return isinstance(value, (bytes, bytearray, memoryview)) or callable(getattr(value, "read", None))
+
+
+def read_content(source, what: str) -> tuple[bytes, str]:
+    """``(content, name for messages)`` of bytes or a binary file object (read to its end)."""
+    name = getattr(source, "name", None)
+    name = name if isinstance(name, str) else f"<{what} in memory>"
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source), name
+    try:
+        content = source.read()
+    except OSError as exc:
+        raise ModelFormatError(f"{name}: {what} cannot be read: {exc.strerror or exc}") from None
+    if not isinstance(content, (bytes, bytearray, memoryview)):
+        raise ModelFormatError(f"{name}: reading the {what} gave {type(content).__name__}, not bytes; "
+                               "open it in binary mode, open(path, 'rb')")
+    return bytes(content), name
+
+
+def content_frontend(content: bytes, name: str, format: str | None = None) -> type[Frontend]:  # noqa: A002
+    """The frontend named ``format``, else the one that claims ``content``."""
+    if format is not None:
+        return frontend_for(name, format)
+    claimed = [registered.obj for registered in frontend_registry().values() if registered.obj.claims_content(content)]
+    if len(claimed) != 1:
+        found = "no installed frontend" if not claimed else "more than one frontend (" + ", ".join(c.name for c in claimed) + ")"
+        raise ModelFormatError(f"{name}: {found} recognises these bytes as a model; pass format=NAME to choose one")
+    return claimed[0]
+
+
 def _is_existing_path(source: str) -> bool:
     try:
         return "\n" not in source and Path(source).exists()
@@ -97,7 +141,10 @@ def _is_existing_path(source: str) -> bool:
 
 
 def load_ir(source: str | os.PathLike, format: str | None = None, **options) -> ModelIR:  # noqa: A002
-    """Read a model file, or model text a frontend recognises, into a ModelIR."""
+    """Read a model file, model text or a model's bytes (or binary file object) into a ModelIR."""
+    if is_content(source):
+        content, name = read_content(source, "model")
+        return content_frontend(content, name, format).load_content(content, name, **options)
     by_text = text_frontend(source, format)
     if by_text is not None:
         return by_text.load_text(source, **options)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
-import os
 import warnings
 from dataclasses import dataclass
 
 import pluggy
 
 from . import hookspecs
+from .config import switch_from_env
 from .errors import PluginError, PluginWarning
 
 ENTRY_POINT_GROUP = "kuiper"
@@ -52,7 +52,7 @@ def plugin_manager() -> pluggy.PluginManager:
     _origins.clear()
     for name, module in BUILTIN_PLUGINS.items():
         manager.register(importlib.import_module(module), name=name)
-    if os.environ.get(DISABLE_AUTOLOAD_ENV, "") not in ("1", "true", "yes"):
+    if not switch_from_env(DISABLE_AUTOLOAD_ENV, default=False):
         _load_entry_points(manager)
     return manager
 

@@ -16,7 +16,6 @@ from conftest import model_dir, reference_batches, write_model
 
 import kuiper
 from kuiper.dask import load_counts, map_files, predict, resolve_model
-from kuiper.dask.files import write_atomically
 
 TWO_OUT = model_dir("two_in_two_out") / "model.pnnx.param"  # two inputs, two outputs, declared batch 1
 DYNAMIC = model_dir("reshape_batch_dynamic") / "model.pnnx.param"  # (?,3,4,5) -> (?,6)
@@ -201,15 +200,6 @@ def test_map_files_multi_output_npz_and_resume(client, tmp_path):
     again = map_files(TWO_OUT, inputs, tmp_path / "out", on_result=lambda item: statuses.update({item.name: item.status}))
     assert statuses == {"f0.npz": "skipped", "f1.npz": "written", "f2.npz": "skipped"}
     assert again.count("skipped") == 2 and not again.failures
-
-
-def test_write_is_atomic_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
-    target = tmp_path / "x.npy"
-    write_atomically(target, {"y": np.arange(3.0)})
-    with pytest.raises(ValueError):  # object arrays cannot be saved without pickle: fails mid-write
-        write_atomically(target, {"y": np.array([object()])})
-    np.testing.assert_array_equal(np.load(target), np.arange(3.0))
-    assert [p.name for p in tmp_path.iterdir()] == ["x.npy"]
 
 
 def test_a_worker_killed_mid_run_is_retried_and_every_output_is_correct(client, tmp_path):

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
+
+import kuiper
 
 from kuiper.errors import ModelFormatError
 from kuiper.frontends import load_ir, text_frontend
@@ -54,3 +58,21 @@ def test_an_existing_file_is_read_as_a_path_even_if_its_name_looks_like_text(tmp
 def test_a_missing_path_names_the_path():
     with pytest.raises(ModelFormatError, match="no_such_model.hlo.txt"):
         load_ir("no_such_model.hlo.txt")
+
+
+def test_kuiper_load_takes_hlo_text_and_the_model_pickles_as_that_call():
+    model = kuiper.load("// from a lit file\n" + ADD_ONE)
+    x = np.array([1, 2, 3], np.float32)
+    np.testing.assert_array_equal(model(x), [2, 3, 4])
+    again = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(again(x), [2, 3, 4])
+
+
+def test_load_hlo_is_load_with_the_hlo_format(tmp_path):
+    path = tmp_path / "program.txt"  # no .hlo suffix: format="hlo" decides
+    path.write_text(ADD_ONE)
+    x = np.array([0, 1, 2], np.float32)
+    np.testing.assert_array_equal(kuiper.load_hlo(path)(x), [1, 2, 3])
+    np.testing.assert_array_equal(kuiper.load_hlo(ADD_ONE)(x), [1, 2, 3])
+    with pytest.raises(ModelFormatError, match="missing.hlo.txt"):
+        kuiper.load_hlo(tmp_path / "missing.hlo.txt")

@@ -22,16 +22,10 @@ from kuiper.errors import ExpressionSyntaxError, IRError
 from kuiper.pnnx_expr import FUNCTIONS, hoist_sizes, parse
 from kuiper.pnnx_expr.lower import lower
 from kuiper.ir import simplify
-from kuiper.ir.codegen_cuda import (
-    PREAMBLE,
-    KernelSpec,
-    c_literal,
-    cuda_module_source,
-    cuda_source,
-    elementwise_kernel_spec,
-)
+from kuiper.ir.codegen_cuda import KernelSpec, cuda_module_source, cuda_source, elementwise_kernel_spec
 from kuiper.ir.codegen_numpy import compile_elementwise
 from kuiper.ir.nvrtc import CompilerUnavailable, check_compiles, unavailable_reason
+from kuiper.ir.render_c import DEVICE_HELPERS, c_literal
 
 DTYPES = ["float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool"]
 
@@ -74,7 +68,7 @@ def test_spec_pieces():
     assert result.out_params == "float32 out"
     assert result.operation == "float t0 = (x0 * x1);\nfloat t1 = (t0 + 1.0f);\nout = t1;"
     assert result.name.startswith("kuiper_ew_") and result.name.isidentifier()
-    assert result.preamble == PREAMBLE
+    assert result.preamble == DEVICE_HELPERS
     assert set(result.elementwise_kernel_args()) == {"in_params", "out_params", "operation", "name", "preamble"}
 
 
@@ -298,7 +292,7 @@ def test_emitted_code_computes_like_numpy_on_the_host():
     if compiler is None:
         pytest.skip("no host C++ compiler to run the emitted kernel bodies")
     cases = _host_cases()
-    parts = [HOST_PRELUDE, PREAMBLE]
+    parts = [HOST_PRELUDE, DEVICE_HELPERS]
     main = ["int main() {"]
     for index, (_, _, fn, inputs, _) in enumerate(cases):
         parts.append(_host_kernel(index, fn, elementwise_kernel_spec(fn)))

@@ -10,6 +10,10 @@ import glob
 import sys
 
 from ..errors import InputError, KuiperError, UsageError
+from ..user_files import prepare_output_dir
+from .cluster import connect
+from .files import run_files_on
+from .model_cache import resolve_model
 
 
 def add_arguments(run_parser) -> None:
@@ -26,6 +30,12 @@ def add_arguments(run_parser) -> None:
 def wants_files(args) -> bool:
     """True for the many-files path; a usage error for its cluster options given without it."""
     if getattr(args, "inputs", None) or getattr(args, "output_dir", None):
+        # --threads too: each worker runs one thread, and --workers sets how many run at once.
+        single = [flag for flag, key in (("--input", "input"), ("--random", "random"), ("--output", "output"),
+                                         ("--batch", "batch"), ("--threads", "threads")) if getattr(args, key, None)]
+        if single:
+            raise UsageError(f"{', '.join(single)}: for one run; --inputs ... --output-dir runs many files "
+                             "(rows per task: --batch-size); use one or the other")
         return True
     stray = [flag for flag, key in (("--workers", "workers"), ("--scheduler", "scheduler"), ("--batch-size", "batch_size"))
              if getattr(args, key, None) is not None]
@@ -56,12 +66,11 @@ def run_files(args) -> int:
         import distributed  # noqa: F401
     except ImportError as exc:
         raise KuiperError(f'--inputs runs on Dask, which is not installed: pip install "kuiper[dask]" ({exc})') from None
-    from .cluster import connect
-    from .files import run_files_on
-    from .model_cache import resolve_model
-
     paths = expand_inputs(args.inputs)
+    prepare_output_dir(args.output_dir, "--output-dir")
     options = {"fuse": not args.no_fuse}
+    if args.strict:
+        options["strict"] = True
     if args.bin:
         options["bin_path"] = args.bin
     # Load here first: a broken model fails before a cluster is started or a task submitted.
@@ -82,7 +91,12 @@ def run_files(args) -> int:
 
 
 class ProgressBar:
-    """A one-line bar on stderr, redrawn in place on a terminal; every 10% a line otherwise (logs, CI)."""
+    """A one-line bar on stderr, redrawn in place on a terminal; every 10% a line otherwise (logs, CI).
+
+    Not tqdm: a log should get a few whole lines rather than carriage-return redraws, and the
+    bar counts failures as they come; both need configuring in tqdm, which would be one more
+    dependency for these twenty lines.
+    """
 
     WIDTH = 30
 

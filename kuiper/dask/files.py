@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import time
 import uuid
-import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, KuiperError
+from ..user_files import count_rows, prepare_output_dir, read_arrays, write_arrays
+from .cluster import connect
 from .model_cache import ModelSpec, cached_model, resolve_model
 
 
@@ -73,8 +74,6 @@ def map_files(model, input_paths: Iterable[str | os.PathLike], output_dir: str |
     wrong shape, ...) is reported in the summary by name with the error; the others complete.
     ``on_result`` is called on the client as each item finishes.
     """
-    from .cluster import connect
-
     if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
         raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
     spec, local = resolve_model(model, backend, load_options)
@@ -89,8 +88,7 @@ def run_files_on(client, spec: ModelSpec, local, input_paths, output_dir, batch_
 
     paths = [Path(p).resolve() for p in input_paths]
     _check_names(paths)
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    output_dir = prepare_output_dir(output_dir, "output folder")
     outputs_of = {path: output_path(path, output_dir, len(local.outputs)) for path in paths}
     start = time.perf_counter()
     results = [ItemResult(path.name, "skipped") for path in paths if outputs_of[path].exists()]
@@ -133,55 +131,25 @@ def process_file(spec: ModelSpec, input_path: str, out_path: str, batch_size: in
     if Path(out_path).exists():
         # The client submits only missing outputs, so this is a rerun of a task whose first
         # attempt wrote the file before its worker died (its result was lost with the worker).
-        return ItemResult(name, "written", samples=_rows_of(input_path))
+        return ItemResult(name, "written", samples=count_rows(input_path))
     try:
         model = cached_model(spec)
         feeds = read_feeds(model, input_path)
         outputs = _run_in_batches(model, feeds, batch_size)
-        write_atomically(out_path, outputs)
+        write_arrays(out_path, outputs, out_path)
     except KuiperError as exc:
         return ItemResult(name, "failed", error=str(exc))
     return ItemResult(name, "written", samples=int(np.shape(next(iter(feeds.values())))[0]) if feeds else 0)
 
 
-NPY_MAGIC, ZIP_MAGIC = b"\x93NUMPY", b"PK"
-
-
-def _rows_of(input_path: str) -> int:
-    try:
-        data = np.load(input_path, mmap_mode="r", allow_pickle=False)
-        if isinstance(data, np.lib.npyio.NpzFile):
-            with data:
-                data = data[data.files[0]]
-        return int(data.shape[0])
-    except (OSError, ValueError, EOFError, IndexError, zipfile.BadZipFile):
-        return 0
-
-
 def read_feeds(model, input_path: str) -> dict:
-    try:
-        with open(input_path, "rb") as handle:
-            head = handle.read(len(NPY_MAGIC))
-    except OSError as exc:
-        raise InputError(f"{input_path}: cannot read ({exc})") from None
-    expected = ZIP_MAGIC if input_path.endswith(".npz") else NPY_MAGIC
-    if not head.startswith(expected):
-        kind = ".npz (zip)" if expected == ZIP_MAGIC else ".npy"
-        raise InputError(f"{input_path}: not a {kind} file (it starts with {head!r}), or it is truncated")
-    try:
-        data = np.load(input_path, allow_pickle=False)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise InputError(f"{input_path}: cannot read a .npy/.npz file ({exc})") from None
-    if isinstance(data, np.lib.npyio.NpzFile):
-        with data:
-            try:
-                return {key: data[key] for key in data.files}
-            except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-                raise InputError(f"{input_path}: cannot read a .npz member ({exc})") from None
+    arrays = read_arrays(input_path, input_path)
+    if isinstance(arrays, dict):
+        return arrays
     if len(model.inputs) != 1:
         names = [spec.name for spec in model.inputs]
         raise InputError(f"{input_path}: the model has {len(names)} inputs {names}; give a .npz keyed by input name")
-    return {model.inputs[0].name: data}
+    return {model.inputs[0].name: arrays}
 
 
 def _run_in_batches(model, feeds: dict, batch_size: int | None) -> dict:
@@ -192,19 +160,3 @@ def _run_in_batches(model, feeds: dict, batch_size: int | None) -> dict:
     parts = [model.run({k: v[i:i + batch_size] for k, v in feeds.items()}, to_numpy=True)
              for i in range(0, total, batch_size)]
     return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
-
-
-def write_atomically(path: str | os.PathLike, outputs: dict) -> None:
-    """Write to a hidden temporary file beside ``path``, then rename it into place (atomic on POSIX)."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(temporary, "wb") as handle:
-            if path.suffix == ".npz":
-                np.savez(handle, **outputs)
-            else:
-                np.save(handle, next(iter(outputs.values())), allow_pickle=False)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise

@@ -9,10 +9,11 @@ lists, so the graph below never sees PNNX's type strings.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from ..errors import GraphError, ModelFormatError
-from ..frontends import Frontend
+from ..frontends import Frontend, is_content, read_content
 from ..hookspecs import hookimpl
 from ..model_ir import ModelIR, OpNode
 from ..pnnx_expr import op as expression_op
@@ -30,27 +31,42 @@ def default_bin_path(param_path: str | os.PathLike) -> Path:
 
 
 def load_pnnx(
-    param_path: str | os.PathLike, bin_path: str | os.PathLike | None = None, strict: bool = False
+    param_path: str | os.PathLike, bin_path: str | os.PathLike | bytes | None = None, strict: bool = False
 ) -> ModelIR:
     """Read both files; weights become read-only arrays copied from the .bin (see pnnx_bin).
 
+    ``bin_path`` may also be the .bin's content (bytes or a binary file object).
     ``strict=True`` turns the warning about params kuiper does not know into an error.
     """
     param_path = Path(param_path)
     raw = read_regular_file(param_path, "model file")
+    weights = bin_path if bin_path is not None else default_bin_path(param_path)
+    return _read_model(raw, str(param_path), weights, strict)
+
+
+def load_pnnx_content(param: bytes, name: str, bin_path=None, strict: bool = False) -> ModelIR:
+    """The same from the .param's bytes (``name`` names them); ``bin_path`` is the .bin's path or
+    content, needed when the model has weights (nothing says where the .bin would be)."""
+    return _read_model(param, name, bin_path, strict)
+
+
+def _read_model(raw: bytes, source: str, weights, strict: bool) -> ModelIR:
+    """Parse the param text ``raw`` (``source`` names it) and read its weights from ``weights``."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise ModelFormatError(f"{param_path}:{line}: not UTF-8 text (is this a .pnnx.bin?)") from None
+        raise ModelFormatError(f"{source}:{line}: not UTF-8 text (is this a .pnnx.bin?)") from None
 
-    parsed = parse_param(text, str(param_path), strict=strict)
+    parsed = parse_param(text, source, strict=strict)
 
     if parsed.weights:
+        if weights is None:
+            raise ModelFormatError(f"{source}: the model declares weights; pass bin_path= (the .pnnx.bin's path, "
+                                   "bytes or binary file object)")
         declared_count = sum(len(declared) for declared in parsed.weights.values())
-        bin_path = bin_path if bin_path is not None else default_bin_path(param_path)
         by_name = {op.name: op for op in parsed.ops}
-        with WeightArchive(bin_path, max_entries=declared_count + EXTRA_ENTRIES_ALLOWED) as archive:
+        with _open_weights(weights, declared_count + EXTRA_ENTRIES_ALLOWED) as archive:
             for op_name, declared in parsed.weights.items():
                 op = by_name[op_name]
                 for attr, decl in declared.items():
@@ -58,9 +74,17 @@ def load_pnnx(
                         op.attrs[attr] = archive.read(f"{op_name}.{attr}", decl.shape, decl.dtype)
                     except ModelFormatError as exc:
                         raise ModelFormatError(f"{exc} [weight '{attr}' of op '{op_name}', {op.source}]") from None
-    return neutral_ir(parsed.ops, parsed.operands, str(param_path))
+    return neutral_ir(parsed.ops, parsed.operands, source)
 
 
+def _open_weights(weights, max_entries: int) -> WeightArchive:
+    if is_content(weights):
+        content, name = read_content(weights, "weight file")
+        return WeightArchive(content, max_entries=max_entries, name=name)
+    return WeightArchive(weights, max_entries=max_entries)
+
+
+MAGIC = b"7767517"  # the first line of every .pnnx.param
 INPUT_TYPE = "pnnx.Input"
 OUTPUT_TYPE = "pnnx.Output"
 TUPLE_TYPES = ("prim::TupleConstruct", "prim::ListConstruct")
@@ -78,7 +102,19 @@ def neutral_ir(ops: list[OpNode], operands: dict, source: str) -> ModelIR:
             )
     roots = [operand for node in output_nodes for operand in node.inputs]
     compute = [node for node in ops if node.type not in (INPUT_TYPE, OUTPUT_TYPE)]
-    return ModelIR(compute, operands, inputs, _flatten_tuples(roots, compute, source), source)
+    return ModelIR(compute, _batch_free(operands, inputs), inputs, _flatten_tuples(roots, compute, source), source)
+
+
+def _batch_free(operands: dict, inputs: list[str]) -> dict:
+    """Operands with dim 0 of every input unknown (None): PNNX writes the batch it traced with
+    (``(1,3,224,224)``) unless exported with a second shape (``(?,3,224,224)``), but a model runs
+    at any batch (the Model checks every other dim), so ``model.inputs`` must not promise a 1."""
+    free = dict(operands)
+    for operand in inputs:
+        info = free.get(operand)
+        if info is not None and info.shape:
+            free[operand] = replace(info, shape=(None, *info.shape[1:]))
+    return free
 
 
 def _flatten_tuples(roots: list[str], ops: list[OpNode], source: str) -> list[str]:
@@ -110,6 +146,15 @@ class PnnxFrontend(Frontend):
     @classmethod
     def load(cls, path: Path, bin_path: str | os.PathLike | None = None, strict: bool = False) -> ModelIR:
         return load_pnnx(path, bin_path, strict=strict)
+
+    @classmethod
+    def claims_content(cls, content: bytes) -> bool:
+        """A param file starts with PNNX's magic number line."""
+        return content.lstrip()[: len(MAGIC)] == MAGIC
+
+    @classmethod
+    def load_content(cls, content: bytes, name: str, bin_path=None, strict: bool = False) -> ModelIR:
+        return load_pnnx_content(content, name, bin_path, strict=strict)
 
 
 @hookimpl

@@ -86,11 +86,18 @@ class _Entry:
 class WeightArchive:
     """The ``.pnnx.bin`` of one model; use as a context manager (or call ``close()``)."""
 
-    def __init__(self, path: str | os.PathLike, max_entries: int = DEFAULT_MAX_ENTRIES):
-        self.path = os.fspath(path) if isinstance(path, (str, os.PathLike)) else str(path)
-        self._fd = open_regular_file(path, "weight file")
+    def __init__(self, path: str | os.PathLike | bytes | bytearray | memoryview, max_entries: int = DEFAULT_MAX_ENTRIES,
+                 name: str = "<weights in memory>"):
+        """``path`` is the file, or the archive's bytes (then ``name`` names them in messages)."""
+        self._fd: int | None = None
+        self._memory: memoryview | None = None
+        if isinstance(path, (bytes, bytearray, memoryview)):
+            self.path, self._memory = name, memoryview(path).cast("B")
+        else:
+            self.path = os.fspath(path) if isinstance(path, (str, os.PathLike)) else str(path)
+            self._fd = open_regular_file(path, "weight file")
         try:
-            self._size = os.fstat(self._fd).st_size
+            self._size = os.fstat(self._fd).st_size if self._fd is not None else self._memory.nbytes
             if self._size == 0:
                 raise self._error("the weight file is empty (expected a zip archive)")
             self._entries = self._read_central_directory(max_entries)
@@ -138,6 +145,7 @@ class WeightArchive:
 
     def close(self) -> None:
         fd, self._fd = getattr(self, "_fd", None), None
+        self._memory = None
         if fd is not None:
             os.close(fd)
 
@@ -157,13 +165,14 @@ class WeightArchive:
     def _pread_aligned(self, offset: int, length: int) -> np.ndarray:
         """``length`` bytes at ``offset`` into a fresh buffer starting on a 64-byte boundary, so a
         weight that reaches BLAS needs no second, aligned copy.  Shorter when the file is."""
-        if self._fd is None:
-            raise self._error("the archive is closed")
-        if not 0 <= offset <= self._size or length < 0:
-            raise self._error(f"a zip record points outside the file (offset {offset}; the file has {self._size} bytes)")
+        self._check_range(offset, length)
         buffer = np.empty(length + WEIGHT_ALIGNMENT, dtype=np.uint8)
         start = -buffer.ctypes.data % WEIGHT_ALIGNMENT
         data = buffer[start : start + length]
+        if self._memory is not None:
+            got = min(length, self._size - offset)
+            data[:got] = np.frombuffer(self._memory, np.uint8, got, offset)
+            return data[:got]
         try:
             got = os.preadv(self._fd, [data], offset) if length else 0
         except OSError as exc:
@@ -171,14 +180,19 @@ class WeightArchive:
         return data[:got]
 
     def _pread(self, offset: int, length: int) -> bytes:
-        if self._fd is None:
-            raise self._error("the archive is closed")
-        if not 0 <= offset <= self._size or length < 0:
-            raise self._error(f"a zip record points outside the file (offset {offset}; the file has {self._size} bytes)")
+        self._check_range(offset, length)
+        if self._memory is not None:
+            return bytes(self._memory[offset : offset + length])
         try:
             return os.pread(self._fd, min(length, self._size - offset), offset)
         except OSError as exc:
             raise self._error(f"cannot read the weight file: {exc.strerror or exc}") from None
+
+    def _check_range(self, offset: int, length: int) -> None:
+        if self._fd is None and self._memory is None:
+            raise self._error("the archive is closed")
+        if not 0 <= offset <= self._size or length < 0:
+            raise self._error(f"a zip record points outside the file (offset {offset}; the file has {self._size} bytes)")
 
     def _read_central_directory(self, max_entries: int) -> dict[str, _Entry]:
         tail_length = min(self._size, _EOCD.size + 0xFFFF)

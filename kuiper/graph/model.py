@@ -8,14 +8,29 @@ Dask worker that receives one rebuilds it from the file.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import InputError, KuiperError, ShapeError
 from ..limits import check_feeds
 from ..model_ir import ModelIR, OpNode
+from ..thread_limits import limited
+from .summary import ModelSummary, one_line, summarize
+
+logger = logging.getLogger(__name__)
+
+# A first run still going after this many seconds is most likely compiling kernels: say so once.
+FIRST_RUN_NOTE_AFTER_S = 2.0
+FIRST_RUN_NOTE = (
+    "%s: the first run is still going after %.0f s: a model's first run compiles its kernels (Numba on the CPU, "
+    "CUDA on the GPU), which takes about 10 s with an empty cache; later runs and processes reuse them"
+)
+_first_run_noted = threading.Event()
 
 
 @dataclass(frozen=True)
@@ -76,8 +91,14 @@ class StepObserver:
         pass
 
 
-@dataclass
+@dataclass(repr=False)
 class Model:
+    """A built model: ``model(x, ...)`` or ``model.run(feeds)``; ``repr`` is one line, ``summary()`` a table.
+
+    ``threads`` (set by ``kuiper.load(..., threads=N)``) caps the CPU threads of each run
+    (kuiper.thread_limits); None leaves the libraries' defaults.
+    """
+
     backend: Any
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
@@ -89,6 +110,8 @@ class Model:
     fused_groups: list[list[str]] = field(default_factory=list)
     ir: ModelIR | None = None
     origin: Origin | None = None
+    threads: int | None = None
+    _has_run: bool = field(default=False, init=False, compare=False)
 
     # -- pickling -----------------------------------------------------------------
     def __reduce__(self):
@@ -109,9 +132,23 @@ class Model:
         return results[0] if len(results) == 1 else tuple(results)
 
     def run(
-        self, feeds: Mapping[str, Any], to_numpy: bool = False, observer: StepObserver | None = None
-    ) -> dict[str, Any]:
-        """Run with feeds by input name; returns ``{output name: array}``."""
+        self,
+        output_names: Sequence[str] | Mapping[str, Any] | None,
+        feeds: Mapping[str, Any] | None = None,
+        *,
+        to_numpy: bool = False,
+        observer: StepObserver | None = None,
+    ):
+        """Run with feeds by input name.
+
+        ``model.run(feeds)`` returns ``{output name: array}`` for every output.
+        ``model.run(["out", ...], feeds)``, as ONNX Runtime's ``InferenceSession.run(output_names,
+        input_feed)``, returns a list of the named outputs in that order (``None``: all outputs).
+        """
+        if feeds is None:  # run(feeds): the one argument must be the feeds
+            feeds, wanted = output_names, None
+        else:
+            wanted = self._output_positions(output_names)
         if not isinstance(feeds, Mapping):
             raise InputError(
                 f"{self._where()}: run() takes a mapping {{input name: array}}, got {type(feeds).__name__}; "
@@ -125,9 +162,37 @@ class Model:
         if missing:
             raise InputError(f"{self._where()}: missing feed(s) for input(s) {missing}")
         results = self._execute([feeds[spec.name] for spec in self.inputs], to_numpy, observer)
-        return {spec.name: value for spec, value in zip(self.outputs, results)}
+        if wanted is None:
+            return {spec.name: value for spec, value in zip(self.outputs, results)}
+        return [results[position] for position in wanted]
+
+    def _output_positions(self, output_names) -> list[int]:
+        """Positions in ``self.outputs`` of the named outputs (None: all of them)."""
+        if output_names is None:
+            return list(range(len(self.outputs)))
+        if isinstance(output_names, str) or not isinstance(output_names, Sequence) or not all(
+            isinstance(name, str) for name in output_names
+        ):
+            raise InputError(
+                f"{self._where()}: run(output_names, feeds) takes a list of output names (or None for all), "
+                f"got {type(output_names).__name__} {output_names!r:.60}"
+            )
+        position = {}
+        for index, spec in enumerate(self.outputs):
+            position.setdefault(spec.name, index)
+        unknown = [name for name in output_names if name not in position]
+        if unknown:
+            raise InputError(f"{self._where()}: unknown output name(s) {unknown}; "
+                             f"the model's outputs are {[spec.name for spec in self.outputs]}")
+        return [position[name] for name in output_names]
 
     def _execute(self, arrays: list, to_numpy: bool, observer: StepObserver | None = None) -> list:
+        first_run, self._has_run = not self._has_run, True
+        note = _noting_a_slow_first_run(self._where()) if first_run else contextlib.nullcontext()
+        with limited(self.threads), note:
+            return self._run_steps(arrays, to_numpy, observer)
+
+    def _run_steps(self, arrays: list, to_numpy: bool, observer: StepObserver | None) -> list:
         slots: list[Any] = [None] * self.slot_count
         for spec, slot, array in zip(self.inputs, self.input_slots, arrays):
             slots[slot] = self._check_feed(spec, array)
@@ -211,6 +276,51 @@ class Model:
     @property
     def parameter_count(self) -> int:
         return 0 if self.ir is None else self.ir.parameter_count()
+
+    def __repr__(self) -> str:
+        return one_line(self)
+
+    def summary(self, *inputs) -> ModelSummary:
+        """A table of the executed nodes: name, op type, output shapes and parameter count, with totals.
+
+        Without inputs the shapes are those the file declares (at its export batch); with
+        inputs (as for ``model(...)``) the model runs once and the table shows the shapes seen.
+        """
+        seen = None
+        if inputs:
+            observer = _ShapeRecorder()
+            self(*inputs, observer=observer)
+            seen = observer.shapes
+        return summarize(self, seen)
+
+
+class _ShapeRecorder(StepObserver):
+    def __init__(self):
+        self.shapes: dict[str, list] = {}
+
+    def after_step(self, node, inputs, outputs) -> None:
+        self.shapes[node.name] = [getattr(value, "shape", None) for value in outputs]
+
+
+@contextlib.contextmanager
+def _noting_a_slow_first_run(where: str):
+    """Log FIRST_RUN_NOTE (once per process, at INFO) if this first run takes long, while it runs."""
+    if _first_run_noted.is_set():
+        yield
+        return
+
+    def note() -> None:
+        if not _first_run_noted.is_set():
+            _first_run_noted.set()
+            logger.info(FIRST_RUN_NOTE, where, FIRST_RUN_NOTE_AFTER_S)
+
+    timer = threading.Timer(FIRST_RUN_NOTE_AFTER_S, note)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def _fmt(shape) -> str:

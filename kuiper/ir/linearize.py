@@ -24,7 +24,7 @@ def linearize(fn: Function) -> Function:
     with deep_recursion():
         trees = _result_trees(fn)
         flattener = _Flattener({p.name for p in fn.params})
-        values = [flattener.flatten(tree) for tree in trees]
+        values = [flattener.visit(tree) for tree in trees]
     body = [*flattener.assignments, *(Assign(r, v) for r, v in zip(fn.results, values))]
     return Function(fn.name, fn.params, Block(tuple(body)), fn.results, fn.returns_list)
 
@@ -51,37 +51,33 @@ class _Inliner(Mutator):
         return node
 
 
-class _Flattener:
+class _Flattener(Mutator):
+    """Each visit returns a leaf (parameter, constant or temporary) holding the node's value.
+
+    The operands are flattened first (generic_visit), then the node gets a temporary; the
+    Mutator's memo gives equal subtrees the same temporary.
+    """
+
     def __init__(self, param_names: set[str]):
+        super().__init__()
         self.param_names = param_names
         self.assignments: list[Assign] = []
-        self.temporaries: dict[IRExpr, Var] = {}
 
-    def flatten(self, node: IRExpr) -> IRExpr:
-        """Returns a leaf (parameter, constant or temporary) holding node's value."""
-        if isinstance(node, (Var, Const)):
-            return node
-        known = self.temporaries.get(node)
-        if known is not None:
-            return known
-        if isinstance(node, DimSize):
-            flat = node
-        else:
-            flat = _replace_children(node, [self.flatten(child) for child in node.children()])
-        temporary = Var(f"t{len(self.assignments)}", node.dtype)
+    def visit_Var(self, node: Var) -> Var:
+        return node
+
+    def visit_Const(self, node: Const) -> Const:
+        return node
+
+    def visit_DimSize(self, node: DimSize) -> Var:
+        return self._temporary(node)  # its tensor stays the parameter itself
+
+    def generic_visit(self, node: IRExpr) -> Var:
+        return self._temporary(super().generic_visit(node))
+
+    def _temporary(self, value: IRExpr) -> Var:
+        temporary = Var(f"t{len(self.assignments)}", value.dtype)
         if temporary.name in self.param_names:
             raise ValueError(f"parameter name {temporary.name!r} clashes with a temporary")
-        self.assignments.append(Assign(temporary, flat))
-        self.temporaries[node] = temporary
+        self.assignments.append(Assign(temporary, value))
         return temporary
-
-
-def _replace_children(node: IRExpr, new_children: list[IRExpr]) -> IRExpr:
-    """Rebuild node with new operands, in the order children() lists them."""
-    mapping = dict(zip(node.children(), new_children))
-
-    class _Swap(Mutator):
-        def visit(self, child):
-            return mapping.get(child, child)
-
-    return _Swap().generic_visit(node)

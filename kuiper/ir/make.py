@@ -21,7 +21,7 @@ import numpy
 from kuiper.errors import IRError
 from kuiper.ir import dtypes
 from kuiper.ir.functions import FLOAT, INTRINSICS, ROUNDING
-from kuiper.ir.nodes import Binary, Call, Cast, Compare, Const, IRExpr, Select, Unary, Var
+from kuiper.ir.nodes import Binary, Call, Cast, Compare, Const, Indexing, IRExpr, Select, Unary, Var
 
 
 def as_expr(value) -> IRExpr:
@@ -205,3 +205,34 @@ def _check_dtype(dtype: str) -> None:
 
 
 _NAMES = {"floordiv": "floor_divide", "mod": "remainder", "shl": "lshift", "shr": "rshift"}
+
+
+# --- the operators of IR expressions ---------------------------------------------------------
+# ``x + y``, ``-x`` and ``A[i, j]`` build typed nodes with the constructors above.  They are
+# attached to the node classes here because nodes.py sits below this module (it is imported
+# by it), so it cannot call these constructors itself.
+
+
+def _index(tensor: Var, indices) -> Indexing:
+    if not isinstance(indices, tuple):
+        indices = (indices,)
+    return Indexing(tensor, tuple(as_expr(i) for i in indices), tensor.dtype)
+
+
+_OPERATOR_METHODS = {
+    "__add__": lambda a, b: add(a, b),
+    "__radd__": lambda a, b: add(b, a),
+    "__sub__": lambda a, b: sub(a, b),
+    "__rsub__": lambda a, b: sub(b, a),
+    "__mul__": lambda a, b: mul(a, b),
+    "__rmul__": lambda a, b: mul(b, a),
+    "__truediv__": lambda a, b: div(a, b),
+    "__rtruediv__": lambda a, b: div(b, a),
+    "__floordiv__": lambda a, b: floordiv(a, b),
+    "__mod__": lambda a, b: mod(a, b),
+    "__pow__": lambda a, b: pow(a, b),
+    "__neg__": lambda a: neg(a),
+}
+for _name, _method in _OPERATOR_METHODS.items():
+    setattr(IRExpr, _name, _method)
+Var.__getitem__ = _index

@@ -6,8 +6,9 @@ is computed once at construction, because lowering shares subtrees (``silu``
 uses ``x`` twice) and a recursive hash would be exponential on such DAGs.
 
 Build expressions with the typed constructors in make.py (or the operators
-``+ - * / // % **`` and ``A[i, j]``), which apply the promotion rules and
-insert casts; the raw constructors here trust their arguments.
+``+ - * / // % **`` and ``A[i, j]``, which make.py attaches), which apply the
+promotion rules and insert casts; the raw constructors here trust their
+arguments.  ``str(node)`` is the readable printer's text (printer.py attaches it).
 
 In an elementwise Function a tensor parameter used in an expression stands
 for its element at the current index; ``DimSize`` reads its shape.
@@ -33,58 +34,16 @@ class Node(Structural):
                 found.extend(v for v in value if isinstance(v, Node))
         return tuple(found)
 
-    def __str__(self) -> str:
-        from kuiper.ir.printer import print_ir
-
-        return print_ir(self)
-
 
 class IRExpr(Node):
-    """An expression with a ``dtype``.  Arithmetic operators build typed nodes."""
+    """An expression with a ``dtype``.
+
+    Its arithmetic operators (``+ - * / // % **``, unary ``-``) and ``Var``'s
+    ``A[i, j]`` build typed nodes with make.py's constructors, which attach
+    them (make.py imports this module, so this module cannot import it).
+    """
 
     dtype: str
-
-    def __add__(self, other):
-        return _make().add(self, other)
-
-    def __radd__(self, other):
-        return _make().add(other, self)
-
-    def __sub__(self, other):
-        return _make().sub(self, other)
-
-    def __rsub__(self, other):
-        return _make().sub(other, self)
-
-    def __mul__(self, other):
-        return _make().mul(self, other)
-
-    def __rmul__(self, other):
-        return _make().mul(other, self)
-
-    def __truediv__(self, other):
-        return _make().div(self, other)
-
-    def __rtruediv__(self, other):
-        return _make().div(other, self)
-
-    def __floordiv__(self, other):
-        return _make().floordiv(self, other)
-
-    def __mod__(self, other):
-        return _make().mod(self, other)
-
-    def __pow__(self, other):
-        return _make().pow(self, other)
-
-    def __neg__(self):
-        return _make().neg(self)
-
-
-def _make():
-    from kuiper.ir import make
-
-    return make
 
 
 # --- expressions ------------------------------------------------------------
@@ -107,11 +66,6 @@ class Var(IRExpr):
 
     name: str
     dtype: str
-
-    def __getitem__(self, indices) -> Indexing:
-        if not isinstance(indices, tuple):
-            indices = (indices,)
-        return Indexing(self, tuple(_make().as_expr(i) for i in indices), self.dtype)
 
 
 @dataclass(frozen=True, eq=False)

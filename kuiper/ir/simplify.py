@@ -15,11 +15,10 @@ Bottom up, each node is
 from __future__ import annotations
 
 from kuiper.ir.functions import OPERATORS
-from kuiper.ir.nodes import Binary, Call, Cast, Compare, Const, IRExpr, Node, Select, Unary
+from kuiper.ir.nodes import Binary, Const, IRExpr, Node, Unary
 from kuiper.ir.scalars import apply_to_scalars
 from kuiper.ir.visitors import Mutator
 
-_FOLDABLE = (Unary, Binary, Compare, Call, Cast, Select)
 _COMMUTATIVE = frozenset(name for name, op in OPERATORS.items() if op.commutative)
 
 
@@ -29,26 +28,26 @@ def simplify(node: Node) -> Node:
 
 
 class _Simplifier(Mutator):
-    def generic_visit(self, node: Node) -> Node:
-        node = super().generic_visit(node)
-        if isinstance(node, _FOLDABLE):
-            return _rewrite(node)
+    """Operands first (generic_visit), then the node itself: folded, or rewritten by an identity."""
+
+    def fold(self, node: IRExpr) -> IRExpr:
+        node = self.generic_visit(node)
+        folded = _fold(node)
+        return node if folded is None else folded
+
+    visit_Compare = visit_Call = visit_Cast = visit_Select = fold
+
+    def visit_Unary(self, node: Unary) -> IRExpr:
+        node = self.fold(node)
+        if isinstance(node, Unary) and node.op == "neg":
+            inner = node.operand
+            if isinstance(inner, Unary) and inner.op == "neg" and inner.operand.dtype == node.dtype:
+                return inner.operand
         return node
 
-
-def _rewrite(node: IRExpr) -> IRExpr:
-    operands = node.children()
-    if all(isinstance(op, Const) for op in operands):
-        folded = _fold(node, operands)
-        if folded is not None:
-            return folded
-    if isinstance(node, Unary) and node.op == "neg":
-        inner = node.operand
-        if isinstance(inner, Unary) and inner.op == "neg" and inner.operand.dtype == node.dtype:
-            return inner.operand
-    if isinstance(node, Binary):
-        return _rewrite_binary(node)
-    return node
+    def visit_Binary(self, node: Binary) -> IRExpr:
+        node = self.fold(node)
+        return _rewrite_binary(node) if isinstance(node, Binary) else node
 
 
 def _rewrite_binary(node: Binary) -> IRExpr:
@@ -71,7 +70,11 @@ def _is_const(node: IRExpr, number: int) -> bool:
     return isinstance(node, Const) and not isinstance(node.value, bool) and node.value == number
 
 
-def _fold(node: IRExpr, operands: tuple[Const, ...]) -> Const | None:
+def _fold(node: IRExpr) -> Const | None:
+    """The constant value of an operation on constants, or None."""
+    operands = node.children()
+    if not all(isinstance(op, Const) for op in operands):
+        return None
     try:
         value = apply_to_scalars(node, [op.value for op in operands])
     except (ArithmeticError, ValueError, TypeError):

@@ -20,6 +20,7 @@ from kuiper.ir import dtypes
 from kuiper.ir.erf import erf as erf_fallback
 from kuiper.ir.functions import operation
 from kuiper.ir.nodes import Binary, Call, Cast, Compare, IRExpr, Select, Unary
+from kuiper.ir.visitors import Visitor
 
 
 @dataclass(frozen=True)
@@ -34,25 +35,39 @@ def _names(name: str) -> tuple[str, ...]:
 
 
 def resolve(xp, node: IRExpr) -> XpOp:
-    if isinstance(node, Unary):
-        return _lookup(xp, _names(node.op))
-    if isinstance(node, Binary):
+    return _Resolver(xp).visit(node)
+
+
+class _Resolver(Visitor):
+    """The XpOp of one operation node (its operands are not visited)."""
+
+    def __init__(self, xp):
+        self.xp = xp
+
+    def visit_Unary(self, node: Unary | Compare) -> XpOp:
+        return _lookup(self.xp, _names(node.op))
+
+    visit_Compare = visit_Unary
+
+    def visit_Binary(self, node: Binary) -> XpOp:
+        xp = self.xp
         if node.op == "fmod" and _find(xp, ("fmod",)) is None:
             return XpOp(functools.partial(_fmod_fallback, xp), False)
         if node.op in ("max", "min") and _has_clip_with_out(xp):
             return XpOp(functools.partial(_bound, xp, node.op), True)
         return _lookup(xp, _names(node.op))
-    if isinstance(node, Compare):
-        return _lookup(xp, _names(node.op))
-    if isinstance(node, Call):
-        if node.func == "erf":
-            return _erf(xp)
-        return _lookup(xp, _names(node.func))
-    if isinstance(node, Cast):
-        return _cast(xp, dtypes.storage_dtype(node.dtype))
-    if isinstance(node, Select):
-        return XpOp(xp.where, False)
-    raise TypeError(f"no array operation for {type(node).__name__}")
+
+    def visit_Call(self, node: Call) -> XpOp:
+        return _erf(self.xp) if node.func == "erf" else _lookup(self.xp, _names(node.func))
+
+    def visit_Cast(self, node: Cast) -> XpOp:
+        return _cast(self.xp, dtypes.storage_dtype(node.dtype))
+
+    def visit_Select(self, node: Select) -> XpOp:
+        return XpOp(self.xp.where, False)
+
+    def generic_visit(self, node: IRExpr):
+        raise TypeError(f"no array operation for {type(node).__name__}")
 
 
 def _bound(xp, op: str, a, b, out=None):

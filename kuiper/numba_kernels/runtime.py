@@ -10,7 +10,8 @@ the ``numba`` folder of kuiper's cache directory (kuiper.config.cache_dir:
 ``KUIPER_CACHE_DIR`` or the user cache directory); never beside the modules, inside the
 installed package.
 
-Threads: ``set_threads(n)`` (``kuiper bench --threads``), else ``OMP_NUM_THREADS``,
+Threads: the running model's ``kuiper.load(threads=N)`` (kuiper.thread_limits), else
+``set_threads(n)`` (``kuiper bench --threads``), else ``OMP_NUM_THREADS``,
 else every core numba sees.  Numba's thread count is a per-calling-thread setting, so
 ``launch_threads()`` applies it before every kernel call; each kernel gives every
 output element to exactly one thread with a fixed order of operations, so results do
@@ -25,12 +26,11 @@ import os
 import threading
 import types
 
-from ..config import cache_dir
+from ..config import cache_dir, switch_from_env
 from ..errors import ConfigError
+from ..thread_limits import requested as model_threads
 
 DISABLE_ENV = "KUIPER_NUMBA"
-_SWITCH_VALUES = {"0": False, "off": False, "false": False, "no": False,
-                  "": True, "1": True, "on": True, "true": True, "yes": True}
 NUMBA_CACHE_ENV = "NUMBA_CACHE_DIR"
 # Work (element operations, roughly) from which a call is split over threads.  A parallel
 # launch costs 45-75 us of thread wake-ups (numba's workqueue layer on this project's 2-core
@@ -62,12 +62,8 @@ _workqueue_lock = threading.Lock()
 @functools.cache
 def availability() -> tuple[bool, str]:
     """(True, "numba X.Y") or (False, the reason the kernels are off)."""
-    setting = os.environ.get(DISABLE_ENV, "")
-    switched_on = _SWITCH_VALUES.get(setting.strip().lower())
-    if switched_on is None:
-        raise ConfigError(f"{DISABLE_ENV}={setting!r}: expected 1 (or on, true, yes) or 0 (or off, false, no)")
-    if not switched_on:
-        return False, f"switched off by {DISABLE_ENV}={setting}"
+    if not switch_from_env(DISABLE_ENV, default=True):
+        return False, f"switched off by {DISABLE_ENV}={os.environ[DISABLE_ENV]}"
     try:
         numba = _numba()
     except ImportError as exc:
@@ -122,7 +118,7 @@ def set_threads(threads: int | None) -> None:
 def threads() -> int:
     """The thread count the next kernel launch uses."""
     limit = _numba().config.NUMBA_NUM_THREADS
-    wanted = _requested_threads
+    wanted = model_threads() or _requested_threads  # kuiper.load(threads=N) first, for the model running here
     if wanted is None:
         try:
             wanted = int(os.environ.get("OMP_NUM_THREADS", "") or limit)

@@ -20,16 +20,26 @@ class _Joining(Op):
 
 
 class Cat(_Joining):
+    """torch.cat.  Like PyTorch, a 1-D tensor of shape (0,) is skipped whatever the others'
+    rank (it still takes part in dtype promotion): a Hugging Face decoder's empty KV cache
+    starts as such a tensor and is joined with (batch, heads, seq, dim) keys."""
+
+    # Also the canonical Concat: skipping (0,) operands changes nothing where all have one rank (HLO).
     types = ("torch.cat", "torch.concat", "torch.concatenate", "Concat")
 
     def forward(self, *tensors):
-        first = tensors[0]
+        joined = [t for t in tensors if tuple(t.shape) != (0,)]
+        if not joined:  # only empty 1-D tensors: PyTorch accepts any dim and gives (0,)
+            return self.xp.concat(list(tensors), axis=0)
+        first = joined[0]
         axis = normalize_axis(self.dim, first.ndim, self)
-        for t in tensors[1:]:
+        for t in joined[1:]:
             if t.ndim != first.ndim or any(a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != axis):
                 shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
                 raise ShapeError(f"{self.node.describe()}: cannot concatenate shapes {shapes} along dim {self.dim}")
-        return self.xp.concat(list(tensors), axis=axis)
+        result = self.xp.concat(joined, axis=axis)
+        dtype = self.xp.result_type(*tensors)
+        return result if result.dtype == dtype else result.astype(dtype)
 
 
 class Stack(_Joining):

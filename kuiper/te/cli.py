@@ -11,9 +11,9 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
-from kuiper.errors import InputError, TESyntaxError
+from kuiper.errors import TESyntaxError, UsageError
+from kuiper.te import compile, emit, grad, parse  # noqa: A004 - kuiper.te.compile is the public name
+from kuiper.user_files import check_output_file, read_arrays, text_output_argument, write_arrays, write_text
 
 _DTYPES = {"float": "float32", "float32": "float32", "double": "float64", "float64": "float64"}
 _CASE_KEYS = {"name": str, "ins": list, "outs": list, "data_type": str, "kernel": str, "grad_to": list}
@@ -26,7 +26,7 @@ def add_te_command(sub) -> None:
 
     grad = commands.add_parser("grad", help="write the gradient kernel of a course-format CASE.json")
     grad.add_argument("case", help="JSON with name, ins, outs, data_type, kernel, grad_to")
-    grad.add_argument("--output", "-o", help="write here instead of to stdout")
+    grad.add_argument("--output", "-o", type=text_output_argument, help="write here instead of to stdout (-: stdout)")
     grad.add_argument(
         "--language",
         "-l",
@@ -46,7 +46,7 @@ def add_te_command(sub) -> None:
         metavar="NAME=FILE",
         help="an input tensor from a .npy file, or a .npz keyed by tensor name; repeatable",
     )
-    run.add_argument("--output", "-o", help="save the outputs to this .npz")
+    run.add_argument("--output", "-o", help="save the outputs to this .npz (keyed by output name)")
     run.add_argument("--dtype", default=None, help="float32 or float64 (default: the case's data_type, else float32)")
     run.add_argument("--backend", help="backend name (see `kuiper backends`)")
     run.set_defaults(func=cmd_run)
@@ -68,8 +68,6 @@ def read_case(path: str) -> dict:
 
 
 def _parse_case(case: dict, path: str, dtype: str | None = None):
-    from kuiper.te import parse
-
     try:
         return parse(
             case["kernel"],
@@ -83,39 +81,44 @@ def _parse_case(case: dict, path: str, dtype: str | None = None):
 
 
 def cmd_grad(args) -> int:
-    from kuiper.te import emit, grad
-
+    if args.output:
+        check_output_file(args.output, f"--output {args.output}")
     case = read_case(args.case)
     kernel = _parse_case(case, args.case)
     gradient = grad(kernel, case["grad_to"], name=case["name"])
     text = str(gradient) + "\n" if args.language == "te" else emit(gradient, args.language, name=case["name"])
     if args.output:
-        Path(args.output).write_text(text)
+        write_text(args.output, text, f"--output {args.output}")
     else:
         sys.stdout.write(text)
     return 0
 
 
 def cmd_run(args) -> int:
-    from kuiper.te import compile, parse
-
+    if args.output and Path(args.output).suffix.lower() != ".npz":
+        raise UsageError(f"--output {args.output}: the outputs are saved as one .npz; name it FILE.npz")
+    if args.output:
+        check_output_file(args.output, f"--output {args.output}")
+    dtype = _DTYPES.get(args.dtype, args.dtype) if args.dtype else None
     path = args.kernel
     if path.endswith(".json"):
-        kernel = _parse_case(read_case(path), path, _DTYPES.get(args.dtype or "", None))
+        kernel = _parse_case(read_case(path), path, dtype)
     else:
         try:
-            text = Path(path).read_text()
+            text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
-            raise TESyntaxError(f"{path}: cannot read the kernel ({exc})") from None
+            raise TESyntaxError(f"{path}: cannot read the kernel ({exc.strerror or exc})") from None
+        except UnicodeDecodeError:
+            raise TESyntaxError(f"{path}: not a text file (a kernel is UTF-8 text, or a case .json)") from None
         try:
-            kernel = parse(text, dtype=_DTYPES.get(args.dtype or "float32", args.dtype or "float32"))
+            kernel = parse(text, dtype=dtype or "float32")
         except TESyntaxError as exc:
             raise TESyntaxError(f"{path}: {exc}") from None
     feeds = _read_inputs(args.input)
     function = compile(kernel, args.backend)
     outputs = {name: function.backend.to_numpy(value) for name, value in function(**feeds).items()}
     if args.output:
-        np.savez(args.output, **outputs)
+        write_arrays(args.output, outputs, f"--output {args.output}")
     for name, array in outputs.items():
         print(f"{name}: shape {tuple(array.shape)} {array.dtype}  sum {float(array.sum()):.6g}")
     return 0
@@ -127,14 +130,11 @@ def _read_inputs(specs: list[str]) -> dict:
         name, sep, path = spec.partition("=")
         if not sep:
             name, path = None, spec
-        try:
-            data = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"--input {spec}: cannot read a .npy/.npz file ({exc})") from None
-        if isinstance(data, np.lib.npyio.NpzFile):
-            feeds.update({key: data[key] for key in data.files})
+        data = read_arrays(path, f"--input {spec}")
+        if isinstance(data, dict):
+            feeds.update(data)
         elif name is None:
-            raise InputError(f"--input {spec}: name the tensor, NAME={path}")
+            raise UsageError(f"--input {spec}: name the tensor, NAME={path}")
         else:
             feeds[name] = data
     return feeds

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from kuiper.backends.base import CUDA_SOURCE
 from kuiper.errors import InputError, ShapeError
+from kuiper.ir.codegen_cpp import BLOCK_SIZE, cuda_source
 from kuiper.te.execute import plan, run_plan
 from kuiper.te.kernel import Kernel
-from kuiper.te.lower import nests
+from kuiper.te.lower import lower, nests
 
 
 class CompiledKernel:
@@ -56,9 +57,6 @@ class _CudaKernels:
 
     def __init__(self, kernel: Kernel):
         import cupy
-
-        from kuiper.ir.codegen_cpp import BLOCK_SIZE, cuda_source
-        from kuiper.te.lower import lower
 
         self.kernel = kernel
         self.block = BLOCK_SIZE

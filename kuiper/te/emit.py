@@ -6,6 +6,7 @@ from kuiper.errors import TESyntaxError
 from kuiper.ir import codegen_cpp
 from kuiper.te.kernel import Kernel
 from kuiper.te.lower import lower
+from kuiper.te.numpy_source import numpy_source
 
 
 def emit(kernel: Kernel, language: str = "c++", name: str | None = None) -> str:
@@ -15,7 +16,5 @@ def emit(kernel: Kernel, language: str = "c++", name: str | None = None) -> str:
     if language == "cuda":
         return codegen_cpp.cuda_source(fn)[0]
     if language == "numpy":
-        from kuiper.te.numpy_source import numpy_source
-
         return numpy_source(kernel, name or kernel.name)
     raise TESyntaxError(f"unknown target language {language!r}: expected 'c++', 'cuda' or 'numpy'")

@@ -3,14 +3,15 @@
 Everything is read from the IR's table of elementwise operations
 (kuiper/ir/functions.py): the intrinsics (``exp``, ``tanh``, ``atan2`` ...) are
 callable by name, as are the operators ``max``, ``min`` and ``pow``; every
-derivative rule, for operators and functions alike, is the table's
-``derivative`` slot.
+derivative rule, for operators and functions alike, comes from the rules
+beside that table (kuiper/ir/derivatives.py).
 """
 
 from __future__ import annotations
 
 from kuiper.ir import dtypes, make
-from kuiper.ir.functions import INTRINSICS, OPERATORS
+from kuiper.ir.derivatives import derivative
+from kuiper.ir.functions import INTRINSICS
 from kuiper.ir.nodes import IRExpr
 
 _OPERATOR_FUNCTIONS = {"max": make.maximum, "min": make.minimum, "pow": make.pow}
@@ -31,6 +32,5 @@ def call_function(name: str, args, dtype: str) -> IRExpr:
 
 
 def derivative_rule(op: str):
-    """The table's rule ``(args, result, grad) -> adjoints`` for an operator or function, or None."""
-    row = OPERATORS.get(op) or INTRINSICS.get(op)
-    return None if row is None else row.derivative
+    """The rule ``(args, result, grad) -> adjoints`` for an operator or function, or None."""
+    return derivative(op)

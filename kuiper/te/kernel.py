@@ -24,6 +24,7 @@ from kuiper.errors import TESyntaxError
 from kuiper.ir.buffers import Buffer
 from kuiper.ir.nodes import Compare, Const, Indexing, IRExpr, Node, Var
 from kuiper.te.intervals import Bounds, bounds, variables
+from kuiper.te.printer import format_statement
 
 
 @dataclass
@@ -68,8 +69,6 @@ class Statement:
         return found
 
     def __str__(self) -> str:
-        from kuiper.te.printer import format_statement
-
         return format_statement(self)
 
 

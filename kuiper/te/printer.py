@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy
 
 from kuiper.ir.nodes import Binary, Call, Cast, Compare, Const, Indexing, IRExpr, Select, Unary, Var
+from kuiper.ir.visitors import Visitor
 
 _SYMBOLS = {
     "or": ("||", 1),
@@ -37,45 +38,60 @@ def format_statement(stmt) -> str:
 
 
 def format_expr(expr: IRExpr) -> str:
-    return _format(expr)[0]
+    return _KernelText().visit(expr)[0]
 
 
-def _format(expr: IRExpr) -> tuple[str, int]:
-    """(text, precedence level of its outermost operator)."""
-    if isinstance(expr, Const):
-        return _number(expr.value, expr.dtype), _ATOM
-    if isinstance(expr, Indexing):
-        tensor = expr.tensor
-        shape = ", ".join(str(d) for d in getattr(tensor, "shape", ()))
-        indices = ", ".join(format_expr(i) for i in expr.indices)
-        return f"{tensor.name}<{shape}>[{indices}]", _ATOM
-    if isinstance(expr, Var):
-        return expr.name, _ATOM
-    if isinstance(expr, Cast):  # the parser re-derives casts from the promotion rules
-        return _format(expr.operand)
-    if isinstance(expr, Unary):
-        symbol = "-" if expr.op == "neg" else "!"
-        inner, level = _format(expr.operand)
+class _KernelText(Visitor):
+    """Each visit returns (text, precedence level of its outermost operator)."""
+
+    def visit_Const(self, node: Const) -> tuple[str, int]:
+        return _number(node.value, node.dtype), _ATOM
+
+    def visit_Var(self, node: Var) -> tuple[str, int]:
+        return node.name, _ATOM
+
+    visit_Buffer = visit_Var
+
+    def visit_Indexing(self, node: Indexing) -> tuple[str, int]:
+        shape = ", ".join(str(d) for d in getattr(node.tensor, "shape", ()))
+        indices = ", ".join(format_expr(i) for i in node.indices)
+        return f"{node.tensor.name}<{shape}>[{indices}]", _ATOM
+
+    def visit_Cast(self, node: Cast) -> tuple[str, int]:
+        return self.visit(node.operand)  # the parser re-derives casts from the promotion rules
+
+    def visit_Unary(self, node: Unary) -> tuple[str, int]:
+        symbol = "-" if node.op == "neg" else "!"
+        inner, level = self.visit(node.operand)
         if level < _UNARY_LEVEL or (symbol == "-" and inner.startswith("-")):
             inner = f"({inner})"
         return f"{symbol}{inner}", _UNARY_LEVEL
-    if isinstance(expr, (Binary, Compare)) and expr.op in _SYMBOLS:
-        symbol, level = _SYMBOLS[expr.op]
-        lhs, lhs_level = _format(expr.lhs)
-        rhs, rhs_level = _format(expr.rhs)
+
+    def visit_Binary(self, node: Binary | Compare) -> tuple[str, int]:
+        if node.op in _FUNCTION_OPS:
+            return f"{node.op}({format_expr(node.lhs)}, {format_expr(node.rhs)})", _ATOM
+        if node.op not in _SYMBOLS:
+            raise TypeError(f"cannot print {node.op} in the kernel language")
+        symbol, level = _SYMBOLS[node.op]
+        lhs, lhs_level = self.visit(node.lhs)
+        rhs, rhs_level = self.visit(node.rhs)
         if lhs_level < level or (level == 3 and lhs_level == 3):
             lhs = f"({lhs})"
         if rhs_level <= level:
             rhs = f"({rhs})"
         return f"{lhs} {symbol} {rhs}", level
-    if isinstance(expr, Binary) and expr.op in _FUNCTION_OPS:
-        return f"{expr.op}({format_expr(expr.lhs)}, {format_expr(expr.rhs)})", _ATOM
-    if isinstance(expr, Call):
-        return f"{expr.func}({', '.join(format_expr(a) for a in expr.args)})", _ATOM
-    if isinstance(expr, Select):
-        parts = ", ".join(format_expr(e) for e in (expr.cond, expr.true_value, expr.false_value))
+
+    visit_Compare = visit_Binary
+
+    def visit_Call(self, node: Call) -> tuple[str, int]:
+        return f"{node.func}({', '.join(format_expr(a) for a in node.args)})", _ATOM
+
+    def visit_Select(self, node: Select) -> tuple[str, int]:
+        parts = ", ".join(format_expr(e) for e in (node.cond, node.true_value, node.false_value))
         return f"select({parts})", _ATOM
-    raise TypeError(f"cannot print {type(expr).__name__} in the kernel language")
+
+    def generic_visit(self, node):
+        raise TypeError(f"cannot print {type(node).__name__} in the kernel language")
 
 
 def _number(value, dtype: str = "") -> str:
