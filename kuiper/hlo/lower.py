@@ -210,7 +210,8 @@ class _Lowering:
                 return tuple(build(s, lit, f"{path}#{i}") for i, (s, lit) in enumerate(zip(shape.elements, literal)))
             self.declare(path, shape)
             data = literal_array(instruction, shape, literal)
-            self.ops.append(OpNode("Constant", path, [], [path], {}, {"data": data}, source=self.module.where(instruction)))
+            self.ops.append(OpNode("Constant", path, [], [path], {}, {"data": data},
+                                   source=self.module.where(instruction)))
             return path
 
         return build(instruction.shape, instruction.literal, name)

@@ -1,8 +1,7 @@
 """Opcode -> translator into the canonical op set, gathered from the translate_* modules.
 
-An opcode without a translator still becomes an ``hlo.<opcode>`` op of kuiper/hlo's own op
-library, which is being retired family by family.  A custom call is keyed
-``custom-call.<target>``.
+kuiper/hlo has no ops of its own: an opcode without a translator becomes an ``hlo.<opcode>``
+op that only a plugin can provide.  A custom call is keyed ``custom-call.<target>``.
 """
 
 from __future__ import annotations

@@ -129,8 +129,8 @@ class DynamicSlice(Op):
         if len(starts) != x.ndim or len(self.sizes) != x.ndim or any(s > d for s, d in zip(self.sizes, x.shape)):
             raise ShapeError(f"{self.node.describe()}: sizes {list(self.sizes)} and {len(starts)} start(s) do not "
                              f"fit input {tuple(x.shape)}")
-        return x[tuple(slice(b, b + s) for b, s in (
-            (_clamped_start(start, size, dim), size) for start, size, dim in zip(starts, self.sizes, x.shape)))]
+        begins = [_clamped_start(start, size, dim) for start, size, dim in zip(starts, self.sizes, x.shape)]
+        return x[tuple(slice(b, b + s) for b, s in zip(begins, self.sizes))]
 
 
 class DynamicUpdateSlice(Op):
@@ -145,8 +145,8 @@ class DynamicUpdateSlice(Op):
             raise ShapeError(f"{self.node.describe()}: update {tuple(update.shape)} does not fit input "
                              f"{tuple(x.shape)}")
         result = self.xp.asarray(x, copy=True)
-        result[tuple(slice(b, b + s) for b, s in (
-            (_clamped_start(start, size, dim), size) for start, size, dim in zip(starts, update.shape, x.shape)))] = update
+        begins = [_clamped_start(start, size, dim) for start, size, dim in zip(starts, update.shape, x.shape)]
+        result[tuple(slice(b, b + s) for b, s in zip(begins, update.shape))] = update
         return result
 
 

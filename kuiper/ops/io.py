@@ -6,7 +6,8 @@ from .base import Op
 
 
 class Attribute(Op):
-    """A constant tensor stored in the .bin as ``<op>.data``; moved to the backend once."""
+    """A constant tensor stored in the .bin as ``<op>.data`` (the canonical Constant: ``@data``); moved to the
+    backend once."""
 
     types = ("pnnx.Attribute", "Constant")
 

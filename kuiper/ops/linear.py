@@ -132,7 +132,7 @@ class FunctionalLinear(Op):
 
 
 class MatMul(KeyedInputs):
-    """torch.matmul: 1-D and N-D operands, batch dims broadcast."""
+    """torch.matmul and the canonical MatMul: 1-D and N-D operands, batch dims broadcast."""
 
     types = ("torch.matmul", "MatMul")
     keys = ("input", "other")

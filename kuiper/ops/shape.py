@@ -94,7 +94,8 @@ def resolve_shape(op: Op, shape: tuple[int, ...], size: int, where: str) -> tupl
 
 
 class Reshape(ShapeArgOp):
-    """Tensor.reshape / Tensor.view: ``shape`` param, or a ``$shape`` input from an expression."""
+    """Tensor.reshape / Tensor.view and the canonical Reshape: ``shape`` param, or a ``$shape`` input
+    from an expression."""
 
     types = ("Tensor.reshape", "Tensor.view", "Reshape")
 
@@ -157,6 +158,8 @@ class Unflatten(Op):
 
 
 class Permute(Op):
+    """torch.permute, and the canonical Transpose: ``dims`` is the permutation (result dim i is input dim dims[i])."""
+
     types = ("Tensor.permute", "torch.permute", "Transpose")
 
     def setup(self):
@@ -363,6 +366,8 @@ class RepeatInterleave(Op):
 
 
 class Flip(Op):
+    """torch.flip, and the canonical Reverse: ``dims`` are the dims reversed."""
+
     types = ("torch.flip", "Tensor.flip", "Reverse")
 
     def setup(self):
@@ -397,7 +402,8 @@ class Roll(Op):
 
 
 class Contiguous(Op):
-    """Tensor.contiguous: a layout hint in PyTorch, the identity here (arrays are immutable values)."""
+    """Tensor.contiguous: a layout hint in PyTorch, the identity here (arrays are immutable values);
+    also the canonical Identity (copies, barriers, single-device collectives)."""
 
     types = ("Tensor.contiguous", "Identity")
 
