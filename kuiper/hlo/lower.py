@@ -4,10 +4,12 @@
   ``get-tuple-element`` only regroup leaves and emit no op.
 * ``call`` and ``fusion`` are inlined: the called computation's instructions join
   the caller's graph under the prefix ``caller/``, so the graph sees through them.
-* An instruction with a translator (kuiper/hlo/translators.py) becomes canonical ops;
-  a computation it calls (a loop body, a reducer, a comparator) is lowered here too,
-  into a ModelIR that the op holds as a sub-graph param.  Any other instruction becomes
-  an op of type ``hlo.<opcode>`` whose params hold the instruction and the module.
+* An instruction with a translator (kuiper/hlo/translators.py: convolution, dot, the shape
+  and elementwise families, reduce, gather, sort, control flow) becomes canonical ops with
+  plain typed params; a computation it calls (a loop body, a reducer, a comparator) is
+  lowered here too, into a ModelIR that the op holds as a sub-graph param.
+* Any other instruction becomes an op of type ``hlo.<opcode>`` whose params hold the
+  instruction and the module: only a plugin can provide such an op.
 * ``vectorized=True`` leaves the parameter shapes free: used for computations that
   XLA applies to scalars (reduce's ``to_apply``, comparators), which kuiper applies
   to whole arrays at once.
@@ -193,7 +195,6 @@ class _Lowering:
         return lower_computation(self.module, computation, vectorized)
 
     def node(self, instruction: HloInstruction, name: str, operands: list, outputs: list[str]) -> OpNode:
-        attrs = {"data": literal_array(instruction)} if instruction.opcode == "constant" else {}
         params = {
             "instruction": instruction,
             "module": self.module,
@@ -201,7 +202,7 @@ class _Lowering:
             "operand_leaf_counts": [len(leaves(o)) for o in operands],
         }
         return OpNode(op_type(instruction), name, [leaf for o in operands for leaf in leaves(o)], outputs, params,
-                      attrs, source=self.module.where(instruction))
+                      source=self.module.where(instruction))
 
     def tuple_constant(self, instruction: HloInstruction, name: str):
         def build(shape: Shape, literal, path: str):
@@ -209,8 +210,7 @@ class _Lowering:
                 return tuple(build(s, lit, f"{path}#{i}") for i, (s, lit) in enumerate(zip(shape.elements, literal)))
             self.declare(path, shape)
             data = literal_array(instruction, shape, literal)
-            params = {"instruction": instruction, "module": self.module, "operand_leaf_counts": []}
-            self.ops.append(OpNode("hlo.constant", path, [], [path], params, {"data": data},
+            self.ops.append(OpNode("Constant", path, [], [path], {}, {"data": data},
                                    source=self.module.where(instruction)))
             return path
 

@@ -1,16 +1,28 @@
 """Opcode -> translator into the canonical op set, gathered from the translate_* modules.
 
-An opcode without a translator still becomes an ``hlo.<opcode>`` op of kuiper/hlo's own op
-library, which is being retired family by family.  A custom call is keyed
-``custom-call.<target>``.
+kuiper/hlo has no ops of its own: an opcode without a translator becomes an ``hlo.<opcode>``
+op that only a plugin can provide.  A custom call is keyed ``custom-call.<target>``.
 """
 
 from __future__ import annotations
 
-from . import translate_control, translate_gather, translate_reduce, translate_sort
+from . import (
+    translate_control,
+    translate_conv,
+    translate_dot,
+    translate_elementwise,
+    translate_gather,
+    translate_reduce,
+    translate_shape,
+    translate_sort,
+)
 from .site import Translator
 
 TRANSLATORS: dict[str, Translator] = {
+    **translate_conv.TRANSLATORS,
+    **translate_dot.TRANSLATORS,
+    **translate_elementwise.TRANSLATORS,
+    **translate_shape.TRANSLATORS,
     **translate_reduce.TRANSLATORS,
     **translate_gather.TRANSLATORS,
     **translate_sort.TRANSLATORS,

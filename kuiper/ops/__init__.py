@@ -15,8 +15,12 @@ from . import (
     complex_tensors,
     concat,
     conv,
+    conv_transposed,
     creation,
+    data_movement,
     elementwise,
+    elementwise_named,
+    float_bits,
     gather,
     gating,
     grid_sample,
@@ -48,11 +52,11 @@ from . import (
 )
 
 FAMILIES = [
-    io, conv, pooling_max, pooling_average, pooling_adaptive, norm_batch, norm_layer, norm_magnitude,
-    activation, linear, reduce, compare,
+    io, conv, conv_transposed, data_movement, pooling_max, pooling_average, pooling_adaptive, norm_batch,
+    norm_layer, norm_magnitude, activation, linear, reduce, compare,
     shape, slicing, concat, pad, resize, plumbing, elementwise, attention, recurrent,
     pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
-    grid_sample, complex_tensors, spectral, calls, gather, sort, window_reduce,
+    grid_sample, complex_tensors, spectral, calls, gather, sort, window_reduce, float_bits, elementwise_named,
 ]
 
 
