@@ -2,11 +2,13 @@
 
 kuiper/hlo has no ops of its own: an opcode without a translator becomes an ``hlo.<opcode>``
 op that only a plugin can provide.  A custom call is keyed ``custom-call.<target>``.
+UNSUPPORTED says why kuiper refuses the opcodes it knows but cannot run.
 """
 
 from __future__ import annotations
 
 from . import (
+    translate_collectives,
     translate_control,
     translate_conv,
     translate_dot,
@@ -15,6 +17,7 @@ from . import (
     translate_reduce,
     translate_shape,
     translate_sort,
+    translate_tokens,
 )
 from .site import Translator
 
@@ -27,4 +30,11 @@ TRANSLATORS: dict[str, Translator] = {
     **translate_gather.TRANSLATORS,
     **translate_sort.TRANSLATORS,
     **translate_control.TRANSLATORS,
+    **translate_collectives.TRANSLATORS,
+    **translate_tokens.TRANSLATORS,
+}
+
+_ANOTHER_DEVICE = "it moves data to or from another device or the host; kuiper runs a module on one device"
+UNSUPPORTED: dict[str, str] = {
+    opcode: _ANOTHER_DEVICE for opcode in ("send", "send-done", "recv", "recv-done", "infeed", "outfeed")
 }
