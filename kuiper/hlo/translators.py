@@ -12,8 +12,10 @@ from . import (
     translate_control,
     translate_conv,
     translate_dot,
+    translate_dynamic,
     translate_elementwise,
     translate_gather,
+    translate_linalg,
     translate_reduce,
     translate_shape,
     translate_sort,
@@ -32,6 +34,8 @@ TRANSLATORS: dict[str, Translator] = {
     **translate_control.TRANSLATORS,
     **translate_collectives.TRANSLATORS,
     **translate_tokens.TRANSLATORS,
+    **translate_dynamic.TRANSLATORS,
+    **translate_linalg.TRANSLATORS,
 }
 
 _ANOTHER_DEVICE = "it moves data to or from another device or the host; kuiper runs a module on one device"

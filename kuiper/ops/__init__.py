@@ -18,9 +18,11 @@ from . import (
     conv_transposed,
     creation,
     data_movement,
+    dimension_size,
     elementwise,
     elementwise_named,
     float_bits,
+    fourier,
     gather,
     gating,
     grid_sample,
@@ -28,6 +30,7 @@ from . import (
     io,
     linear,
     norm_batch,
+    norm_feature,
     norm_layer,
     norm_magnitude,
     pad,
@@ -44,6 +47,7 @@ from . import (
     shape,
     slicing,
     sort,
+    triangular,
     special,
     spectral,
     vector,
@@ -57,6 +61,7 @@ FAMILIES = [
     shape, slicing, concat, pad, resize, plumbing, elementwise, attention, recurrent,
     pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
     grid_sample, complex_tensors, spectral, calls, gather, sort, window_reduce, float_bits, elementwise_named,
+    dimension_size, triangular, fourier, norm_feature,
 ]
 
 
