@@ -8,6 +8,10 @@
   and elementwise families, reduce, gather, sort, control flow) becomes canonical ops with
   plain typed params; a computation it calls (a loop body, a reducer, a comparator) is
   lowered here too, into a ModelIR that the op holds as a sub-graph param.
+* A custom call whose target a plugin registers (kuiper_add_custom_calls) translates as the
+  plugin says.
+* ``async-start`` runs its computation at once (inlined, as a call); ``async-update`` and
+  ``async-done`` only regroup its (operands, results, contexts) tuple.
 * Any other instruction becomes an op of type ``hlo.<opcode>`` whose params hold the
   instruction and the module: only a plugin can provide such an op.
 * ``vectorized=True`` leaves the parameter shapes free: used for computations that
@@ -25,6 +29,7 @@ from .literals import literal_array
 from .module import HloComputation, HloInstruction, HloModule
 from .shapes import ArrayShape, Shape
 from .site import Site
+from .translate_custom_call import registered_translator
 from .translators import TRANSLATORS, UNSUPPORTED
 
 INLINED = ("call", "fusion")
@@ -62,10 +67,12 @@ def check_supported(module: HloModule, supported) -> None:
         for instruction in computation.instructions:
             if instruction.opcode in INLINED or instruction.opcode in REGROUPING or instruction.opcode == ASYNC_START:
                 continue
-            if translation_key(instruction) not in TRANSLATORS and op_type(instruction) not in supported:
+            if (translation_key(instruction) not in TRANSLATORS and op_type(instruction) not in supported
+                    and registered_translator(instruction) is None):
                 what = instruction.opcode
                 if instruction.opcode == "custom-call":
-                    what += f" (custom_call_target={instruction.attributes.get('custom_call_target')!r})"
+                    what += (f" (custom_call_target={instruction.attributes.get('custom_call_target')!r}: "
+                             "no plugin registers it through the kuiper_add_custom_calls hook)")
                 if instruction.opcode in UNSUPPORTED:
                     what += f": {UNSUPPORTED[instruction.opcode]}"
                 problems.append(f"  {instruction.name} in {computation.name}: {what}")
@@ -160,7 +167,7 @@ class _Lowering:
             else:
                 operands = self.unbroadcast_scalars(computation, instruction, operands, values)
                 output = self.fresh_value(name, instruction.shape)
-                translator = TRANSLATORS.get(translation_key(instruction))
+                translator = TRANSLATORS.get(translation_key(instruction)) or registered_translator(instruction)
                 if translator is None:
                     self.ops.append(self.node(instruction, name, operands, leaves(output)))
                 else:
