@@ -16,6 +16,7 @@ from . import (
     translate_elementwise,
     translate_gather,
     translate_linalg,
+    translate_random,
     translate_reduce,
     translate_shape,
     translate_sort,
@@ -36,6 +37,7 @@ TRANSLATORS: dict[str, Translator] = {
     **translate_tokens.TRANSLATORS,
     **translate_dynamic.TRANSLATORS,
     **translate_linalg.TRANSLATORS,
+    **translate_random.TRANSLATORS,
 }
 
 _ANOTHER_DEVICE = "it moves data to or from another device or the host; kuiper runs a module on one device"
