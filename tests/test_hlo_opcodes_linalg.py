@@ -140,3 +140,16 @@ def test_bounded_dynamic_dims_are_read_cut_and_reshaped_at_run_time():
                                   x.reshape(3, 2))
     with pytest.raises(KuiperError, match="cannot reshape"):
         run(["f32[2,3]", "s32[]", "s32[]"], body, x, np.int32(1), np.int32(6))  # 6 is past the bound 2
+
+
+def test_ragged_dot_multiplies_each_row_group_by_its_own_matrix():
+    rng = np.random.default_rng(5)
+    lhs = rng.standard_normal((7, 3)).astype(np.float32)
+    rhs = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    sizes = np.int64([2, 3])  # rows 0-1 use rhs[0], rows 2-4 rhs[1], rows 5-6 no group: zeros
+    body = ("ROOT r = f32[7,4] ragged-dot(p0, p1, p2), lhs_contracting_dims={1}, rhs_contracting_dims={1}, "
+            "lhs_ragged_dims={0}, rhs_group_dims={0}")
+    got = run(["f32[7,3]", "f32[2,3,4]", "s64[2]"], body, lhs, rhs, sizes)
+    lhs64, rhs64 = lhs.astype(np.float64), rhs.astype(np.float64)
+    expected = np.concatenate([lhs64[:2] @ rhs64[0], lhs64[2:5] @ rhs64[1], np.zeros((2, 4))])
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)

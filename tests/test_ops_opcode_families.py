@@ -62,3 +62,10 @@ def test_random_bits_and_numbers():
     values = run_op("RandomNumbers", [np.float32(5), np.float32(6)],
                     {"distribution": "uniform", "shape": [100], "dtype": "float32"})
     assert values.shape == (100,) and values.min() >= 5 and values.max() < 6
+
+
+def test_ragged_dot_by_hand():
+    lhs = np.float64([[1, 0], [0, 1], [1, 1]])
+    rhs = np.float64([[[1, 2], [3, 4]], [[10, 0], [0, 10]]])
+    got = run_op("RaggedDot", [lhs, rhs, np.int32([1, 1])], {})
+    np.testing.assert_array_equal(got, [[1, 2], [0, 10], [0, 0]])  # the third row is in no group

@@ -1,5 +1,5 @@
-"""HLO cholesky, triangular-solve, fft and the batch-norm family -> Cholesky, TriangularSolve,
-FourierTransform, BatchNormInference/Training/Grad."""
+"""HLO cholesky, triangular-solve, fft, ragged-dot and the batch-norm family -> Cholesky,
+TriangularSolve, FourierTransform, RaggedDot, BatchNormInference/Training/Grad."""
 
 from __future__ import annotations
 
@@ -33,6 +33,20 @@ def translate_fft(site: Site) -> list[OpNode]:
     return [site.op("FourierTransform", site.inputs, site.outputs, params)]
 
 
+RAGGED_ROWS = {"lhs_contracting_dims": [1], "rhs_contracting_dims": [1], "lhs_ragged_dims": [0],
+               "rhs_group_dims": [0]}
+
+
+def translate_ragged_dot(site: Site) -> list[OpNode]:
+    """The form with ragged lhs rows, lhs (m, k) and rhs (g, k, n); other forms are refused."""
+    found = {key: list(ints(site, key, ())) for key in RAGGED_ROWS}
+    batched = ints(site, "lhs_batch_dims", ()) or ints(site, "rhs_batch_dims", ())
+    if found != RAGGED_ROWS or batched or site.operand_shape(0).rank != 2:
+        raise site.error(f"kuiper runs ragged-dot with lhs (m, k) ragged in m and rhs (g, k, n) ({RAGGED_ROWS}); "
+                         f"found {found} and batch dims {list(batched)}")
+    return [site.op("RaggedDot", site.inputs, site.outputs)]
+
+
 def _batch_norm(op_type: str):
     def translate(site: Site) -> list[OpNode]:
         epsilon = attribute(site, "epsilon")
@@ -48,6 +62,7 @@ TRANSLATORS = {
     "cholesky": translate_cholesky,
     "triangular-solve": translate_triangular_solve,
     "fft": translate_fft,
+    "ragged-dot": translate_ragged_dot,
     "batch-norm-inference": _batch_norm("BatchNormInference"),
     "batch-norm-training": _batch_norm("BatchNormTraining"),
     "batch-norm-grad": _batch_norm("BatchNormGrad"),

@@ -39,6 +39,7 @@ from . import (
     pooling_adaptive,
     pooling_average,
     pooling_max,
+    ragged,
     random_bits,
     recurrent,
     reduce,
@@ -62,7 +63,7 @@ FAMILIES = [
     shape, slicing, concat, pad, resize, plumbing, elementwise, attention, recurrent,
     pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
     grid_sample, complex_tensors, spectral, calls, gather, sort, window_reduce, float_bits, elementwise_named,
-    dimension_size, triangular, fourier, norm_feature, random_bits,
+    dimension_size, triangular, fourier, norm_feature, random_bits, ragged,
 ]
 
 
