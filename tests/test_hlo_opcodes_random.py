@@ -86,3 +86,20 @@ def test_rng_normal_has_the_mean_and_deviation_asked_for():
     values = rng("rng_normal", "f32", "1", "2", count=20001)
     assert values.dtype == np.float32 and values.shape == (20001,)
     assert abs(values.mean() - 1) < 0.05 and abs(values.std() - 2) < 0.05
+
+
+def test_stochastic_convert_rounds_up_when_the_random_bits_are_below_the_fraction():
+    text = """HloModule sc
+ENTRY main {
+  x = f32[8] parameter(0)
+  r = u32[8] parameter(1)
+  ROOT s = s8[8] stochastic-convert(x, r)
+}"""
+    x = np.float32([2.25, 2.25, -2.25, -2.25, 3.0, 1000, -1000, 126.75])
+    quarter = 2**30  # 0.25 * 2**32
+    r = np.uint32([quarter - 1, quarter, quarter - 1, quarter, 0, 0, 0, 2**32 - 1])
+    got = kuiper.load_hlo(text, backend="numpy")(x, r, to_numpy=True)
+    # 2.25: up when r < 0.25 * 2**32; the sign comes back after; an exact 3 never rounds up (0 < 0 is
+    # false); out of range gives the limits; 126.75 with r at its largest stays 126.
+    np.testing.assert_array_equal(got, [3, 2, -3, -2, 3, 127, -128, 126])
+    assert got.dtype == np.int8

@@ -69,3 +69,8 @@ def test_ragged_dot_by_hand():
     rhs = np.float64([[[1, 2], [3, 4]], [[10, 0], [0, 10]]])
     got = run_op("RaggedDot", [lhs, rhs, np.int32([1, 1])], {})
     np.testing.assert_array_equal(got, [[1, 2], [0, 10], [0, 0]])  # the third row is in no group
+
+
+def test_stochastic_convert_by_hand():
+    got = run_op("StochasticConvert", [np.float64([0.5, 0.5]), np.uint8([127, 128])], {"dtype": "int32"})
+    np.testing.assert_array_equal(got, [1, 0])  # 0.5 * 256 = 128: up when the bits are below 128

@@ -2,7 +2,8 @@
 
 ``rng_default`` is Philox, the algorithm XLA's CPU backend expands it to. The result is
 ``(new state, bits)``. ``rng`` has no defined bits (XLA leaves generator and seed to the backend):
-kuiper's numbers follow the distribution, from a fixed Philox state.
+kuiper's numbers follow the distribution, from a fixed Philox state. stochastic-convert rounds
+with the random bits it is given -> StochasticConvert.
 """
 
 from __future__ import annotations
@@ -29,6 +30,15 @@ def translate_rng_bit_generator(site: Site) -> list[OpNode]:
     return [site.op("RandomBits", site.inputs, site.outputs, params)]
 
 
+def translate_stochastic_convert(site: Site) -> list[OpNode]:
+    """Float to a signed integer type, as XLA's CPU backend runs it (other targets it refuses too)."""
+    target = result(site)
+    if target.element_type not in ("s8", "s16", "s32", "s64"):
+        raise site.error(f"converts to {target.element_type}; XLA's CPU backend (and kuiper) convert "
+                         "stochastically to signed integers only")
+    return [site.op("StochasticConvert", site.inputs, site.outputs, {"dtype": target.dtype})]
+
+
 DISTRIBUTIONS = {"rng_uniform": "uniform", "rng_normal": "normal"}
 
 
@@ -41,4 +51,5 @@ def translate_rng(site: Site) -> list[OpNode]:
     return [site.op("RandomNumbers", site.inputs, site.outputs, params)]
 
 
-TRANSLATORS = {"rng-bit-generator": translate_rng_bit_generator, "rng": translate_rng}
+TRANSLATORS = {"rng-bit-generator": translate_rng_bit_generator, "rng": translate_rng,
+               "stochastic-convert": translate_stochastic_convert}

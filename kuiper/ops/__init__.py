@@ -49,6 +49,7 @@ from . import (
     shape,
     slicing,
     sort,
+    stochastic_round,
     triangular,
     special,
     spectral,
@@ -63,7 +64,7 @@ FAMILIES = [
     shape, slicing, concat, pad, resize, plumbing, elementwise, attention, recurrent,
     pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
     grid_sample, complex_tensors, spectral, calls, gather, sort, window_reduce, float_bits, elementwise_named,
-    dimension_size, triangular, fourier, norm_feature, random_bits, ragged,
+    dimension_size, triangular, fourier, norm_feature, random_bits, ragged, stochastic_round,
 ]
 
 
