@@ -42,5 +42,8 @@ TRANSLATORS: dict[str, Translator] = {
 
 _ANOTHER_DEVICE = "it moves data to or from another device or the host; kuiper runs a module on one device"
 UNSUPPORTED: dict[str, str] = {
-    opcode: _ANOTHER_DEVICE for opcode in ("send", "send-done", "recv", "recv-done", "infeed", "outfeed")
+    **{opcode: _ANOTHER_DEVICE for opcode in ("send", "send-done", "recv", "recv-done", "infeed", "outfeed")},
+    "ragged-all-to-all": "its ragged exchange of chunks between devices is not implemented",
+    "rng-get-and-update-state": "it reads XLA's own generator state, which XLA's passes add and kuiper does not "
+                                "keep",
 }
