@@ -1,7 +1,6 @@
-"""HLO programs whose results XLA defines exactly: integer convolution, variadic reduce.
+"""Integer convolution is exact: XLA's integer arithmetic wraps, and no path may round through floats.
 
-References: int64 NumPy sums wrapped to int32 (XLA's integer arithmetic wraps), and values worked
-out by hand.
+Reference: int64 NumPy sums wrapped to int32. (Variadic reduce: tests/test_hlo_structured.py.)
 """
 
 from __future__ import annotations
@@ -43,26 +42,3 @@ ENTRY main {{
     assert np.abs(expected).max() > 2**31  # the test reaches the wrap
     np.testing.assert_array_equal(run(text, x), wrapped)
 
-
-def test_variadic_reduce_keeps_the_value_and_index_of_each_row_maximum():
-    text = """HloModule argmax
-argmax {
-  a = f32[] parameter(0)
-  ai = s32[] parameter(1)
-  b = f32[] parameter(2)
-  bi = s32[] parameter(3)
-  gt = pred[] compare(a, b), direction=GT
-  v = f32[] select(gt, a, b)
-  i = s32[] select(gt, ai, bi)
-  ROOT t = (f32[], s32[]) tuple(v, i)
-}
-ENTRY main {
-  x = f32[2,3] parameter(0)
-  index = s32[2,3] iota(), iota_dimension=1
-  low = f32[] constant(-inf)
-  zero = s32[] constant(0)
-  ROOT r = (f32[2], s32[2]) reduce(x, index, low, zero), dimensions={1}, to_apply=argmax
-}"""
-    values, indices = run(text, np.array([[1, 5, 2], [7, 0, 3]], np.float32))
-    np.testing.assert_array_equal(values, [5, 7])
-    np.testing.assert_array_equal(indices, [1, 0])

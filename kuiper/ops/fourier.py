@@ -16,6 +16,8 @@ REAL_OF = {"complex64": "float32", "complex128": "float64"}
 
 
 class FourierTransform(Op):
+    """The ``kind`` of transform over the last ``len(lengths)`` dims, to those lengths."""
+
     types = ("FourierTransform",)
     fresh_output = True
 
