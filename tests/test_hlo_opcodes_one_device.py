@@ -65,11 +65,13 @@ def test_collective_permute_to_no_one_gives_zeros():
 
 @pytest.mark.parametrize("instruction, needs", [
     ("all-reduce(p), replica_groups={{0,1}}, to_apply=add", "2 devices"),
+    ("all-gather(p), replica_groups={}, dimensions={0}", "more than one participant"),  # f32[4,3] from f32[2,3]
     ("collective-permute(p), source_target_pairs={{0,1},{1,0}}", r"devices \[1\]"),
 ])
 def test_a_collective_for_several_devices_is_refused(instruction, needs):
+    result = "f32[4,3]" if instruction.startswith("all-gather") else "f32[2,3]"
     with pytest.raises(KuiperError, match=needs):
-        run(f"ROOT r = f32[2,3] {instruction}", X)
+        run(f"ROOT r = {result} {instruction}", X)
 
 
 @pytest.mark.parametrize("start, start_shape", [

@@ -161,6 +161,9 @@ class _Lowering:
             elif opcode == "async-update":
                 values[instruction.name] = operands[0]
             elif opcode == "async-done":
+                if not isinstance(operands[0], tuple) or len(operands[0]) < 2:
+                    raise GraphError(f"{self.module.where(instruction)}: async-done '{instruction.name}' must take "
+                                     "the (operands, results, contexts...) of an async-start")
                 values[instruction.name] = operands[0][1]
             elif opcode == "constant" and instruction.shape.is_tuple:
                 values[instruction.name] = self.tuple_constant(instruction, name)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model_ir import OpNode
+from .shapes import ArrayShape
 from .site import Site
 from .translate_common import attribute
 
@@ -56,11 +57,19 @@ def check_one_participant(site: Site) -> None:
         raise site.error(f"replica groups of {size} participants need {size} devices: kuiper runs on one")
 
 
-def collective_ops(site: Site, inputs: list[str], outputs: list[str]) -> list[OpNode]:
+def operand_leaves(site: Site) -> list[ArrayShape]:
+    return [leaf for index in range(len(site.instruction.operands)) for leaf in site.operand_shape(index).leaves()]
+
+
+def collective_ops(site: Site, inputs: list[str], outputs: list[str], results: list[ArrayShape]) -> list[OpNode]:
     """The collective's results on one device: each operand itself (or zeros, for a permute to no one)."""
     if len(inputs) != len(outputs):
         raise site.error(f"gives {len(outputs)} result(s) for {len(inputs)} operand(s)")
     check_one_participant(site)
+    for source, target in zip(operand_leaves(site), results):
+        if source.dims != target.dims:
+            raise site.error(f"gives {target} from {source}: a collective over more than one participant "
+                             "(kuiper runs on one device)")
     copy = base_opcode(site) != "collective-permute" or reaches_itself(site)
     ops = []
     for index, (source, target) in enumerate(zip(inputs, outputs)):
@@ -75,20 +84,20 @@ def collective_ops(site: Site, inputs: list[str], outputs: list[str]) -> list[Op
 
 
 def translate_collective(site: Site) -> list[OpNode]:
-    return collective_ops(site, site.inputs, site.outputs)
+    return collective_ops(site, site.inputs, site.outputs, site.instruction.shape.leaves())
 
 
 def translate_start(site: Site) -> list[OpNode]:
     """``all-reduce-start`` gives the results; the others ``(operands, results, contexts...)``."""
     count = len(site.inputs)
     if site.instruction.opcode == "all-reduce-start":
-        return collective_ops(site, site.inputs, site.outputs)
+        return collective_ops(site, site.inputs, site.outputs, site.instruction.shape.leaves())
     shape = site.instruction.shape
     if not shape.is_tuple or len(shape.elements) < 2 or len(site.outputs) < 2 * count:
         raise site.error(f"expects a result (operands, results, contexts...), found {shape}")
     ops = [site.op("Identity", [source], [target], suffix=f"operand{index}")
            for index, (source, target) in enumerate(zip(site.inputs, site.outputs))]
-    ops += collective_ops(site, site.inputs, site.outputs[count:2 * count])
+    ops += collective_ops(site, site.inputs, site.outputs[count:2 * count], shape.leaves()[count:2 * count])
     for index, target in enumerate(site.outputs[2 * count:]):
         context = shape.leaves()[2 * count + index]
         ops.append(site.op("Constant", [], [target], attrs={"data": np.zeros(context.dims, context.dtype)},
