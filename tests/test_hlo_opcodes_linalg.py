@@ -153,3 +153,24 @@ def test_ragged_dot_multiplies_each_row_group_by_its_own_matrix():
     lhs64, rhs64 = lhs.astype(np.float64), rhs.astype(np.float64)
     expected = np.concatenate([lhs64[:2] @ rhs64[0], lhs64[2:5] @ rhs64[1], np.zeros((2, 4))])
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_ragged_dot_with_a_ragged_contracting_dim_gives_one_product_per_group():
+    rng = np.random.default_rng(6)
+    lhs = rng.standard_normal((2, 6)).astype(np.float32)
+    rhs = rng.standard_normal((6, 3)).astype(np.float32)
+    sizes = np.int32([4, 2])
+    body = ("ROOT r = f32[2,2,3] ragged-dot(p0, p1, p2), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+            "lhs_ragged_dims={1}")
+    got = run(["f32[2,6]", "f32[6,3]", "s32[2]"], body, lhs, rhs, sizes)
+    lhs64, rhs64 = lhs.astype(np.float64), rhs.astype(np.float64)
+    np.testing.assert_allclose(got, np.stack([lhs64[:, :4] @ rhs64[:4], lhs64[:, 4:] @ rhs64[4:]]), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_other_ragged_dot_forms_are_refused_naming_the_forms_kuiper_runs():
+    body = ("ROOT r = f32[2,3,3] ragged-dot(p0, p1, p2), lhs_batch_dims={0}, rhs_batch_dims={0}, "
+            "lhs_contracting_dims={2}, rhs_contracting_dims={1}, lhs_ragged_dims={0}")
+    with pytest.raises(KuiperError, match="kuiper runs ragged-dot in the forms"):
+        run(["f32[2,3,4]", "f32[2,4,3]", "s32[1]"], body, np.zeros((2, 3, 4), np.float32),
+            np.zeros((2, 4, 3), np.float32), np.int32([2]))

@@ -33,18 +33,23 @@ def translate_fft(site: Site) -> list[OpNode]:
     return [site.op("FourierTransform", site.inputs, site.outputs, params)]
 
 
-RAGGED_ROWS = {"lhs_contracting_dims": [1], "rhs_contracting_dims": [1], "lhs_ragged_dims": [0],
-               "rhs_group_dims": [0]}
+RAGGED_FORMS = {  # the dimension numbers of each form kuiper runs -> RaggedDot's ``ragged``
+    "rows": {"lhs_contracting_dims": [1], "rhs_contracting_dims": [1], "lhs_ragged_dims": [0],
+             "rhs_group_dims": [0]},
+    "contracting": {"lhs_contracting_dims": [1], "rhs_contracting_dims": [0], "lhs_ragged_dims": [1],
+                    "rhs_group_dims": []},
+}
 
 
 def translate_ragged_dot(site: Site) -> list[OpNode]:
-    """The form with ragged lhs rows, lhs (m, k) and rhs (g, k, n); other forms are refused."""
-    found = {key: list(ints(site, key, ())) for key in RAGGED_ROWS}
+    """Ragged lhs rows (lhs (m, k), rhs (g, k, n)) or a ragged contracting dim (lhs (m, k), rhs (k, n))."""
+    found = {key: list(ints(site, key, ())) for key in RAGGED_FORMS["rows"]}
     batched = ints(site, "lhs_batch_dims", ()) or ints(site, "rhs_batch_dims", ())
-    if found != RAGGED_ROWS or batched or site.operand_shape(0).rank != 2:
-        raise site.error(f"kuiper runs ragged-dot with lhs (m, k) ragged in m and rhs (g, k, n) ({RAGGED_ROWS}); "
-                         f"found {found} and batch dims {list(batched)}")
-    return [site.op("RaggedDot", site.inputs, site.outputs)]
+    form = next((name for name, dims in RAGGED_FORMS.items() if dims == found), None)
+    if form is None or batched or site.operand_shape(0).rank != 2:
+        raise site.error(f"kuiper runs ragged-dot in the forms {RAGGED_FORMS} (no batch dims); found {found} and "
+                         f"batch dims {list(batched)}")
+    return [site.op("RaggedDot", site.inputs, site.outputs, {"ragged": form})]
 
 
 def _batch_norm(op_type: str):
