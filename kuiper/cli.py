@@ -14,6 +14,7 @@ import numpy as np
 import kuiper
 
 from . import demo
+from .bench import add_bench_command, random_inputs
 from .config import choose_backend
 from .dask.cli import add_arguments as add_dask_arguments
 from .dask.cli import run_files, wants_files
@@ -68,8 +69,6 @@ def _check_run_flags(args) -> None:
 
 
 def _random_feeds(model, batch: int) -> dict:
-    from .bench import random_inputs
-
     return {spec.name: array for spec, array in zip(model.inputs, random_inputs(model.inputs, batch))}
 
 
@@ -286,12 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_te_command(sub)
 
-    try:
-        from .bench import add_bench_command
-    except ImportError:
-        pass
-    else:
-        add_bench_command(sub)
+    add_bench_command(sub)
     return parser
 
 
