@@ -56,10 +56,11 @@ def first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [""])[0][:200]
 
 
-def kuiper_engine(param: Path, bin_path, backend: str | None, fuse: bool, inputs: list[np.ndarray]) -> Engine:
+def kuiper_engine(load: Callable[[], Any], inputs: list[np.ndarray], fuse: bool) -> Engine:
+    """kuiper as an engine; ``load()`` returns the model as the command's options ask (backend, ``fuse``, threads)."""
     kuiper.backends()  # plugin discovery happens once per process; keep it out of the load time
     start = time.perf_counter()
-    model = kuiper.load(param, bin_path=bin_path, backend=backend, fuse=fuse)
+    model = load()
     load_ms = (time.perf_counter() - start) * 1e3
     backend_obj = model.backend
     device_inputs = [backend_obj.asarray(x) for x in inputs]  # a GPU backend times compute, not uploads
@@ -73,7 +74,9 @@ def kuiper_engine(param: Path, bin_path, backend: str | None, fuse: bool, inputs
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         return [kuiper.to_numpy(o) for o in outputs]
 
-    label = f"kuiper {kuiper.__version__} ({backend_obj.name}{'' if fuse else ', unfused'})"
+    fused = "" if fuse else ", unfused"
+    threads = "" if model.threads is None else f", {model.threads} threads"
+    label = f"kuiper {kuiper.__version__} ({backend_obj.name}{fused}{threads})"
     return Engine("kuiper", label, call, to_numpy, load_ms)
 
 
