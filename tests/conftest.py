@@ -56,6 +56,18 @@ def reference_batches(name: str) -> dict[str, dict[str, list[np.ndarray]]]:
     return batches
 
 
+# A hand-written one-op model for the bad-input tests: nn.Linear 3 -> 2 with W = [[0,1,2],[3,4,5]]
+# and b = [1,1], so that x = [1,2,3] gives [0+2+6+1, 3+8+15+1] = [9, 27] by hand.
+LINEAR = (
+    "7767517\n3 2\n"
+    "pnnx.Input in0 0 1 x #x=(1,3)f32\n"
+    "nn.Linear fc 1 1 x y bias=True in_features=3 out_features=2 @bias=(2)f32 @weight=(2,3)f32 #x=(1,3)f32 #y=(1,2)f32\n"
+    "pnnx.Output out 1 0 y\n"
+)
+LINEAR_W = np.arange(6, dtype="<f4")
+LINEAR_WEIGHTS = {"fc.weight": LINEAR_W.tobytes(), "fc.bias": np.ones(2, "<f4").tobytes()}
+
+
 def write_model(tmp_path: Path, param_text: str, weights: dict[str, bytes] | None = None, name: str = "m") -> Path:
     """Write a hand-made .pnnx.param (and a stored-zip .pnnx.bin when weights are given).
 

@@ -18,15 +18,8 @@ from kuiper.errors import (
 )
 from kuiper.formats.pnnx_param import parse_param
 
-from conftest import write_model
-
-LINEAR = (
-    "7767517\n3 2\n"
-    "pnnx.Input in0 0 1 x #x=(1,3)f32\n"
-    "nn.Linear fc 1 1 x y bias=True in_features=3 out_features=2 @bias=(2)f32 @weight=(2,3)f32 #x=(1,3)f32 #y=(1,2)f32\n"
-    "pnnx.Output out 1 0 y\n"
-)
-WEIGHTS = {"fc.weight": np.arange(6, dtype="<f4").tobytes(), "fc.bias": np.ones(2, "<f4").tobytes()}
+from conftest import LINEAR, write_model
+from conftest import LINEAR_WEIGHTS as WEIGHTS
 
 
 def test_a_good_hand_written_model_loads_and_computes(tmp_path):
