@@ -8,6 +8,7 @@ imported only here, when asked for, so kuiper never needs them.
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -86,13 +87,19 @@ def _flatten_torch(value) -> list:
     return [value]
 
 
-def torch_engine(path: Path, inputs: list[np.ndarray], threads: int | None) -> Engine:
+def _peer_library(module: str, path: Path, missing_file: str):
+    """The peer's library, imported only now (kuiper never needs it), once its model file is known to exist."""
     try:
-        import torch  # an optional peer: imported only when asked for
+        library = importlib.import_module(module)
     except ImportError as exc:
         raise PeerUnavailable(f"not installed ({exc})") from None
     if not path.exists():
-        raise PeerUnavailable(f"no TorchScript file {path} (pnnx writes it; or pass --torchscript)")
+        raise PeerUnavailable(f"no {missing_file}")
+    return library
+
+
+def torch_engine(path: Path, inputs: list[np.ndarray], threads: int | None) -> Engine:
+    torch = _peer_library("torch", path, f"TorchScript file {path} (pnnx writes it; or pass --torchscript)")
     if threads is not None:
         torch.set_num_threads(threads)
     start = time.perf_counter()
@@ -115,12 +122,8 @@ def torch_engine(path: Path, inputs: list[np.ndarray], threads: int | None) -> E
 
 
 def onnxruntime_engine(path: Path, inputs: list[np.ndarray], threads: int | None) -> Engine:
-    try:
-        import onnxruntime as ort  # an optional peer: imported only when asked for
-    except ImportError as exc:
-        raise PeerUnavailable(f"not installed ({exc})") from None
-    if not path.exists():
-        raise PeerUnavailable(f"no ONNX file {path} (tools/make_fixtures.py --keep-peers writes it; or pass --onnx)")
+    ort = _peer_library("onnxruntime", path,
+                        f"ONNX file {path} (tools/make_fixtures.py --keep-peers writes it; or pass --onnx)")
     options = ort.SessionOptions()
     if threads is not None:
         options.intra_op_num_threads = threads
