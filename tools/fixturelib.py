@@ -310,6 +310,11 @@ def _relative_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-6))
 
 
+def spec(build: Callable[[], torch.nn.Module], *input_shapes: tuple[int, ...], **options) -> ModelSpec:
+    """A ModelSpec written as a table row: the builder, then one shape per input, then options."""
+    return ModelSpec(build=build, input_shapes=tuple(input_shapes), **options)
+
+
 def build_seeded(spec: ModelSpec) -> torch.nn.Module:
     """Build a spec's module under its seed (weights are part of the fixture)."""
     torch.manual_seed(spec.seed)
@@ -331,8 +336,8 @@ def export_spec(name: str, spec: ModelSpec, outdir: Path, keep_peers: bool = Fal
 
 
 @torch.no_grad()
-def randomize_batchnorm(module: torch.nn.Module, calib_shape: Sequence[int], scale: float = 0.2) -> None:
-    """Give every BatchNorm random affine params and random but well-scaled running stats.
+def randomize_batchnorm(module: torch.nn.Module, calib_shape: Sequence[int], scale: float = 0.2) -> torch.nn.Module:
+    """Give every BatchNorm random affine params and random but well-scaled running stats; returns ``module``.
 
     Default BN (mean 0, var 1, weight 1, bias 0) is an identity that hides folding bugs.
     Purely random stats make deep nets explode or vanish, so: randomise weight/bias,
@@ -351,6 +356,7 @@ def randomize_batchnorm(module: torch.nn.Module, calib_shape: Sequence[int], sca
         bn.running_mean.add_(torch.randn_like(bn.running_mean) * scale * bn.running_var.sqrt())
         bn.running_var.mul_(torch.empty_like(bn.running_var).uniform_(0.7, 1.4))
     module.eval()
+    return module
 
 
 # ---------------------------------------------------------------- wrappers for fixture models

@@ -74,11 +74,9 @@ class ResNetBasic(nn.Module):
 
 def resnet_basic(full: bool) -> nn.Module:
     if full:  # ResNet-34, torchvision layout
-        model, size = ResNetBasic((3, 4, 6, 3), 64, 1000, cifar=False), 224
-    else:  # ResNet-20 style for 32x32 inputs, width 6
-        model, size = ResNetBasic((2, 2, 2), 6, 10, cifar=True), 32
-    randomize_batchnorm(model, (8, 3, size, size))
-    return model
+        return randomize_batchnorm(ResNetBasic((3, 4, 6, 3), 64, 1000, cifar=False), (8, 3, 224, 224))
+    # ResNet-20 style for 32x32 inputs, width 6
+    return randomize_batchnorm(ResNetBasic((2, 2, 2), 6, 10, cifar=True), (8, 3, 32, 32))
 
 
 # ---------------------------------------------------------------- MobileNetV2
@@ -141,11 +139,8 @@ class MobileNetV2(nn.Module):
 
 def mobilenet_v2(full: bool) -> nn.Module:
     if full:
-        model, size = MobileNetV2(1.0, 1280, 1000), 224
-    else:
-        model, size = MobileNetV2(0.125, 64, 10), 32
-    randomize_batchnorm(model, (8, 3, size, size))
-    return model
+        return randomize_batchnorm(MobileNetV2(1.0, 1280, 1000), (8, 3, 224, 224))
+    return randomize_batchnorm(MobileNetV2(0.125, 64, 10), (8, 3, 32, 32))
 
 
 # ---------------------------------------------------------------- MobileNetV3-Small
@@ -222,11 +217,8 @@ class MobileNetV3Small(nn.Module):
 
 def mobilenet_v3_small(full: bool) -> nn.Module:
     if full:
-        model, size = MobileNetV3Small(1.0, 1024, 1000), 224
-    else:
-        model, size = MobileNetV3Small(0.125, 64, 10), 48
-    randomize_batchnorm(model, (8, 3, size, size))
-    return model
+        return randomize_batchnorm(MobileNetV3Small(1.0, 1024, 1000), (8, 3, 224, 224))
+    return randomize_batchnorm(MobileNetV3Small(0.125, 64, 10), (8, 3, 48, 48))
 
 
 # ---------------------------------------------------------------- YOLOv5 style
@@ -371,11 +363,8 @@ class YOLOv5Style(nn.Module):
 
 def yolov5_style(full: bool) -> nn.Module:
     if full:  # YOLOv5s: width 32, depth 1 (x3 in the middle stages), 80 classes, 640x640
-        model, size = YOLOv5Style(32, 1, 80, (640, 640)), (640, 640)
-    else:
-        model, size = YOLOv5Style(2, 1, 4, (32, 64)), (32, 64)
-    randomize_batchnorm(model, (4, 3, *size))
-    return model
+        return randomize_batchnorm(YOLOv5Style(32, 1, 80, (640, 640)), (4, 3, 640, 640))
+    return randomize_batchnorm(YOLOv5Style(2, 1, 4, (32, 64)), (4, 3, 32, 64))
 
 
 # ---------------------------------------------------------------- UNet
