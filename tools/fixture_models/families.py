@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fixturelib import ModelSpec, randomize_batchnorm
+from fixturelib import randomize_batchnorm, spec
 from .resnet import BasicBlock
 
 
@@ -498,43 +498,37 @@ def vit_block(full: bool) -> nn.Module:
     return ViT(32, 8, 32, 2, 4, 10)
 
 
+def _small_and_full(name: str, build, small_shape, full_shape, *, small: str, full: str, **options) -> dict:
+    """A family's two specs: ``name`` (the checked-in fixture) and ``name_full`` (exported only by --full)."""
+    return {name: spec(lambda: build(False), small_shape, description=small, **options),
+            f"{name}_full": spec(lambda: build(True), full_shape, description=full, full=True, **options)}
+
+
 MODELS = {
-    "resnet_basic": ModelSpec(
-        build=lambda: resnet_basic(False), input_shapes=((1, 3, 32, 32),),
-        description="CIFAR-style ResNet, BasicBlocks (2,2,2) at width 6, random weights and BN stats, 32x32"),
-    "resnet_basic_full": ModelSpec(
-        build=lambda: resnet_basic(True), input_shapes=((1, 3, 224, 224),), full=True,
-        description="ResNet-34 (BasicBlocks 3,4,6,3, width 64), random weights and BN stats, 224x224"),
-    "mobilenet_v2": ModelSpec(
-        build=lambda: mobilenet_v2(False), input_shapes=((1, 3, 32, 32),),
-        description="MobileNetV2 at width 0.125, last channel 64, 10 classes, random weights and BN stats, 32x32"),
-    "mobilenet_v2_full": ModelSpec(
-        build=lambda: mobilenet_v2(True), input_shapes=((1, 3, 224, 224),), full=True,
-        description="MobileNetV2 1.0, random weights and BN stats, 224x224"),
-    "mobilenet_v3_small": ModelSpec(
-        build=lambda: mobilenet_v3_small(False), input_shapes=((1, 3, 48, 48),),
-        description="MobileNetV3-Small at width 0.125, 10 classes, random weights and BN stats, 48x48"),
-    "mobilenet_v3_small_full": ModelSpec(
-        build=lambda: mobilenet_v3_small(True), input_shapes=((1, 3, 224, 224),), full=True,
-        description="MobileNetV3-Small 1.0, random weights and BN stats, 224x224"),
-    "yolov5_style": ModelSpec(
-        build=lambda: yolov5_style(False), input_shapes=((1, 3, 32, 64),), dynamic_batch=2,
-        description="YOLOv5-style detector at width 2, 4 classes, Detect head as plain ops, 32x64 "
-                    "(not square, so swapped grid axes show)"),
-    "yolov5_style_full": ModelSpec(
-        build=lambda: yolov5_style(True), input_shapes=((1, 3, 640, 640),), dynamic_batch=2, full=True,
-        description="YOLOv5s-sized detector (width 32), 80 classes, Detect head as plain ops, 640x640"),
-    "unet": ModelSpec(
-        build=lambda: unet(False), input_shapes=((1, 3, 32, 32),),
-        description="UNet at width 4: ConvTranspose2d, bilinear upsample (both align_corners), "
-                    "reflect padding, GroupNorm, 32x32"),
-    "unet_full": ModelSpec(
-        build=lambda: unet(True), input_shapes=((1, 3, 256, 256),), full=True,
-        description="UNet at width 64 (GroupNorm 32), 256x256"),
-    "vit_block": ModelSpec(
-        build=lambda: vit_block(False), input_shapes=((1, 3, 32, 32),), dynamic_batch=2,
-        description="ViT: 8x8 patches, dim 32, 2 blocks, 4 heads, hand-written attention, 32x32"),
-    "vit_block_full": ModelSpec(
-        build=lambda: vit_block(True), input_shapes=((1, 3, 224, 224),), dynamic_batch=2, full=True,
-        description="ViT-B/16, hand-written attention, 224x224"),
+    **_small_and_full(
+        "resnet_basic", resnet_basic, (1, 3, 32, 32), (1, 3, 224, 224),
+        small="CIFAR-style ResNet, BasicBlocks (2,2,2) at width 6, random weights and BN stats, 32x32",
+        full="ResNet-34 (BasicBlocks 3,4,6,3, width 64), random weights and BN stats, 224x224"),
+    **_small_and_full(
+        "mobilenet_v2", mobilenet_v2, (1, 3, 32, 32), (1, 3, 224, 224),
+        small="MobileNetV2 at width 0.125, last channel 64, 10 classes, random weights and BN stats, 32x32",
+        full="MobileNetV2 1.0, random weights and BN stats, 224x224"),
+    **_small_and_full(
+        "mobilenet_v3_small", mobilenet_v3_small, (1, 3, 48, 48), (1, 3, 224, 224),
+        small="MobileNetV3-Small at width 0.125, 10 classes, random weights and BN stats, 48x48",
+        full="MobileNetV3-Small 1.0, random weights and BN stats, 224x224"),
+    **_small_and_full(
+        "yolov5_style", yolov5_style, (1, 3, 32, 64), (1, 3, 640, 640), dynamic_batch=2,
+        small="YOLOv5-style detector at width 2, 4 classes, Detect head as plain ops, 32x64 "
+              "(not square, so swapped grid axes show)",
+        full="YOLOv5s-sized detector (width 32), 80 classes, Detect head as plain ops, 640x640"),
+    **_small_and_full(
+        "unet", unet, (1, 3, 32, 32), (1, 3, 256, 256),
+        small="UNet at width 4: ConvTranspose2d, bilinear upsample (both align_corners), "
+              "reflect padding, GroupNorm, 32x32",
+        full="UNet at width 64 (GroupNorm 32), 256x256"),
+    **_small_and_full(
+        "vit_block", vit_block, (1, 3, 32, 32), (1, 3, 224, 224), dynamic_batch=2,
+        small="ViT: 8x8 patches, dim 32, 2 blocks, 4 heads, hand-written attention, 32x32",
+        full="ViT-B/16, hand-written attention, 224x224"),
 }
