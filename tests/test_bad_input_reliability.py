@@ -325,8 +325,8 @@ def test_4_a_huge_batch_is_refused_before_the_first_op(tmp_path, monkeypatch):
         ("expr=add(@0," + "9" * 5000 + ")", "holds a number longer than 400 digits"),
         ("expr=add(@0,@" + "9" * 5000 + ")", "holds a number longer than 400 digits"),
         ("k=" + "9" * 5000, "param 'k': the number"),
-        ("@w=(" + "9" * 30 + ")f32", "dimension '9999.*' is too large"),
-        ("@w=(0,18446744073709551616)f32", r"dimension 18446744073709551616 is too large \(at most 1099511627776\)"),
+        ("@w=(" + "9" * 30 + ")f32", r"a dimension is too large: 9{20}\.\.\. \(at most 1099511627776\)"),
+        ("@w=(0,18446744073709551616)f32", r"a dimension is too large: 18446744073709551616 \(at most 1099511627776\)"),
         ("#x=(1," + "9" * 5000 + ")f32", "is too large"),
     ],
 )
