@@ -17,21 +17,13 @@ import pytest
 
 import kuiper
 from kuiper import plugins
+from kuiper.testing import backend_params
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MODELS = FIXTURES / "models"
 
 
-def available_backend_params():
-    """One pytest param per registered backend; unavailable ones skip with the reason."""
-    params = []
-    for info in kuiper.backends():
-        marks = [] if info.available else [pytest.mark.skip(reason=f"backend '{info.name}' unavailable: {info.reason}")]
-        params.append(pytest.param(info.name, marks=marks, id=info.name))
-    return params
-
-
-@pytest.fixture(params=available_backend_params())
+@pytest.fixture(params=backend_params())
 def backend_name(request):
     return request.param
 
