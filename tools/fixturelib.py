@@ -315,6 +315,24 @@ def spec(build: Callable[[], torch.nn.Module], *input_shapes: tuple[int, ...], *
     return ModelSpec(build=build, input_shapes=tuple(input_shapes), **options)
 
 
+def small_and_full(name: str, make_small: Callable[[], torch.nn.Module], small_shape: tuple[int, ...],
+                   make_full: Callable[[], torch.nn.Module], full_shape: tuple[int, ...], *, small: str, full: str,
+                   calibrate_batch: int | None = None, **options) -> dict[str, ModelSpec]:
+    """A model family's two specs: ``name``, the small checked-in fixture, and ``name_full`` at the
+    published size (exported only by --full); ``small`` and ``full`` describe them.
+
+    With ``calibrate_batch``, every BatchNorm gets random statistics measured on one random batch
+    of that many inputs of the model's shape (randomize_batchnorm).
+    """
+    def builder(make, shape):
+        if calibrate_batch is None:
+            return make
+        return lambda: randomize_batchnorm(make(), (calibrate_batch, *shape[1:]))
+
+    return {name: spec(builder(make_small, small_shape), small_shape, description=small, **options),
+            f"{name}_full": spec(builder(make_full, full_shape), full_shape, description=full, full=True, **options)}
+
+
 def build_seeded(spec: ModelSpec) -> torch.nn.Module:
     """Build a spec's module under its seed (weights are part of the fixture)."""
     torch.manual_seed(spec.seed)
