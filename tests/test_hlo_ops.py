@@ -153,7 +153,8 @@ def test_reduce_precision_to_half():
 
 
 def test_unsupported_instructions_are_listed_in_one_error():
-    text = ("HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  r = f32[2] custom-call(x), custom_call_target=\"other\"\n"
+    text = ("HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n"
+            "  r = f32[2] custom-call(x), custom_call_target=\"other\"\n"
             "  c = f32[2] custom-call(x), custom_call_target=\"my_kernel\"\n  h = bf16[2] convert(x)\n"
             "  ROOT t = (f32[2], f32[2], bf16[2]) tuple(r, c, h)\n}\n")
     with pytest.raises(UnsupportedOperatorError) as info:

@@ -46,6 +46,11 @@ def spd(n: int) -> np.ndarray:
     return (m @ m.T + n * np.eye(n)).astype(np.float32)
 
 
+def triangular() -> np.ndarray:
+    """A well-conditioned matrix (either triangle is solvable)."""
+    return (RNG.standard_normal((3, 3)) + 3 * np.eye(3)).astype(np.float32)
+
+
 X23 = RNG.standard_normal((2, 3)).astype(np.float32)
 ADD = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\n"
 TRIANGULAR = "ROOT r = f32[3,2] triangular-solve(p0, p1), left_side=true, lower={}, unit_diagonal={}, transpose_a={}"
@@ -56,11 +61,11 @@ CASES = [
      [np.float32([[1, 2], [2, 1]])]),
     *[(f"triangular-solve lower={lower} unit={unit} {transpose}",
        module(["f32[3,3]", "f32[3,2]"], TRIANGULAR.format(lower, unit, transpose)),
-       [(RNG.standard_normal((3, 3)) + 3 * np.eye(3)).astype(np.float32), RNG.standard_normal((3, 2)).astype(np.float32)])
+       [triangular(), RNG.standard_normal((3, 2)).astype(np.float32)])
       for lower in ("true", "false") for unit in ("true", "false") for transpose in ("NO_TRANSPOSE", "TRANSPOSE")],
     ("triangular-solve right side", module(["f32[3,3]", "f32[2,3]"], "ROOT r = f32[2,3] triangular-solve(p0, p1), "
                                            "left_side=false, lower=true, transpose_a=NO_TRANSPOSE"),
-     [(RNG.standard_normal((3, 3)) + 3 * np.eye(3)).astype(np.float32), RNG.standard_normal((2, 3)).astype(np.float32)]),
+     [triangular(), RNG.standard_normal((2, 3)).astype(np.float32)]),
     ("fft", module(["c64[2,8]"], "ROOT r = c64[2,8] fft(p0), fft_type=FFT, fft_length={8}"),
      [(RNG.standard_normal((2, 8)) + 1j * RNG.standard_normal((2, 8))).astype(np.complex64)]),
     ("ifft 2-d", module(["c64[4,8]"], "ROOT r = c64[4,8] fft(p0), fft_type=IFFT, fft_length={4,8}"),
@@ -76,7 +81,7 @@ CASES = [
     ("batch-norm-training", module(["f32[2,3,4]", "f32[4]", "f32[4]"],
                                    "ROOT r = (f32[2,3,4], f32[4], f32[4]) batch-norm-training(p0, p1, p2), "
                                    "epsilon=0.001, feature_index=2"),
-     [RNG.standard_normal((2, 3, 4)).astype(np.float32), RNG.random(4).astype(np.float32), RNG.random(4).astype(np.float32)]),
+     [RNG.standard_normal((2, 3, 4)).astype(np.float32), *[RNG.random(4).astype(np.float32) for _ in range(2)]]),
     ("batch-norm-grad", module(["f32[2,3,4]", "f32[3]", "f32[3]", "f32[3]", "f32[2,3,4]"],
                                "ROOT r = (f32[2,3,4], f32[3], f32[3]) batch-norm-grad(p0, p1, p2, p3, p4), "
                                "epsilon=0.001, feature_index=1"),
@@ -101,7 +106,8 @@ CASES = [
     ("s32 convolution (a 3x3 weight, 16 channels)",
      module(["s32[1,16,12,12]", "s32[16,16,3,3]"], "ROOT r = s32[1,16,10,10] convolution(p0, p1), window={size=3x3}, "
                                                    "dim_labels=bf01_oi01->bf01"),
-     [RNG.integers(-2**24, 2**24, (1, 16, 12, 12)).astype(np.int32), RNG.integers(-50, 50, (16, 16, 3, 3)).astype(np.int32)]),
+     [RNG.integers(-2**24, 2**24, (1, 16, 12, 12)).astype(np.int32),
+      RNG.integers(-50, 50, (16, 16, 3, 3)).astype(np.int32)]),
 ]
 
 

@@ -65,7 +65,7 @@ def check_supported(module: HloModule, supported) -> None:
     problems: list[str] = []
     for computation in reachable_computations(module):
         for instruction in computation.instructions:
-            if instruction.opcode in INLINED or instruction.opcode in REGROUPING or instruction.opcode == ASYNC_START:
+            if instruction.opcode in (*INLINED, *REGROUPING, ASYNC_START):
                 continue
             if (translation_key(instruction) not in TRANSLATORS and op_type(instruction) not in supported
                     and registered_translator(instruction) is None):
@@ -209,7 +209,8 @@ class _Lowering:
         for index, context in enumerate(shape.elements[2:], start=2):
             contexts.append(self.fresh_value(f"{name}#{index}", context))
             for leaf, leaf_shape in zip(leaves(contexts[-1]), context.leaves()):
-                self.ops.append(OpNode("Constant", leaf, [], [leaf], {}, {"data": np.zeros(leaf_shape.dims, leaf_shape.dtype)},
+                zeros = np.zeros(leaf_shape.dims, leaf_shape.dtype)
+                self.ops.append(OpNode("Constant", leaf, [], [leaf], {}, {"data": zeros},
                                        source=self.module.where(instruction)))
         return (tuple(operands), result, *contexts)
 
