@@ -2,6 +2,7 @@
 
     /work/toolvenv/bin/python tools/make_hlo_fixtures.py            # every program
     /work/toolvenv/bin/python tools/make_hlo_fixtures.py mlp cnn_nchw
+    /work/toolvenv/bin/python tools/make_hlo_fixtures.py --bench    # the asv conv net (full size)
 
 For each program NAME, tests/fixtures/hlo/ gets:
 
@@ -16,6 +17,7 @@ module runs.  Inputs are seeded, so reruns give the same files on the same JAX v
 from __future__ import annotations
 
 import argparse
+import gzip
 import sys
 import zlib
 from pathlib import Path
@@ -27,7 +29,10 @@ from jax import lax
 from jaxlib import _hlo
 
 jax.config.update("jax_platforms", "cpu")
-OUT_DIR = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "hlo"
+ROOT = Path(__file__).resolve().parent.parent
+OUT_DIR = ROOT / "tests" / "fixtures" / "hlo"
+BENCH_FILE = ROOT / "asv_benchmarks" / "benchmarks" / "data" / "conv_net.hlo.txt.gz"
+BENCH_CHANNELS, BENCH_SIZE = 64, 56
 RNG = np.random.RandomState(14)  # reseeded per program from its name: one program's inputs never depend on another
 
 
@@ -246,12 +251,38 @@ def batched_variants():
     return f, [normal(4, 3, 6, 6), normal(3, 5), rows, normal(3, 2)]
 
 
+def conv_net_function(channels: int, weights_as_parameters: bool = False):
+    """Four 3x3 convolutions (NCHW/OIHW, SAME padding) with bias and ReLU: the HLO speed benchmark's net.
+
+    Closed-over weights become ``constant`` instructions (which kuiper lays out for its fast paths
+    once, at load time); ``weights_as_parameters`` makes them ENTRY parameters instead.
+    """
+    layers = [(normal(channels, channels, 3, 3, scale=(2.0 / (9 * channels)) ** 0.5), normal(channels, scale=0.1))
+              for _ in range(4)]
+
+    def net(x, layers):
+        for kernel, bias in layers:
+            x = lax.conv_general_dilated(x, kernel, (1, 1), "SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))
+            x = jax.nn.relu(x + bias[None, :, None, None])
+        return x
+
+    if weights_as_parameters:
+        return net, layers
+    return (lambda x: net(x, layers)), layers
+
+
+def conv_net():
+    """The benchmark's net at test size: 16 channels (enough for Winograd), 12x12."""
+    function, _ = conv_net_function(16)
+    return function, [normal(1, 16, 12, 12)]
+
+
 PROGRAMS = {
     "mlp": mlp, "cnn_nchw": cnn_nchw, "cnn_nhwc": cnn_nhwc, "attention": attention,
     "softmax_layernorm": softmax_layernorm, "integer_math": integer_math, "float_math": float_math,
     "slicing": slicing, "sort_topk": sort_topk, "control_flow": control_flow, "cumulative": cumulative,
     "reductions": reductions, "maxpool_grad": maxpool_grad, "batched_dot": batched_dot,
-    "tuple_outputs": tuple_outputs, "batched_variants": batched_variants,
+    "tuple_outputs": tuple_outputs, "batched_variants": batched_variants, "conv_net": conv_net,
 }
 
 
@@ -281,10 +312,28 @@ def write(name: str) -> int:
     return sum((OUT_DIR / f"{name}{suffix}").stat().st_size for suffix in (".hlo.txt", ".opt.hlo.txt", ".npz"))
 
 
+def write_bench_conv_net() -> int:
+    """The full-size conv net (64 channels, 56x56, batch 1) for asv: gzipped unoptimised text, weights constant."""
+    RNG.seed(zlib.crc32(b"conv_net_bench"))
+    function, _ = conv_net_function(BENCH_CHANNELS)
+    x = normal(1, BENCH_CHANNELS, BENCH_SIZE, BENCH_SIZE)
+    text = jax.jit(function).lower(x).compiler_ir("hlo").as_hlo_text(print_large_constants=True)
+    BENCH_FILE.parent.mkdir(parents=True, exist_ok=True)
+    # mtime=0: the same text gives the same bytes, so a rerun changes nothing in git.
+    with gzip.GzipFile(BENCH_FILE, "wb", mtime=0) as archive:
+        archive.write(text.encode())
+    return BENCH_FILE.stat().st_size
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help=f"programs to write (default: all of {', '.join(PROGRAMS)})")
+    parser.add_argument("--bench", action="store_true",
+                        help=f"write only the benchmark's full-size conv net, {BENCH_FILE.relative_to(ROOT)}")
     args = parser.parse_args()
+    if args.bench:
+        print(f"{BENCH_FILE.name}: {write_bench_conv_net() / 1024:.1f} KiB")
+        return
     total = 0
     for name in args.names or PROGRAMS:
         size = write(name)

@@ -11,8 +11,8 @@ Token kinds (``Token.kind``):
            ``metadata={op_name="a" stack_frame_id=2}``, ``frontend_attributes={x="y"}``.  These are
            most of a dump's tokens and nothing runs from them, so they are read by one regex.
   DIMS     digits joined by ``_`` or ``x``: windows ``3x3``, paddings ``2_0x0_0``, ``-1_0_2``
-  LABELS   convolution dimension labels that start with a digit, ``01bf_01io->01bf`` (those that
-           start with a letter lex as NAME ``->`` NAME and the parser joins them)
+  LABELS   convolution dimension labels, ``b01f_01io->b01f``, ``f01b_i01o->01bf``, as one token (before
+           NAME, which would stop at ``->`` and leave an output that starts with a digit)
   ...  ->  <=  { } ( ) [ ] , = : * ? ! @ punctuation; the kind is the text itself
 
 Comments (``/*index=5*/``, ``// ...``) and whitespace are skipped.  Anything else is an
@@ -38,15 +38,15 @@ DIMS = "DIMS"
 LABELS = "LABELS"
 END = "END"
 
-# Order matters: labels before names (both start with a letter), DIMS before numbers.
+# Order matters: labels before names (both may start with a letter), DIMS before numbers.
 _TOKEN_RE = re.compile(
     r"""
     \s*(?:
       (?P<skip>/\*.*?\*/|//[^\n]*)
     | (?P<RECORD>\{[^{}"\[\]]*"(?:[^"\\\n]|\\.)*"(?:[^{}"\[\]]|"(?:[^"\\\n]|\\.)*")*\})
     | (?P<SHAPE>(?:TYPES)\[(?:[0-9]+(?:,[0-9]+)*)?\](?:\{(?:[0-9]+(?:,[0-9]+)*)?\})?(?![0-9A-Za-z_:{\[]))
+    | (?P<LABELS>[0-9a-z?]+_[0-9a-z?]+->[0-9a-z?]+)
     | (?P<NAME>%?[A-Za-z_](?:[A-Za-z0-9_.]|-(?!>))*)
-    | (?P<LABELS>[0-9?][0-9a-z?]*_[0-9a-z?]+->[0-9a-z?]+)
     | (?P<DIMS>-?[0-9]+(?:[_x]-?[0-9]+)+(?![0-9.eE]))
     | (?P<FLOAT>-?(?:[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+))
     | (?P<INT>-?[0-9]+)

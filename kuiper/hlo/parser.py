@@ -362,9 +362,6 @@ class _Parser:
             if result in ELEMENT_TYPES and self.token.kind == "[":  # a shape inside a value
                 self.index -= 1
                 result = self.shape()
-            elif self.token.kind == "->" and self.peek().kind == NAME:  # dim labels b01f_01io->b01f
-                self.advance()
-                result = f"{result}->{self.advance().text}"
         elif token.kind == RECORD:
             self.advance()
             result = self.record(token)

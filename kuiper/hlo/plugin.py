@@ -1,4 +1,4 @@
-"""kuiper's HLO support as a built-in plugin: the HLO frontend and the HLO op families."""
+"""kuiper's HLO support as a built-in plugin: the HLO frontend (its instructions become canonical ops)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,8 @@ from ..errors import UsageError
 from ..frontends import Frontend
 from ..hookspecs import hookimpl
 from ..model_ir import ModelIR
-from . import ops_elementwise, ops_linalg, ops_shape
 from .files import looks_like_hlo_text, read_module
 from .lower import lower_entry
-
-FAMILIES = [ops_elementwise, ops_shape, ops_linalg]
 
 
 class HloFrontend(Frontend):
@@ -38,11 +35,6 @@ class HloFrontend(Frontend):
 def _no_options(options: dict) -> None:
     if options:
         raise UsageError(f"the HLO frontend takes no options, got {', '.join(sorted(options))}")
-
-
-@hookimpl
-def kuiper_add_ops():
-    return [op for family in FAMILIES for op in family.OPS]
 
 
 @hookimpl

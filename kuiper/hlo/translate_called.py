@@ -13,6 +13,7 @@ from ..model_ir import ModelIR
 from .module import HloComputation
 from .site import Site
 from .translate_common import attribute
+from .windows import parse_window
 
 # HLO opcode of a one-op reducer -> the reducer name of kuiper's ops (kuiper/ops/reducers.py).
 REDUCER_NAMES = {"add": "add", "multiply": "mul", "maximum": "max", "minimum": "min", "and": "and", "or": "or"}
@@ -62,25 +63,10 @@ def window(site: Site, rank: int) -> dict[str, Any]:
     """``window={size=3x3 stride=2x2 pad=1_1x0_0 lhs_dilate=1x1 rhs_dilate=2x2}`` as the params
     of kuiper's windowed ops (``window``, ``strides``, ``padding``, ``base_dilation``, ``window_dilation``)."""
     text = attribute(site, "window", {})
-    if not isinstance(text, dict):
-        raise site.error(f"window={text!r} is not a window description")
-
-    def numbers(key: str, default):
-        value = text.get(key)
-        if value is None:
-            return [default] * rank
-        parts = str(value).split("x")
-        if len(parts) != rank:
-            raise site.error(f"window {key}={value} has {len(parts)} dims, expected {rank}")
-        try:
-            return [[int(v) for v in part.split("_")] if "_" in part else int(part) for part in parts]
-        except ValueError:
-            raise site.error(f"window {key}={value} is not numbers joined by 'x'") from None
-
-    if any(numbers("rhs_reversal", 0)):
+    fields = parse_window(text, rank, site.error)
+    if any(fields["rhs_reversal"]):
         raise site.error("a reduction window cannot be reversed (rhs_reversal)")
-    padding = numbers("pad", [0, 0])
-    if not all(isinstance(p, list) and len(p) == 2 for p in padding):
+    if not all(isinstance(p, tuple) and len(p) == 2 for p in fields["pad"]):
         raise site.error(f"window pad={text.get('pad')} must be low_high pairs")
-    return {"window": numbers("size", 1), "strides": numbers("stride", 1), "padding": padding,
-            "base_dilation": numbers("lhs_dilate", 1), "window_dilation": numbers("rhs_dilate", 1)}
+    return {"window": fields["size"], "strides": fields["stride"], "padding": [list(p) for p in fields["pad"]],
+            "base_dilation": fields["lhs_dilate"], "window_dilation": fields["rhs_dilate"]}

@@ -1,4 +1,4 @@
-"""What every translator reads from an instruction: typed attributes.
+"""What every translator reads from an instruction: typed attributes, shapes, constant operands.
 
 Each reader raises ``site.error`` naming the instruction and the attribute, so a malformed
 program fails at load time with the line it came from.
@@ -8,6 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from ..model_ir import OpNode
+from .literals import literal_array
+from .module import HloInstruction
+from .shapes import ArrayShape
 from .site import Site
 
 REQUIRED = object()
@@ -44,3 +50,59 @@ def word(site: Site, key: str, default: Any = REQUIRED) -> str:
     if not isinstance(value, str):
         raise site.error(f"attribute '{key}' must be a word, found {value!r}")
     return value
+
+
+def result(site: Site) -> ArrayShape:
+    """The result shape, which must be an array (not a tuple)."""
+    shape = site.instruction.shape
+    if shape.is_tuple:
+        raise site.error(f"expects an array result, found the tuple {shape}")
+    return shape
+
+
+def operand(site: Site, index: int) -> ArrayShape:
+    """The shape of operand ``index``, which must be an array."""
+    if index >= len(site.instruction.operands):
+        raise site.error(f"expects at least {index + 1} operand(s), found {len(site.instruction.operands)}")
+    shape = site.operand_shape(index)
+    if shape.is_tuple:
+        raise site.error(f"operand {index} must be an array, found the tuple {shape}")
+    return shape
+
+
+def producer(site: Site, index: int) -> HloInstruction:
+    computation = site.module.computations[site.instruction.computation]
+    return computation.by_name[site.instruction.operands[index]]
+
+
+def constant_operand(site: Site, index: int) -> np.ndarray | None:
+    """Operand ``index``'s value when a constant instruction gives it (a weight known at load time)."""
+    source = producer(site, index)
+    if source.opcode != "constant" or source.shape.is_tuple:
+        return None
+    return literal_array(source)
+
+
+def with_dims(shape: ArrayShape, new_dims) -> ArrayShape:
+    """An array shape of the same element type with other dims (an intermediate value's)."""
+    return ArrayShape(shape.element_type, tuple(new_dims))
+
+
+def transpose(site: Site, source: str, shape: ArrayShape, permutation, suffix: str,
+              target: str | None = None) -> tuple[str, ArrayShape, list[OpNode]]:
+    """``source`` with its dims reordered (nothing when ``permutation`` keeps the order).
+
+    Returns the new operand (``target``, or a temporary), its shape and the ops to emit.
+    """
+    permutation = list(permutation)
+    moved = with_dims(shape, [shape.dims[p] for p in permutation])
+    if permutation == list(range(len(permutation))) and target is None:
+        return source, moved, []
+    output = target or site.temporary(suffix, moved)
+    return output, moved, [site.op("Transpose", [source], [output], {"dims": permutation}, suffix=suffix)]
+
+
+def reshape(site: Site, source: str, shape: ArrayShape, new_dims, suffix: str) -> tuple[str, ArrayShape, list[OpNode]]:
+    reshaped = with_dims(shape, new_dims)
+    output = site.temporary(suffix, reshaped)
+    return output, reshaped, [site.op("Reshape", [source], [output], {"shape": list(new_dims)}, suffix=suffix)]

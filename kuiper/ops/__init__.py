@@ -15,8 +15,14 @@ from . import (
     complex_tensors,
     concat,
     conv,
+    conv_transposed,
     creation,
+    data_movement,
+    dimension_size,
     elementwise,
+    elementwise_named,
+    float_bits,
+    fourier,
     gather,
     gating,
     grid_sample,
@@ -24,6 +30,7 @@ from . import (
     io,
     linear,
     norm_batch,
+    norm_feature,
     norm_layer,
     norm_magnitude,
     pad,
@@ -32,6 +39,8 @@ from . import (
     pooling_adaptive,
     pooling_average,
     pooling_max,
+    ragged,
+    random_bits,
     recurrent,
     reduce,
     resize,
@@ -40,6 +49,8 @@ from . import (
     shape,
     slicing,
     sort,
+    stochastic_round,
+    triangular,
     special,
     spectral,
     vector,
@@ -48,11 +59,12 @@ from . import (
 )
 
 FAMILIES = [
-    io, conv, pooling_max, pooling_average, pooling_adaptive, norm_batch, norm_layer, norm_magnitude,
-    activation, linear, reduce, compare,
+    io, conv, conv_transposed, data_movement, pooling_max, pooling_average, pooling_adaptive, norm_batch,
+    norm_layer, norm_magnitude, activation, linear, reduce, compare,
     shape, slicing, concat, pad, resize, plumbing, elementwise, attention, recurrent,
     pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
-    grid_sample, complex_tensors, spectral, calls, gather, sort, window_reduce,
+    grid_sample, complex_tensors, spectral, calls, gather, sort, window_reduce, float_bits, elementwise_named,
+    dimension_size, triangular, fourier, norm_feature, random_bits, ragged, stochastic_round,
 ]
 
 

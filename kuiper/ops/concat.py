@@ -24,7 +24,8 @@ class Cat(_Joining):
     rank (it still takes part in dtype promotion): a Hugging Face decoder's empty KV cache
     starts as such a tensor and is joined with (batch, heads, seq, dim) keys."""
 
-    types = ("torch.cat", "torch.concat", "torch.concatenate")
+    # Also the canonical Concat: skipping (0,) operands changes nothing where all have one rank (HLO).
+    types = ("torch.cat", "torch.concat", "torch.concatenate", "Concat")
 
     def forward(self, *tensors):
         joined = [t for t in tensors if tuple(t.shape) != (0,)]

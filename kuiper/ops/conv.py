@@ -1,4 +1,4 @@
-"""Convolution: nn.Conv1d/2d/3d, nn.ConvTranspose1d/2d/3d and their F.* forms.
+"""Convolution: nn.Conv1d/2d/3d and their F.* forms, and the canonical ``Conv`` of every frontend.
 
 Convolution is im2col + one batched matmul: the input is padded (zeros, or the
 op's padding_mode), viewed as sliding windows by the backend, gathered into
@@ -6,11 +6,8 @@ columns of shape (N, groups, C/groups * prod(kernel), prod(out)), and
 multiplied by the weight reshaped to (groups, out/groups, C/groups * prod(kernel)).
 The result is already in NCHW order, so no output transpose is needed.
 
-Transposed convolution is the reverse (col2im): one batched matmul turns each
-input pixel into a (out_channels, *kernel) patch, and the patches are added
-into the output with one strided slice per kernel tap (a loop over the taps,
-never over pixels).  Nothing is multiplied by the zeros that the "insert
-stride-1 zeros and convolve" formulation would create.
+Transposed convolution (conv_transposed.py) shares the base that reads stride, dilation,
+groups and the weight.
 
 nn.* ops carry their weight as ``@weight``/``@bias`` and prepare it once at
 build time.  pnnx writes F.conv* only when the weight is not a constant (a
@@ -26,14 +23,13 @@ through im2col in chunks of images, so that the columns stay in cache.
 
 from __future__ import annotations
 
-import itertools
-
 from ..errors import ShapeError
 from ..limits import check_size
 from . import conv_algorithms as algorithms
 from .base import Op, prod, spatial_variants
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+MAX_SPATIAL_DIMS = 3
 MAX_WINDOW_PARAM = 2**31 - 1  # larger strides/dilations are no real model's (and overflow index arithmetic)
 IM2COL_CHUNK_BYTES = 8 << 20  # im2col columns per chunk of images (nn.* convs; kept in the L3 cache)
 
@@ -42,11 +38,7 @@ def conv_output_size(size: int, kernel: int, stride: int, pad_total: int, dilati
     return (size + pad_total - dilation * (kernel - 1) - 1) // stride + 1
 
 
-def transposed_output_size(size: int, kernel: int, stride: int, pad: int, dilation: int, output_pad: int) -> int:
-    return (size - 1) * stride - 2 * pad + dilation * (kernel - 1) + output_pad + 1
-
-
-class _ConvBase(Op):
+class ConvBase(Op):
     """What Conv and ConvTranspose share: stride/dilation/groups, and where weight and bias come from.
 
     ``spatial`` is the number of spatial dims.  Subclasses turn a weight into
@@ -57,6 +49,10 @@ class _ConvBase(Op):
     spatial = 2
 
     def setup(self):
+        # The canonical Conv names its spatial rank; the PNNX classes have theirs in the type.
+        self.spatial = self.int_param("spatial_dims", default=type(self).spatial)
+        if not 1 <= self.spatial <= MAX_SPATIAL_DIMS:
+            raise self.unsupported("spatial_dims", self.spatial, f"1 to {MAX_SPATIAL_DIMS}")
         n = self.spatial
         self.stride = self.ints_param("stride", n, default=1)
         self.dilation = self.ints_param("dilation", n, default=1)
@@ -111,7 +107,7 @@ class _ConvBase(Op):
         self.static_bias = None
         self.static_bias_vector = None
 
-    def _check_params_match_weight(self, weight: "_PreparedWeight") -> None:
+    def _check_params_match_weight(self, weight: "PreparedWeight") -> None:
         """kernel_size, in_channels and out_channels, where the file gives them, must agree with @weight."""
         if self.has_param("kernel_size"):
             kernel = self.ints_param("kernel_size", self.spatial)
@@ -145,7 +141,7 @@ class _ConvBase(Op):
                 bias = self.xp.reshape(bias, (1, -1) + (1,) * self.spatial)
         return x, prepared, bias
 
-    def prepare_weight(self, weight) -> "_PreparedWeight":
+    def prepare_weight(self, weight) -> "PreparedWeight":
         raise NotImplementedError
 
     def forward(self, *inputs):
@@ -154,7 +150,7 @@ class _ConvBase(Op):
             return self.compute(x[None], weight, bias)[0]
         return self.compute(x, weight, bias)
 
-    def compute(self, x, weight: "_PreparedWeight", bias):
+    def compute(self, x, weight: "PreparedWeight", bias):
         raise NotImplementedError
 
     def check_input(self, x, in_channels: int):
@@ -165,7 +161,7 @@ class _ConvBase(Op):
             )
 
 
-class _PreparedWeight:
+class PreparedWeight:
     """A weight reshaped for the matmul, with the sizes read from it."""
 
     def __init__(self, matrix, out_channels: int, in_channels: int, kernel: tuple[int, ...]):
@@ -180,7 +176,7 @@ def _shape_of(value) -> str:
     return str(tuple(shape)) if shape is not None else f"a {type(value).__name__}"
 
 
-class ConvNd(_ConvBase):
+class ConvNd(ConvBase):
     """nn.ConvNd and F.convNd."""
 
     fresh_output = True  # every algorithm allocates its result per call
@@ -188,6 +184,7 @@ class ConvNd(_ConvBase):
     def setup(self):
         super().setup()
         self.padding_mode = self.choice_param("padding_mode", PADDING_MODES, default="zeros")
+        self.explicit_pads = self.pad_pairs() if self.has_param("pads") else None
         padding = self.param("padding", 0)
         if padding == "same" and any(s != 1 for s in self.stride):
             raise self.unsupported("padding", "same", "'same' only with stride 1 (as in PyTorch)")
@@ -218,13 +215,29 @@ class ConvNd(_ConvBase):
             and self.stride == (1, 1)
             and self.groups == 1
             and min(weight.in_channels, weight.out_channels) >= algorithms.WINOGRAD_MIN_CHANNELS
+            and weight.matrix.dtype.kind in "fc"  # its fractional transforms would round integers
         ):
             self.winograd_weights = {}  # tile size m -> WinogradWeight, made on first use (4x / 1.8x the weight)
             return "winograd"
         return "im2col"
 
+    def pad_pairs(self) -> tuple[tuple[int, int], ...]:
+        """The canonical param ``pads``: [before, after] zeros per spatial dim, possibly unequal."""
+        pads = self.param("pads")
+        well_formed = isinstance(pads, (list, tuple)) and len(pads) == self.spatial and all(
+            isinstance(pair, (list, tuple)) and len(pair) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in pair)
+            for pair in pads
+        )
+        if not well_formed:
+            raise self.error(f"param 'pads' must be {self.spatial} [before, after] pair(s) of non-negative "
+                             f"integers, found {pads!r}")
+        return tuple((before, after) for before, after in pads)
+
     def pads_for(self, kernel) -> tuple[tuple[int, int], ...]:
         """(before, after) per spatial dim; 'same' splits like PyTorch (the extra one on the right)."""
+        if self.explicit_pads is not None:
+            return self.explicit_pads
         if self.padding == "valid":
             return ((0, 0),) * self.spatial
         if self.padding == "same":
@@ -240,7 +253,7 @@ class ConvNd(_ConvBase):
         if out_channels % self.groups:
             raise self.error(f"groups={self.groups} does not divide out_channels={out_channels}")
         matrix = self.xp.reshape(weight, (self.groups, out_channels // self.groups, -1))
-        return _PreparedWeight(matrix, out_channels, group_in * self.groups, tuple(weight.shape[2:]))
+        return PreparedWeight(matrix, out_channels, group_in * self.groups, tuple(weight.shape[2:]))
 
     def compute(self, x, weight, bias):
         self.check_input(x, weight.in_channels)
@@ -346,77 +359,9 @@ class ConvNd(_ConvBase):
         return out
 
 
-class ConvTransposeNd(_ConvBase):
-    """nn.ConvTransposeNd and F.conv_transposeNd (zero padding only, like PyTorch)."""
-
-    def setup(self):
-        super().setup()
-        n = self.spatial
-        self.choice_param("padding_mode", ["zeros"], default="zeros")
-        self.padding = self.ints_param("padding", n, default=0)
-        self.output_padding = self.ints_param("output_padding", n, default=0)
-        if any(p < 0 for p in self.padding):
-            raise self.error(f"param 'padding' must be non-negative, found {self.padding}")
-        for op, s, d in zip(self.output_padding, self.stride, self.dilation):
-            if not 0 <= op < max(s, d):
-                raise self.error(
-                    f"param 'output_padding' {self.output_padding} must be smaller than stride {self.stride} "
-                    f"or dilation {self.dilation} (PyTorch's rule)"
-                )
-        if self.param("output_size", None) is not None:
-            raise self.unsupported("output_size", self.param("output_size"), "None (use output_padding)")
-
-    def prepare_weight(self, weight):
-        in_channels, group_out = weight.shape[:2]
-        if in_channels % self.groups:
-            raise self.error(f"groups={self.groups} does not divide in_channels={in_channels}")
-        kernel = tuple(weight.shape[2:])
-        xp = self.xp
-        # (in, out/G, *k) -> (G, in/G, out/G * K) -> (G, out/G * K, in/G): one patch row per (out channel, tap).
-        matrix = xp.reshape(weight, (self.groups, in_channels // self.groups, -1))
-        matrix = xp.permute_dims(matrix, (0, 2, 1))
-        return _PreparedWeight(matrix, group_out * self.groups, in_channels, kernel)
-
-    def compute(self, x, weight, bias):
-        self.check_input(x, weight.in_channels)
-        xp = self.xp
-        batch = x.shape[0]
-        sizes = tuple(x.shape[2:])
-        outs = tuple(
-            transposed_output_size(size, k, s, p, d, op)
-            for size, k, s, p, d, op in zip(
-                sizes, weight.kernel, self.stride, self.padding, self.dilation, self.output_padding
-            )
-        )
-        if any(o < 0 for o in outs):
-            raise ShapeError(f"{self.node.describe()}: input {tuple(x.shape)} gives a negative output size {outs}")
-        check_size((batch, weight.out_channels) + outs, x.dtype.itemsize, self.node.describe())
-        if batch == 0:  # an empty batch gives an empty batch (as in PyTorch)
-            return xp.zeros((0, weight.out_channels, *outs), dtype=x.dtype)
-        columns = xp.matmul(weight.matrix, xp.reshape(x, (batch, self.groups, weight.in_channels // self.groups, -1)))
-        # (N, G, out/G * K, P) -> (N, out, *kernel, *input sizes)
-        columns = xp.reshape(columns, (batch, weight.out_channels) + weight.kernel + sizes)
-        # Accumulate into the uncropped output; 'padding' is then cropped from both ends.
-        full = tuple(p + o for p, o in zip(self.padding, outs))
-        full = tuple(max(f, (size - 1) * s + d * (k - 1) + 1) for f, size, s, d, k in zip(
-            full, sizes, self.stride, self.dilation, weight.kernel))
-        result = xp.zeros((batch, weight.out_channels) + full, dtype=columns.dtype)
-        for tap in itertools.product(*(range(k) for k in weight.kernel)):
-            target = (slice(None), slice(None)) + tuple(
-                slice(t * d, t * d + (size - 1) * s + 1, s)
-                for t, d, s, size in zip(tap, self.dilation, self.stride, sizes)
-            )
-            result[target] += columns[(slice(None), slice(None)) + tap]
-        out = result[(slice(None), slice(None)) + tuple(slice(p, p + o) for p, o in zip(self.padding, outs))]
-        if bias is not None:
-            out = out + bias
-        return out
-
-
 Conv1d, Conv2d, Conv3d = spatial_variants(ConvNd, "Conv{}d", ("nn.Conv{}d", "F.conv{}d"))
-ConvTranspose1d, ConvTranspose2d, ConvTranspose3d = spatial_variants(
-    ConvTransposeNd, "ConvTranspose{}d", ("nn.ConvTranspose{}d", "F.conv_transpose{}d")
-)
-
-
-OPS = [Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d]
+# The canonical ``Conv`` (params spatial_dims, stride, dilation, groups, pads; weight (out, in/groups,
+# *kernel) as @weight or the second input) is served by the class with the 2-D fast paths, so
+# compiled kernels that override it serve every frontend; other ranks take the generic path.
+Conv2d.types = (*Conv2d.types, "Conv")
+OPS = [Conv1d, Conv2d, Conv3d]

@@ -6,9 +6,10 @@ from .base import Op
 
 
 class Attribute(Op):
-    """A constant tensor stored in the .bin as ``<op>.data``; moved to the backend once."""
+    """A constant tensor stored in the .bin as ``<op>.data`` (the canonical Constant: ``@data``); moved to the
+    backend once."""
 
-    types = ("pnnx.Attribute",)
+    types = ("pnnx.Attribute", "Constant")
 
     def setup(self):
         self.require_inputs(0)

@@ -132,9 +132,9 @@ class FunctionalLinear(Op):
 
 
 class MatMul(KeyedInputs):
-    """torch.matmul: 1-D and N-D operands, batch dims broadcast."""
+    """torch.matmul and the canonical MatMul: 1-D and N-D operands, batch dims broadcast."""
 
-    types = ("torch.matmul",)
+    types = ("torch.matmul", "MatMul")
     keys = ("input", "other")
 
     def forward(self, *inputs):

@@ -94,9 +94,10 @@ def resolve_shape(op: Op, shape: tuple[int, ...], size: int, where: str) -> tupl
 
 
 class Reshape(ShapeArgOp):
-    """Tensor.reshape / Tensor.view: ``shape`` param, or a ``$shape`` input from an expression."""
+    """Tensor.reshape / Tensor.view and the canonical Reshape: ``shape`` param, or a ``$shape`` input
+    from an expression."""
 
-    types = ("Tensor.reshape", "Tensor.view")
+    types = ("Tensor.reshape", "Tensor.view", "Reshape")
 
     def setup(self):
         self.read_shape_arg("shape")
@@ -157,7 +158,9 @@ class Unflatten(Op):
 
 
 class Permute(Op):
-    types = ("Tensor.permute", "torch.permute")
+    """torch.permute, and the canonical Transpose: ``dims`` is the permutation (result dim i is input dim dims[i])."""
+
+    types = ("Tensor.permute", "torch.permute", "Transpose")
 
     def setup(self):
         self.require_inputs(1)
@@ -363,7 +366,9 @@ class RepeatInterleave(Op):
 
 
 class Flip(Op):
-    types = ("torch.flip", "Tensor.flip")
+    """torch.flip, and the canonical Reverse: ``dims`` are the dims reversed."""
+
+    types = ("torch.flip", "Tensor.flip", "Reverse")
 
     def setup(self):
         self.require_inputs(1)
@@ -397,9 +402,10 @@ class Roll(Op):
 
 
 class Contiguous(Op):
-    """Tensor.contiguous: a layout hint in PyTorch, the identity here (arrays are immutable values)."""
+    """Tensor.contiguous: a layout hint in PyTorch, the identity here (arrays are immutable values);
+    also the canonical Identity (copies, barriers, single-device collectives)."""
 
-    types = ("Tensor.contiguous",)
+    types = ("Tensor.contiguous", "Identity")
 
     def setup(self):
         self.require_inputs(1)

@@ -1,0 +1,148 @@
+"""HLO ``convolution`` -> the shared ``Conv`` op (NC<spatial> input, OI<spatial> weight), with every
+fast path and compiled kernel that a PNNX convolution gets.
+
+The translation puts everything XLA spells differently into the canonical form:
+
+* ``dim_labels`` (``b01f_01io->b01f``, ``bf01_oi01->bf01`` ...): transposes of the input and the
+  output where they are not already batch-feature-spatial; a constant kernel is re-laid out
+  (and flipped for ``rhs_reversal``) once, here, so the op prepares its fast path at build time;
+  a kernel computed in the program gets a Transpose (and a Reverse) op instead.
+* window pads that are unequal per side become the op's (before, after) ``pads``; ``lhs_dilate``
+  (a transposed convolution) and negative pads (crops) become an explicit ``Pad`` with interior
+  zeros before a convolution without padding.
+* ``batch_group_count`` G: the batch is split into G groups that are stacked along the
+  features, which is a feature-grouped convolution with G groups.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model_ir import OpNode
+from .site import Site
+from .translate_common import (
+    attribute,
+    constant_operand,
+    integer,
+    operand,
+    reshape,
+    result,
+    transpose,
+    with_dims,
+    word,
+)
+from .windows import parse_window
+
+
+def _labels(site: Site) -> tuple[list[int], list[int], list[int], int]:
+    """(lhs dims as b, f, 0.., rhs dims as o, i, 0.., output dims in the canonical b, f, 0.. order, spatial)."""
+    text = word(site, "dim_labels", "")
+    try:
+        operands, out = text.split("->")
+        lhs, rhs = operands.split("_")
+    except ValueError:
+        raise site.error(f"dim_labels={text!r} is not like b01f_01io->b01f") from None
+    spatial = len(lhs) - 2
+    digits = [str(d) for d in range(spatial)]
+    if sorted(lhs) != sorted(["b", "f", *digits]) or sorted(rhs) != sorted(["i", "o", *digits]) \
+            or sorted(out) != sorted(["b", "f", *digits]):
+        raise site.error(f"dim_labels={text!r} must name b, f / i, o and spatial dims 0..{spatial - 1}")
+    canonical = ["b", "f", *digits]
+    position = {label: i for i, label in enumerate(canonical)}
+    return ([lhs.index(c) for c in canonical], [rhs.index(c) for c in ["o", "i", *digits]],
+            [position[c] for c in out], spatial)
+
+
+def _window(site: Site, rank: int) -> dict:
+    window = parse_window(attribute(site, "window", {}), rank, site.error)
+    if any(not isinstance(p, tuple) or len(p) != 2 for p in window["pad"]):
+        raise site.error(f"window pad={attribute(site, 'window')['pad']} must be low_high per dim")
+    return window
+
+
+def translate_convolution(site: Site) -> list[OpNode]:
+    lhs_order, rhs_order, out_order, spatial = _labels(site)
+    if spatial < 1:
+        raise site.error("a convolution without spatial dims is not supported (write it as a dot)")
+    window = _window(site, spatial)
+    if any(isinstance(v, tuple) or v < 1 for key in ("stride", "lhs_dilate", "rhs_dilate") for v in window[key]):
+        raise site.error(f"window strides and dilations must be positive integers, found {window}")
+    groups = integer(site, "feature_group_count", 1)
+    batch_groups = integer(site, "batch_group_count", 1)
+    if groups < 1 or batch_groups < 1 or (groups > 1 and batch_groups > 1):
+        raise site.error(f"feature_group_count={groups} and batch_group_count={batch_groups}: both must be "
+                         "positive, and at most one above 1")
+    out_shape = result(site)
+    if operand(site, 0).element_type != out_shape.element_type:
+        raise site.error(f"a {operand(site, 0).element_type} convolution with a {out_shape.element_type} result "
+                         "is not supported")
+    ops: list[OpNode] = []
+    x, x_shape, emitted = transpose(site, site.inputs[0], operand(site, 0), lhs_order, "lhs")
+    ops += emitted
+    pads = [tuple(p) for p in window["pad"]]
+    if any(d > 1 for d in window["lhs_dilate"]) or any(v < 0 for p in pads for v in p):
+        x, x_shape, emitted = _dilate_and_pad(site, x, x_shape, window["lhs_dilate"], pads)
+        ops += emitted
+        pads = [(0, 0)] * spatial
+    if batch_groups > 1:
+        x, x_shape, emitted = _batch_groups_as_features(site, x, x_shape, batch_groups)
+        ops += emitted
+        groups = batch_groups
+    inputs, attrs, emitted = _kernel(site, rhs_order, window["rhs_reversal"])
+    ops += emitted
+    params = {"spatial_dims": spatial, "stride": list(window["stride"]), "dilation": list(window["rhs_dilate"]),
+              "groups": groups, "pads": [list(p) for p in pads]}
+    conv_dims = [out_shape.dims[out_order.index(axis)] for axis in range(spatial + 2)]
+    identity = out_order == list(range(spatial + 2))
+    conv_out = site.outputs[0] if identity else site.temporary("conv", with_dims(out_shape, conv_dims))
+    ops.append(site.op("Conv", [x, *inputs], [conv_out], params, attrs, suffix="" if identity else "conv"))
+    if not identity:
+        ops += transpose(site, conv_out, with_dims(out_shape, conv_dims), out_order, "out", target=site.outputs[0])[2]
+    return ops
+
+
+def _dilate_and_pad(site: Site, x: str, shape, lhs_dilate, pads):
+    """Interior zeros between input elements (lhs_dilate) and the window pads, negative ones cropping."""
+    low = [0, 0] + [lo for lo, _ in pads]
+    high = [0, 0] + [hi for _, hi in pads]
+    interior = [0, 0] + [d - 1 for d in lhs_dilate]
+    new_dims = [lo + hi + size + max(size - 1, 0) * inner
+                for size, lo, hi, inner in zip(shape.dims, low, high, interior)]
+    padded_shape = with_dims(shape, new_dims)
+    padded = site.temporary("lhs_dilated", padded_shape)
+    params = {"low": low, "high": high, "interior": interior, "value": 0.0}
+    return padded, padded_shape, [site.op("Pad", [x], [padded], params, suffix="lhs_dilated")]
+
+
+def _batch_groups_as_features(site: Site, x: str, shape, count: int):
+    """(B, C, S..) -> (count, B/count, C, S..) -> (B/count, count, C, S..) -> (B/count, count*C, S..)."""
+    batch, features, *rest = shape.dims
+    if batch % count:
+        raise site.error(f"batch_group_count={count} does not divide the batch {batch}")
+    ops: list[OpNode] = []
+    x, shape, emitted = reshape(site, x, shape, [count, batch // count, features, *rest], "batch_groups")
+    ops += emitted
+    x, shape, emitted = transpose(site, x, shape, [1, 0, *range(2, len(shape.dims))], "batch_groups_moved")
+    ops += emitted
+    x, shape, emitted = reshape(site, x, shape, [batch // count, count * features, *rest], "batch_groups_stacked")
+    return x, shape, ops + emitted
+
+
+def _kernel(site: Site, rhs_order: list[int], reversal) -> tuple[list[str], dict, list[OpNode]]:
+    """The kernel in (out, in/groups, spatial..) order: a re-laid-out @weight when constant, else ops."""
+    reversed_axes = [2 + axis for axis, flip in enumerate(reversal) if flip]
+    weight = constant_operand(site, 1)
+    if weight is not None:
+        weight = np.transpose(weight, rhs_order)
+        if reversed_axes:
+            weight = np.flip(weight, axis=reversed_axes)
+        return [], {"weight": np.ascontiguousarray(weight)}, []
+    kernel, shape, ops = transpose(site, site.inputs[1], operand(site, 1), rhs_order, "kernel")
+    if reversed_axes:
+        flipped = site.temporary("kernel_reversed", shape)
+        ops.append(site.op("Reverse", [kernel], [flipped], {"dims": reversed_axes}, suffix="kernel_reversed"))
+        kernel = flipped
+    return [kernel], {}, ops
+
+
+TRANSLATORS = {"convolution": translate_convolution}

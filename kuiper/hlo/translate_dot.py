@@ -1,0 +1,83 @@
+"""HLO ``dot`` (general dimension numbers) -> the shared ``MatMul`` (one BLAS product, batched or not).
+
+XLA's result dims are the batch dims, then the lhs free dims, then the rhs free dims. The
+translation moves each operand's dims into matmul order, lhs (batch.., free.., contracting..)
+and rhs (batch.., contracting.., free..), flattens each group into one dim, multiplies, and
+reshapes the product into the result; steps that change nothing are left out (a plain
+``x[M,K] . w[K,N]`` is one MatMul). A constant operand is laid out here, once, instead of
+on every call.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+
+from ..model_ir import OpNode
+from .site import Site
+from .translate_common import (
+    constant_operand,
+    ints,
+    operand,
+    reshape,
+    result,
+    transpose,
+    with_dims,
+)
+
+
+def translate_dot(site: Site) -> list[OpNode]:
+    lhs_shape, rhs_shape, out_shape = operand(site, 0), operand(site, 1), result(site)
+    lhs_batch, rhs_batch = ints(site, "lhs_batch_dims", ()), ints(site, "rhs_batch_dims", ())
+    lhs_contract, rhs_contract = ints(site, "lhs_contracting_dims", ()), ints(site, "rhs_contracting_dims", ())
+    if len(lhs_batch) != len(rhs_batch) or len(lhs_contract) != len(rhs_contract):
+        raise site.error("lhs and rhs must have as many batch dims, and as many contracting dims")
+    for dims, rank in ((lhs_batch + lhs_contract, lhs_shape.rank), (rhs_batch + rhs_contract, rhs_shape.rank)):
+        if len(set(dims)) != len(dims) or any(not 0 <= d < rank for d in dims):
+            raise site.error(f"dimension numbers {list(dims)} do not fit an operand of rank {rank}")
+    for left, right in zip(lhs_batch + lhs_contract, rhs_batch + rhs_contract):
+        if lhs_shape.dims[left] != rhs_shape.dims[right]:
+            raise site.error(f"lhs dim {left} ({lhs_shape.dims[left]}) and rhs dim {right} "
+                             f"({rhs_shape.dims[right]}) are paired but differ")
+    if {lhs_shape.element_type, rhs_shape.element_type} != {out_shape.element_type}:
+        raise site.error(f"a dot of {lhs_shape.element_type} and {rhs_shape.element_type} with a "
+                         f"{out_shape.element_type} result is not supported")
+    lhs_free = [d for d in range(lhs_shape.rank) if d not in lhs_batch and d not in lhs_contract]
+    rhs_free = [d for d in range(rhs_shape.rank) if d not in rhs_batch and d not in rhs_contract]
+    batch = [prod(lhs_shape.dims[d] for d in lhs_batch)] if lhs_batch else []
+    rows = prod(lhs_shape.dims[d] for d in lhs_free)
+    inner = prod(lhs_shape.dims[d] for d in lhs_contract)
+    columns = prod(rhs_shape.dims[d] for d in rhs_free)
+    ops: list[OpNode] = []
+    lhs = _as_matrix(site, 0, [*lhs_batch, *lhs_free, *lhs_contract], [*batch, rows, inner], "lhs", ops)
+    rhs = _as_matrix(site, 1, [*rhs_batch, *rhs_contract, *rhs_free], [*batch, inner, columns], "rhs", ops)
+    product_dims = [*batch, rows, columns]
+    if list(out_shape.dims) == product_dims:
+        return ops + [site.op("MatMul", [lhs, rhs], site.outputs)]
+    product = site.temporary("product", with_dims(out_shape, product_dims))
+    ops.append(site.op("MatMul", [lhs, rhs], [product], suffix="product"))
+    ops.append(site.op("Reshape", [product], site.outputs, {"shape": list(out_shape.dims)}))
+    return ops
+
+
+def _as_matrix(site: Site, index: int, order: list[int], matrix_dims: list[int], suffix: str,
+               ops: list[OpNode]) -> str:
+    """Operand ``index`` with its dims in ``order``, flattened to ``matrix_dims`` (ops appended to ``ops``)."""
+    shape = operand(site, index)
+    value = constant_operand(site, index)
+    if value is not None:  # a weight: laid out now, once
+        laid_out = np.ascontiguousarray(np.reshape(np.transpose(value, order), matrix_dims))
+        name = site.temporary(suffix, with_dims(shape, matrix_dims))
+        ops.append(site.op("Constant", [], [name], attrs={"data": laid_out}, suffix=suffix))
+        return name
+    name, moved, emitted = transpose(site, site.inputs[index], shape, order, f"{suffix}_moved")
+    ops += emitted
+    if list(moved.dims) == matrix_dims:
+        return name
+    name, _, emitted = reshape(site, name, moved, matrix_dims, suffix)
+    ops += emitted
+    return name
+
+
+TRANSLATORS = {"dot": translate_dot}

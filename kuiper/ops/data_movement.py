@@ -1,0 +1,176 @@
+"""Canonical data movement with explicit dimension numbers: Broadcast, Slice, Pad, DynamicSlice,
+DynamicUpdateSlice, Iota.
+
+These are the frontend-neutral forms (every dim spelled out, no negative axes, no
+PyTorch defaults) that a frontend translates into; the PNNX ops of the same family
+(``Tensor.expand``, ``Tensor.slice``, ``F.pad``) keep PyTorch's conventions. Reshape,
+Transpose, Reverse, Concat, Identity and Constant are served by the existing classes
+in shape.py, concat.py and io.py under those canonical types.
+"""
+
+from __future__ import annotations
+
+from ..errors import ShapeError
+from ..limits import check_size
+from .base import Op
+
+
+def _clamped_start(index, size: int, dim: int) -> int:
+    """A run-time start index clamped into [0, dim - size] (out-of-range starts never fail)."""
+    return min(max(int(index), 0), dim - size)
+
+
+class Broadcast(Op):
+    """Operand dim i becomes result dim ``dims[i]`` (increasing); the other dims of ``shape`` repeat it."""
+
+    types = ("Broadcast",)
+
+    def setup(self):
+        self.require_inputs(1)
+        self.shape = self.ints_param("shape")
+        self.dims = self.ints_param("dims", default=())
+        rank = len(self.shape)
+        if len(set(self.dims)) != len(self.dims) or any(not 0 <= d < rank for d in self.dims):
+            raise self.error(f"param 'dims' {list(self.dims)} does not fit the result shape {list(self.shape)}")
+        # Operand dims in the order of the result dims they map to.
+        self.order = tuple(sorted(range(len(self.dims)), key=lambda i: self.dims[i]))
+        self.target = sorted(self.dims)
+
+    def forward(self, x):
+        xp = self.xp
+        if x.ndim != len(self.dims):
+            raise ShapeError(f"{self.node.describe()}: expected an input of rank {len(self.dims)}, found {x.ndim}")
+        if self.order != tuple(range(len(self.order))):
+            x = xp.permute_dims(x, self.order)
+        expanded = [1] * len(self.shape)
+        for axis, position in enumerate(self.target):
+            expanded[position] = x.shape[axis]
+        return xp.broadcast_to(xp.reshape(x, tuple(expanded)), self.shape)
+
+
+class Slice(Op):
+    """``x[start:limit:stride]`` along every dim (starts and limits within the dims)."""
+
+    types = ("Slice",)
+
+    def setup(self):
+        self.require_inputs(1)
+        self.starts = self.ints_param("starts")
+        self.limits = self.ints_param("limits", len(self.starts))
+        self.strides = self.ints_param("strides", len(self.starts), default=1)
+        if any(s < 1 for s in self.strides):
+            raise self.error(f"param 'strides' must be positive, found {list(self.strides)}")
+        self.index = tuple(slice(b, e, s) for b, e, s in zip(self.starts, self.limits, self.strides))
+
+    def forward(self, x):
+        if x.ndim != len(self.index) or any(not 0 <= b <= e <= d for b, e, d in zip(self.starts, self.limits, x.shape)):
+            raise ShapeError(f"{self.node.describe()}: slice {self.starts}:{self.limits} does not fit input "
+                             f"{tuple(x.shape)}")
+        return x[self.index]
+
+
+class Pad(Op):
+    """Pad with a value: ``low``/``high`` per dim (negative amounts crop), ``interior`` between neighbours.
+
+    The value is the second input (a scalar), or the param ``value`` when there is one input.
+    """
+
+    types = ("Pad",)
+    fresh_output = True
+
+    def setup(self):
+        self.require_inputs(1, 2)
+        self.low = self.ints_param("low")
+        rank = len(self.low)
+        self.high = self.ints_param("high", rank)
+        self.interior = self.ints_param("interior", rank, default=0)
+        if any(i < 0 for i in self.interior):
+            raise self.error(f"param 'interior' must be non-negative, found {list(self.interior)}")
+        self.value = self.float_param("value", default=0.0)
+
+    def forward(self, x, value=None):
+        xp = self.xp
+        if x.ndim != len(self.low):
+            raise ShapeError(f"{self.node.describe()}: expected an input of rank {len(self.low)}, found {x.ndim}")
+        grown, place, keep = [], [], []
+        for size, low, high, interior in zip(x.shape, self.low, self.high, self.interior):
+            dilated = size + max(size - 1, 0) * interior
+            before, after = max(low, 0), max(high, 0)
+            total = before + dilated + after
+            if dilated + low + high < 0:
+                raise ShapeError(f"{self.node.describe()}: padding {low}, {high} crops more than dim of size {size}")
+            grown.append(total)
+            place.append(slice(before, before + dilated, interior + 1))
+            keep.append(slice(max(-low, 0), total - max(-high, 0)))
+        check_size(tuple(grown), x.dtype.itemsize, self.node.describe())
+        fill = self.value if value is None else value
+        result = xp.full(tuple(grown), fill, dtype=x.dtype)
+        result[tuple(place)] = x
+        return result[tuple(keep)]
+
+
+def _starts(x, starts) -> list:
+    """Start indices as given: one scalar input per dim, or (older form) one index vector."""
+    if len(starts) == 1 and getattr(starts[0], "ndim", 0) == 1 and x.ndim != 1:
+        return list(starts[0])
+    return list(starts)
+
+
+class DynamicSlice(Op):
+    """A ``sizes`` block of the first input at run-time start indices (the other inputs), clamped to fit."""
+
+    types = ("DynamicSlice",)
+
+    def setup(self):
+        self.sizes = self.ints_param("sizes")
+
+    def forward(self, x, *starts):
+        starts = _starts(x, starts)
+        if len(starts) != x.ndim or len(self.sizes) != x.ndim or any(s > d for s, d in zip(self.sizes, x.shape)):
+            raise ShapeError(f"{self.node.describe()}: sizes {list(self.sizes)} and {len(starts)} start(s) do not "
+                             f"fit input {tuple(x.shape)}")
+        begins = [_clamped_start(start, size, dim) for start, size, dim in zip(starts, self.sizes, x.shape)]
+        return x[tuple(slice(b, b + s) for b, s in zip(begins, self.sizes))]
+
+
+class DynamicUpdateSlice(Op):
+    """A copy of the first input with the second written at run-time start indices, clamped to fit."""
+
+    types = ("DynamicUpdateSlice",)
+    fresh_output = True
+
+    def forward(self, x, update, *starts):
+        starts = _starts(x, starts)
+        if len(starts) != x.ndim or update.ndim != x.ndim or any(u > d for u, d in zip(update.shape, x.shape)):
+            raise ShapeError(f"{self.node.describe()}: update {tuple(update.shape)} does not fit input "
+                             f"{tuple(x.shape)}")
+        result = self.xp.asarray(x, copy=True)
+        begins = [_clamped_start(start, size, dim) for start, size, dim in zip(starts, update.shape, x.shape)]
+        result[tuple(slice(b, b + s) for b, s in zip(begins, update.shape))] = update
+        return result
+
+
+class Iota(Op):
+    """0, 1, 2 ... along ``dim`` of an array of ``shape`` and ``dtype``."""
+
+    types = ("Iota",)
+
+    def setup(self):
+        self.require_inputs(0)
+        self.shape = self.ints_param("shape")
+        self.dim = self.int_param("dim")
+        if not 0 <= self.dim < len(self.shape):
+            raise self.error(f"param 'dim'={self.dim} is out of range for shape {list(self.shape)}")
+        dtype = getattr(self.xp, self.str_param("dtype"), None)
+        if dtype is None:
+            raise self.unsupported("dtype", self.param("dtype"), "a NumPy dtype name")
+        line = self.xp.arange(self.shape[self.dim]).astype(dtype)
+        column = [1] * len(self.shape)
+        column[self.dim] = self.shape[self.dim]
+        self.value = self.xp.broadcast_to(self.xp.reshape(line, tuple(column)), self.shape)
+
+    def forward(self):
+        return self.value
+
+
+OPS = [Broadcast, Slice, Pad, DynamicSlice, DynamicUpdateSlice, Iota]

@@ -1,0 +1,233 @@
+"""Elementwise functions computed exactly with the array API, for what the tensor IR cannot express.
+
+The canonical ``Elementwise`` op (elementwise_named.py) runs its function as IR where
+elementwise_ir.py has it (compiled, fusable); these are the rest: types the IR lacks
+(uint16 and wider unsigned types), bit reinterpretation (total-order compares, popcount,
+count-leading-zeros, arithmetic shifts of unsigned types), complex parts, cbrt.
+
+Semantics (shared with the IR versions, and XLA's): integer divide and remainder truncate
+toward zero and are defined for a zero divisor (x/0 = -1, or all ones unsigned; x%0 = x) and
+for INT_MIN/-1; shifts by the bit width or more give 0 (or the sign for arithmetic right
+shifts); logical right shifts shift in zeros; float -> int conversion saturates and maps NaN
+to 0; round_half_away rounds halves away from zero; integer overflow wraps; the total order
+of floats is -NaN < -inf < -0 < +0 < inf < NaN.
+"""
+
+from __future__ import annotations
+
+
+def _bits(x) -> int:
+    return x.dtype.itemsize * 8
+
+
+def _is_float(x) -> bool:
+    return x.dtype.kind in "fc"
+
+
+def _unsigned(xp, x):
+    return getattr(xp, f"uint{_bits(x)}")
+
+
+def _signed(xp, x):
+    return getattr(xp, f"int{_bits(x)}")
+
+
+def _full(xp, like, value):
+    return xp.full(like.shape, value, dtype=like.dtype)
+
+
+# -- integer division ----------------------------------------------------------------------
+def _truncating_quotient(xp, a, b):
+    """(quotient truncated toward zero, the divisor actually used, where b was 0)."""
+    zero = b == 0
+    safe = xp.where(zero, _full(xp, b, 1), b)
+    if a.dtype.kind == "i":
+        smallest = xp.iinfo(a.dtype).min
+        safe = xp.where((a == smallest) & (safe == -1), _full(xp, safe, 1), safe)  # INT_MIN / -1 = INT_MIN
+    quotient = a // safe  # floors
+    remainder = a - quotient * safe
+    # Floor and truncation differ when the division is inexact and the signs differ.
+    quotient = xp.where((remainder != 0) & ((a < 0) != (safe < 0)), quotient + 1, quotient)
+    return quotient, safe, zero
+
+
+def divide(xp, a, b):
+    if _is_float(a):
+        return a / b
+    quotient, _, zero = _truncating_quotient(xp, a, b)
+    all_ones = -1 if a.dtype.kind == "i" else xp.iinfo(a.dtype).max
+    return xp.where(zero, _full(xp, quotient, all_ones), quotient)
+
+
+def remainder(xp, a, b):
+    if _is_float(a):
+        return xp.fmod(a, b)
+    quotient, safe, zero = _truncating_quotient(xp, a, b)
+    return xp.where(zero, a, a - quotient * safe)
+
+
+def power(xp, a, b):
+    if _is_float(a):
+        return xp.pow(a, b)
+    negative = b < 0
+    result = a ** xp.where(negative, xp.zeros_like(b), b)
+    if a.dtype.kind == "u":
+        return result
+    # x ** -n is 0 except for 1 and -1 (XLA's integer pow).
+    odd = (b % 2) != 0
+    small = xp.where(a == 1, _full(xp, a, 1), xp.where(a == -1, xp.where(odd, _full(xp, a, -1), _full(xp, a, 1)),
+                                                      _full(xp, a, 0)))
+    return xp.where(negative, small, result)
+
+
+# -- bits ----------------------------------------------------------------------------------
+def _shift_amount(xp, x, amount):
+    """The shift as an unsigned count (negative counts are huge), and where it is >= the width."""
+    count = amount.view(_unsigned(xp, amount)) if amount.dtype.kind == "i" else amount
+    out_of_range = count >= _bits(x)
+    return xp.where(out_of_range, xp.zeros_like(count), count).astype(x.dtype), out_of_range
+
+
+def shift_left(xp, x, amount):
+    count, out_of_range = _shift_amount(xp, x, amount)
+    return xp.where(out_of_range, xp.zeros_like(x), x << count)
+
+
+def shift_right_arithmetic(xp, x, amount):
+    signed = x.view(_signed(xp, x)) if x.dtype.kind == "u" else x
+    count, out_of_range = _shift_amount(xp, signed, amount)
+    fill = xp.where(signed < 0, _full(xp, signed, -1), xp.zeros_like(signed))
+    result = xp.where(out_of_range, fill, signed >> count.astype(signed.dtype))
+    return result.view(x.dtype)
+
+
+def shift_right_logical(xp, x, amount):
+    unsigned = x.view(_unsigned(xp, x))
+    count, out_of_range = _shift_amount(xp, unsigned, amount)
+    result = xp.where(out_of_range, xp.zeros_like(unsigned), unsigned >> count.astype(unsigned.dtype))
+    return result.view(x.dtype)
+
+
+def population_count(xp, x):
+    unsigned = x.view(_unsigned(xp, x))
+    count = xp.zeros_like(unsigned)
+    for bit in range(_bits(x)):
+        count = count + ((unsigned >> bit) & 1)
+    return count.astype(x.dtype)
+
+
+def count_leading_zeros(xp, x):
+    unsigned = x.view(_unsigned(xp, x))
+    width = _bits(x)
+    bit_length = xp.zeros(x.shape, dtype=x.dtype)
+    for bit in range(width):
+        bit_length = xp.where((unsigned >> bit) != 0, _full(xp, bit_length, bit + 1), bit_length)
+    return width - bit_length
+
+
+def logical_not(xp, x):
+    return xp.logical_not(x) if x.dtype.kind == "b" else xp.bitwise_invert(x)
+
+
+# -- rounding and signs ----------------------------------------------------------------------
+def round_half_away_from_zero(xp, x):
+    truncated = xp.trunc(x)
+    return xp.where(xp.abs(x - truncated) >= 0.5, truncated + xp.sign(x), truncated)
+
+
+def logistic(xp, x):
+    one = xp.ones_like(x)
+    return one / (one + xp.exp(-x))
+
+
+def total_order_key(xp, x):
+    """Integers ordered like XLA's total order of floats: -NaN < -inf < -0 < +0 < inf < NaN."""
+    as_int = x.view(_signed(xp, x))
+    return xp.where(as_int < 0, as_int ^ xp.iinfo(as_int.dtype).max, as_int)
+
+
+UNARY = {
+    "abs": lambda xp, x: xp.abs(x),
+    "negate": lambda xp, x: -x,
+    "exp": lambda xp, x: xp.exp(x),
+    "expm1": lambda xp, x: xp.expm1(x),
+    "log": lambda xp, x: xp.log(x),
+    "log1p": lambda xp, x: xp.log1p(x),
+    "sqrt": lambda xp, x: xp.sqrt(x),
+    "rsqrt": lambda xp, x: xp.ones_like(x) / xp.sqrt(x),
+    "cbrt": lambda xp, x: xp.cbrt(x),
+    "sin": lambda xp, x: xp.sin(x),
+    "cos": lambda xp, x: xp.cos(x),
+    "tan": lambda xp, x: xp.tan(x),
+    "tanh": lambda xp, x: xp.tanh(x),
+    "logistic": logistic,
+    "floor": lambda xp, x: xp.floor(x),
+    "ceil": lambda xp, x: xp.ceil(x),
+    "round_half_away": round_half_away_from_zero,
+    "round_half_even": lambda xp, x: xp.round(x),
+    "sign": lambda xp, x: xp.sign(x),
+    "is_finite": lambda xp, x: xp.isfinite(x),
+    "not": logical_not,
+    "popcount": population_count,
+    "count_leading_zeros": count_leading_zeros,
+    "real": lambda xp, x: xp.real(x),
+    "imag": lambda xp, x: xp.imag(x),
+}
+BINARY = {
+    "add": lambda xp, a, b: a + b,
+    "subtract": lambda xp, a, b: a - b,
+    "multiply": lambda xp, a, b: a * b,
+    "divide": divide,
+    "remainder": remainder,
+    "power": power,
+    "maximum": lambda xp, a, b: xp.maximum(a, b),
+    "minimum": lambda xp, a, b: xp.minimum(a, b),
+    "atan2": lambda xp, a, b: xp.atan2(a, b),
+    "and": lambda xp, a, b: a & b,
+    "or": lambda xp, a, b: a | b,
+    "xor": lambda xp, a, b: a ^ b,
+    "shift_left": shift_left,
+    "shift_right_arithmetic": shift_right_arithmetic,
+    "shift_right_logical": shift_right_logical,
+    "complex": lambda xp, a, b: a + b * 1j,
+}
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+
+
+def compare(xp, a, b, direction: str, order: str):
+    """``a <direction> b``; ``order``: "" or "float" (natural), "total" (floats), "signed", "unsigned" (bits)."""
+    if order == "total" and a.dtype.kind == "f":
+        a, b = total_order_key(xp, a), total_order_key(xp, b)
+    elif order == "unsigned" and a.dtype.kind == "i":
+        a, b = a.view(_unsigned(xp, a)), b.view(_unsigned(xp, b))
+    elif order == "signed" and a.dtype.kind == "u":
+        a, b = a.view(_signed(xp, a)), b.view(_signed(xp, b))
+    if direction == "eq":
+        return xp.asarray(a == b)
+    if direction == "ne":
+        return xp.asarray(a != b)
+    if direction == "lt":
+        return xp.asarray(a < b)
+    if direction == "le":
+        return xp.asarray(a <= b)
+    if direction == "gt":
+        return xp.asarray(a > b)
+    return xp.asarray(a >= b)
+
+
+def convert(xp, x, dtype):
+    """To ``dtype`` (a backend dtype): float -> int saturates, NaN -> 0; -> bool is != 0; complex -> real drops imag."""
+    target = xp.empty((), dtype=dtype).dtype
+    if target.kind == "b":
+        return xp.asarray(x != 0)
+    if x.dtype.kind == "c" and target.kind != "c":
+        x = xp.real(x)
+    if x.dtype.kind == "f" and target.kind in "iu":
+        info = xp.iinfo(dtype)
+        truncated = xp.trunc(xp.where(xp.isnan(x), xp.zeros_like(x), x))
+        # Compare in float64 so the bounds themselves are exact.
+        wide = truncated.astype(xp.float64)
+        low, high = xp.full(x.shape, info.min, dtype=dtype), xp.full(x.shape, info.max, dtype=dtype)
+        inside = xp.clip(wide, float(info.min), float(info.max)).astype(dtype)
+        return xp.where(wide >= float(info.max), high, xp.where(wide <= float(info.min), low, inside))
+    return xp.asarray(x).astype(dtype)

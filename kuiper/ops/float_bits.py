@@ -1,0 +1,76 @@
+"""Ops on the bits of numbers: BitcastConvert (reinterpret as another type), ReducePrecision (round
+to a float with fewer exponent and mantissa bits and back, bit for bit as XLA does)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from .base import Op
+
+
+class BitcastConvert(Op):
+    """The bits of each element read as ``dtype``: a narrower type adds a minor dim, a wider one removes it."""
+
+    types = ("BitcastConvert",)
+    fresh_output = True
+
+    def setup(self):
+        self.require_inputs(1)
+        self.dtype = getattr(self.xp, self.str_param("dtype"), None)
+        if self.dtype is None:
+            raise self.unsupported("dtype", self.param("dtype"), "a NumPy dtype name")
+        self.itemsize = self.xp.empty((), dtype=self.dtype).itemsize
+
+    def forward(self, x):
+        contiguous = self.xp.asarray(x, copy=True)
+        target_size = self.itemsize
+        if target_size == x.dtype.itemsize:
+            return contiguous.view(self.dtype)
+        if target_size < x.dtype.itemsize:  # each element becomes several: a new minor dim
+            return self.xp.reshape(contiguous.view(self.dtype), (*x.shape, x.dtype.itemsize // target_size))
+        return self.xp.reshape(contiguous.view(self.dtype), x.shape[:-1])  # the minor dim is consumed
+
+
+class ReducePrecision(Op):
+    """Round to a float with ``exponent_bits``/``mantissa_bits`` and back (XLA's bit-level algorithm)."""
+
+    types = ("ReducePrecision",)
+    LAYOUT: ClassVar[dict] = {2: (5, 10), 4: (8, 23), 8: (11, 52)}  # itemsize -> (exponent, mantissa bits)
+
+    def setup(self):
+        self.require_inputs(1)
+        self.exponent_bits = self.int_param("exponent_bits")
+        self.mantissa_bits = self.int_param("mantissa_bits")
+        if self.exponent_bits < 1 or self.mantissa_bits < 0:
+            raise self.error(f"needs exponent_bits >= 1 and mantissa_bits >= 0, found {self.exponent_bits} "
+                             f"and {self.mantissa_bits}")
+
+    def forward(self, x):
+        xp = self.xp
+        source_exponent, source_mantissa = self.LAYOUT[x.dtype.itemsize]
+        unsigned_type = getattr(xp, f"uint{x.dtype.itemsize * 8}")
+        bits = x.view(unsigned_type)
+
+        def const(value):
+            return xp.asarray(value, dtype=unsigned_type)
+
+        if self.mantissa_bits < source_mantissa:
+            drop = source_mantissa - self.mantissa_bits
+            last_bit = (bits & const(1 << drop)) >> const(drop)
+            bits = (bits + last_bit + const((1 << (drop - 1)) - 1)) & ~const((1 << drop) - 1)
+        if self.exponent_bits < source_exponent:
+            width = x.dtype.itemsize * 8
+            exponent_mask = const(((1 << source_exponent) - 1) << source_mantissa)
+            bias = (1 << (source_exponent - 1)) - 1
+            reduced_bias = (1 << (self.exponent_bits - 1)) - 1
+            exponent = bits & exponent_mask
+            overflows = exponent > const((bias + reduced_bias) << source_mantissa)
+            underflows = exponent <= const((bias - reduced_bias) << source_mantissa)
+            signed_zero = bits & const(1 << (width - 1))
+            bits = xp.where(overflows, signed_zero | exponent_mask, bits)
+            bits = xp.where(underflows, signed_zero, bits)
+        result = bits.view(x.dtype)
+        return xp.where(xp.isnan(x), x, result) if self.mantissa_bits > 0 else result
+
+
+OPS = [BitcastConvert, ReducePrecision]
