@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from kuiper import te
 from kuiper.cli import main
 from kuiper.errors import SizeLimitError, TESyntaxError
+from kuiper.ir.codegen_cpp import cuda_source
 from kuiper.ir.identifiers import function_name_problem
 
 INJECTIONS = [
@@ -66,7 +67,7 @@ def test_emit_refuses_an_injected_function_name(name, language):
 def test_reserved_function_names_are_refused_where_code_is_emitted(name, language):
     kernel = te.parse("A<2>[i] = B<2>[i];", name=name)  # a name is fine for running and printing
     assert str(kernel) == "A<2>[i] = B<2>[i];"
-    with pytest.raises(TESyntaxError, match="cannot emit kernel"):
+    with pytest.raises(TESyntaxError, match="kernel name .* cannot name the emitted function"):
         te.emit(kernel, language)
 
 
@@ -114,6 +115,18 @@ def test_names_that_collided_give_cpp_and_cuda_that_compile(tmp_path):
     _compile_cpp(te.emit(kernel, "c++"), tmp_path)
     host_cuda = "#define __global__\n#define __device__\nstruct D { unsigned x; } blockIdx, blockDim, threadIdx;\n"
     _compile_cpp("#include <math.h>\nusing namespace std;\n" + host_cuda + te.emit(kernel, "cuda"), tmp_path)
+
+
+def test_names_that_collided_give_cuda_that_nvrtc_compiles():
+    from kuiper.ir.nvrtc import CompilerUnavailable, check_compiles, unavailable_reason
+
+    kernel = te.parse(COLLIDING, dtype="float64", name="double")  # the CuPy path names the function itself
+    source = cuda_source(te.lower(kernel, name="te_kernel"))[0]
+    try:
+        result = check_compiles(source)
+    except CompilerUnavailable:
+        pytest.skip(f"no CUDA compiler: {unavailable_reason()}")
+    assert result.ok, result.log[:3000]
 
 
 def test_a_tensor_and_an_index_of_one_name_stay_apart_in_cpp():

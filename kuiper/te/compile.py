@@ -64,7 +64,8 @@ class _CudaKernels:
 
         self.kernel = kernel
         self.block = BLOCK_SIZE
-        source, self.launches = cuda_source(lower(kernel))
+        # A fixed function name: the kernel's own may be a C++ keyword (legal in te, refused in C++)
+        source, self.launches = cuda_source(lower(kernel, name="te_kernel"))
         module = cupy.RawModule(code=source)
         self.functions = [module.get_function(launch.kernel) for launch in self.launches]
         self.cupy = cupy

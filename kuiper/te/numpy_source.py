@@ -15,8 +15,7 @@ call the function positionally, in the kernel's input order.
 
 from __future__ import annotations
 
-from kuiper.errors import TESyntaxError
-from kuiper.ir.identifiers import function_name_problem, tensor_identifier, variable_identifier
+from kuiper.ir.identifiers import tensor_identifier, variable_identifier
 from kuiper.ir.render_numpy import NumpyRenderer, float_text
 from kuiper.te.execute import EinsumPlan, GridPlan, plan
 from kuiper.te.kernel import Kernel
@@ -27,9 +26,7 @@ _CLAMPED = NumpyRenderer(clamp=True, user_names=True)  # a guarded point may sub
 
 
 def numpy_source(kernel: Kernel, name: str) -> str:
-    problem = function_name_problem(name)
-    if problem is not None:  # emit() checked it; a caller of this function alone gets the same check
-        raise TESyntaxError(f"cannot emit kernel {name!r}: {problem}")
+    """The source; ``name`` must be a function name kuiper.ir.identifiers accepts (emit() checks it)."""
     params = ", ".join(tensor_identifier(n) for n in kernel.inputs)
     lines = ["import numpy as np", "", "", f"def {name}({params}):"]
     for output in kernel.outputs:
