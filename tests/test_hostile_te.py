@@ -251,3 +251,10 @@ def test_a_grid_far_larger_than_its_inputs_is_refused_before_it_is_allocated(mon
 
 def test_a_constant_kernel_runs():
     np.testing.assert_array_equal(te.compile(te.parse("A<3>[i] = 1.0;"))()["A"], [1.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("text", ["O<3>[i] = A<3, 3>[i, k] where k = k;",  # found by the te fuzz test (KeyError)
+                                  "O<3>[i] = A<3, 3>[i, k] where k = j, j = i;"])
+def test_a_where_binding_that_reads_an_index_bound_later_is_refused(text):
+    with pytest.raises(TESyntaxError, match="used in the where clause before it is bound"):
+        te.parse(text)

@@ -239,6 +239,13 @@ def check_statement(stmt: Statement) -> Ranges:
             fail(stmt, name, f"index {name} has no range: it is not on the left and stands alone in no subscript")
         free[name] = (0, plain[name][0])
 
+    bound_so_far: list[str] = []
+    for var, expr in stmt.bindings:  # a binding reads free variables and those bound before it only
+        for name in variables(expr):
+            if name not in free and name not in bound_so_far:
+                fail(stmt, var.name, f"index {name} is used in the where clause before it is bound")
+        bound_so_far.append(var.name)
+
     env: dict[str, Bounds] = {name: (lo, hi - 1) for name, (lo, hi) in free.items()}
     _narrow_by_conditions(env, stmt.conditions)
     guarded: dict[str, tuple[int, int]] = {}
