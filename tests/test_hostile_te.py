@@ -258,3 +258,14 @@ def test_a_constant_kernel_runs():
 def test_a_where_binding_that_reads_an_index_bound_later_is_refused(text):
     with pytest.raises(TESyntaxError, match="used in the where clause before it is bound"):
         te.parse(text)
+
+
+@pytest.mark.parametrize("text, dtype, message", [  # found by the te fuzz test (ValueError, OverflowError)
+    ("O<3>[i] = 1e308 + i;", "float64", "a number overflows float32"),  # an int index and a float: float32
+    ("O<3>[i] = 1e39 * A<3>[i];", "float32", "1e39 is out of range for float32"),
+    ("O<3>[i] = 1e309;", "float64", "1e309 is out of range for float64"),
+    ("Y<4>[i] = X<9>[2 * i + 1] where 1e308 * i < 7;", "float64", "condition compares integer index arithmetic"),
+])
+def test_numbers_that_overflow_and_float_conditions_are_syntax_errors(text, dtype, message):
+    with pytest.raises(TESyntaxError, match=message):
+        te.parse(text, dtype=dtype)

@@ -25,7 +25,10 @@ promotion rules, so the right-hand side is ordinary tensor IR.
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
+
+import numpy
 
 from kuiper.errors import IRError, TESyntaxError
 from kuiper.ir import dtypes, make
@@ -105,6 +108,8 @@ class _Parser:
             node = build()
         except IRError as exc:
             self.error(str(exc), position)
+        if any(_overflowed(n) for n in (node, *node.children())):  # 1e308 + i is float32 arithmetic: inf
+            self.error(f"a number overflows {node.dtype} here", position)
         depth = 1 + max((self.depth(o) for o in operands), default=0)
         if depth > EXPRESSION_DEPTH:
             self.error(
@@ -168,6 +173,8 @@ class _Parser:
                         self.error("a where clause holds 'name = index expression' or a condition", position)
                     if _reads_tensor(cond):
                         self.error("a where condition is on index variables; test values with select()", position)
+                    if _has_float(cond):
+                        self.error("a where condition compares integer index arithmetic", position)
                     conditions.append(cond)
                 if not self.accept(","):
                     break
@@ -245,6 +252,8 @@ class _Parser:
         token = self.token
         if token.kind in (INT, FLOAT):
             self.advance()
+            if token.kind == FLOAT and not abs(token.value) <= float(numpy.finfo(self.dtype).max):
+                self.error(f"{token.text} is out of range for {self.dtype}")
             return make.const(token.value)
         if self.accept("("):
             with self.nested():
@@ -338,6 +347,14 @@ class _Parser:
 
 def _reads_tensor(expr: IRExpr) -> bool:
     return isinstance(expr, Indexing) or any(_reads_tensor(c) for c in expr.children())
+
+
+def _overflowed(node: IRExpr) -> bool:
+    return isinstance(node, Const) and isinstance(node.value, float) and not math.isfinite(node.value)
+
+
+def _has_float(expr: IRExpr) -> bool:
+    return dtypes.is_float(expr.dtype) or any(_has_float(c) for c in expr.children())
 
 
 def _as_tensor_bool(expr: IRExpr) -> IRExpr:
