@@ -264,7 +264,9 @@ def test_a_where_binding_that_reads_an_index_bound_later_is_refused(text):
     ("O<3>[i] = 1e308 + i;", "float64", "a number overflows float32"),  # an int index and a float: float32
     ("O<3>[i] = 1e39 * A<3>[i];", "float32", "1e39 is out of range for float32"),
     ("O<3>[i] = 1e309;", "float64", "1e309 is out of range for float64"),
-    ("Y<4>[i] = X<9>[2 * i + 1] where 1e308 * i < 7;", "float64", "condition compares integer index arithmetic"),
+    ("Y<4>[i] = X<9>[2 * i + 1] where 1.5 * i < 7;", "float64", "condition compares integer index arithmetic"),
+    ("Y<6>[p] += X<4>[i] where i = 99999999999999999999999999999 - 1;", "float32", "is over 2\\^62"),
+    ("Y<6>[p] += X<4>[i] where j = 4611686018427387904 * 4 - p, i = j - j;", "float32", "beyond 2\\^62"),
 ])
 def test_numbers_that_overflow_and_float_conditions_are_syntax_errors(text, dtype, message):
     with pytest.raises(TESyntaxError, match=message):

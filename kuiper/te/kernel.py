@@ -256,6 +256,8 @@ def check_statement(stmt: Statement) -> Ranges:
             env[var.name] = (0, plain[var.name][0] - 1)
         elif span is None:
             fail(stmt, var.name, f"cannot bound {var.name}: its expression is not integer index arithmetic")
+        elif max(abs(span[0]), abs(span[1])) > 2**62:  # C's long long must hold it, with room
+            fail(stmt, var.name, f"{var.name} ranges over [{span[0]}, {span[1]}], beyond 2^62")
         else:
             env[var.name] = span
         _narrow_by_conditions(env, stmt.conditions)

@@ -254,6 +254,8 @@ class _Parser:
             self.advance()
             if token.kind == FLOAT and not abs(token.value) <= float(numpy.finfo(self.dtype).max):
                 self.error(f"{token.text} is out of range for {self.dtype}")
+            if token.kind == INT and token.value > MAX_EXTENT:  # index arithmetic is C's long long
+                self.error(f"{token.text} is over 2^62")
             return make.const(token.value)
         if self.accept("("):
             with self.nested():
