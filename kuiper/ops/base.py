@@ -201,16 +201,13 @@ class NodeParams(Op):
         self.name = node.name
 
 
-def spatial_variants(base: type[Op], name: str, spellings: tuple[str, ...]) -> tuple[type[Op], ...]:
+def spatial_variants(base: type[Op], name: str) -> tuple[type[Op], ...]:
     """The 1-D, 2-D and 3-D classes of an op family written once for ``spatial`` dims.
 
-    ``name`` and ``spellings`` hold ``{}`` where the dim count goes: ``"Conv{}d"``,
-    ``("nn.Conv{}d", "F.conv{}d")``.
+    ``name`` holds ``{}`` where the dim count goes (``"Conv{}d"``); it is the class name and op type.
     """
     return tuple(
-        type(name.format(n), (base,), {
-            "types": tuple(spelling.format(n) for spelling in spellings), "spatial": n, "__module__": base.__module__,
-        })
+        type(name.format(n), (base,), {"types": (name.format(n),), "spatial": n, "__module__": base.__module__})
         for n in (1, 2, 3)
     )
 

@@ -17,14 +17,8 @@ from ..errors import InputError
 from .base import Op
 from .compare import promoted_dtype
 
-_BITWISE = {
-    "torch.bitwise_and": "and",
-    "torch.bitwise_or": "or",
-    "torch.bitwise_xor": "xor",
-    "torch.bitwise_left_shift": "lshift",
-    "torch.bitwise_right_shift": "rshift",
-}
-_LOGICAL = {"torch.logical_and": "and", "torch.logical_or": "or", "torch.logical_xor": "xor"}
+BITWISE_OPERATIONS = ("and", "or", "xor", "lshift", "rshift")
+LOGICAL_OPERATIONS = ("and", "or", "xor")
 
 
 def _is_number(value) -> bool:
@@ -73,11 +67,13 @@ def right_shift(xp, a, b):
 
 
 class Bitwise(BinaryOperands):
-    types = tuple(_BITWISE)
+    """``operation``: and, or, xor, lshift or rshift, on bool or integer operands."""
+
+    types = ("Bitwise",)
 
     def setup(self):
         super().setup()
-        self.operation = _BITWISE[self.node.type]
+        self.operation = self.choice_param("operation", BITWISE_OPERATIONS)
 
     def forward(self, *inputs):
         xp = self.xp
@@ -97,7 +93,7 @@ class Bitwise(BinaryOperands):
 
 
 class BitwiseNot(Op):
-    types = ("torch.bitwise_not",)
+    types = ("BitwiseNot",)
 
     def setup(self):
         self.require_inputs(1)
@@ -117,11 +113,13 @@ def truth(xp, value):
 
 
 class Logical(BinaryOperands):
-    types = tuple(_LOGICAL)
+    """``operation``: and, or or xor of the operands' truth values."""
+
+    types = ("Logical",)
 
     def setup(self):
         super().setup()
-        self.operation = _LOGICAL[self.node.type]
+        self.operation = self.choice_param("operation", LOGICAL_OPERATIONS)
 
     def forward(self, *inputs):
         xp = self.xp
@@ -131,7 +129,7 @@ class Logical(BinaryOperands):
 
 
 class LogicalNot(Op):
-    types = ("torch.logical_not",)
+    types = ("LogicalNot",)
 
     def setup(self):
         self.require_inputs(1)

@@ -32,7 +32,7 @@ def make_complex(xp, real, imag):
 
 
 class Complex(Op):
-    types = ("torch.complex",)
+    types = ("Complex",)
 
     def setup(self):
         self.require_inputs(2)
@@ -51,7 +51,7 @@ class Complex(Op):
 class RealPart(Op):
     """torch.real: the real part; a real tensor is returned as it is."""
 
-    types = ("torch.real",)
+    types = ("RealPart",)
 
     def setup(self):
         self.require_inputs(1)
@@ -61,7 +61,7 @@ class RealPart(Op):
 
 
 class ImagPart(Op):
-    types = ("torch.imag",)
+    types = ("ImagPart",)
 
     def setup(self):
         self.require_inputs(1)
@@ -73,7 +73,7 @@ class ImagPart(Op):
 
 
 class ViewAsComplex(Op):
-    types = ("torch.view_as_complex",)
+    types = ("ViewAsComplex",)
 
     def setup(self):
         self.require_inputs(1)
@@ -87,7 +87,7 @@ class ViewAsComplex(Op):
 
 
 class ViewAsReal(Op):
-    types = ("torch.view_as_real",)
+    types = ("ViewAsReal",)
 
     def setup(self):
         self.require_inputs(1)

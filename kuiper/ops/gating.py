@@ -15,7 +15,7 @@ from .base import Op, normalize_axis
 class GLU(Op):
     """glu(x, dim) = a * sigmoid(b), a and b the first and second half of x along dim."""
 
-    types = ("nn.GLU", "F.glu")
+    types = ("GLU",)
 
     def setup(self):
         self.require_inputs(1)
@@ -33,7 +33,7 @@ class GLU(Op):
 
 
 class RReLU(Op):
-    types = ("nn.RReLU", "F.rrelu")
+    types = ("RReLU",)
 
     def setup(self):
         self.require_inputs(1)

@@ -27,7 +27,7 @@ _CUBIC_A = -0.75
 
 
 class GridSample(Op):
-    types = ("F.grid_sample",)
+    types = ("GridSample",)
 
     def setup(self):
         self.require_inputs(2)
@@ -157,7 +157,7 @@ def _cubic_weights(t):
 
 
 class AffineGrid(Op):
-    types = ("F.affine_grid",)
+    types = ("AffineGrid",)
 
     def setup(self):
         self.theta_at = self.input_index("theta", 0)

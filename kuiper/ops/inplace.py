@@ -20,7 +20,7 @@ from .slicing import Slice, index_item
 
 
 class Clone(Op):
-    types = ("torch.clone", "Tensor.clone")
+    types = ("Clone",)
 
     def setup(self):
         self.require_inputs(1)
@@ -51,7 +51,7 @@ class ValueOp(Op):
 class Fill(ValueOp):
     """Tensor.fill (x.fill_(v)): a tensor of x's shape and dtype holding v."""
 
-    types = ("Tensor.fill",)
+    types = ("Fill",)
 
     def setup(self):
         self.input_at = self.input_index("input", 0)
@@ -63,7 +63,7 @@ class Fill(ValueOp):
 
 
 class MaskedFill(ValueOp):
-    types = ("Tensor.masked_fill",)
+    types = ("MaskedFill",)
 
     def setup(self):
         self.input_at = self.input_index("input", 0)
@@ -85,7 +85,7 @@ class IndexPut(ValueOp):
     """Tensor.index_put(indices, values, accumulate): x[indices] = values (+= with accumulate,
     where repeated indices add up, as in PyTorch)."""
 
-    types = ("Tensor.index_put",)
+    types = ("IndexPut",)
 
     def setup(self):
         self.input_at = self.input_index("input", 0)
@@ -122,7 +122,7 @@ class IndexPut(ValueOp):
 class SliceCopy(Slice):
     """Tensor.slice_copy: a copy of $self with $src written into the slice (Tensor.slice's params)."""
 
-    types = ("Tensor.slice_copy",)
+    types = ("SliceCopy",)
     extra_inputs = 1  # $src
 
     def data_position(self) -> int:

@@ -9,7 +9,7 @@ class Attribute(Op):
     """A constant tensor stored in the .bin as ``<op>.data`` (the canonical Constant: ``@data``); moved to the
     backend once."""
 
-    types = ("pnnx.Attribute", "Constant")
+    types = ("Constant",)
 
     def setup(self):
         self.require_inputs(0)

@@ -44,7 +44,7 @@ class KeyedInputs(Op):
 class Linear(Op):
     """y = x @ W^T + b over the last dim; any leading dims (rank 1, 2, 3 ...) pass through."""
 
-    types = ("nn.Linear",)
+    types = ("Linear",)
     fresh_output = True  # x @ W^T (+ b) is a new array
 
     def setup(self):
@@ -91,7 +91,7 @@ class FunctionalLinear(Op):
     """F.linear(input, weight, bias): weight and bias are inputs (``$weight``, ``$bias``) or
     weights (``@weight``, ``@bias``); ``bias=None`` means no bias."""
 
-    types = ("F.linear",)
+    types = ("LinearInputs",)
 
     def setup(self):
         keys = self.node.input_keys
@@ -134,7 +134,7 @@ class FunctionalLinear(Op):
 class MatMul(KeyedInputs):
     """torch.matmul and the canonical MatMul: 1-D and N-D operands, batch dims broadcast."""
 
-    types = ("torch.matmul", "MatMul")
+    types = ("MatMul",)
     keys = ("input", "other")
 
     def forward(self, *inputs):
@@ -149,11 +149,13 @@ class MatMul(KeyedInputs):
 class MM(KeyedInputs):
     """torch.mm (2-D @ 2-D) and torch.bmm (3-D @ 3-D, same batch)."""
 
-    types = ("torch.mm", "torch.bmm")
+    types = ("MatrixProduct",)
     keys = ("input", "mat2")
 
     def read_params(self):
-        self.rank = 3 if self.node.type == "torch.bmm" else 2
+        self.rank = self.int_param("rank", default=2)
+        if self.rank not in (2, 3):
+            raise self.unsupported("rank", self.rank, [2, 3])
 
     def forward(self, *inputs):
         a, b = self.operands(inputs)
@@ -165,7 +167,7 @@ class MM(KeyedInputs):
 class MV(KeyedInputs):
     """torch.mv: matrix @ vector."""
 
-    types = ("torch.mv",)
+    types = ("MatVec",)
     keys = ("input", "vec")
 
     def forward(self, *inputs):
@@ -181,14 +183,11 @@ class AddMM(KeyedInputs):
     As in PyTorch, beta == 0 ignores ``input`` entirely (NaN in it does not spread).
     """
 
-    types = ("torch.addmm", "torch.baddbmm")
-
-    def setup(self):
-        self.batched = self.node.type == "torch.baddbmm"
-        self.keys = ("input", "batch1", "batch2") if self.batched else ("input", "mat1", "mat2")
-        super().setup()
+    types = ("AddMatrixProduct",)
+    keys = ("input", "mat1", "mat2")
 
     def read_params(self):
+        self.batched = self.bool_param("batched", default=False)
         self.beta = self.float_param("beta", default=1.0)
         self.alpha = self.float_param("alpha", default=1.0)
 
@@ -208,7 +207,7 @@ class AddMM(KeyedInputs):
 class Einsum(Op):
     """torch.einsum(equation, *operands) via the backend's einsum."""
 
-    types = ("torch.einsum",)
+    types = ("Einsum",)
 
     def setup(self):
         if not self.node.inputs:

@@ -16,7 +16,7 @@ class LocalResponseNorm(NormOp):
     PyTorch pads), and PyTorch divides by ``size`` whatever the window holds.
     """
 
-    types = ("nn.LocalResponseNorm", "F.local_response_norm")
+    types = ("LocalResponseNorm",)
 
     def setup(self):
         self.require_inputs(1)
@@ -43,7 +43,7 @@ class LocalResponseNorm(NormOp):
 class Normalize(NormOp):
     """F.normalize: x / max(||x||_p along dim, eps)."""
 
-    types = ("F.normalize",)
+    types = ("Normalize",)
 
     def setup(self):
         self.require_inputs(1)

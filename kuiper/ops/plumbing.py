@@ -18,24 +18,8 @@ from .base import Op
 from .shape import data_input_index, int_list
 from .slicing import check_index_range
 
-# PyTorch dtype spellings in PNNX params -> array-API dtype names.
-TORCH_DTYPES = {
-    "torch.float": "float32",
-    "torch.float32": "float32",
-    "torch.double": "float64",
-    "torch.float64": "float64",
-    "torch.half": "float16",
-    "torch.float16": "float16",
-    "torch.long": "int64",
-    "torch.int64": "int64",
-    "torch.int": "int32",
-    "torch.int32": "int32",
-    "torch.short": "int16",
-    "torch.int16": "int16",
-    "torch.int8": "int8",
-    "torch.uint8": "uint8",
-    "torch.bool": "bool",
-}
+# The dtypes a cast may name (array-API names; the PNNX frontend translates torch.float & co).
+CAST_DTYPES = ("bool", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")
 
 
 def _flatten(values) -> list:
@@ -49,14 +33,14 @@ def _flatten(values) -> list:
 
 
 class TupleConstruct(Op):
-    types = ("prim::TupleConstruct",)
+    types = ("MakeTuple",)
 
     def forward(self, *values):
         return tuple(_flatten(values))
 
 
 class ListConstruct(Op):
-    types = ("prim::ListConstruct",)
+    types = ("MakeList",)
 
     def forward(self, *values):
         return list(values)
@@ -65,7 +49,7 @@ class ListConstruct(Op):
 class Unpack(Op):
     """prim::TupleUnpack / prim::ListUnpack: one sequence in, one output per element."""
 
-    types = ("prim::TupleUnpack", "prim::ListUnpack")
+    types = ("Unpack",)
 
     def setup(self):
         self.require_inputs(1)
@@ -83,7 +67,7 @@ class Unpack(Op):
 class SliceIndexes(Op):
     """pnnx.SliceIndexes ``indexes=(1,@0,@1)``: a list of ints, ``@N`` taken from input N."""
 
-    types = ("pnnx.SliceIndexes",)
+    types = ("SliceIndexes",)
 
     def setup(self):
         indexes = self.param("indexes")
@@ -113,16 +97,13 @@ class SliceIndexes(Op):
 
 
 class To(Op):
-    """Tensor.to(dtype): a cast; device, copy and memory-format flags do not change values."""
+    """A cast to ``dtype`` with PyTorch's rules; device, copy and memory-format flags do not change values."""
 
-    types = ("Tensor.to",)
+    types = ("Cast",)
 
     def setup(self):
         self.require_inputs(1)
-        dtype = self.str_param("dtype")
-        if dtype not in TORCH_DTYPES:
-            raise self.unsupported("dtype", dtype, sorted(TORCH_DTYPES))
-        self.dtype = getattr(self.xp, TORCH_DTYPES[dtype])
+        self.dtype = getattr(self.xp, self.choice_param("dtype", CAST_DTYPES))
 
     def forward(self, x):
         return cast(self, x, self.dtype)
@@ -141,27 +122,8 @@ def cast(op: Op, x, dtype):
     return xp.astype(x, dtype)
 
 
-class CastTo(Op):
-    """Tensor.float() / .long() / ... if a PNNX version writes them instead of Tensor.to."""
-
-    types = (
-        "Tensor.float", "Tensor.double", "Tensor.half", "Tensor.long", "Tensor.int", "Tensor.short", "Tensor.bool",
-    )
-    target = {
-        "Tensor.float": "float32", "Tensor.double": "float64", "Tensor.half": "float16", "Tensor.long": "int64",
-        "Tensor.int": "int32", "Tensor.short": "int16", "Tensor.bool": "bool",
-    }
-
-    def setup(self):
-        self.require_inputs(1)
-        self.dtype = getattr(self.xp, self.target[self.node.type])
-
-    def forward(self, x):
-        return cast(self, x, self.dtype)
-
-
 class TypeAs(Op):
-    types = ("Tensor.type_as",)
+    types = ("TypeAs",)
 
     def setup(self):
         self.require_inputs(2)
@@ -190,7 +152,7 @@ def check_embedding_params(op: Op) -> None:
 
 
 class Embedding(Op):
-    types = ("nn.Embedding",)
+    types = ("Embedding",)
 
     def setup(self):
         self.require_inputs(1)
@@ -206,7 +168,7 @@ class Embedding(Op):
 class FunctionalEmbedding(Op):
     """F.embedding(input, weight): the table is an input (often a pnnx.Attribute)."""
 
-    types = ("F.embedding",)
+    types = ("EmbeddingInputs",)
 
     def setup(self):
         self.require_inputs(2)
@@ -221,4 +183,4 @@ class FunctionalEmbedding(Op):
         return lookup_rows(self, weight, inputs[self.data_index])
 
 
-OPS = [TupleConstruct, ListConstruct, Unpack, SliceIndexes, To, CastTo, TypeAs, Embedding, FunctionalEmbedding]
+OPS = [TupleConstruct, ListConstruct, Unpack, SliceIndexes, To, TypeAs, Embedding, FunctionalEmbedding]

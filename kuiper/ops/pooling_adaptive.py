@@ -105,9 +105,7 @@ class AdaptiveAvgPoolNd(_AdaptivePoolNd):
         return x
 
 
-AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d = spatial_variants(
-    AdaptiveAvgPoolNd, "AdaptiveAvgPool{}d", ("nn.AdaptiveAvgPool{}d", "F.adaptive_avg_pool{}d")
-)
+AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d = spatial_variants(AdaptiveAvgPoolNd, "AdaptiveAvgPool{}d")
 
 
 class AdaptiveMaxPoolNd(_AdaptivePoolNd):
@@ -173,9 +171,7 @@ class AdaptiveMaxPoolNd(_AdaptivePoolNd):
         return x, position
 
 
-AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d = spatial_variants(
-    AdaptiveMaxPoolNd, "AdaptiveMaxPool{}d", ("nn.AdaptiveMaxPool{}d", "F.adaptive_max_pool{}d")
-)
+AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d = spatial_variants(AdaptiveMaxPoolNd, "AdaptiveMaxPool{}d")
 
 
 OPS = [AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d]

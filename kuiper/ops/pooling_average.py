@@ -95,7 +95,7 @@ class AvgPoolNd(Op):
         return x * self._reciprocal_divisors(sizes, outs, x.dtype)
 
 
-AvgPool1d, AvgPool2d, AvgPool3d = spatial_variants(AvgPoolNd, "AvgPool{}d", ("nn.AvgPool{}d", "F.avg_pool{}d"))
+AvgPool1d, AvgPool2d, AvgPool3d = spatial_variants(AvgPoolNd, "AvgPool{}d")
 
 
 OPS = [AvgPool1d, AvgPool2d, AvgPool3d]

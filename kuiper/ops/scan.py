@@ -14,12 +14,12 @@ from .base import Op, normalize_axis
 
 
 class Scan(Op):
-    types = ("torch.cumsum", "torch.cumprod")
+    types = ("CumulativeScan",)
 
     def setup(self):
         self.require_inputs(1)
         self.dim = self.int_param("dim")
-        self.product = self.node.type.endswith("cumprod")
+        self.product = self.choice_param("reduction", ("sum", "prod")) == "prod"
 
     def forward(self, x):
         xp = self.xp
@@ -30,7 +30,7 @@ class Scan(Op):
 
 
 class TopK(Op):
-    types = ("torch.topk",)
+    types = ("TopKDim",)
 
     def setup(self):
         self.require_inputs(1)

@@ -14,7 +14,7 @@ from .base import Op, is_to_the_end, normalize_axis
 class MaskedSelect(Op):
     """The elements of ``input`` where ``mask`` (broadcast together) is True, as a 1-D tensor."""
 
-    types = ("torch.masked_select",)
+    types = ("MaskedSelect",)
 
     def setup(self):
         self.require_inputs(2)
@@ -32,7 +32,7 @@ class MaskedSelect(Op):
 class Diag(Op):
     """torch.diag: a vector becomes a square matrix with it on diagonal ``diagonal``; a matrix gives that diagonal."""
 
-    types = ("torch.diag",)
+    types = ("Diag",)
 
     def setup(self):
         self.require_inputs(1)
@@ -79,7 +79,7 @@ class ScatterAdd(Op):
     in the other dims, as in PyTorch.
     """
 
-    types = ("torch.scatter_add",)
+    types = ("ScatterAdd",)
 
     def setup(self):
         self.require_inputs(3)
@@ -110,7 +110,7 @@ class ScatterAdd(Op):
 class SliceScatter(Op):
     """torch.slice_scatter(input, src, dim, start, end, step): a copy of input with ``src`` in that slice."""
 
-    types = ("torch.slice_scatter",)
+    types = ("SliceScatter",)
 
     def setup(self):
         self.require_inputs(2)

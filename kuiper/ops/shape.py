@@ -97,7 +97,7 @@ class Reshape(ShapeArgOp):
     """Tensor.reshape / Tensor.view and the canonical Reshape: ``shape`` param, or a ``$shape`` input
     from an expression."""
 
-    types = ("Tensor.reshape", "Tensor.view", "Reshape")
+    types = ("Reshape",)
 
     def setup(self):
         self.read_shape_arg("shape")
@@ -109,7 +109,7 @@ class Reshape(ShapeArgOp):
 
 
 class ReshapeAs(Op):
-    types = ("Tensor.reshape_as", "Tensor.view_as")
+    types = ("ReshapeAs",)
 
     def setup(self):
         self.require_inputs(2)
@@ -123,7 +123,7 @@ class ReshapeAs(Op):
 
 
 class Flatten(Op):
-    types = ("torch.flatten", "Tensor.flatten")
+    types = ("Flatten",)
 
     def setup(self):
         self.require_inputs(1)
@@ -144,7 +144,7 @@ class Flatten(Op):
 class Unflatten(Op):
     """Tensor.unflatten(dim, sizes): split one dim into several; one size may be -1."""
 
-    types = ("Tensor.unflatten", "torch.unflatten")
+    types = ("Unflatten",)
 
     def setup(self):
         self.require_inputs(1)
@@ -160,7 +160,7 @@ class Unflatten(Op):
 class Permute(Op):
     """torch.permute, and the canonical Transpose: ``dims`` is the permutation (result dim i is input dim dims[i])."""
 
-    types = ("Tensor.permute", "torch.permute", "Transpose")
+    types = ("Transpose",)
 
     def setup(self):
         self.require_inputs(1)
@@ -176,7 +176,7 @@ class Permute(Op):
 
 
 class Transpose(Op):
-    types = ("torch.transpose", "Tensor.transpose")
+    types = ("SwapAxes",)
 
     def setup(self):
         self.require_inputs(1)
@@ -194,7 +194,7 @@ class Transpose(Op):
 class MatrixTranspose(Op):
     """torch.t: transposes a 2-D tensor; 0-D and 1-D come back unchanged."""
 
-    types = ("torch.t", "Tensor.t")
+    types = ("MatrixTranspose",)
 
     def setup(self):
         self.require_inputs(1)
@@ -208,7 +208,7 @@ class MatrixTranspose(Op):
 class Squeeze(Op):
     """Drop size-1 dims: all of them (no ``dim``), or the listed ones that have size 1."""
 
-    types = ("torch.squeeze", "Tensor.squeeze")
+    types = ("Squeeze",)
 
     def setup(self):
         self.require_inputs(1)
@@ -225,7 +225,7 @@ class Squeeze(Op):
 
 
 class Unsqueeze(Op):
-    types = ("torch.unsqueeze", "Tensor.unsqueeze")
+    types = ("Unsqueeze",)
 
     def setup(self):
         self.require_inputs(1)
@@ -239,7 +239,7 @@ class Unsqueeze(Op):
 class Expand(ShapeArgOp):
     """Tensor.expand(sizes): broadcast size-1 dims; -1 keeps a dim; new dims go in front."""
 
-    types = ("Tensor.expand",)
+    types = ("Expand",)
 
     def setup(self):
         self.read_shape_arg("sizes")
@@ -265,7 +265,7 @@ class Expand(ShapeArgOp):
 
 
 class ExpandAs(Op):
-    types = ("Tensor.expand_as",)
+    types = ("ExpandAs",)
 
     def setup(self):
         self.require_inputs(2)
@@ -283,7 +283,7 @@ class ExpandAs(Op):
 class Repeat(ShapeArgOp):
     """Tensor.repeat(sizes): tile; ``sizes`` may be longer than the rank (new leading dims)."""
 
-    types = ("Tensor.repeat",)
+    types = ("Repeat",)
 
     def setup(self):
         self.read_shape_arg("sizes")
@@ -303,7 +303,7 @@ class Repeat(ShapeArgOp):
 class Tile(Op):
     """torch.tile(dims): like repeat, but a short ``dims`` is padded with leading 1s."""
 
-    types = ("torch.tile", "Tensor.tile")
+    types = ("Tile",)
 
     def setup(self):
         self.require_inputs(1)
@@ -323,7 +323,7 @@ class RepeatInterleave(Op):
     """torch.repeat_interleave with an int ``repeats`` or a tensor of per-element repeats bound to
     ``$repeats``; without ``dim`` the input is flattened first."""
 
-    types = ("torch.repeat_interleave", "Tensor.repeat_interleave")
+    types = ("RepeatInterleave",)
 
     def setup(self):
         self.dim = self.optional_int_param("dim")
@@ -368,7 +368,7 @@ class RepeatInterleave(Op):
 class Flip(Op):
     """torch.flip, and the canonical Reverse: ``dims`` are the dims reversed."""
 
-    types = ("torch.flip", "Tensor.flip", "Reverse")
+    types = ("Reverse",)
 
     def setup(self):
         self.require_inputs(1)
@@ -382,7 +382,7 @@ class Flip(Op):
 class Roll(Op):
     """torch.roll: shift along dims; without dims the flattened tensor is rolled."""
 
-    types = ("torch.roll", "Tensor.roll")
+    types = ("Roll",)
 
     def setup(self):
         self.require_inputs(1)
@@ -405,7 +405,7 @@ class Contiguous(Op):
     """Tensor.contiguous: a layout hint in PyTorch, the identity here (arrays are immutable values);
     also the canonical Identity (copies, barriers, single-device collectives)."""
 
-    types = ("Tensor.contiguous", "Identity")
+    types = ("Identity",)
 
     def setup(self):
         self.require_inputs(1)

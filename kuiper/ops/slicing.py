@@ -44,7 +44,7 @@ def _slice_bound(value: int) -> int | None:
 
 
 class Slice(ArgsOp):
-    types = ("Tensor.slice",)
+    types = ("SliceDim",)
     extra_inputs = 0  # tensor inputs besides the data and the $-bound slice arguments
 
     def setup(self):
@@ -119,7 +119,7 @@ def checked_index(op: Op, index: int, size: int, dim: int) -> int:
 
 
 class Select(ArgsOp):
-    types = ("Tensor.select", "torch.select")
+    types = ("Select",)
 
     def setup(self):
         self.data_index = data_input_index(self)
@@ -141,7 +141,7 @@ class Select(ArgsOp):
 class Narrow(ArgsOp):
     """torch.narrow(dim, start, length); a negative start counts from the end."""
 
-    types = ("torch.narrow", "Tensor.narrow")
+    types = ("Narrow",)
 
     def setup(self):
         self.data_index = data_input_index(self)
@@ -213,7 +213,7 @@ class Index(Op):
     ``pnnx.Expression`` like ``[None,@0]`` whose ``@0`` is an index tensor).
     """
 
-    types = ("Tensor.index",)
+    types = ("Index",)
 
     def setup(self):
         self.data_index = data_input_index(self)
@@ -258,7 +258,7 @@ class Gather(Op):
     input is cut down to the index's extent there first.
     """
 
-    types = ("torch.gather", "Tensor.gather")
+    types = ("TakeAlongAxis",)
 
     def setup(self):
         self.require_inputs(2)
@@ -283,7 +283,7 @@ class Gather(Op):
 
 
 class IndexSelect(Op):
-    types = ("torch.index_select", "Tensor.index_select")
+    types = ("IndexSelect",)
 
     def setup(self):
         self.require_inputs(2)

@@ -41,7 +41,7 @@ def lgamma(xp, x):
 
 
 class Lgamma(Op):
-    types = ("torch.lgamma",)
+    types = ("Lgamma",)
 
     def setup(self):
         self.require_inputs(1)
@@ -55,7 +55,7 @@ class Lgamma(Op):
 class Positive(Op):
     """torch.positive: the input itself (PyTorch returns it unchanged)."""
 
-    types = ("torch.positive",)
+    types = ("Positive",)
 
     def setup(self):
         self.require_inputs(1)

@@ -12,7 +12,7 @@ class Cross(Op):
     Without ``dim`` (pnnx writes dim=None), PyTorch's deprecated default: the first dim of size 3.
     """
 
-    types = ("torch.cross",)
+    types = ("Cross",)
 
     def setup(self):
         self.require_inputs(2)
@@ -41,7 +41,7 @@ class Cross(Op):
 class PairwiseDistance(Op):
     """F.pairwise_distance(x1, x2, p, eps, keepdim) = ||x1 - x2 + eps||_p over the last dim."""
 
-    types = ("F.pairwise_distance",)
+    types = ("PairwiseDistance",)
 
     def setup(self):
         self.require_inputs(2)
