@@ -1,4 +1,4 @@
-"""Linear algebra: nn.Linear / F.linear, matrix products, einsum.
+"""Linear algebra: Linear (weights constant or inputs), matrix products, einsum.
 
 Products follow ``xp.matmul``, whose rules (1-D operands promoted and the
 added dim dropped again, batch dims broadcast) are PyTorch's torch.matmul
@@ -42,36 +42,64 @@ class KeyedInputs(Op):
 
 
 class Linear(Op):
-    """y = x @ W^T + b over the last dim; any leading dims (rank 1, 2, 3 ...) pass through."""
+    """y = x @ W^T + b over the last dim; any leading dims (rank 1, 2, 3 ...) pass through.
+
+    W is the constant ``@weight``, or, for a weight shared with another layer (GPT-2 ties its
+    lm_head to the token embedding: PNNX writes ``nn.Linear lm_head 2 1 <weight> <x>``), a
+    second input: the one bound to ``$weight``, else the one of shape (out_features, in_features).
+    """
 
     types = ("Linear",)
     fresh_output = True  # x @ W^T (+ b) is a new array
 
     def setup(self):
-        self.require_inputs(1)
-        weight = self.node.attrs.get("weight")
-        if weight is None or weight.ndim != 2:
-            raise self.error("needs a 2-D weight '@weight' (out_features, in_features)")
-        self.in_features = weight.shape[1]
-        for key, actual in (("out_features", weight.shape[0]), ("in_features", weight.shape[1])):
-            if self.has_param(key) and self.int_param(key) != actual:
-                raise self.error(f"param '{key}'={self.int_param(key)} contradicts @weight of shape {weight.shape}")
-        # Transposed once here so forward is a plain x @ W^T without a per-call transpose.
-        self.weight_t = self.xp.permute_dims(self.weight("weight", aligned=True), (1, 0))
+        self.require_inputs(1, 2)
+        self.weight_t = None
+        if len(self.node.inputs) == 2:
+            self.shape = (self.int_param("out_features"), self.int_param("in_features"))
+        else:
+            weight = self.node.attrs.get("weight")
+            if weight is None or weight.ndim != 2:
+                raise self.error("needs a 2-D weight '@weight' (out_features, in_features)")
+            for key, actual in (("out_features", weight.shape[0]), ("in_features", weight.shape[1])):
+                if self.has_param(key) and self.int_param(key) != actual:
+                    raise self.error(f"param '{key}'={self.int_param(key)} contradicts @weight of shape {weight.shape}")
+            self.shape = tuple(weight.shape)
+            # Transposed once here so forward is a plain x @ W^T without a per-call transpose.
+            self.weight_t = self.xp.permute_dims(self.weight("weight", aligned=True), (1, 0))
+        self.in_features = self.shape[1]
         self.bias = self.weight("bias", required=self.bool_param("bias", default="bias" in self.node.attrs))
 
-    def forward(self, x):
+    def forward(self, *inputs):
+        if self.weight_t is None:
+            x, weight = self.input_and_shared_weight(inputs)
+            weight_t = self.xp.permute_dims(weight, (1, 0))
+        else:
+            (x,), weight_t = inputs, self.weight_t
         if x.shape[-1] != self.in_features:
             raise ShapeError(
                 f"{self.node.describe()}: expected last dim {self.in_features}, found input shape {tuple(x.shape)}"
             )
-        out = matmul_last_dim(self.xp, x, self.weight_t)
+        out = matmul_last_dim(self.xp, x, weight_t)
         if self.bias is not None:
             if out.dtype == self.bias.dtype and out.ndim >= 1:
                 out += self.bias  # out is a fresh array
             else:
                 out = out + self.bias
         return out
+
+    def input_and_shared_weight(self, inputs):
+        """(x, W) from two inputs: W is bound to ``$weight``, or the only one shaped (out, in)."""
+        weight_at = self.input_index("weight")
+        if weight_at is None:
+            fits = [position for position, value in enumerate(inputs) if _shape(value) == self.shape]
+            if len(fits) != 1:
+                raise ShapeError(
+                    f"{self.node.describe()}: expected one input of weight shape {self.shape} beside the data "
+                    f"input, found shapes {[_shape(value) for value in inputs]} (bind the weight to $weight)"
+                )
+            (weight_at,) = fits
+        return inputs[1 - weight_at], inputs[weight_at]
 
 
 def matmul_last_dim(xp, x, matrix):
