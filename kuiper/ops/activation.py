@@ -199,9 +199,9 @@ class Softmax(Op):
     (PNNX's nn.Softmax2d is dim=-3 on 3-D or 4-D inputs)."""
 
     types = ("Softmax",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.log = self.bool_param("log", default=False)
         self.negate = self.bool_param("negate", default=False)
         self.dim = self.optional_int_param("dim")

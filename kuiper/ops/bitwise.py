@@ -17,8 +17,6 @@ from ..errors import InputError
 from .base import Op
 from .compare import promoted_dtype
 
-BITWISE_OPERATIONS = ("and", "or", "xor", "lshift", "rshift")
-LOGICAL_OPERATIONS = ("and", "or", "xor")
 
 
 def _is_number(value) -> bool:
@@ -26,9 +24,13 @@ def _is_number(value) -> bool:
 
 
 class BinaryOperands(Op):
-    """Reads ``$input`` and ``$other`` (a second input, or a number param)."""
+    """Reads ``$input`` and ``$other`` (a second input, or a number param), and the ``operation``
+    (one of ``operations``)."""
+
+    operations: tuple[str, ...] = ()
 
     def setup(self):
+        self.operation = self.choice_param("operation", self.operations)
         self.input_at = self.input_index("input", default=0)
         self.other_at = self.input_index("other", default=1 if len(self.node.inputs) == 2 else None)
         if self.other_at is None:
@@ -70,10 +72,7 @@ class Bitwise(BinaryOperands):
     """``operation``: and, or, xor, lshift or rshift, on bool or integer operands."""
 
     types = ("Bitwise",)
-
-    def setup(self):
-        super().setup()
-        self.operation = self.choice_param("operation", BITWISE_OPERATIONS)
+    operations = ("and", "or", "xor", "lshift", "rshift")
 
     def forward(self, *inputs):
         xp = self.xp
@@ -94,9 +93,7 @@ class Bitwise(BinaryOperands):
 
 class BitwiseNot(Op):
     types = ("BitwiseNot",)
-
-    def setup(self):
-        self.require_inputs(1)
+    arity = 1
 
     def forward(self, x):
         xp = self.xp
@@ -116,10 +113,7 @@ class Logical(BinaryOperands):
     """``operation``: and, or or xor of the operands' truth values."""
 
     types = ("Logical",)
-
-    def setup(self):
-        super().setup()
-        self.operation = self.choice_param("operation", LOGICAL_OPERATIONS)
+    operations = ("and", "or", "xor")
 
     def forward(self, *inputs):
         xp = self.xp
@@ -130,9 +124,7 @@ class Logical(BinaryOperands):
 
 class LogicalNot(Op):
     types = ("LogicalNot",)
-
-    def setup(self):
-        self.require_inputs(1)
+    arity = 1
 
     def forward(self, x):
         return self.xp.logical_not(truth(self.xp, x))

@@ -35,9 +35,7 @@ class Complex(Op):
     types = ("Complex",)
 
     def setup(self):
-        self.require_inputs(2)
-        self.real_at = self.input_index("real", 0)
-        self.imag_at = self.input_index("imag", 1 - self.real_at)
+        self.real_at, self.imag_at = self.input_pair("real", "imag")
 
     def forward(self, *inputs):
         xp = self.xp
@@ -52,9 +50,7 @@ class RealPart(Op):
     """torch.real: the real part; a real tensor is returned as it is."""
 
     types = ("RealPart",)
-
-    def setup(self):
-        self.require_inputs(1)
+    arity = 1
 
     def forward(self, x):
         return self.xp.real(x) if self.xp.isdtype(x.dtype, "complex floating") else x
@@ -62,9 +58,7 @@ class RealPart(Op):
 
 class ImagPart(Op):
     types = ("ImagPart",)
-
-    def setup(self):
-        self.require_inputs(1)
+    arity = 1
 
     def forward(self, x):
         if not self.xp.isdtype(x.dtype, "complex floating"):
@@ -74,9 +68,7 @@ class ImagPart(Op):
 
 class ViewAsComplex(Op):
     types = ("ViewAsComplex",)
-
-    def setup(self):
-        self.require_inputs(1)
+    arity = 1
 
     def forward(self, x):
         xp = self.xp
@@ -88,9 +80,7 @@ class ViewAsComplex(Op):
 
 class ViewAsReal(Op):
     types = ("ViewAsReal",)
-
-    def setup(self):
-        self.require_inputs(1)
+    arity = 1
 
     def forward(self, x):
         xp = self.xp

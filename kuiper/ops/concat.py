@@ -175,9 +175,9 @@ class TensorSplit(SplitOp):
 
 class Unbind(Op):
     types = ("Unbind",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.dim = self.int_param("dim", default=0)
 
     def forward(self, x):

@@ -1,4 +1,4 @@
-"""In-place tensor edits as pnnx writes them: clone, fill, masked_fill, index_put, slice_copy.
+"""In-place tensor edits as pnnx writes them: fill, masked_fill, index_put, slice_copy.
 
 PyTorch code such as ``y = x.clone(); y[:, 1:3] = z`` reaches pnnx as a chain of
 functional ops: ``Tensor.clone`` then ``Tensor.slice_copy`` ($self the tensor written
@@ -6,7 +6,7 @@ into, $src the values, the slice as Tensor.slice spells it), or ``Tensor.index_p
 ($indices a list from a pnnx.Expression such as ``[None,@0]``; a bool mask or index
 tensors).  Here every edit writes into a fresh copy, so no input ever changes:
 arrays flowing through a kuiper graph are values.  A clone is therefore the input
-itself.
+itself: the PNNX frontend translates it to ``Identity``.
 
 Values (``value=``/``values=``) are numbers in the file or 0-d tensors bound to
 ``$value``/``$values``; they are converted to the edited tensor's dtype, as PyTorch does.
@@ -17,16 +17,6 @@ from __future__ import annotations
 from ..errors import ShapeError
 from .base import Op
 from .slicing import Slice, index_item
-
-
-class Clone(Op):
-    types = ("Clone",)
-
-    def setup(self):
-        self.require_inputs(1)
-
-    def forward(self, x):
-        return x
 
 
 class ValueOp(Op):
@@ -144,4 +134,4 @@ class SliceCopy(Slice):
         return out
 
 
-OPS = [Clone, Fill, MaskedFill, IndexPut, SliceCopy]
+OPS = [Fill, MaskedFill, IndexPut, SliceCopy]

@@ -78,9 +78,9 @@ class FunctionalPad(PadBase):
     """F.pad(input, pad, mode, value); ``value=None`` means 0."""
 
     types = ("PadWithMode",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.pad = self.ints_param("pad")
         self.check_pad("pad")
         self.mode = self.choice_param("mode", MODES, default="constant")

@@ -50,9 +50,7 @@ class Unpack(Op):
     """prim::TupleUnpack / prim::ListUnpack: one sequence in, one output per element."""
 
     types = ("Unpack",)
-
-    def setup(self):
-        self.require_inputs(1)
+    arity = 1
 
     def forward(self, values):
         if not isinstance(values, (tuple, list)):
@@ -100,9 +98,9 @@ class To(Op):
     """A cast to ``dtype`` with PyTorch's rules; device, copy and memory-format flags do not change values."""
 
     types = ("Cast",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.dtype = getattr(self.xp, self.choice_param("dtype", CAST_DTYPES))
 
     def forward(self, x):
@@ -126,9 +124,7 @@ class TypeAs(Op):
     types = ("TypeAs",)
 
     def setup(self):
-        self.require_inputs(2)
-        self.data_index = data_input_index(self)
-        self.other_index = self.input_index("other", 1 - self.data_index)
+        self.data_index, self.other_index = self.input_pair("input", "other")
 
     def forward(self, *inputs):
         return cast(self, inputs[self.data_index], inputs[self.other_index].dtype)
@@ -153,9 +149,9 @@ def check_embedding_params(op: Op) -> None:
 
 class Embedding(Op):
     types = ("Embedding",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         check_embedding_params(self)
         self.table = self.weight("weight")
         if self.table.ndim != 2:
@@ -169,9 +165,9 @@ class FunctionalEmbedding(Op):
     """F.embedding(input, weight): the table is an input (often a pnnx.Attribute)."""
 
     types = ("EmbeddingInputs",)
+    arity = 2
 
     def setup(self):
-        self.require_inputs(2)
         check_embedding_params(self)
         self.data_index = data_input_index(self)
         self.weight_index = self.input_index("weight", 1 - self.data_index)

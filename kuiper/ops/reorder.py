@@ -10,9 +10,9 @@ class Permute(Op):
     """torch.permute, and the canonical Transpose: ``dims`` is the permutation (result dim i is input dim dims[i])."""
 
     types = ("Transpose",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.dims = self.ints_param("dims")
 
     def forward(self, x):
@@ -26,9 +26,9 @@ class Permute(Op):
 
 class Transpose(Op):
     types = ("SwapAxes",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.dim0 = self.int_param("dim0")
         self.dim1 = self.int_param("dim1")
 
@@ -44,9 +44,7 @@ class MatrixTranspose(Op):
     """torch.t: transposes a 2-D tensor; 0-D and 1-D come back unchanged."""
 
     types = ("MatrixTranspose",)
-
-    def setup(self):
-        self.require_inputs(1)
+    arity = 1
 
     def forward(self, x):
         if x.ndim > 2:
@@ -58,9 +56,9 @@ class Flip(Op):
     """torch.flip, and the canonical Reverse: ``dims`` are the dims reversed."""
 
     types = ("Reverse",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.dims = self.ints_param("dims")
 
     def forward(self, x):
@@ -72,9 +70,9 @@ class Roll(Op):
     """torch.roll: shift along dims; without dims the flattened tensor is rolled."""
 
     types = ("Roll",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.shifts = self.ints_param("shifts")
         self.dims = None if self.param("dims", None) is None else self.ints_param("dims")
         if self.dims is None and len(self.shifts) != 1:

@@ -44,9 +44,7 @@ class ExpandAs(Op):
     types = ("ExpandAs",)
 
     def setup(self):
-        self.require_inputs(2)
-        self.data_index = data_input_index(self)
-        self.other_index = self.input_index("other", 1 - self.data_index)
+        self.data_index, self.other_index = self.input_pair("input", "other")
 
     def forward(self, *inputs):
         x, other = inputs[self.data_index], inputs[self.other_index]
@@ -80,9 +78,9 @@ class Tile(Op):
     """torch.tile(dims): like repeat, but a short ``dims`` is padded with leading 1s."""
 
     types = ("Tile",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.dims = self.ints_param("dims")
         if any(d < 0 for d in self.dims):
             raise self.error(f"param 'dims' must be non-negative, found {list(self.dims)}")

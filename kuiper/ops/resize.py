@@ -223,12 +223,10 @@ class PixelShuffle(Op):
     """(*, C*r*r, H, W) -> (*, C, H*r, W*r)."""
 
     types = ("PixelShuffle",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
-        self.factor = self.int_param("upscale_factor")
-        if self.factor < 1:
-            raise self.error(f"param 'upscale_factor' must be positive, found {self.factor}")
+        self.factor = self.positive_int_param("upscale_factor")
 
     def forward(self, x):
         r = self.factor
@@ -245,12 +243,10 @@ class PixelUnshuffle(Op):
     """(*, C, H*r, W*r) -> (*, C*r*r, H, W)."""
 
     types = ("PixelUnshuffle",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
-        self.factor = self.int_param("downscale_factor")
-        if self.factor < 1:
-            raise self.error(f"param 'downscale_factor' must be positive, found {self.factor}")
+        self.factor = self.positive_int_param("downscale_factor")
 
     def forward(self, x):
         r = self.factor
@@ -267,12 +263,10 @@ class ChannelShuffle(Op):
     """(N, C, *) -> channels regrouped as (C/g, g) transposed: channel i*g+j <- j*(C/g)+i."""
 
     types = ("ChannelShuffle",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
-        self.groups = self.int_param("groups")
-        if self.groups < 1:
-            raise self.error(f"param 'groups' must be positive, found {self.groups}")
+        self.groups = self.positive_int_param("groups")
 
     def forward(self, x):
         g = self.groups

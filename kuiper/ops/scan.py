@@ -15,9 +15,9 @@ from .base import Op, normalize_axis
 
 class Scan(Op):
     types = ("CumulativeScan",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.dim = self.int_param("dim")
         self.product = self.choice_param("reduction", ("sum", "prod")) == "prod"
 
@@ -31,9 +31,9 @@ class Scan(Op):
 
 class TopK(Op):
     types = ("TopKDim",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.k = self.int_param("k")
         self.dim = self.int_param("dim", default=-1)
         self.largest = self.bool_param("largest", default=True)

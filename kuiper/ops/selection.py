@@ -17,9 +17,7 @@ class MaskedSelect(Op):
     types = ("MaskedSelect",)
 
     def setup(self):
-        self.require_inputs(2)
-        self.input_at = self.input_index("input", 0)
-        self.mask_at = self.input_index("mask", 1 - self.input_at)
+        self.input_at, self.mask_at = self.input_pair("input", "mask")
 
     def forward(self, *inputs):
         xp = self.xp
@@ -33,9 +31,9 @@ class Diag(Op):
     """torch.diag: a vector becomes a square matrix with it on diagonal ``diagonal``; a matrix gives that diagonal."""
 
     types = ("Diag",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.offset = self.int_param("diagonal", default=0)
 
     def forward(self, x):
@@ -80,9 +78,9 @@ class ScatterAdd(Op):
     """
 
     types = ("ScatterAdd",)
+    arity = 3
 
     def setup(self):
-        self.require_inputs(3)
         self.dim = self.int_param("dim")
         self.input_at = self.input_index("input", 0)
         self.index_at = self.input_index("index", 1)
@@ -113,9 +111,7 @@ class SliceScatter(Op):
     types = ("SliceScatter",)
 
     def setup(self):
-        self.require_inputs(2)
-        self.input_at = self.input_index("input", 0)
-        self.src_at = self.input_index("src", 1 - self.input_at)
+        self.input_at, self.src_at = self.input_pair("input", "src")
         self.dim = self.int_param("dim", default=0)
         self.start = self.optional_int_param("start")
         end = self.optional_int_param("end")

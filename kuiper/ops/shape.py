@@ -112,9 +112,7 @@ class ReshapeAs(Op):
     types = ("ReshapeAs",)
 
     def setup(self):
-        self.require_inputs(2)
-        self.data_index = data_input_index(self)
-        self.other_index = self.input_index("other", 1 - self.data_index)
+        self.data_index, self.other_index = self.input_pair("input", "other")
 
     def forward(self, *inputs):
         x, other = inputs[self.data_index], inputs[self.other_index]
@@ -124,9 +122,9 @@ class ReshapeAs(Op):
 
 class Flatten(Op):
     types = ("Flatten",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.start_dim = self.int_param("start_dim", default=0)
         self.end_dim = self.int_param("end_dim", default=-1)
 
@@ -145,9 +143,9 @@ class Unflatten(Op):
     """Tensor.unflatten(dim, sizes): split one dim into several; one size may be -1."""
 
     types = ("Unflatten",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.dim = self.int_param("dim")
         self.sizes = self.ints_param("sizes")
 
@@ -161,9 +159,9 @@ class Squeeze(Op):
     """Drop size-1 dims: all of them (no ``dim``), or the listed ones that have size 1."""
 
     types = ("Squeeze",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.dims = None if self.param("dim", None) is None else self.ints_param("dim")
 
     def forward(self, x):
@@ -178,9 +176,9 @@ class Squeeze(Op):
 
 class Unsqueeze(Op):
     types = ("Unsqueeze",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.dim = self.int_param("dim")
 
     def forward(self, x):
@@ -188,17 +186,15 @@ class Unsqueeze(Op):
         return self.xp.expand_dims(x, axis=axis)
 
 
-class Contiguous(Op):
-    """Tensor.contiguous: a layout hint in PyTorch, the identity here (arrays are immutable values);
-    also the canonical Identity (copies, barriers, single-device collectives)."""
+class Identity(Op):
+    """The input itself: arrays are values here, so PyTorch's layout hints and copies (contiguous,
+    clone, positive) and HLO's copies, barriers and single-device collectives are all this."""
 
     types = ("Identity",)
-
-    def setup(self):
-        self.require_inputs(1)
+    arity = 1
 
     def forward(self, x):
         return x
 
 
-OPS = [Reshape, ReshapeAs, Flatten, Unflatten, Squeeze, Unsqueeze, Contiguous]
+OPS = [Reshape, ReshapeAs, Flatten, Unflatten, Squeeze, Unsqueeze, Identity]

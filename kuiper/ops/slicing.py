@@ -251,7 +251,15 @@ def check_index_range(op: Op, index, size: int, what: str) -> None:
         raise InputError(f"{op.node.describe()}: {what} holds values outside [0, {size})")
 
 
-class Gather(Op):
+class IndexAlongDim(Op):
+    """An op that indexes ``$input`` along ``dim`` with the tensor ``$index``."""
+
+    def setup(self):
+        self.data_index, self.index_index = self.input_pair("input", "index")
+        self.dim = self.int_param("dim")
+
+
+class Gather(IndexAlongDim):
     """torch.gather(input, dim, index): out[i][j][k] = input[i][index[i][j][k]][k] (dim=1).
 
     PyTorch allows ``index`` to be smaller than the input in the other dims, so the
@@ -259,12 +267,6 @@ class Gather(Op):
     """
 
     types = ("TakeAlongAxis",)
-
-    def setup(self):
-        self.require_inputs(2)
-        self.data_index = data_input_index(self)
-        self.index_index = self.input_index("index", 1 - self.data_index)
-        self.dim = self.int_param("dim")
 
     def forward(self, *inputs):
         x, index = inputs[self.data_index], inputs[self.index_index]
@@ -282,14 +284,8 @@ class Gather(Op):
         return self.xp.take_along_axis(x[tuple(key)], index, axis=axis)
 
 
-class IndexSelect(Op):
+class IndexSelect(IndexAlongDim):
     types = ("IndexSelect",)
-
-    def setup(self):
-        self.require_inputs(2)
-        self.data_index = data_input_index(self)
-        self.index_index = self.input_index("index", 1 - self.data_index)
-        self.dim = self.int_param("dim")
 
     def forward(self, *inputs):
         x, index = inputs[self.data_index], inputs[self.index_index]

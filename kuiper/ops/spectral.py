@@ -29,9 +29,9 @@ class FFT(Op):
     """``transform`` (fft, ifft, rfft, irfft, hfft, ihfft) in one of three ``form``s: 1d, 2d, nd."""
 
     types = ("FFT",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.kind = self.choice_param("transform", TRANSFORMS)
         form = self.choice_param("form", FORMS)
         self.norm = self.choice_param("norm", (None, *NORMS), default=None) or "backward"
