@@ -74,132 +74,137 @@ def _renamed_inputs(names: Mapping[str, str]) -> Callable[[OpNode], OpNode]:
     return adapt
 
 
-# (canonical type, PNNX spellings) for the ops whose spellings all mean the same.
-_SAME_MEANING: list[tuple[str, tuple[str, ...]]] = [
-    ("ReLU", ("nn.ReLU", "F.relu", "torch.relu")),
-    ("ReLU6", ("nn.ReLU6", "F.relu6")),
-    ("LeakyReLU", ("nn.LeakyReLU", "F.leaky_relu")),
-    ("PReLU", ("nn.PReLU", "F.prelu")),
-    ("Hardtanh", ("nn.Hardtanh", "F.hardtanh")),
-    ("Clamp", ("torch.clamp",)),
-    ("Threshold", ("nn.Threshold", "F.threshold")),
-    ("Hardshrink", ("nn.Hardshrink", "F.hardshrink")),
-    ("Softshrink", ("nn.Softshrink", "F.softshrink")),
-    ("Sigmoid", ("nn.Sigmoid", "F.sigmoid", "torch.sigmoid")),
-    ("Tanh", ("nn.Tanh", "F.tanh", "torch.tanh")),
-    ("LogSigmoid", ("nn.LogSigmoid", "F.logsigmoid")),
-    ("Softsign", ("nn.Softsign", "F.softsign")),
-    ("Tanhshrink", ("nn.Tanhshrink", "F.tanhshrink")),
-    ("ELU", ("nn.ELU", "F.elu")),
-    ("SELU", ("nn.SELU", "F.selu", "torch.selu")),
-    ("CELU", ("nn.CELU", "F.celu", "torch.celu")),
-    ("GELU", ("nn.GELU", "F.gelu")),
-    ("SiLU", ("nn.SiLU", "F.silu")),
-    ("Mish", ("nn.Mish", "F.mish")),
-    ("Hardsigmoid", ("nn.Hardsigmoid", "F.hardsigmoid")),
-    ("Hardswish", ("nn.Hardswish", "F.hardswish")),
-    ("Softplus", ("nn.Softplus", "F.softplus")),
-    ("GLU", ("nn.GLU", "F.glu")),
-    ("RReLU", ("nn.RReLU", "F.rrelu")),
-    ("MultiheadAttention", ("nn.MultiheadAttention",)),
-    ("ScaledDotProductAttention", ("F.scaled_dot_product_attention",)),
-    ("BitwiseNot", ("torch.bitwise_not",)),
-    ("LogicalNot", ("torch.logical_not",)),
-    ("Where", ("torch.where",)),
-    ("Complex", ("torch.complex",)),
-    ("ImagPart", ("torch.imag",)),
-    ("RealPart", ("torch.real",)),
-    ("ViewAsComplex", ("torch.view_as_complex",)),
-    ("ViewAsReal", ("torch.view_as_real",)),
-    ("Concat", ("torch.cat", "torch.concat", "torch.concatenate")),
-    ("Chunk", ("torch.chunk", "Tensor.chunk")),
-    ("Split", ("torch.split", "Tensor.split")),
-    ("Stack", ("torch.stack",)),
-    ("TensorSplit", ("torch.tensor_split", "Tensor.tensor_split")),
-    ("Unbind", ("torch.unbind", "Tensor.unbind")),
-    ("AffineGrid", ("F.affine_grid",)),
-    ("GridSample", ("F.grid_sample",)),
-    ("Fill", ("Tensor.fill",)),
-    ("IndexPut", ("Tensor.index_put",)),
-    ("MaskedFill", ("Tensor.masked_fill",)),
-    ("SliceCopy", ("Tensor.slice_copy",)),
-    ("Constant", ("pnnx.Attribute",)),
-    ("Einsum", ("torch.einsum",)),
-    ("LinearInputs", ("F.linear",)),
-    ("Linear", ("nn.Linear",)),
-    ("MatVec", ("torch.mv",)),
-    ("MatMul", ("torch.matmul",)),
-    ("LocalResponseNorm", ("nn.LocalResponseNorm", "F.local_response_norm")),
-    ("Normalize", ("F.normalize",)),
-    ("Embedding", ("nn.Embedding",)),
-    ("EmbeddingInputs", ("F.embedding",)),
-    ("MakeList", ("prim::ListConstruct",)),
-    ("MakeTuple", ("prim::TupleConstruct",)),
-    ("Unpack", ("prim::TupleUnpack", "prim::ListUnpack")),
-    ("SliceIndexes", ("pnnx.SliceIndexes",)),
-    ("TypeAs", ("Tensor.type_as",)),
-    ("PadWithMode", ("F.pad",)),
-    ("LogSumExp", ("torch.logsumexp",)),
-    ("Norm", ("torch.norm",)),
-    ("ChannelShuffle", ("nn.ChannelShuffle", "F.channel_shuffle")),
-    ("Interpolate", ("F.upsample", "F.interpolate", "nn.Upsample")),
-    ("PixelShuffle", ("nn.PixelShuffle", "F.pixel_shuffle")),
-    ("PixelUnshuffle", ("nn.PixelUnshuffle", "F.pixel_unshuffle")),
-    ("UpsampleBilinear", ("F.upsample_bilinear", "nn.UpsamplingBilinear2d")),
-    ("UpsampleNearest", ("F.upsample_nearest", "nn.UpsamplingNearest2d")),
-    ("TopKDim", ("torch.topk",)),
-    ("Diag", ("torch.diag",)),
-    ("MaskedSelect", ("torch.masked_select",)),
-    ("ScatterAdd", ("torch.scatter_add",)),
-    ("SliceScatter", ("torch.slice_scatter",)),
-    ("Identity", ("Tensor.contiguous", "torch.clone", "Tensor.clone", "torch.positive")),
-    ("Expand", ("Tensor.expand",)),
-    ("ExpandAs", ("Tensor.expand_as",)),
-    ("Flatten", ("torch.flatten", "Tensor.flatten")),
-    ("Reverse", ("torch.flip", "Tensor.flip")),
-    ("MatrixTranspose", ("torch.t", "Tensor.t")),
-    ("Transpose", ("Tensor.permute", "torch.permute")),
-    ("Repeat", ("Tensor.repeat",)),
-    ("RepeatInterleave", ("torch.repeat_interleave", "Tensor.repeat_interleave")),
-    ("Reshape", ("Tensor.reshape", "Tensor.view")),
-    ("ReshapeAs", ("Tensor.reshape_as", "Tensor.view_as")),
-    ("Roll", ("torch.roll", "Tensor.roll")),
-    ("Squeeze", ("torch.squeeze", "Tensor.squeeze")),
-    ("Tile", ("torch.tile", "Tensor.tile")),
-    ("SwapAxes", ("torch.transpose", "Tensor.transpose")),
-    ("Unflatten", ("Tensor.unflatten", "torch.unflatten")),
-    ("Unsqueeze", ("torch.unsqueeze", "Tensor.unsqueeze")),
-    ("TakeAlongAxis", ("torch.gather", "Tensor.gather")),
-    ("Index", ("Tensor.index",)),
-    ("IndexSelect", ("torch.index_select", "Tensor.index_select")),
-    ("Narrow", ("torch.narrow", "Tensor.narrow")),
-    ("Select", ("Tensor.select", "torch.select")),
-    ("SliceDim", ("Tensor.slice",)),
-    ("Lgamma", ("torch.lgamma",)),
-    ("STFT", ("torch.stft",)),
-    ("ISTFT", ("torch.istft",)),
-    ("Cross", ("torch.cross",)),
-    ("PairwiseDistance", ("F.pairwise_distance",)),
-    ("Fold", ("nn.Fold", "F.fold")),
-    ("Unfold", ("nn.Unfold", "F.unfold")),
-    ("LPPool1d", ("nn.LPPool1d", "F.lp_pool1d")),
-    ("LPPool2d", ("nn.LPPool2d", "F.lp_pool2d")),
-]
+def _rows(table: str) -> list[tuple[str, tuple[str, ...]]]:
+    """``canonical spelling spelling ...`` per line -> (canonical, spellings)."""
+    return [(row.split()[0], tuple(row.split()[1:])) for row in table.strip().splitlines()]
 
-# Families written once per spatial rank: nn.Conv2d / F.conv2d -> Conv2d.
-_PER_RANK = [
-    ("Conv{}d", ("nn.Conv{}d", "F.conv{}d")),
-    ("ConvTranspose{}d", ("nn.ConvTranspose{}d", "F.conv_transpose{}d")),
-    ("MaxPool{}d", ("nn.MaxPool{}d", "F.max_pool{}d")),
-    ("AvgPool{}d", ("nn.AvgPool{}d", "F.avg_pool{}d")),
-    ("AdaptiveAvgPool{}d", ("nn.AdaptiveAvgPool{}d", "F.adaptive_avg_pool{}d")),
-    ("AdaptiveMaxPool{}d", ("nn.AdaptiveMaxPool{}d", "F.adaptive_max_pool{}d")),
-    ("ZeroPad{}d", ("nn.ZeroPad{}d",)),
-    ("ConstantPad{}d", ("nn.ConstantPad{}d",)),
-    ("ReflectionPad{}d", ("nn.ReflectionPad{}d",)),
-    ("ReplicationPad{}d", ("nn.ReplicationPad{}d",)),
-    ("CircularPad{}d", ("nn.CircularPad{}d",)),
-]
+
+# Canonical type, then the PNNX spellings that all mean the same op.
+_SAME_MEANING = _rows("""
+ReLU                      nn.ReLU F.relu torch.relu
+ReLU6                     nn.ReLU6 F.relu6
+LeakyReLU                 nn.LeakyReLU F.leaky_relu
+PReLU                     nn.PReLU F.prelu
+Hardtanh                  nn.Hardtanh F.hardtanh
+Clamp                     torch.clamp
+Threshold                 nn.Threshold F.threshold
+Hardshrink                nn.Hardshrink F.hardshrink
+Softshrink                nn.Softshrink F.softshrink
+Sigmoid                   nn.Sigmoid F.sigmoid torch.sigmoid
+Tanh                      nn.Tanh F.tanh torch.tanh
+LogSigmoid                nn.LogSigmoid F.logsigmoid
+Softsign                  nn.Softsign F.softsign
+Tanhshrink                nn.Tanhshrink F.tanhshrink
+ELU                       nn.ELU F.elu
+SELU                      nn.SELU F.selu torch.selu
+CELU                      nn.CELU F.celu torch.celu
+GELU                      nn.GELU F.gelu
+SiLU                      nn.SiLU F.silu
+Mish                      nn.Mish F.mish
+Hardsigmoid               nn.Hardsigmoid F.hardsigmoid
+Hardswish                 nn.Hardswish F.hardswish
+Softplus                  nn.Softplus F.softplus
+GLU                       nn.GLU F.glu
+RReLU                     nn.RReLU F.rrelu
+MultiheadAttention        nn.MultiheadAttention
+ScaledDotProductAttention F.scaled_dot_product_attention
+BitwiseNot                torch.bitwise_not
+LogicalNot                torch.logical_not
+Where                     torch.where
+Complex                   torch.complex
+ImagPart                  torch.imag
+RealPart                  torch.real
+ViewAsComplex             torch.view_as_complex
+ViewAsReal                torch.view_as_real
+Concat                    torch.cat torch.concat torch.concatenate
+Chunk                     torch.chunk Tensor.chunk
+Split                     torch.split Tensor.split
+Stack                     torch.stack
+TensorSplit               torch.tensor_split Tensor.tensor_split
+Unbind                    torch.unbind Tensor.unbind
+AffineGrid                F.affine_grid
+GridSample                F.grid_sample
+Fill                      Tensor.fill
+IndexPut                  Tensor.index_put
+MaskedFill                Tensor.masked_fill
+SliceCopy                 Tensor.slice_copy
+Constant                  pnnx.Attribute
+Einsum                    torch.einsum
+LinearInputs              F.linear
+Linear                    nn.Linear
+MatVec                    torch.mv
+MatMul                    torch.matmul
+LocalResponseNorm         nn.LocalResponseNorm F.local_response_norm
+Normalize                 F.normalize
+Embedding                 nn.Embedding
+EmbeddingInputs           F.embedding
+MakeList                  prim::ListConstruct
+MakeTuple                 prim::TupleConstruct
+Unpack                    prim::TupleUnpack prim::ListUnpack
+SliceIndexes              pnnx.SliceIndexes
+TypeAs                    Tensor.type_as
+PadWithMode               F.pad
+LogSumExp                 torch.logsumexp
+Norm                      torch.norm
+ChannelShuffle            nn.ChannelShuffle F.channel_shuffle
+Interpolate               F.upsample F.interpolate nn.Upsample
+PixelShuffle              nn.PixelShuffle F.pixel_shuffle
+PixelUnshuffle            nn.PixelUnshuffle F.pixel_unshuffle
+UpsampleBilinear          F.upsample_bilinear nn.UpsamplingBilinear2d
+UpsampleNearest           F.upsample_nearest nn.UpsamplingNearest2d
+TopKDim                   torch.topk
+Diag                      torch.diag
+MaskedSelect              torch.masked_select
+ScatterAdd                torch.scatter_add
+SliceScatter              torch.slice_scatter
+Identity                  Tensor.contiguous torch.clone Tensor.clone torch.positive
+Expand                    Tensor.expand
+ExpandAs                  Tensor.expand_as
+Flatten                   torch.flatten Tensor.flatten
+Reverse                   torch.flip Tensor.flip
+MatrixTranspose           torch.t Tensor.t
+Transpose                 Tensor.permute torch.permute
+Repeat                    Tensor.repeat
+RepeatInterleave          torch.repeat_interleave Tensor.repeat_interleave
+Reshape                   Tensor.reshape Tensor.view
+ReshapeAs                 Tensor.reshape_as Tensor.view_as
+Roll                      torch.roll Tensor.roll
+Squeeze                   torch.squeeze Tensor.squeeze
+Tile                      torch.tile Tensor.tile
+SwapAxes                  torch.transpose Tensor.transpose
+Unflatten                 Tensor.unflatten torch.unflatten
+Unsqueeze                 torch.unsqueeze Tensor.unsqueeze
+TakeAlongAxis             torch.gather Tensor.gather
+Index                     Tensor.index
+IndexSelect               torch.index_select Tensor.index_select
+Narrow                    torch.narrow Tensor.narrow
+Select                    Tensor.select torch.select
+SliceDim                  Tensor.slice
+Lgamma                    torch.lgamma
+STFT                      torch.stft
+ISTFT                     torch.istft
+Cross                     torch.cross
+PairwiseDistance          F.pairwise_distance
+Fold                      nn.Fold F.fold
+Unfold                    nn.Unfold F.unfold
+LPPool1d                  nn.LPPool1d F.lp_pool1d
+LPPool2d                  nn.LPPool2d F.lp_pool2d
+""")
+
+# Families written once per spatial rank ({} is 1, 2 or 3): nn.Conv2d / F.conv2d -> Conv2d.
+_PER_RANK = _rows("""
+Conv{}d                   nn.Conv{}d F.conv{}d
+ConvTranspose{}d          nn.ConvTranspose{}d F.conv_transpose{}d
+MaxPool{}d                nn.MaxPool{}d F.max_pool{}d
+AvgPool{}d                nn.AvgPool{}d F.avg_pool{}d
+AdaptiveAvgPool{}d        nn.AdaptiveAvgPool{}d F.adaptive_avg_pool{}d
+AdaptiveMaxPool{}d        nn.AdaptiveMaxPool{}d F.adaptive_max_pool{}d
+ZeroPad{}d                nn.ZeroPad{}d
+ConstantPad{}d            nn.ConstantPad{}d
+ReflectionPad{}d          nn.ReflectionPad{}d
+ReplicationPad{}d         nn.ReplicationPad{}d
+CircularPad{}d            nn.CircularPad{}d
+""")
 
 # Spellings that carry meaning: stated as typed params (or a node rewrite).
 _WITH_MEANING: dict[str, Translation] = {

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from .base import Op, normalize_axis
+from .shape import DimsOp
 
 
-class Permute(Op):
+class Permute(DimsOp):
     """torch.permute, and the canonical Transpose: ``dims`` is the permutation (result dim i is input dim dims[i])."""
 
     types = ("Transpose",)
-    arity = 1
-
-    def setup(self):
-        self.dims = self.ints_param("dims")
 
     def forward(self, x):
         if len(self.dims) != x.ndim:
@@ -52,14 +49,10 @@ class MatrixTranspose(Op):
         return x if x.ndim < 2 else self.xp.permute_dims(x, (1, 0))
 
 
-class Flip(Op):
+class Flip(DimsOp):
     """torch.flip, and the canonical Reverse: ``dims`` are the dims reversed."""
 
     types = ("Reverse",)
-    arity = 1
-
-    def setup(self):
-        self.dims = self.ints_param("dims")
 
     def forward(self, x):
         axes = tuple(sorted({normalize_axis(d, x.ndim, self) for d in self.dims}))

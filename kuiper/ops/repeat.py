@@ -9,20 +9,17 @@ from __future__ import annotations
 from ..errors import ShapeError
 from ..limits import check_size
 from .base import Op, normalize_axis, prod
-from .shape import ShapeArgOp, data_input_index
+from .shape import DimsOp, ShapeArgOp, data_input_index
 
 
 class Expand(ShapeArgOp):
     """Tensor.expand(sizes): broadcast size-1 dims; -1 keeps a dim; new dims go in front."""
 
     types = ("Expand",)
-
-    def setup(self):
-        self.read_shape_arg("sizes")
+    shape_key = "sizes"
 
     def forward(self, *inputs):
-        x = inputs[self.data_index]
-        sizes = self.shape_arg(inputs)
+        x, sizes = self.data_and_shape_arg(inputs)
         lead = len(sizes) - x.ndim
         if lead < 0:
             raise ShapeError(f"{self.node.describe()}: sizes {list(sizes)} have fewer dims than the input {tuple(x.shape)}")
@@ -58,13 +55,10 @@ class Repeat(ShapeArgOp):
     """Tensor.repeat(sizes): tile; ``sizes`` may be longer than the rank (new leading dims)."""
 
     types = ("Repeat",)
-
-    def setup(self):
-        self.read_shape_arg("sizes")
+    shape_key = "sizes"
 
     def forward(self, *inputs):
-        x = inputs[self.data_index]
-        sizes = self.shape_arg(inputs)
+        x, sizes = self.data_and_shape_arg(inputs)
         if len(sizes) < x.ndim or any(s < 0 for s in sizes):
             raise ShapeError(
                 f"{self.node.describe()}: repeat sizes {list(sizes)} must be non-negative, one per dim of {tuple(x.shape)} or more"
@@ -74,14 +68,13 @@ class Repeat(ShapeArgOp):
         return self.xp.tile(x, sizes)
 
 
-class Tile(Op):
+class Tile(DimsOp):
     """torch.tile(dims): like repeat, but a short ``dims`` is padded with leading 1s."""
 
     types = ("Tile",)
-    arity = 1
 
     def setup(self):
-        self.dims = self.ints_param("dims")
+        super().setup()
         if any(d < 0 for d in self.dims):
             raise self.error(f"param 'dims' must be non-negative, found {list(self.dims)}")
 

@@ -54,15 +54,16 @@ def data_input_index(op: Op) -> int:
 
 
 class ShapeArgOp(Op):
-    """An op whose shape-like argument ``key`` is a param, or an input bound to ``$key``.
+    """An op whose shape-like argument ``shape_key`` is a param, or an input bound to ``$shape_key``.
 
-    Subclasses call ``self.read_shape_arg(...)`` in setup and
-    ``self.shape_arg(inputs)`` in forward.
+    Subclasses set ``shape_key`` and call ``self.data_and_shape_arg(inputs)`` in forward.
     """
 
-    def read_shape_arg(self, key: str) -> None:
+    shape_key: str
+
+    def setup(self):
+        key = self.shape_key
         self.require_inputs(1, 2)
-        self.shape_key = key
         self.data_index = data_input_index(self)
         self.shape_index = self.input_index(key)
         if self.shape_index is None:
@@ -72,10 +73,20 @@ class ShapeArgOp(Op):
         else:
             self.shape_value = None
 
-    def shape_arg(self, inputs) -> tuple[int, ...]:
+    def data_and_shape_arg(self, inputs):
+        """(the data input, the shape argument as a tuple of ints) for this call."""
         if self.shape_index is None:
-            return self.shape_value
-        return int_list(self, inputs[self.shape_index], f"input ${self.shape_key}")
+            return inputs[self.data_index], self.shape_value
+        return inputs[self.data_index], int_list(self, inputs[self.shape_index], f"input ${self.shape_key}")
+
+
+class DimsOp(Op):
+    """A one-input op whose ``dims`` param is a list of dims (permute, flip, tile)."""
+
+    arity = 1
+
+    def setup(self):
+        self.dims = self.ints_param("dims")
 
 
 def resolve_shape(op: Op, shape: tuple[int, ...], size: int, where: str) -> tuple[int, ...]:
@@ -98,13 +109,11 @@ class Reshape(ShapeArgOp):
     from an expression."""
 
     types = ("Reshape",)
-
-    def setup(self):
-        self.read_shape_arg("shape")
+    shape_key = "shape"
 
     def forward(self, *inputs):
-        x = inputs[self.data_index]
-        shape = resolve_shape(self, self.shape_arg(inputs), prod(x.shape), f"shape {tuple(x.shape)}")
+        x, shape = self.data_and_shape_arg(inputs)
+        shape = resolve_shape(self, shape, prod(x.shape), f"shape {tuple(x.shape)}")
         return self.xp.reshape(x, shape)
 
 
