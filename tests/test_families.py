@@ -1,4 +1,4 @@
-"""Whole model families (tools/fixture_models/families.py) end to end.
+"""Whole model families (tools/fixture_models/families_classifiers.py and families_dense.py) end to end.
 
 tests/test_models.py already compares every fixture with PyTorch; this file adds what is
 specific to a family:
