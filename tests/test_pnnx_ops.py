@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import kuiper
+from kuiper.cli import main
 from kuiper.errors import UnsupportedOperatorError
 from kuiper.formats.pnnx import load_pnnx
 from kuiper.formats.pnnx_ops import PNNX_OPS, pnnx_spellings, translate
@@ -136,3 +137,14 @@ def test_an_unknown_pnnx_type_is_named_with_its_file(tmp_path):
     path = _chain_model(tmp_path, ["nn.ReLU r 1 1 x a", "nn.Frobnicate f 1 1 a y"])
     with pytest.raises(UnsupportedOperatorError, match=r"m\.pnnx\.param: 1 op type\(s\) .*\n  nn\.Frobnicate: used by f"):
         kuiper.load(path)
+
+
+def test_kuiper_ops_lists_the_pnnx_spellings_under_each_canonical_type(capsys):
+    assert main(["ops"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # the first listing of a type is the registry's (compiled kernels that replace it follow later)
+    conv = next(i for i, line in enumerate(lines) if line.split()[:1] == ["Conv2d"])
+    assert lines[conv + 1].strip() == "PNNX: nn.Conv2d, F.conv2d"
+    softmax = next(i for i, line in enumerate(lines) if line.split()[:1] == ["Softmax"])
+    label, _, listed = lines[softmax + 1].partition(": ")
+    assert label.strip() == "PNNX" and {"nn.LogSoftmax", "nn.Softmax2d", "F.softmin"} <= set(listed.split(", "))
