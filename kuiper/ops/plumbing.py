@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..errors import InputError
 from .base import Op
-from .shape import data_input_index, int_list
+from .shape import LikeOther, data_input_index, int_list
 from .slicing import check_index_range
 
 # The dtypes a cast may name (array-API names; the PNNX frontend translates torch.float & co).
@@ -120,14 +120,12 @@ def cast(op: Op, x, dtype):
     return xp.astype(x, dtype)
 
 
-class TypeAs(Op):
+class TypeAs(LikeOther):
     types = ("TypeAs",)
 
-    def setup(self):
-        self.data_index, self.other_index = self.input_pair("input", "other")
-
     def forward(self, *inputs):
-        return cast(self, inputs[self.data_index], inputs[self.other_index].dtype)
+        x, other = self.input_and_other(inputs)
+        return cast(self, x, other.dtype)
 
 
 def lookup_rows(op: Op, weight, indices):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..errors import ShapeError
 from ..limits import check_size
 from .base import Op, normalize_axis, prod
-from .shape import DimsOp, ShapeArgOp, data_input_index
+from .shape import DimsOp, LikeOther, ShapeArgOp, data_input_index
 
 
 class Expand(ShapeArgOp):
@@ -37,14 +37,11 @@ class Expand(ShapeArgOp):
         return self.xp.broadcast_to(x, tuple(shape))
 
 
-class ExpandAs(Op):
+class ExpandAs(LikeOther):
     types = ("ExpandAs",)
 
-    def setup(self):
-        self.data_index, self.other_index = self.input_pair("input", "other")
-
     def forward(self, *inputs):
-        x, other = inputs[self.data_index], inputs[self.other_index]
+        x, other = self.input_and_other(inputs)
         try:
             return self.xp.broadcast_to(x, tuple(other.shape))
         except ValueError:

@@ -117,14 +117,21 @@ class Reshape(ShapeArgOp):
         return self.xp.reshape(x, shape)
 
 
-class ReshapeAs(Op):
-    types = ("ReshapeAs",)
+class LikeOther(Op):
+    """An op that takes a property of ``$other`` (its shape, its dtype) onto ``$input``."""
 
     def setup(self):
         self.data_index, self.other_index = self.input_pair("input", "other")
 
+    def input_and_other(self, inputs):
+        return inputs[self.data_index], inputs[self.other_index]
+
+
+class ReshapeAs(LikeOther):
+    types = ("ReshapeAs",)
+
     def forward(self, *inputs):
-        x, other = inputs[self.data_index], inputs[self.other_index]
+        x, other = self.input_and_other(inputs)
         shape = resolve_shape(self, tuple(other.shape), prod(x.shape), f"shape {tuple(x.shape)}")
         return self.xp.reshape(x, shape)
 
