@@ -1,7 +1,8 @@
 """The Op base class: parse params once at build time, compute with ``self.xp``.
 
-An op family subclasses ``Op``, lists the type strings it runs in
-``types``, reads and validates its params in ``setup()`` (using the typed
+An op family subclasses ``Op``, lists the canonical op types it runs in
+``types`` (frontend-neutral names: each frontend translates its own spellings, e.g.
+``kuiper.formats.pnnx_ops``), reads and validates its typed params in ``setup()`` (using the typed
 accessors below, which raise errors naming the op and the param), and
 computes in ``forward()`` with the backend's array namespace ``self.xp`` and
 its primitives ``self.backend.pad`` etc.  Ops never import numpy or cupy to
