@@ -64,3 +64,15 @@ def kuiper_add_frontends():
     A frontend turns a model file into a ``kuiper.model_ir.ModelIR``;
     ``kuiper.load(path)`` asks each one whether it claims the path.
     """
+
+
+@hookspec
+def kuiper_add_custom_calls():
+    """Return ``{custom_call_target: translation}`` for HLO ``custom-call`` targets this plugin runs.
+
+    A translation is either the type of an op (one kuiper or a plugin registers through
+    ``kuiper_add_ops``), which then gets the custom call's operands and results in order and the
+    params ``target`` and ``backend_config`` (the attribute's text, "" when absent), or a function
+    ``translate(site) -> list[OpNode]`` given a ``kuiper.hlo.site.Site``, as kuiper's own translators
+    are. A target no plugin registers is refused at load time, naming it.
+    """

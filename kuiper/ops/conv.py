@@ -215,6 +215,7 @@ class ConvNd(ConvBase):
             and self.stride == (1, 1)
             and self.groups == 1
             and min(weight.in_channels, weight.out_channels) >= algorithms.WINOGRAD_MIN_CHANNELS
+            and weight.matrix.dtype.kind in "fc"  # its fractional transforms would round integers
         ):
             self.winograd_weights = {}  # tile size m -> WinogradWeight, made on first use (4x / 1.8x the weight)
             return "winograd"
