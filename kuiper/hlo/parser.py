@@ -29,7 +29,8 @@ from .parse_shapes import is_shape_start, parse_shape
 from .parse_values import parse_literal, parse_value
 from .shapes import ArrayShape, Shape
 from .token_stream import TokenStream
-from .verify import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, verify_module
+from .verify import verify_module
+from .verify_rules import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY
 
 PREAMBLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
