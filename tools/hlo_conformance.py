@@ -6,7 +6,7 @@
 
 The corpus is extracted from the checkout on each run and never committed (XLA's files are
 XLA's): the raw-string modules of ``xla/hlo/parser/hlo_parser_test.cc`` and ``xla/tests/*_test.cc``,
-and every ``.hlo`` file (split at lit's ``// -----`` separators).
+and every ``.hlo`` file (split at lit's ``// -----`` separators; ``invalid_*.hlo`` files count as invalid).
 
 A raw string counts as *invalid* when the C++ that follows it, up to the next raw string or test,
 expects a failure (``EXPECT_NE(absl::OkStatus()``, ``ExpectHasSubstr``, ``.ok())`` in an
@@ -65,7 +65,8 @@ def extract(xla: Path) -> tuple[list[Case], int]:
         line = 1
         for chunk in re.split(r"^// -----[^\n]*$", text, flags=re.MULTILINE):
             if _HAS_COMPUTATION.search(chunk):
-                cases.append(Case(f"{path.relative_to(xla)}:{line}", ".hlo files", chunk, True))
+                valid = not path.name.startswith("invalid")  # xla/tools/tests/invalid_*.hlo test errors
+                cases.append(Case(f"{path.relative_to(xla)}:{line}", ".hlo files", chunk, valid))
             line += chunk.count("\n")
     return cases, skipped
 

@@ -53,6 +53,8 @@ def literal_problem(instruction: HloInstruction) -> str | None:
 def _array_literal_problem(shape: ArrayShape, literal) -> str | None:
     if shape.is_tuple:
         return None
+    if shape.rank and not isinstance(literal, (list, tuple)):
+        return _value_problem(shape.element_type, literal)  # one value for every element, as XLA allows
     level = [literal]
     for axis, size in enumerate(shape.dims):  # level by level: every list at depth ``axis`` holds ``size`` items
         following = []
@@ -115,6 +117,8 @@ def literal_array(instruction: HloInstruction, shape: ArrayShape | None = None, 
     if shape.dtype is None:
         raise UnsupportedOperatorError(f"{where}: element type {shape.element_type} has no NumPy equivalent")
     complex_type = shape.element_type in ("c64", "c128")
+    if shape.rank and not isinstance(literal, (list, tuple)):  # ``s8[10] constant(1)``: one value for all
+        literal = _filled(literal, shape.dims)
     values: list = []
     try:
         depth = _flatten(literal, values, complex_type)
@@ -134,6 +138,14 @@ def literal_array(instruction: HloInstruction, shape: ArrayShape | None = None, 
     except (ValueError, OverflowError, TypeError) as exc:
         raise HloSyntaxError(f"{where}: value does not fit {shape.element_type}: {exc}") from None
     return array.reshape(shape.dims)
+
+
+def _filled(value, dims: tuple[int, ...]) -> list:
+    """Nested lists of ``dims`` holding ``value`` everywhere."""
+    nested = value
+    for size in reversed(dims):
+        nested = [nested] * size
+    return nested
 
 
 def _flatten(literal, out: list, complex_type: bool) -> int:

@@ -30,7 +30,7 @@ from .parse_values import parse_literal, parse_value
 from .shapes import ArrayShape, Shape
 from .token_stream import TokenStream
 from .verify import verify_module
-from .verify_rules import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY
+from .verify_rules import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, module_attribute_problem
 
 PREAMBLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
@@ -75,7 +75,7 @@ class _Parser:
         if stream.accept_word("HloModule"):
             name = stream.name("the module name")
             stream.accept(":")  # old dumps: ``HloModule name:``
-            attributes = self.attribute_list()
+            attributes = self.attribute_list(check_text=module_attribute_problem)
             while stream.token.kind == NAME and stream.token.text in PREAMBLES:
                 stream.advance()
                 while stream.token.kind == INT:
@@ -94,13 +94,18 @@ class _Parser:
             module.name = f"module_{module.entry.name}"
         return module
 
-    def attribute_list(self) -> dict[str, Any]:
+    def attribute_list(self, check_text=None) -> dict[str, Any]:
+        """``, key=value`` pairs; ``check_text(key, text)`` may name a problem in a value's text."""
         stream = self.stream
         attributes: dict[str, Any] = {}
         while stream.accept(","):
             key = stream.name("an attribute name")
             stream.expect("=", f"'=' after attribute '{key}'")
+            start = stream.token
             attributes[key] = parse_value(stream, self.shape_cache)
+            problem = check_text and check_text(key, self.source.text[start.position : stream.token.position])
+            if problem:
+                raise self.error(problem, start)
         return attributes
 
     # -- computations -------------------------------------------------------------

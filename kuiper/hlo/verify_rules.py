@@ -48,12 +48,32 @@ API_VERSIONS = ("API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING", "API_VER
                 "API_VERSION_TYPED_FFI")
 ACCURACY_MODES = ("default", "highest")
 _PADDING = re.compile(r"-?[0-9]+_-?[0-9]+(?:_[0-9]+)?(?:x-?[0-9]+_-?[0-9]+(?:_[0-9]+)?)*")
+_WINDOW_PAD = re.compile(r"-?[0-9]+_-?[0-9]+(?:x-?[0-9]+_-?[0-9]+)*")
+# Module attributes: ``input_output_alias={ {0}: (0, {}, may-alias), ... }``, ``buffer_donor={ (0, {1}), ... }``.
+_INDEX = r"\{\s*(?:[0-9]+\s*(?:,\s*[0-9]+\s*)*)?\}"
+_ALIAS = rf"{_INDEX}\s*:\s*\(\s*[0-9]+\s*,\s*{_INDEX}\s*(?:,\s*(?:may-alias|must-alias)\s*)?\)"
+_DONOR = rf"\(\s*[0-9]+\s*,\s*{_INDEX}\s*\)"
+_MODULE_ATTRIBUTE_SYNTAX = {
+    "input_output_alias": (re.compile(rf"\{{\s*(?:{_ALIAS}\s*(?:,\s*{_ALIAS}\s*)*)?\}}\s*"),
+                           "{ {output index}: (parameter number, {parameter index}[, may-alias|must-alias]), ... }"),
+    "buffer_donor": (re.compile(rf"\{{\s*(?:{_DONOR}\s*(?:,\s*{_DONOR}\s*)*)?\}}\s*"),
+                     "{ (parameter number, {parameter index}), ... }"),
+}
 _BIT_WIDTHS = {"pred": 8, "s1": 1, "u1": 1, "s2": 2, "u2": 2, "s4": 4, "u4": 4, "f4e2m1fn": 4}
+
+
+def module_attribute_problem(key: str, text: str) -> str | None:
+    """What is wrong with the text of a module attribute whose syntax XLA fixes, or None."""
+    syntax = _MODULE_ATTRIBUTE_SYNTAX.get(key)
+    if syntax is None or syntax[0].fullmatch(text):
+        return None
+    return f"{key} must be written {syntax[1]}"
 
 
 def instruction_problem(instruction: HloInstruction, computation: HloComputation) -> str | None:
     opcode = instruction.opcode
-    if opcode not in XLA_OPCODES:
+    base = re.sub(r"-(start|update|done)$", "", opcode)  # ``custom-call-start``: the async form of an op
+    if opcode not in XLA_OPCODES and base not in XLA_OPCODES:
         return f"unknown opcode '{opcode}'"
     operands = [computation.by_name[name].shape for name in instruction.operands]
     count = OPERAND_COUNTS.get(opcode, 1 if opcode in ELEMENTWISE_UNARY else 2 if opcode in ELEMENTWISE_BINARY else None)
@@ -210,6 +230,9 @@ def _attribute_problem(instruction: HloInstruction, operands: list[Shape], compu
     if opcode == "pad" and isinstance(padding, str) and len(padding.split("x")) != operands[0].rank:
         return f"padding={padding} has {len(padding.split('x'))} dimension(s), the operand {operands[0]} has " \
                f"{operands[0].rank}"
+    window = attributes.get("window")
+    if isinstance(window, dict) and "pad" in window and not _WINDOW_PAD.fullmatch(str(window["pad"])):
+        return f"window pad={window['pad']} must give low_high per dimension, such as 1_1x0_0"
     if opcode in ("all-gather", "reduce-scatter", "all-gather-start") and attributes.get("dimensions") == []:
         return "dimensions={} is empty: it must name the dimension to gather or scatter"
     if "result_accuracy" in attributes and not _is_result_accuracy(attributes["result_accuracy"]):
@@ -244,6 +267,8 @@ def _custom_call_problem(instruction: HloInstruction, operands: list[Shape]) -> 
         given = len(constraints) if isinstance(constraints, list) else 1
         return f"expected {len(operands)} operand layout constraint(s), {given} given"
     for number, (constraint, operand) in enumerate(zip(constraints, operands)):
+        if isinstance(constraint, list):
+            continue  # a tuple operand's constraint, read as a list of shapes
         if isinstance(constraint, Quoted) or not hasattr(constraint, "same_dims") or not constraint.same_dims(operand):
             return f"operand {number} ({operand}) is not compatible with its layout constraint {constraint}"
     return None
