@@ -11,7 +11,7 @@ and every ``.hlo`` file (split at lit's ``// -----`` separators; ``invalid_*.hlo
 A raw string counts as *invalid* when the C++ that follows it, up to the next raw string or test,
 expects a failure (``EXPECT_NE(absl::OkStatus()``, ``ExpectHasSubstr``, ``.ok())`` in an
 ``ASSERT_FALSE``/``EXPECT_FALSE``, ``!...ok()``); every other module counts as *valid*.  Templates
-(``$0``, ``%s``, ``%d`` placeholders) and raw strings that hold no computation are skipped.
+(``$0``, ``%s``, ``%d``, ``<<TYPE>>``, ``DATATYPE`` placeholders) and raw strings that hold no computation are skipped.
 
 A valid module *parses* when ``kuiper.hlo.parse`` (parser and verifier) returns; an invalid one is
 *rejected* when it raises a KuiperError that names a line and column.  Any other exception is a
@@ -36,7 +36,7 @@ _EXPECTS_FAILURE = re.compile(
     r"EXPECT_NE\(absl::OkStatus\(\)|ExpectHasSubstr|(?:ASSERT|EXPECT)_FALSE\([^;]*ok\(\)|!\s*[\w.()]*ok\(\)"
     r"|StatusIs\(|IsNotOk|Not\(IsOk"
 )
-_TEMPLATE = re.compile(r"\$[0-9a-z_]|%[sd]\b|\{\{")
+_TEMPLATE = re.compile(r"\$[0-9a-z_]|%[sd]\b|\{\{|<<[A-Z0-9_]+>>|\bDATATYPE\b")
 _HAS_COMPUTATION = re.compile(r"\{[^{}]*=", re.DOTALL)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .lexer import DIMS, FLOAT, INT, LABELS, NAME, RECORD, SHAPE, STRING, Token, unquote
+from .lexer import DIMS, END, FLOAT, INT, LABELS, NAME, RECORD, SHAPE, STRING, Token, unquote
 from .module import ELIDED, Quoted, Slice
 from .parse_shapes import is_shape_start, parse_shape
 from .shapes import ELEMENT_TYPES, Shape
@@ -67,10 +67,10 @@ def parse_value(stream: TokenStream, cache: dict[str, Shape]) -> Any:
         stream.nest("attribute values")
         result = _group(stream, cache, kind)
         stream.unnest()
-    elif kind == NAME and token.text in ELEMENT_TYPES and stream.peek().kind == "[":
-        result = parse_shape(stream, cache)  # a shape inside a value
-    elif kind == SHAPE:
-        result = parse_shape(stream, cache)
+    elif kind == SHAPE or kind == NAME and token.text in ELEMENT_TYPES and stream.peek().kind == "[":
+        result = parse_shape(stream, cache)  # a shape inside a value, or a typed literal: ``s32[2] {1, 2}``
+        if stream.token.kind in ("{", INT, FLOAT) or stream.token.kind == NAME and stream.token.text in LITERAL_WORDS:
+            result = (result, parse_literal(stream, cache))
     else:
         stream.advance()
         if kind == STRING:
@@ -81,6 +81,10 @@ def parse_value(stream: TokenStream, cache: dict[str, Shape]) -> Any:
             result = float(token.text)
         elif kind == NAME:
             result = token.text.removeprefix("%")
+            if stream.token.kind == "@":  # a sparsity descriptor: ``L.1@2:4``
+                while stream.token.kind in ("@", ":", INT):
+                    stream.advance()
+                result = stream.source.text[token.position : stream.previous.position + len(stream.previous.text)]
         elif kind == RECORD:
             result = _record(stream, token)
         elif kind in (DIMS, LABELS):
@@ -123,7 +127,7 @@ def _group(stream: TokenStream, cache: dict[str, Shape], opener: str) -> Any:
     saw_colon = False
     while not stream.accept(close):
         kind = stream.token.kind
-        if kind == "END":
+        if kind == END:
             raise stream.error(f"'{opener}' is never closed with '{close}'")
         if kind in _SKIPPED_IN_GROUPS:
             stream.advance()

@@ -27,7 +27,7 @@ from .lexer import END, INT, NAME, SourceText
 from .module import HloComputation, HloInstruction, HloModule
 from .parse_shapes import is_shape_start, parse_shape
 from .parse_values import parse_literal, parse_value
-from .shapes import ArrayShape, Shape
+from .shapes import ArrayShape, Shape, TupleShape
 from .token_stream import TokenStream
 from .verify import verify_module
 from .verify_rules import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, module_attribute_problem
@@ -183,7 +183,7 @@ class _Parser:
             stream.unnest()
         attributes = self.attribute_list() if with_attributes else {}
         if shape is None:
-            shape = self.inferred_shape(opcode, operands, defined, opcode_token)
+            shape = self.inferred_shape(opcode, operands, attributes, defined, opcode_token)
         instruction = HloInstruction(name, opcode, shape, operands, attributes, literal, parameter_number, is_root,
                                      position, computation)
         instructions.append(instruction)
@@ -197,16 +197,27 @@ class _Parser:
         shape = self.shape() if is_shape_start(stream) else None
         token = stream.expect(NAME, "an operand name")
         if stream.token.kind != "(":
-            return token.text.removeprefix("%")
+            name = token.text.removeprefix("%")
+            definition = defined.get(name)
+            if shape is not None and definition is not None and not _compatible(shape, definition.shape):
+                raise self.error(f"operand '{name}' is written as {shape}, but it is defined as {definition.shape}",
+                                 token)
+            return name
         self.anonymous += 1
         name = f"{token.text}.anon{self.anonymous}"
         self.instruction_body(computation, instructions, defined, name, shape, token, False, position,
                               with_attributes=False)
         return name
 
-    def inferred_shape(self, opcode: str, operands: list[str], defined: dict, token) -> Shape:
+    def inferred_shape(self, opcode: str, operands: list[str], attributes: dict, defined: dict, token) -> Shape:
         """The shape XLA would infer, for the opcodes where it is an operand's shape."""
         known = [defined[o].shape for o in operands if o in defined]
+        if len(known) == len(operands) and opcode == "tuple":
+            return TupleShape(tuple(known))
+        index = attributes.get("index")
+        if opcode == "get-tuple-element" and len(known) == 1 and known[0].is_tuple and isinstance(index, int) \
+                and 0 <= index < len(known[0].elements):
+            return known[0].elements[index]
         if len(known) == len(operands) and known and not known[0].is_tuple:
             first: ArrayShape = known[-1] if opcode == "select" else known[0]
             if opcode == "compare":
@@ -216,3 +227,11 @@ class _Parser:
                 return first
         raise self.error(f"'{opcode}' needs its shape written out: kuiper infers the shape of an instruction "
                          "only for elementwise opcodes whose operands are defined before it", token)
+
+
+def _compatible(written: Shape, defined: Shape) -> bool:
+    """Same element types and dims, leaf by leaf (layouts may differ: XLA prints them either way)."""
+    if written.is_tuple or defined.is_tuple:
+        return written.is_tuple and defined.is_tuple and len(written.elements) == len(defined.elements) and all(
+            _compatible(a, b) for a, b in zip(written.elements, defined.elements))
+    return written.element_type == defined.element_type and written.dims == defined.dims
