@@ -123,7 +123,7 @@ def test_layouts_with_sparse_and_index_type_suffixes_parse():
     assert module.entry.root.shape.layout.extra == "D(D,C+~)#(u32)"
 
 
-def test_mesh_style_replica_groups_with_quoted_axis_names_parse():
+def test_quoted_keys_and_iota_device_lists_in_attribute_values_parse():
     module = parse('ENTRY e {\n  p = f32[4] parameter(0)\n  ROOT g = f32[4] all-gather(p), dimensions={0}, '
                    'replica_groups={{"x"=0,"y"=1},{"x"=1,"y"=0}}, device_list=[2,2]<=[4]T(1,0)\n}')
     assert module.entry.root.opcode == "all-gather"

@@ -62,11 +62,15 @@ _ASYNC_BODY = "async_body {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] negate
 @pytest.mark.parametrize("lines, message", [
     (["p = f32[2] parameter(0)", "s = (f32[2], f32[2], s32[]) async-start(p), calls=async_body",
       "ROOT d = f32[2] async-done(s)"], "must be \\(\\(async operands\\), async outputs"),
-    (["p = f32[2] parameter(0)", "ROOT d = f32[2] async-done(p)"], "is a parameter, not an async-start"),
+    (["p = f32[2] parameter(0)", "ROOT d = f32[2] async-done(p)"], "is a parameter, not the async-start or -update"),
     (["p = f32[2] parameter(0)", "s = ((f32[2]), f32[2], s32[]) async-start(p), calls=async_body",
       "ROOT d = f32[3] async-done(s)"], "gives f32\\[3\\], its async-start's outputs are f32\\[2\\]"),
     (["p = f32[2] parameter(0)", "s = ((f32[3]), f32[2], s32[]) async-start(p), calls=async_body",
       "ROOT d = f32[2] async-done(s)"], "operand part"),
+    (["p = f32[2] parameter(0)", "s = ((f32[2]), f32[2], s32[]) async-start(p), calls=async_body",
+      "u = (f32[2], f32[2], s32[]) async-update(s)", "ROOT d = f32[2] async-done(u)"], "must be \\(\\(async"),
+    (["p = f32[2] parameter(0)", 's = ((f32[2]), f32[2], s32[]) custom-call-start(p), custom_call_target="f"',
+      "ROOT d = f32[2] add-done(s)"], "not the add-start or -update"),
 ])
 def test_malformed_async_chains(lines, message):
     _rejected(_after(_ASYNC_BODY, _entry(*lines)), message)
@@ -77,6 +81,8 @@ def test_a_well_formed_async_chain_parses():
                                "s = ((f32[2]), f32[2], s32[]) async-start(p), calls=async_body",
                                "u = ((f32[2]), f32[2], s32[]) async-update(s)",
                                "ROOT d = f32[2] async-done(u)")))
+    parse(_entry("p = f32[2] parameter(0)", 's = ((f32[2]), f32[3], s32[]) custom-call-start(p), custom_call_target="f"',
+                 "ROOT d = f32[3] custom-call-done(s)"))
 
 
 @pytest.mark.parametrize("header", [

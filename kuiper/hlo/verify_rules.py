@@ -129,7 +129,7 @@ def _shape_problem(instruction: HloInstruction, operands: list[Shape], computati
         return _concatenate_problem(instruction, operands)
     elif opcode == "conditional":
         return _conditional_problem(instruction, operands)
-    elif opcode.startswith("async-"):
+    elif opcode.startswith("async-") or opcode not in XLA_OPCODES:  # the rest: sugared async forms
         return _async_problem(instruction, operands, computation)
     return None
 
@@ -194,13 +194,18 @@ def _conditional_problem(instruction: HloInstruction, operands: list[Shape]) -> 
 
 
 def _async_problem(instruction: HloInstruction, operands: list[Shape], computation: HloComputation) -> str | None:
-    """``async-start`` gives ((operands), result, state...); update and done take a start (or update)."""
+    """``async-start`` gives ((operands), outputs, state...); update keeps that shape; done gives the outputs.
+
+    The sugared forms (``custom-call-start``/``-update``/``-done``) follow the same rules and must
+    name the same wrapped opcode all along the chain.
+    """
     opcode = instruction.opcode
     shape = instruction.shape
-    if opcode in ("async-start", "async-update"):
+    stage = opcode.rsplit("-", 1)[1]
+    if stage in ("start", "update"):
         if not shape.is_tuple or len(shape.elements) < 2 or not shape.elements[0].is_tuple:
             return f"the shape must be ((async operands), async outputs, state...), found {shape}"
-    if opcode == "async-start":
+    if stage == "start":
         written = shape.elements[0].elements
         if len(written) != len(operands) or not all(a.same_dims(b) for a, b in zip(written, operands)):
             return f"the shape's operand part {shape.elements[0]} does not match the operands"
@@ -208,9 +213,13 @@ def _async_problem(instruction: HloInstruction, operands: list[Shape], computati
     if len(operands) != 1:
         return f"takes one operand (the async-start or async-update), found {len(operands)}"
     producer = computation.by_name[instruction.operands[0]]
-    if producer.opcode not in ("async-start", "async-update"):
-        return f"its operand '{producer.name}' is a {producer.opcode}, not an async-start or async-update"
-    if opcode == "async-done" and producer.shape.is_tuple and len(producer.shape.elements) >= 2 \
+    wrapped = opcode.rsplit("-", 1)[0]
+    if producer.opcode not in (f"{wrapped}-start", f"{wrapped}-update", "async-start", "async-update") or \
+            wrapped != "async" and not producer.opcode.startswith(wrapped + "-"):
+        return f"its operand '{producer.name}' is a {producer.opcode}, not the {wrapped}-start or -update of its chain"
+    if stage == "update" and not producer.shape.same_dims(shape):
+        return f"an async update keeps its operand's shape {producer.shape}, found {shape}"
+    if stage == "done" and producer.shape.is_tuple and len(producer.shape.elements) >= 2 \
             and not producer.shape.elements[1].same_dims(shape):
         return f"gives {shape}, its async-start's outputs are {producer.shape.elements[1]}"
     return None
