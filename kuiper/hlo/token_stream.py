@@ -20,8 +20,9 @@ class TokenStream:
     def __init__(self, source: SourceText, start: int = 0, end: int | None = None):
         self.source = source
         self._tokens = iter_tokens(source, start, end)
+        self._next = self._tokens.__next__
         self._ahead: list[Token] = []
-        self.token: Token = next(self._tokens)  # the current token
+        self.token: Token = self._next()  # the current token
         self.previous: Token = self.token
         self.depth = 0
 
@@ -29,20 +30,24 @@ class TokenStream:
         """The token ``offset`` places after the current one (END past the end)."""
         while len(self._ahead) < offset:
             last = self._ahead[-1] if self._ahead else self.token
-            self._ahead.append(last if last.kind == END else next(self._tokens))
+            self._ahead.append(last if last.kind == END else self._next())
         return self._ahead[offset - 1]
 
     def advance(self) -> Token:
         token = self.token
         if token.kind != END:
             self.previous = token
-            self.token = self._ahead.pop(0) if self._ahead else next(self._tokens)
+            self.token = self._ahead.pop(0) if self._ahead else self._next()
         return token
 
     def accept(self, kind: str) -> Token | None:
-        if self.token.kind == kind:
-            return self.advance()
-        return None
+        token = self.token
+        if token.kind != kind:
+            return None
+        if kind != END:  # the body of advance(), inlined: this is the parser's innermost step
+            self.previous = token
+            self.token = self._ahead.pop(0) if self._ahead else self._next()
+        return token
 
     def accept_word(self, word: str) -> bool:
         if self.token.kind == NAME and self.token.text == word:
@@ -54,7 +59,10 @@ class TokenStream:
         token = self.token
         if token.kind != kind:
             raise self.error(f"expected {what or repr(kind)}, found {self.describe(token)}", token)
-        return self.advance()
+        if kind != END:
+            self.previous = token
+            self.token = self._ahead.pop(0) if self._ahead else self._next()
+        return token
 
     def name(self, what: str = "a name") -> str:
         return self.expect(NAME, what).text.removeprefix("%")
