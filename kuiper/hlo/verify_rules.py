@@ -26,7 +26,7 @@ ragged-dot real recv recv-done reduce reduce-precision reduce-scatter reduce-win
 reverse rng rng-bit-generator rng-get-and-update-state round-nearest-afz round-nearest-even rsqrt scatter select
 select-and-scatter send send-done set-dimension-size shift-left shift-right-arithmetic shift-right-logical sign
 sine slice sort sqrt stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while xor
-cos sin clz
+cos sin clz optimization-barrier
 """.split())
 
 # Opcodes whose operands and result share their dims (XLA has no implicit broadcasting).
