@@ -71,9 +71,17 @@ _ASYNC_BODY = "async_body {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] negate
       "u = (f32[2], f32[2], s32[]) async-update(s)", "ROOT d = f32[2] async-done(u)"], "must be \\(\\(async"),
     (["p = f32[2] parameter(0)", 's = ((f32[2]), f32[2], s32[]) custom-call-start(p), custom_call_target="f"',
       "ROOT d = f32[2] add-done(s)"], "not the add-start or -update"),
+    (["p = f32[2] parameter(0)", "s = ((f32[2]), f32[2], s32[]) async-start(p), calls=async_body",
+      "ROOT d = f32[2] async-done(s), calls=other_body"], "to be async_body .*but got other_body"),
+    (["p = f32[2] parameter(0)", "s = ((f32[2]), f32[2], s32[]) async-start(p), calls=async_body",
+      'ROOT d = f32[2] async-done(s), async_execution_thread="side"'], "to be main .*but got side"),
+    (["p = f32[2] parameter(0)", "s = ((f32[2]), f32[2], s32[]) async-start(p), calls=async_body",
+      "t = ((f32[2]), f32[2], s32[]) async-start(p), calls=async_body", "d = f32[2] async-done(s)",
+      "ROOT e = f32[2] async-done(t)"], "called by more than one async op"),
 ])
 def test_malformed_async_chains(lines, message):
-    _rejected(_after(_ASYNC_BODY, _entry(*lines)), message)
+    other = _ASYNC_BODY.replace("async_body", "other_body")
+    _rejected(_after(_ASYNC_BODY + other, _entry(*lines)), message)
 
 
 def test_a_well_formed_async_chain_parses():

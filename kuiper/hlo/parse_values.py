@@ -81,8 +81,9 @@ def parse_value(stream: TokenStream, cache: dict[str, Shape]) -> Any:
             result = float(token.text)
         elif kind == NAME:
             result = token.text.removeprefix("%")
-            if stream.token.kind == "@":  # a sparsity descriptor: ``L.1@2:4``
-                while stream.token.kind in ("@", ":", INT):
+            if stream.token.kind == "@":  # a sparsity descriptor: ``L.1@2:4``, ``L.1@2:4_R.0@2:4``
+                while stream.token.kind in ("@", ":", INT, DIMS) or stream.token.kind == NAME \
+                        and stream.token.text.startswith("_"):
                     stream.advance()
                 result = stream.source.text[token.position : stream.previous.position + len(stream.previous.text)]
         elif kind == RECORD:

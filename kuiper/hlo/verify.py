@@ -16,6 +16,21 @@ def verify_module(module: HloModule, source: SourceText) -> None:
     if len(entries) > 1:
         raise source.error("the module has more than one ENTRY computation", entries[1].position)
     _check_no_recursion(module, source)
+    _check_async_computations_called_once(module, source)
+
+
+def _check_async_computations_called_once(module: HloModule, source: SourceText) -> None:
+    """XLA wraps each async computation in exactly one async-start."""
+    starts: dict[str, HloInstruction] = {}
+    for computation in module.computations.values():
+        for instruction in computation.instructions:
+            called = instruction.attributes.get("calls")
+            if instruction.opcode != "async-start" or not isinstance(called, str):
+                continue
+            if called in starts:
+                raise source.error(f"computation {called} is called by more than one async op "
+                                   f"('{starts[called].name}' and '{instruction.name}')", instruction.position)
+            starts[called] = instruction
 
 
 def _check_no_recursion(module: HloModule, source: SourceText) -> None:
@@ -68,20 +83,12 @@ def _verify_computation(module: HloModule, computation: HloComputation, source: 
             f"computation '{computation.name}' has parameters {sorted(numbers)}; expected 0..{len(numbers) - 1}",
             last.position,
         )
-    # XLA reads a signature's result shape (it must fit the root) but not its parameter list, which may
-    # name more parameters than the body has; a parameter both name must agree.
+    # XLA reads a signature's result shape (it must fit the root) but not its parameter list: that
+    # may name more parameters than the body has, or other shapes (XLA's own lit files do both).
     if computation.result_shape is not None and not computation.result_shape.same_dims(computation.root.shape):
         raise source.error(f"the shape of computation '{computation.name}', {computation.result_shape}, is not "
                            f"compatible with that of its root instruction, {computation.root.shape}",
                            computation.position)
-    if computation.parameter_shapes is not None:
-        for number, (_, declared) in enumerate(computation.parameter_shapes):
-            instruction = numbers.get(number)
-            if instruction is not None and not declared.same_dims(instruction.shape):
-                raise source.error(
-                    f"parameter({number}) has shape {instruction.shape}, the signature says {declared}",
-                    instruction.position,
-                )
     for instruction in computation.instructions:
         for operand in instruction.operands:
             if operand not in computation.by_name:

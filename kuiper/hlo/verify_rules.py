@@ -217,6 +217,16 @@ def _async_problem(instruction: HloInstruction, operands: list[Shape], computati
     if producer.opcode not in (f"{wrapped}-start", f"{wrapped}-update", "async-start", "async-update") or \
             wrapped != "async" and not producer.opcode.startswith(wrapped + "-"):
         return f"its operand '{producer.name}' is a {producer.opcode}, not the {wrapped}-start or -update of its chain"
+    start = producer
+    while start.opcode.endswith("-update") and start.operands and start.operands[0] in computation.by_name:
+        start = computation.by_name[start.operands[0]]
+    called, expected = instruction.attributes.get("calls"), start.attributes.get("calls")
+    if called is not None and expected is not None and called != expected:
+        return f"expected async_wrapped_computation to be {expected} (its async-start's), but got {called}"
+    thread = instruction.attributes.get("async_execution_thread")  # unwritten: the start's
+    if thread is not None and thread != start.attributes.get("async_execution_thread", "main"):
+        return f"expected async_execution_thread to be {start.attributes.get('async_execution_thread', 'main')} " \
+               f"(its async-start's), but got {thread}"
     if stage == "update" and not producer.shape.same_dims(shape):
         return f"an async update keeps its operand's shape {producer.shape}, found {shape}"
     if stage == "done" and producer.shape.is_tuple and len(producer.shape.elements) >= 2 \
