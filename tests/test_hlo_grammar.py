@@ -93,6 +93,14 @@ def test_shapes_left_out_are_inferred_for_elementwise_tuple_and_get_tuple_elemen
     assert by_name["g"].shape == ArrayShape("s32", (2, 3))
 
 
+def test_inferred_shapes_change_type_where_the_opcode_does():
+    module = parse("ENTRY e {\n  x = f32[3] parameter(0)\n  f = is-finite(x)\n  ROOT c = complex(x, x)\n}")
+    assert module.entry.by_name["f"].shape == ArrayShape("pred", (3,))
+    assert module.entry.root.shape == ArrayShape("c64", (3,))
+    with pytest.raises(HloSyntaxError, match="'convert' needs its shape"):
+        parse("ENTRY e {\n  x = f32[3] parameter(0)\n  ROOT c = convert(x)\n}")
+
+
 def test_a_shape_that_cannot_be_inferred_is_asked_for():
     with pytest.raises(HloSyntaxError, match="'dot' needs its shape written out") as info:
         parse("ENTRY e {\n  a = f32[2,2] parameter(0)\n  ROOT d = dot(a, a), lhs_contracting_dims={1}\n}")

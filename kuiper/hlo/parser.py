@@ -23,7 +23,7 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from .lexer import END, INT, NAME, SourceText
+from .lexer import END, INT, NAME, SourceText, Token
 from .module import HloComputation, HloInstruction, HloModule
 from .parse_shapes import is_shape_start, parse_shape
 from .parse_values import parse_literal, parse_value
@@ -33,6 +33,9 @@ from .verify import verify_module
 from .verify_rules import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, module_attribute_problem
 
 PREAMBLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+_COMPLEX_OF = {"f32": "c64", "f64": "c128"}
+# Elementwise opcodes whose result type is not their operand's (and cannot be told from it).
+_TYPE_CHANGING = frozenset(["convert", "real", "imag", "complex", "compare", "is-finite"])
 
 
 def parse(text: str, source: str = "", verify: bool = True) -> HloModule:
@@ -60,6 +63,10 @@ class _Parser:
         self.stream = TokenStream(source)
         self.shape_cache: dict[str, Shape] = {}
         self.anonymous = 0  # numbers the names given to nested instructions
+        # The computation being parsed: its name, its instructions so far, and those by name.
+        self.computation_name = ""
+        self.instructions: list[HloInstruction] = []
+        self.defined: dict[str, HloInstruction] = {}
 
     def error(self, message: str, token=None):
         return self.stream.error(message, token)
@@ -132,19 +139,19 @@ class _Parser:
         if is_first and parameter_shapes is None and not is_entry:  # e.g. a misspelt header: 'HloModel m'
             opening += " (or 'HloModule' at the start of the text)"
         stream.expect("{", opening)
-        instructions: list[HloInstruction] = []
-        defined: dict[str, HloInstruction] = {}
+        self.computation_name, self.instructions, self.defined = name, [], {}
+        instructions = self.instructions
         while not stream.accept("}"):
             if stream.token.kind == END:
                 raise self.error(f"computation '{name}' is not closed with '}}'")
-            self.instruction(name, instructions, defined)
+            self.instruction()
         if not instructions:
             raise self.source.error(f"computation '{name}' has no instructions", position)
         self.attribute_list()  # e.g. ', execution_thread="main"'
         return HloComputation(name, instructions, is_entry, parameter_shapes, result_shape, position)
 
-    def instruction(self, computation: str, instructions: list, defined: dict) -> None:
-        """Parse one instruction (and any nested in its operands) into ``instructions``."""
+    def instruction(self) -> None:
+        """Parse one instruction (and any nested in its operands) into ``self.instructions``."""
         stream = self.stream
         position = stream.token.position
         is_root = stream.accept_word("ROOT")
@@ -154,11 +161,11 @@ class _Parser:
         opcode_token = stream.expect(NAME, "a shape or an opcode")
         if stream.token.kind == "[":  # ``f33[2]``: a misspelt element type, not an opcode
             raise self.error(f"expected a shape such as f32[2,3], found {opcode_token.text!r}", opcode_token)
-        self.instruction_body(computation, instructions, defined, name, shape, opcode_token, is_root, position,
-                              with_attributes=True)
+        self.instruction_body(name, shape, opcode_token, is_root, position, with_attributes=True)
 
-    def instruction_body(self, computation, instructions, defined, name, shape, opcode_token, is_root, position,
-                         with_attributes) -> HloInstruction:
+    def instruction_body(self, name: str, shape: Shape | None, opcode_token: Token, is_root: bool, position: int,
+                         with_attributes: bool) -> None:
+        """From the opcode's '(' on; nested instructions (``with_attributes`` False) stop at their ')'."""
         stream = self.stream
         opcode = opcode_token.text
         stream.expect("(", f"'(' after opcode '{opcode}'")
@@ -176,21 +183,20 @@ class _Parser:
         elif not stream.accept(")"):
             stream.nest("nested instructions")
             while True:
-                operands.append(self.operand(computation, instructions, defined))
+                operands.append(self.operand())
                 if stream.accept(")"):
                     break
                 stream.expect(",", "',' or ')' between operands")
             stream.unnest()
         attributes = self.attribute_list() if with_attributes else {}
         if shape is None:
-            shape = self.inferred_shape(opcode, operands, attributes, defined, opcode_token)
+            shape = self.inferred_shape(opcode, operands, attributes, opcode_token)
         instruction = HloInstruction(name, opcode, shape, operands, attributes, literal, parameter_number, is_root,
-                                     position, computation)
-        instructions.append(instruction)
-        defined.setdefault(name, instruction)
-        return instruction
+                                     position, self.computation_name)
+        self.instructions.append(instruction)
+        self.defined.setdefault(name, instruction)
 
-    def operand(self, computation: str, instructions: list, defined: dict) -> str:
+    def operand(self) -> str:
         """An operand's name; a nested instruction is added to the computation first, named ``opcode.anonN``."""
         stream = self.stream
         position = stream.token.position
@@ -198,20 +204,19 @@ class _Parser:
         token = stream.expect(NAME, "an operand name")
         if stream.token.kind != "(":
             name = token.text.removeprefix("%")
-            definition = defined.get(name)
+            definition = self.defined.get(name)
             if shape is not None and definition is not None and not _compatible(shape, definition.shape):
                 raise self.error(f"operand '{name}' is written as {shape}, but it is defined as {definition.shape}",
                                  token)
             return name
         self.anonymous += 1
         name = f"{token.text}.anon{self.anonymous}"
-        self.instruction_body(computation, instructions, defined, name, shape, token, False, position,
-                              with_attributes=False)
+        self.instruction_body(name, shape, token, False, position, with_attributes=False)
         return name
 
-    def inferred_shape(self, opcode: str, operands: list[str], attributes: dict, defined: dict, token) -> Shape:
-        """The shape XLA would infer, for the opcodes where it is an operand's shape."""
-        known = [defined[o].shape for o in operands if o in defined]
+    def inferred_shape(self, opcode: str, operands: list[str], attributes: dict, token: Token) -> Shape:
+        """The shape XLA would infer, for the opcodes whose result shape follows from the operands alone."""
+        known = [self.defined[o].shape for o in operands if o in self.defined]
         if len(known) == len(operands) and opcode == "tuple":
             return TupleShape(tuple(known))
         index = attributes.get("index")
@@ -220,13 +225,15 @@ class _Parser:
             return known[0].elements[index]
         if len(known) == len(operands) and known and not known[0].is_tuple:
             first: ArrayShape = known[-1] if opcode == "select" else known[0]
-            if opcode == "compare":
+            if opcode in ("compare", "is-finite"):
                 return ArrayShape("pred", first.dims, first.dynamic)
-            if opcode in ELEMENTWISE_BINARY or opcode == "select" or (
-                    opcode in ELEMENTWISE_UNARY and opcode not in ("convert", "bitcast-convert", "real", "imag")):
+            if opcode == "complex" and first.element_type in _COMPLEX_OF:
+                return ArrayShape(_COMPLEX_OF[first.element_type], first.dims, first.dynamic)
+            if opcode == "select" or opcode in ELEMENTWISE_BINARY | ELEMENTWISE_UNARY and opcode not in _TYPE_CHANGING:
                 return first
-        raise self.error(f"'{opcode}' needs its shape written out: kuiper infers the shape of an instruction "
-                         "only for elementwise opcodes whose operands are defined before it", token)
+        raise self.error(f"'{opcode}' needs its shape written out: kuiper infers the shape only of tuple, "
+                         "get-tuple-element and elementwise instructions whose operands are defined before them",
+                         token)
 
 
 def _compatible(written: Shape, defined: Shape) -> bool:
