@@ -188,6 +188,13 @@ def test_nesting_up_to_the_budget_parses():
     assert module.entry.root.shape.is_tuple
 
 
+def test_a_key_that_is_not_a_name_is_an_error():
+    # Found by fuzzing: ``{{}=1}`` made a list a dict key (TypeError).
+    with pytest.raises(HloSyntaxError, match="expected a name or number before '='") as info:
+        parse("ENTRY e {\n  ROOT p = f32[] parameter(0), meta={{}=1}\n}")
+    assert (info.value.line, info.value.column) == (2, 38)  # the inner "{"
+
+
 # -- fuzzing: only KuiperError may escape ----------------------------------------------------------------
 _PIECES = ["HloModule", "m", "ENTRY", "ROOT", "e", "{", "}", "(", ")", "[", "]", ",", "=", "f32", "s32[]",
            "f16[2]{0}", "(f32[], s8[1])", "parameter(0)", "constant", "add", "negate", "tuple", "get-tuple-element",

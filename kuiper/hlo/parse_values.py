@@ -139,8 +139,11 @@ def _group(stream: TokenStream, cache: dict[str, Shape], opener: str) -> Any:
             continue
         if kind in ("}", "]", ")"):
             raise stream.error(f"expected '{close}', found {stream.describe(stream.token)}")
+        start = stream.token
         item = parse_value(stream, cache)
         if stream.token.kind == "=" or (stream.token.kind == ":" and isinstance(item, Quoted)):
+            if not isinstance(item, (str, int, float)):  # ``{{}=1}``: found by fuzzing (a list as a dict key)
+                raise stream.error(f"expected a name or number before {stream.token.text!r}", start)
             stream.advance()
             keyed[item] = parse_value(stream, cache)
         else:
