@@ -14,10 +14,12 @@ import numpy as np
 import kuiper
 
 from . import demo
+from .bench import add_bench_command, random_inputs
 from .config import choose_backend
 from .dask.cli import add_arguments as add_dask_arguments
 from .dask.cli import run_files, wants_files
 from .errors import BackendUnavailableError, InputError, KuiperError, UnsupportedOperatorError, UsageError
+from .formats.pnnx_ops import pnnx_spellings
 from .frontends import load_ir
 from .hlo.cli import add_hlo_command
 from .numba_kernels import kernel_notes
@@ -68,8 +70,6 @@ def _check_run_flags(args) -> None:
 
 
 def _random_feeds(model, batch: int) -> dict:
-    from .bench import random_inputs
-
     return {spec.name: array for spec, array in zip(model.inputs, random_inputs(model.inputs, batch))}
 
 
@@ -178,10 +178,13 @@ def cmd_backends(args) -> int:
 
 def cmd_ops(args) -> int:
     registry = op_registry()
+    spellings = pnnx_spellings()
     print(f"{len(registry)} op types:")
     for op_type in sorted(registry):
         registered = registry[op_type]
         print(f"  {op_type:<36} {registered.obj.__qualname__:<24} [{registered.plugin}]")
+        if op_type in spellings:
+            print(f"      PNNX: {', '.join(spellings[op_type])}")
     for backend in sorted(backend_registry()):
         kernels = kernel_registry(backend)
         if kernels:
@@ -233,12 +236,6 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _backend_name(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("expected a backend name (see `kuiper backends`), found an empty string")
-    return text.strip()
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="kuiper",
@@ -253,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("model", help="path to the .pnnx.param file (the .pnnx.bin is found beside it)")
         p.add_argument("--bin", help="the .pnnx.bin file, when it is not beside the param file")
-        p.add_argument("--backend", type=_backend_name, help="backend name (see `kuiper backends`)")
+        p.add_argument("--backend", help="backend name (see `kuiper backends`)")
         p.add_argument("--no-fuse", action="store_true", help="keep elementwise ops separate")
         p.add_argument("--strict", action="store_true", help="refuse params kuiper does not know (default: warn)")
         p.add_argument("--threads", type=_positive_int, metavar="N",
@@ -275,23 +272,18 @@ def build_parser() -> argparse.ArgumentParser:
     backends = sub.add_parser("backends", help="list backends, which one is the default, and why others are unavailable")
     backends.set_defaults(func=cmd_backends)
 
-    ops = sub.add_parser("ops", help="list every registered op type and the plugin that provides it")
+    ops = sub.add_parser("ops", help="list every registered op type, its plugin and its PNNX spellings")
     ops.set_defaults(func=cmd_ops)
 
     demo = sub.add_parser("demo", help="classify bundled handwritten digits with a bundled model and report accuracy")
-    demo.add_argument("--backend", type=_backend_name, help="backend name (default: configured, else numpy)")
+    demo.add_argument("--backend", help="backend name (default: configured, else numpy)")
     demo.set_defaults(func=cmd_demo)
 
     add_hlo_command(sub)
 
     add_te_command(sub)
 
-    try:
-        from .bench import add_bench_command
-    except ImportError:
-        pass
-    else:
-        add_bench_command(sub)
+    add_bench_command(sub)
     return parser
 
 
@@ -315,6 +307,19 @@ def library_notes_on_stderr():
         library.setLevel(level)
 
 
+def _check_shared_options(args) -> None:
+    """Options that several subcommands share (run, info, bench, demo, te run): an empty string
+    is a usage error, checked once here, so that no subcommand reads ``--backend ''`` as "the
+    default" or a model path ``''`` as the current folder."""
+    if getattr(args, "model", None) == "":
+        raise UsageError("MODEL: expected the path of a model file, found an empty string")
+    backend = getattr(args, "backend", None)
+    if backend is not None:
+        if not backend.strip():
+            raise UsageError("--backend: expected a backend name (see `kuiper backends`), found an empty string")
+        args.backend = backend.strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -322,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        _check_shared_options(args)
         with library_notes_on_stderr():
             return args.func(args)
     except UsageError as exc:

@@ -24,7 +24,12 @@ def kuiper_add_backends():
 
 @hookspec
 def kuiper_add_ops():
-    """Return a list of Op subclasses; each declares the PNNX type strings it runs in ``types``."""
+    """Return a list of Op subclasses; each declares the op type strings it runs in ``types``.
+
+    kuiper's own ops use canonical names (``Conv2d``, ``ReLU``; ``kuiper ops`` lists them with the
+    PNNX spellings its PNNX frontend translates to each); a type no frontend translates (a PNNX
+    custom module such as ``models.yolo.Detect``) reaches the graph as the file spells it.
+    """
 
 
 @hookspec
@@ -58,4 +63,16 @@ def kuiper_add_frontends():
 
     A frontend turns a model file into a ``kuiper.model_ir.ModelIR``;
     ``kuiper.load(path)`` asks each one whether it claims the path.
+    """
+
+
+@hookspec
+def kuiper_add_custom_calls():
+    """Return ``{custom_call_target: translation}`` for HLO ``custom-call`` targets this plugin runs.
+
+    A translation is either the type of an op (one kuiper or a plugin registers through
+    ``kuiper_add_ops``), which then gets the custom call's operands and results in order and the
+    params ``target`` and ``backend_config`` (the attribute's text, "" when absent), or a function
+    ``translate(site) -> list[OpNode]`` given a ``kuiper.hlo.site.Site``, as kuiper's own translators
+    are. A target no plugin registers is refused at load time, naming it.
     """

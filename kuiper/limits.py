@@ -33,6 +33,7 @@ _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*")
 
 
+# Hand-written, not dask.utils.parse_bytes: dask is an optional extra, and this runs in every process (the budget).
 def parse_size(text: str | int, where: str) -> int:
     """``"8GiB"`` -> 8589934592; ``where`` names the setting for the error message."""
     if isinstance(text, int) and not isinstance(text, bool) and text > 0:

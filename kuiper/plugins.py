@@ -92,6 +92,7 @@ def reset_registries() -> None:
     kernel_registry.cache_clear()
     primitive_registry.cache_clear()
     frontend_registry.cache_clear()
+    custom_call_registry.cache_clear()
 
 
 def _collect(hook, **kwargs):
@@ -224,3 +225,17 @@ def primitive_registry(backend_name: str) -> dict[str, Registered]:
 @functools.lru_cache(maxsize=None)
 def frontend_registry() -> dict[str, Registered]:
     return _by_name(plugin_manager().hook.kuiper_add_frontends, "model format")
+
+
+@functools.lru_cache(maxsize=None)
+def custom_call_registry() -> dict[str, Registered]:
+    """``{custom_call_target: Registered(op type name or translator function)}`` for HLO custom calls."""
+    registry: dict[str, Registered] = {}
+    for entries in _collect(plugin_manager().hook.kuiper_add_custom_calls):
+        for target, translation in entries.items():
+            plugin = plugin_of(translation) if callable(translation) else f"the plugin naming op type {translation!r}"
+            if target in registry:
+                raise PluginError(f"custom-call target '{target}' is registered by both "
+                                  f"'{registry[target].plugin}' and '{plugin}'")
+            registry[target] = Registered(translation, plugin)
+    return registry

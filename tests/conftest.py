@@ -17,21 +17,16 @@ import pytest
 
 import kuiper
 from kuiper import plugins
+from kuiper.formats.pnnx_ops import translate
+from kuiper.formats.pnnx_param import parse_param
+from kuiper.model_ir import OpNode
+from kuiper.testing import backend_params
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MODELS = FIXTURES / "models"
 
 
-def available_backend_params():
-    """One pytest param per registered backend; unavailable ones skip with the reason."""
-    params = []
-    for info in kuiper.backends():
-        marks = [] if info.available else [pytest.mark.skip(reason=f"backend '{info.name}' unavailable: {info.reason}")]
-        params.append(pytest.param(info.name, marks=marks, id=info.name))
-    return params
-
-
-@pytest.fixture(params=available_backend_params())
+@pytest.fixture(params=backend_params())
 def backend_name(request):
     return request.param
 
@@ -56,6 +51,18 @@ def reference_batches(name: str) -> dict[str, dict[str, list[np.ndarray]]]:
     return batches
 
 
+# A hand-written one-op model for the bad-input tests: nn.Linear 3 -> 2 with W = [[0,1,2],[3,4,5]]
+# and b = [1,1], so that x = [1,2,3] gives [0+2+6+1, 3+8+15+1] = [9, 27] by hand.
+LINEAR = (
+    "7767517\n3 2\n"
+    "pnnx.Input in0 0 1 x #x=(1,3)f32\n"
+    "nn.Linear fc 1 1 x y bias=True in_features=3 out_features=2 @bias=(2)f32 @weight=(2,3)f32 #x=(1,3)f32 #y=(1,2)f32\n"
+    "pnnx.Output out 1 0 y\n"
+)
+LINEAR_W = np.arange(6, dtype="<f4")
+LINEAR_WEIGHTS = {"fc.weight": LINEAR_W.tobytes(), "fc.bias": np.ones(2, "<f4").tobytes()}
+
+
 def write_model(tmp_path: Path, param_text: str, weights: dict[str, bytes] | None = None, name: str = "m") -> Path:
     """Write a hand-made .pnnx.param (and a stored-zip .pnnx.bin when weights are given).
 
@@ -73,6 +80,20 @@ def write_model(tmp_path: Path, param_text: str, weights: dict[str, bytes] | Non
 
 
 _MODEL_NUMBERS = itertools.count()
+
+
+def pnnx_node(op_type: str, name: str, inputs: list[str], outputs: list[str], params=None, attrs=None,
+              input_keys=None) -> OpNode:
+    """An OpNode as the PNNX frontend hands it on: ``op_type`` is PNNX's spelling (``nn.Conv2d``),
+    translated to the canonical op type and typed params as a loaded file would be."""
+    return translate(OpNode(op_type, name, list(inputs), list(outputs), dict(params or {}), dict(attrs or {}),
+                            list(input_keys or [])))
+
+
+def pnnx_file_ops(param_path: Path) -> list[OpNode]:
+    """The ops of a .pnnx.param as the file spells them (before the frontend's translation), for tests
+    that check which PNNX types a fixture contains."""
+    return parse_param(Path(param_path).read_text(), str(param_path)).ops
 
 
 def op_model(tmp_path: Path, op_line: str, inputs=("x",), outputs=("y",), weights=None, backend="numpy", fuse=True):

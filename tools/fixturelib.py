@@ -310,6 +310,29 @@ def _relative_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-6))
 
 
+def spec(build: Callable[[], torch.nn.Module], *input_shapes: tuple[int, ...], **options) -> ModelSpec:
+    """A ModelSpec written as a table row: the builder, then one shape per input, then options."""
+    return ModelSpec(build=build, input_shapes=tuple(input_shapes), **options)
+
+
+def small_and_full(name: str, make_small: Callable[[], torch.nn.Module], small_shape: tuple[int, ...],
+                   make_full: Callable[[], torch.nn.Module], full_shape: tuple[int, ...], *, small: str, full: str,
+                   calibrate_batch: int | None = None, **options) -> dict[str, ModelSpec]:
+    """A model family's two specs: ``name``, the small checked-in fixture, and ``name_full`` at the
+    published size (exported only by --full); ``small`` and ``full`` describe them.
+
+    With ``calibrate_batch``, every BatchNorm gets random statistics measured on one random batch
+    of that many inputs of the model's shape (randomize_batchnorm).
+    """
+    def builder(make, shape):
+        if calibrate_batch is None:
+            return make
+        return lambda: randomize_batchnorm(make(), (calibrate_batch, *shape[1:]))
+
+    return {name: spec(builder(make_small, small_shape), small_shape, description=small, **options),
+            f"{name}_full": spec(builder(make_full, full_shape), full_shape, description=full, full=True, **options)}
+
+
 def build_seeded(spec: ModelSpec) -> torch.nn.Module:
     """Build a spec's module under its seed (weights are part of the fixture)."""
     torch.manual_seed(spec.seed)
@@ -331,8 +354,8 @@ def export_spec(name: str, spec: ModelSpec, outdir: Path, keep_peers: bool = Fal
 
 
 @torch.no_grad()
-def randomize_batchnorm(module: torch.nn.Module, calib_shape: Sequence[int], scale: float = 0.2) -> None:
-    """Give every BatchNorm random affine params and random but well-scaled running stats.
+def randomize_batchnorm(module: torch.nn.Module, calib_shape: Sequence[int], scale: float = 0.2) -> torch.nn.Module:
+    """Give every BatchNorm random affine params and random but well-scaled running stats; returns ``module``.
 
     Default BN (mean 0, var 1, weight 1, bias 0) is an identity that hides folding bugs.
     Purely random stats make deep nets explode or vanish, so: randomise weight/bias,
@@ -351,6 +374,7 @@ def randomize_batchnorm(module: torch.nn.Module, calib_shape: Sequence[int], sca
         bn.running_mean.add_(torch.randn_like(bn.running_mean) * scale * bn.running_var.sqrt())
         bn.running_var.mul_(torch.empty_like(bn.running_var).uniform_(0.7, 1.4))
     module.eval()
+    return module
 
 
 # ---------------------------------------------------------------- wrappers for fixture models

@@ -18,7 +18,10 @@ BACKENDS = available_backends()
 
 
 class _SingleOp:
+    """One op type's cases (``params``) on every backend: a subclass names its ``kind`` and cases."""
+
     kind = ""
+    param_names = ("case", "backend")
     number = 1  # each sample is one call; asv picks the repeat count
     warmup_time = 0.2
 
@@ -28,25 +31,20 @@ class _SingleOp:
         self.inputs = device_inputs(self.model, batch=1)
         run_once(self.model, self.inputs)  # first call compiles expressions and fills caches
 
+    def time_forward(self, case, backend, *rest):
+        run_once(self.model, self.inputs)
+
 
 class Conv(_SingleOp):
     """nn.Conv2d 3x3 s1/s2, 1x1, depthwise, grouped, dilated, and nn.ConvTranspose2d, on 1x64x56x56."""
 
     kind = "conv"
     params = (list(opmodels.CONV_CASES), BACKENDS)
-    param_names = ("case", "backend")
-
-    def time_forward(self, case, backend):
-        run_once(self.model, self.inputs)
 
 
 class Pooling(_SingleOp):
     kind = "pool"
     params = (list(opmodels.POOL_CASES), BACKENDS)
-    param_names = ("case", "backend")
-
-    def time_forward(self, case, backend):
-        run_once(self.model, self.inputs)
 
 
 class Activation(_SingleOp):
@@ -54,10 +52,6 @@ class Activation(_SingleOp):
 
     kind = "activation"
     params = (list(opmodels.ACTIVATION_CASES), BACKENDS)
-    param_names = ("case", "backend")
-
-    def time_forward(self, case, backend):
-        run_once(self.model, self.inputs)
 
 
 class ElementwiseChain(_SingleOp):
@@ -66,6 +60,3 @@ class ElementwiseChain(_SingleOp):
     kind = "chain"
     params = (list(opmodels.CHAIN_CASES), BACKENDS, [True, False])
     param_names = ("case", "backend", "fuse")
-
-    def time_forward(self, case, backend, fuse):
-        run_once(self.model, self.inputs)

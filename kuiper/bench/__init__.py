@@ -7,9 +7,9 @@ runs the TorchScript ``model.pt`` that pnnx writes beside ``model.pnnx.param``,
 ONNX Runtime a ``model.onnx`` beside it (or ``--onnx``).  A peer that is not
 installed, has no file or fails to run is reported in one line and skipped.
 
-Threads: ``--threads T`` sets torch.set_num_threads, ONNX Runtime's
-intra_op_num_threads and, through threadpoolctl when it is installed, the
-BLAS/OpenMP pools numpy uses.  Without threadpoolctl numpy's BLAS pool cannot
+Threads: ``--threads T`` loads the kuiper model with ``kuiper.load(threads=T)`` and
+sets torch.set_num_threads, ONNX Runtime's intra_op_num_threads and, through
+threadpoolctl when it is installed, the BLAS/OpenMP pools numpy uses.  Without threadpoolctl numpy's BLAS pool cannot
 be resized once numpy is imported: start the process with
 ``OMP_NUM_THREADS=T OPENBLAS_NUM_THREADS=T`` instead (the report says so).
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import kuiper
 
-from ..errors import UsageError
-from ..numba_kernels import set_threads
+from ..errors import InputError, UsageError
 from .agreement import agrees
 from .engines import PeerUnavailable, kuiper_engine, onnxruntime_engine, parse_compare, torch_engine
 from .fresh_process import measure_fresh_processes
@@ -27,24 +26,41 @@ def cmd_bench(args) -> int:
     if args.threads is not None and args.threads < 1:
         raise UsageError("--threads must be at least 1")
     compare = parse_compare(args.compare)
+    _check_peer_files(args)
+    # kuiper's own cap travels with its model (kuiper.load(threads=N)); this one is for the
+    # rest of numpy in the process and names the pools in the report.
     handle, thread_note = limit_numpy_threads(args.threads)
-    set_threads(args.threads)  # the compiled CPU kernels' own pool (numba)
     try:
         return _bench(args, param, compare, thread_note)
     finally:
-        set_threads(None)
         if handle is not None:  # callers in the same process (tests) get their thread pools back
             handle.restore_original_limits()
+
+
+def _check_peer_files(args) -> None:
+    """A peer file the user named must exist: a typo is an error, not a peer quietly left out.
+
+    A peer file looked for beside the model, when none is named, may be absent: that peer
+    is reported as not compared.
+    """
+    for option, given in (("--torchscript", args.torchscript), ("--onnx", args.onnx)):
+        if given is not None and not Path(given).is_file():
+            raise InputError(f"{option} {given}: file not found")
+
+
+def _load(args, param: Path):
+    """The kuiper model as the options ask, its threads capped per model (``kuiper.load(threads=N)``)."""
+    return kuiper.load(param, bin_path=args.bin, backend=args.backend, fuse=not args.no_fuse, threads=args.threads)
 
 
 def _bench(args, param: Path, compare: list[str], thread_note: str) -> int:
     # The kuiper model declares the input shapes every engine gets.  This first load also
     # warms the process (imports, plugin discovery), so the engine's load time below is warm.
-    probe = kuiper.load(param, bin_path=args.bin, backend=args.backend, fuse=not args.no_fuse)
+    probe = _load(args, param)
     inputs = random_inputs(probe.inputs, args.batch, seed=args.seed)
     del probe
 
-    engines = [kuiper_engine(param, args.bin, args.backend, not args.no_fuse, inputs)]
+    engines = [kuiper_engine(lambda: _load(args, param), inputs, fuse=not args.no_fuse)]
     unavailable: dict[str, str] = {}
     peer_paths: dict[str, Path] = {}
     for name in compare:
@@ -65,7 +81,7 @@ def _bench(args, param: Path, compare: list[str], thread_note: str) -> int:
                            pause=args.pause / 1e3)
     print(format_report(report))
     if args.profile:
-        model = kuiper.load(param, bin_path=args.bin, backend=args.backend, fuse=not args.no_fuse)
+        model = _load(args, param)
         model(*inputs)  # first call compiles expressions
         for line in format_profile(model, profile_steps(model, inputs, max(1, min(args.runs, 10)))):
             print(line)

@@ -8,6 +8,7 @@ imported only here, when asked for, so kuiper never needs them.
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,10 +57,11 @@ def first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [""])[0][:200]
 
 
-def kuiper_engine(param: Path, bin_path, backend: str | None, fuse: bool, inputs: list[np.ndarray]) -> Engine:
+def kuiper_engine(load: Callable[[], Any], inputs: list[np.ndarray], fuse: bool) -> Engine:
+    """kuiper as an engine; ``load()`` returns the model as the command's options ask (backend, ``fuse``, threads)."""
     kuiper.backends()  # plugin discovery happens once per process; keep it out of the load time
     start = time.perf_counter()
-    model = kuiper.load(param, bin_path=bin_path, backend=backend, fuse=fuse)
+    model = load()
     load_ms = (time.perf_counter() - start) * 1e3
     backend_obj = model.backend
     device_inputs = [backend_obj.asarray(x) for x in inputs]  # a GPU backend times compute, not uploads
@@ -73,7 +75,9 @@ def kuiper_engine(param: Path, bin_path, backend: str | None, fuse: bool, inputs
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         return [kuiper.to_numpy(o) for o in outputs]
 
-    label = f"kuiper {kuiper.__version__} ({backend_obj.name}{'' if fuse else ', unfused'})"
+    fused = "" if fuse else ", unfused"
+    threads = "" if model.threads is None else f", {model.threads} threads"
+    label = f"kuiper {kuiper.__version__} ({backend_obj.name}{fused}{threads})"
     return Engine("kuiper", label, call, to_numpy, load_ms)
 
 
@@ -83,13 +87,19 @@ def _flatten_torch(value) -> list:
     return [value]
 
 
-def torch_engine(path: Path, inputs: list[np.ndarray], threads: int | None) -> Engine:
+def _peer_library(module: str, path: Path, missing_file: str):
+    """The peer's library, imported only now (kuiper never needs it), once its model file is known to exist."""
     try:
-        import torch  # an optional peer: imported only when asked for
+        library = importlib.import_module(module)
     except ImportError as exc:
         raise PeerUnavailable(f"not installed ({exc})") from None
     if not path.exists():
-        raise PeerUnavailable(f"no TorchScript file {path} (pnnx writes it; or pass --torchscript)")
+        raise PeerUnavailable(f"no {missing_file}")
+    return library
+
+
+def torch_engine(path: Path, inputs: list[np.ndarray], threads: int | None) -> Engine:
+    torch = _peer_library("torch", path, f"TorchScript file {path} (pnnx writes it; or pass --torchscript)")
     if threads is not None:
         torch.set_num_threads(threads)
     start = time.perf_counter()
@@ -112,12 +122,8 @@ def torch_engine(path: Path, inputs: list[np.ndarray], threads: int | None) -> E
 
 
 def onnxruntime_engine(path: Path, inputs: list[np.ndarray], threads: int | None) -> Engine:
-    try:
-        import onnxruntime as ort  # an optional peer: imported only when asked for
-    except ImportError as exc:
-        raise PeerUnavailable(f"not installed ({exc})") from None
-    if not path.exists():
-        raise PeerUnavailable(f"no ONNX file {path} (tools/make_fixtures.py --keep-peers writes it; or pass --onnx)")
+    ort = _peer_library("onnxruntime", path,
+                        f"ONNX file {path} (tools/make_fixtures.py --keep-peers writes it; or pass --onnx)")
     options = ort.SessionOptions()
     if threads is not None:
         options.intra_op_num_threads = threads

@@ -53,7 +53,7 @@ def child_main(argv: list[str]) -> int:
     inputs = random_inputs(input_specs(param), batch)
     if engine_name == "kuiper":
         start = time.perf_counter()
-        model = kuiper.load(param, backend=None if backend == "-" else backend)
+        model = kuiper.load(param, backend=None if backend == "-" else backend, threads=threads)
         load_ms = (time.perf_counter() - start) * 1e3
         engine = Engine("kuiper", "", lambda: model(*inputs), list, load_ms)
     elif engine_name == "torch":

@@ -51,7 +51,12 @@ def format_profile(model, samples: dict[int, list[float]], top: int = 12) -> lis
     lines.append(f"  slowest {min(top, len(medians))} ops:")
     for index in sorted(medians, key=lambda i: -medians[i])[:top]:
         node = model.steps[index].node
-        shape = ", ".join(str(tuple(d for d in info.shape)) for o in node.inputs[:1]
-                          if (info := model.ir.operands.get(o)) is not None and info.shape is not None)
-        lines.append(f"    {node.name:<28} {node.type:<22} {medians[index]:9.2f} ms  input {shape or '?'}")
+        info = model.ir.operands.get(node.inputs[0]) if node.inputs else None
+        shape = _shape_text(info.shape) if info is not None and info.shape is not None else "?"
+        lines.append(f"    {node.name:<28} {node.type:<22} {medians[index]:9.2f} ms  input {shape}")
     return lines
+
+
+def _shape_text(shape) -> str:
+    """``(?, 4, 7, 7)``: a symbolic dim (None, e.g. the batch) shows as ``?``."""
+    return "(" + ", ".join("?" if dim is None else str(dim) for dim in shape) + ")"

@@ -51,6 +51,7 @@ RAW_PARAM_KEYS = frozenset({"expr"})
 
 # No dimension is larger: element counts of any declared shape then fit in int64.
 MAX_DIM = 2**40
+MAX_COUNT = 10**18 - 1  # op, operand, input and output counts: any real file is far below
 # Longer number tokens are refused (Python itself refuses int() beyond 4300 digits).
 MAX_NUMBER_DIGITS = 400
 _LONG_NUMBER = re.compile(rf"[0-9]{{{MAX_NUMBER_DIGITS + 1},}}")
@@ -147,32 +148,31 @@ def _parse_shape(text: str, where: _Where, what: str) -> tuple[tuple, str]:
             if dim == "?" or dim.startswith("%"):
                 dims.append(None)
                 continue
-            if len(dim) > 20:
-                raise where.error(f"{what}: dimension '{dim[:20]}...' is too large (at most {MAX_DIM})")
-            try:
-                value = int(dim)
-            except ValueError:
-                raise where.error(f"{what}: dimension '{dim}' is not an integer or '?'") from None
-            if value < 0:
-                raise where.error(f"{what}: negative dimension {value}")
-            if value > MAX_DIM:
-                raise where.error(f"{what}: dimension {value} is too large (at most {MAX_DIM})")
-            dims.append(value)
+            dims.append(_parse_count(dim, where, f"{what}: a dimension", most=MAX_DIM, expected="a non-negative integer or '?'"))
     return tuple(dims), dtype
 
 
 # ---------------------------------------------------------------- lines
 
 
-def _parse_count(token: str, where: _Where, what: str) -> int:
-    if len(token) > 18:
-        raise where.error(f"{what} must be a non-negative integer, found '{token[:20]}...' (too large)")
-    try:
-        value = int(token)
-    except ValueError:
-        raise where.error(f"{what} must be a non-negative integer, found '{token}'") from None
-    if value < 0:
-        raise where.error(f"{what} must be a non-negative integer, found '{token}'")
+def _parse_count(token: str, where: _Where, what: str, most: int = MAX_COUNT,
+                 expected: str = "a non-negative integer") -> int:
+    """A count or a dimension: an integer from 0 to ``most``, else an error naming ``what`` and the token.
+
+    The length is checked before ``int()``, so a hostile file cannot make it build a huge number.
+    """
+    shown = token if len(token) <= 20 else token[:20] + "..."
+    if len(token) > 20:
+        value = most + 1 if token.isdigit() else None
+    else:
+        try:
+            value = int(token)
+        except ValueError:
+            value = None
+    if value is None or value < 0:
+        raise where.error(f"{what} must be {expected}, found '{shown}'")
+    if value > most:
+        raise where.error(f"{what} is too large: {shown} (at most {most})")
     return value
 
 

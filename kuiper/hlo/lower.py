@@ -8,6 +8,10 @@
   and elementwise families, reduce, gather, sort, control flow) becomes canonical ops with
   plain typed params; a computation it calls (a loop body, a reducer, a comparator) is
   lowered here too, into a ModelIR that the op holds as a sub-graph param.
+* A custom call whose target a plugin registers (kuiper_add_custom_calls) translates as the
+  plugin says.
+* ``async-start`` runs its computation at once (inlined, as a call); ``async-update`` and
+  ``async-done`` only regroup its (operands, results, contexts) tuple.
 * Any other instruction becomes an op of type ``hlo.<opcode>`` whose params hold the
   instruction and the module: only a plugin can provide such an op.
 * ``vectorized=True`` leaves the parameter shapes free: used for computations that
@@ -17,20 +21,24 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import GraphError, UnsupportedOperatorError
 from ..model_ir import ModelIR, OperandInfo, OpNode
 from .literals import literal_array
 from .module import HloComputation, HloInstruction, HloModule
 from .shapes import ArrayShape, Shape
 from .site import Site
-from .translators import TRANSLATORS
+from .translate_custom_call import registered_translator
+from .translators import TRANSLATORS, UNSUPPORTED
 
 INLINED = ("call", "fusion")
 # Elementwise opcodes whose operands may be scalars broadcast by the array rules instead.
 ELEMENTWISE = frozenset(
     ["add", "subtract", "multiply", "divide", "remainder", "power", "maximum", "minimum", "atan2", "and", "or", "xor", "shift-left", "shift-right-arithmetic", "shift-right-logical", "complex", "compare", "select", "clamp"]
 )
-REGROUPING = ("tuple", "get-tuple-element", "parameter")
+REGROUPING = ("tuple", "get-tuple-element", "parameter", "async-update", "async-done")
+ASYNC_START = "async-start"  # runs its computation at once: inlined, as a call is
 
 
 def translation_key(instruction: HloInstruction) -> str:
@@ -57,15 +65,19 @@ def check_supported(module: HloModule, supported) -> None:
     problems: list[str] = []
     for computation in reachable_computations(module):
         for instruction in computation.instructions:
-            if instruction.opcode in INLINED or instruction.opcode in REGROUPING:
+            if instruction.opcode in (*INLINED, *REGROUPING, ASYNC_START):
                 continue
-            if translation_key(instruction) not in TRANSLATORS and op_type(instruction) not in supported:
+            if (translation_key(instruction) not in TRANSLATORS and op_type(instruction) not in supported
+                    and registered_translator(instruction) is None):
                 what = instruction.opcode
                 if instruction.opcode == "custom-call":
-                    what += f" (custom_call_target={instruction.attributes.get('custom_call_target')!r})"
+                    what += (f" (custom_call_target={instruction.attributes.get('custom_call_target')!r}: "
+                             "no plugin registers it through the kuiper_add_custom_calls hook)")
+                if instruction.opcode in UNSUPPORTED:
+                    what += f": {UNSUPPORTED[instruction.opcode]}"
                 problems.append(f"  {instruction.name} in {computation.name}: {what}")
             for shape in instruction.shape.leaves():
-                if shape.dtype is None:
+                if shape.dtype is None and shape.element_type != "token":  # a token is held as a bool
                     problems.append(f"  {instruction.name} in {computation.name}: element type "
                                     f"{shape.element_type} (NumPy has no such type)")
     if problems:
@@ -117,7 +129,8 @@ class _Lowering:
 
     def declare(self, name: str, shape: ArrayShape) -> None:
         dims = None if self.vectorized else tuple(None if d < 0 else d for d in shape.dims)
-        self.operands[name] = OperandInfo(name, dims, shape.dtype)
+        dtype = "bool" if shape.element_type == "token" else shape.dtype  # a token carries no data
+        self.operands[name] = OperandInfo(name, dims, dtype)
 
     def emit(self, computation: HloComputation, arguments: list, prefix: str):
         """Emit ops for ``computation`` with parameters bound to ``arguments``; return the root's value."""
@@ -143,12 +156,21 @@ class _Lowering:
                 values[instruction.name] = operands[0][instruction.attributes["index"]]
             elif opcode in INLINED:
                 values[instruction.name] = self.emit(self.callee(instruction), operands, prefix=name + "/")
+            elif opcode == ASYNC_START:
+                values[instruction.name] = self.async_start(instruction, name, operands)
+            elif opcode == "async-update":
+                values[instruction.name] = operands[0]
+            elif opcode == "async-done":
+                if not isinstance(operands[0], tuple) or len(operands[0]) < 2:
+                    raise GraphError(f"{self.module.where(instruction)}: async-done '{instruction.name}' must take "
+                                     "the (operands, results, contexts...) of an async-start")
+                values[instruction.name] = operands[0][1]
             elif opcode == "constant" and instruction.shape.is_tuple:
                 values[instruction.name] = self.tuple_constant(instruction, name)
             else:
                 operands = self.unbroadcast_scalars(computation, instruction, operands, values)
                 output = self.fresh_value(name, instruction.shape)
-                translator = TRANSLATORS.get(translation_key(instruction))
+                translator = TRANSLATORS.get(translation_key(instruction)) or registered_translator(instruction)
                 if translator is None:
                     self.ops.append(self.node(instruction, name, operands, leaves(output)))
                 else:
@@ -175,6 +197,22 @@ class _Lowering:
         if not scalars or len(scalars) == len(operands):
             return operands  # nothing to do, or no operand left to carry the full shape
         return [scalars.get(position, operand) for position, operand in enumerate(operands)]
+
+    def async_start(self, instruction: HloInstruction, name: str, operands: list) -> tuple:
+        """``(operands, results, contexts...)``: the computation runs now; each context holds 0."""
+        result = self.emit(self.callee(instruction), operands, prefix=name + "/")
+        shape = instruction.shape
+        if not shape.is_tuple or len(shape.elements) < 2:
+            raise GraphError(f"{self.module.where(instruction)}: async-start '{instruction.name}' must give "
+                             f"(operands, results, contexts...), found {shape}")
+        contexts = []
+        for index, context in enumerate(shape.elements[2:], start=2):
+            contexts.append(self.fresh_value(f"{name}#{index}", context))
+            for leaf, leaf_shape in zip(leaves(contexts[-1]), context.leaves()):
+                zeros = np.zeros(leaf_shape.dims, leaf_shape.dtype)
+                self.ops.append(OpNode("Constant", leaf, [], [leaf], {}, {"data": zeros},
+                                       source=self.module.where(instruction)))
+        return (tuple(operands), result, *contexts)
 
     def callee(self, instruction: HloInstruction) -> HloComputation:
         """The computation a call or fusion inlines (a computation calling itself is an error)."""

@@ -133,7 +133,7 @@ def translate_dynamic_update_slice(site: Site) -> list[OpNode]:
 
 
 def translate_pass_through(site: Site) -> list[OpNode]:
-    """Copies, barriers, and collectives on one device (every participant is this one): leaf i to leaf i.
+    """Copies and barriers: leaf i to leaf i.
 
     ``copy-start`` returns (operand, its copy, a context): results past the operand's leaves are
     the copy again, and a zero context.
@@ -158,8 +158,7 @@ def translate_device_id(site: Site) -> list[OpNode]:
     return [site.op("Constant", [], site.outputs, attrs={"data": np.zeros(shape.dims, shape.dtype)})]
 
 
-PASS_THROUGH = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
-                "optimization-barrier", "copy-start", "copy-done", "copy")
+PASS_THROUGH = ("opt-barrier", "copy-start", "copy-done", "copy")  # collectives: translate_collectives.py
 TRANSLATORS = {
     "constant": translate_constant, "iota": translate_iota, "broadcast": translate_broadcast,
     "reshape": translate_reshape, "transpose": translate_transpose, "bitcast": translate_bitcast,

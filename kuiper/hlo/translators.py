@@ -2,19 +2,25 @@
 
 kuiper/hlo has no ops of its own: an opcode without a translator becomes an ``hlo.<opcode>``
 op that only a plugin can provide.  A custom call is keyed ``custom-call.<target>``.
+UNSUPPORTED says why kuiper refuses the opcodes it knows but cannot run.
 """
 
 from __future__ import annotations
 
 from . import (
+    translate_collectives,
     translate_control,
     translate_conv,
     translate_dot,
+    translate_dynamic,
     translate_elementwise,
     translate_gather,
+    translate_linalg,
+    translate_random,
     translate_reduce,
     translate_shape,
     translate_sort,
+    translate_tokens,
 )
 from .site import Translator
 
@@ -27,4 +33,17 @@ TRANSLATORS: dict[str, Translator] = {
     **translate_gather.TRANSLATORS,
     **translate_sort.TRANSLATORS,
     **translate_control.TRANSLATORS,
+    **translate_collectives.TRANSLATORS,
+    **translate_tokens.TRANSLATORS,
+    **translate_dynamic.TRANSLATORS,
+    **translate_linalg.TRANSLATORS,
+    **translate_random.TRANSLATORS,
+}
+
+_ANOTHER_DEVICE = "it moves data to or from another device or the host; kuiper runs a module on one device"
+UNSUPPORTED: dict[str, str] = {
+    **{opcode: _ANOTHER_DEVICE for opcode in ("send", "send-done", "recv", "recv-done", "infeed", "outfeed")},
+    "ragged-all-to-all": "its ragged exchange of chunks between devices is not implemented",
+    "rng-get-and-update-state": "it reads XLA's own generator state, which XLA's passes add and kuiper does not "
+                                "keep",
 }

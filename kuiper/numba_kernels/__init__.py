@@ -21,15 +21,21 @@ from .runtime import availability, available, describe, set_threads
 __all__ = ["availability", "available", "describe", "kernel_notes", "kernels", "set_threads"]
 
 
+def _compiled():
+    """The module holding the compiled classes and primitives.
+
+    Imported here, on first need, and nowhere else: it imports numba (0.6 s), which a
+    process that builds no NumPy-array model, or runs without numba, never needs; and
+    this module is loaded at every plugin discovery (``import kuiper`` stays free of numba).
+    """
+    from . import compiled
+
+    return compiled
+
+
 def kernels() -> dict[str, type]:
     """{op type: compiled op class} when numba is available, else {}."""
-    if not available():
-        return {}
-    # Imported only now: these modules import numba (0.6 s), which a process that builds no
-    # NumPy-array model, or runs without numba, never needs.
-    from . import conv, norm, pooling
-
-    return {op_type: cls for module in (conv, pooling, norm) for cls in module.KERNELS for op_type in cls.types}
+    return dict(_compiled().KERNELS) if available() else {}
 
 
 @hookimpl
@@ -43,11 +49,7 @@ def kuiper_add_primitives(capabilities):
     """Compiled softmax and elementwise math, for backends whose arrays are NumPy arrays."""
     if NUMPY_ARRAYS not in capabilities or not available():
         return None
-    # Imported only now, as in kernels(): they import numba.
-    from .elementwise import compile_elementwise
-    from .norm import softmax_in_place
-
-    return {"compile_elementwise": compile_elementwise, "softmax_in_place": softmax_in_place}
+    return dict(_compiled().PRIMITIVES)
 
 
 def kernel_notes(model) -> list[str]:

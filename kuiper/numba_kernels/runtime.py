@@ -11,7 +11,7 @@ the ``numba`` folder of kuiper's cache directory (kuiper.config.cache_dir:
 installed package.
 
 Threads: the running model's ``kuiper.load(threads=N)`` (kuiper.thread_limits), else
-``set_threads(n)`` (``kuiper bench --threads``), else ``OMP_NUM_THREADS``,
+``set_threads(n)`` (process-wide, for code outside a model), else ``OMP_NUM_THREADS``,
 else every core numba sees.  Numba's thread count is a per-calling-thread setting, so
 ``launch_threads()`` applies it before every kernel call; each kernel gives every
 output element to exactly one thread with a fixed order of operations, so results do

@@ -215,6 +215,7 @@ class ConvNd(ConvBase):
             and self.stride == (1, 1)
             and self.groups == 1
             and min(weight.in_channels, weight.out_channels) >= algorithms.WINOGRAD_MIN_CHANNELS
+            and weight.matrix.dtype.kind in "fc"  # its fractional transforms would round integers
         ):
             self.winograd_weights = {}  # tile size m -> WinogradWeight, made on first use (4x / 1.8x the weight)
             return "winograd"
@@ -358,7 +359,7 @@ class ConvNd(ConvBase):
         return out
 
 
-Conv1d, Conv2d, Conv3d = spatial_variants(ConvNd, "Conv{}d", ("nn.Conv{}d", "F.conv{}d"))
+Conv1d, Conv2d, Conv3d = spatial_variants(ConvNd, "Conv{}d")
 # The canonical ``Conv`` (params spatial_dims, stride, dilation, groups, pads; weight (out, in/groups,
 # *kernel) as @weight or the second input) is served by the class with the 2-D fast paths, so
 # compiled kernels that override it serve every frontend; other ranks take the generic path.

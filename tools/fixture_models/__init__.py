@@ -3,7 +3,8 @@
 from . import (
     attention_rnn,
     expressions,
-    families,
+    families_classifiers,
+    families_dense,
     ops_act_linalg_reduce,
     ops_conv_pool_norm,
     ops_rest,
@@ -13,7 +14,8 @@ from . import (
 )
 
 FAMILIES = (
-    small, resnet, families, ops_act_linalg_reduce, ops_conv_pool_norm, ops_shape, expressions, attention_rnn, ops_rest,
+    small, resnet, families_classifiers, families_dense, ops_act_linalg_reduce, ops_conv_pool_norm, ops_shape,
+    expressions, attention_rnn, ops_rest,
 )
 
 

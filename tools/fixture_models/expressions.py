@@ -12,7 +12,7 @@ plain ``div``), so floor division is written with ``//`` here.
 import torch
 from torch import nn
 
-from fixturelib import ModelSpec
+from fixturelib import spec
 
 
 class UnaryFloat(nn.Module):
@@ -55,7 +55,7 @@ class IntegerAndBitwise(nn.Module):
 
 
 def _spec(module, inputs, description):
-    return ModelSpec(build=module, input_shapes=tuple((1, 3, 4, 5) for _ in range(inputs)), description=description)
+    return spec(module, *[(1, 3, 4, 5)] * inputs, description=description)
 
 
 MODELS = {

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fixturelib import ModelSpec
+from fixturelib import Fn, spec
 
 
 class Branches(nn.Module):
@@ -29,17 +29,6 @@ class Branches(nn.Module):
 
     def forward(self, x):
         return tuple(getattr(self, name)(x) for name in self.names)
-
-
-class Functional(nn.Module):
-    """Parameter-free functions of the inputs, so pnnx emits F.* / torch.* spellings."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
 
 
 # -- activations -----------------------------------------------------------------------
@@ -243,58 +232,54 @@ def _compare(x, y):
     )
 
 
-def _spec(build, *shapes, **kw) -> ModelSpec:
-    return ModelSpec(build=build, input_shapes=tuple(shapes), **kw)
-
-
 MODELS = {
     # --- activations
-    "act_nn_pointwise": _spec(_pointwise_nn, (1, 3, 4, 5),
-                              description="nn.* elementwise activations, one output each: ReLU6, LeakyReLU, "
-                                          "ELU, SELU, CELU, GELU (none and tanh), SiLU, Mish, Sigmoid, Tanh, "
-                                          "Hardswish, Hardsigmoid, Hardtanh, Softplus(beta=2, threshold=1)"),
-    "act_functional": _spec(lambda: Functional(_pointwise_functional), (1, 3, 4, 5),
-                            description="F.* / torch.* spellings of the elementwise activations"),
-    "act_shrink_threshold": _spec(_shrinks, (1, 3, 4, 5),
-                                  description="LogSigmoid, Softsign, Tanhshrink, Hardshrink, Softshrink, Threshold"),
-    "act_prelu": _spec(PReLUs, (1, 3, 4, 5),
-                       description="nn.PReLU(3) with distinct slopes (@weight) and nn.PReLU() "
-                                   "(pnnx rewrites it as nn.LeakyReLU)"),
-    "softmax_rank4": _spec(_softmax_rank4, (1, 3, 4, 5),
-                           description="nn.Softmax / LogSoftmax / Softmin on dims 0, 1, -1, -3, -2 "
-                                       "and nn.Softmax2d of a rank-4 tensor"),
-    "softmax_rank3": _spec(lambda: Functional(_softmax_rank3), (1, 4, 6),
-                           description="F.softmax / torch.softmax / log_softmax / softmin on dims 0, 1, 2, "
-                                       "-1, -2, -3 of a rank-3 tensor"),
-    "clamp_bounds": _spec(lambda: Functional(_clamp), (1, 3, 4, 5), (1, 3, 4, 5), (1, 1, 4, 5),
-                          description="torch.clamp with only min, only max, both, -inf/inf bounds, "
-                                      "and tensor bounds ($min, $max inputs, broadcast)"),
-    "act_chains_fused": _spec(Chains, (1, 3, 4, 5), (1, 3, 4, 5),
-                              description="chains of elementwise activations (and gt -> where) that the "
-                                          "fusion pass folds into expressions"),
+    "act_nn_pointwise": spec(_pointwise_nn, (1, 3, 4, 5),
+                             description="nn.* elementwise activations, one output each: ReLU6, LeakyReLU, "
+                                         "ELU, SELU, CELU, GELU (none and tanh), SiLU, Mish, Sigmoid, Tanh, "
+                                         "Hardswish, Hardsigmoid, Hardtanh, Softplus(beta=2, threshold=1)"),
+    "act_functional": spec(lambda: Fn(_pointwise_functional), (1, 3, 4, 5),
+                           description="F.* / torch.* spellings of the elementwise activations"),
+    "act_shrink_threshold": spec(_shrinks, (1, 3, 4, 5),
+                                 description="LogSigmoid, Softsign, Tanhshrink, Hardshrink, Softshrink, Threshold"),
+    "act_prelu": spec(PReLUs, (1, 3, 4, 5),
+                      description="nn.PReLU(3) with distinct slopes (@weight) and nn.PReLU() "
+                                  "(pnnx rewrites it as nn.LeakyReLU)"),
+    "softmax_rank4": spec(_softmax_rank4, (1, 3, 4, 5),
+                          description="nn.Softmax / LogSoftmax / Softmin on dims 0, 1, -1, -3, -2 "
+                                      "and nn.Softmax2d of a rank-4 tensor"),
+    "softmax_rank3": spec(lambda: Fn(_softmax_rank3), (1, 4, 6),
+                          description="F.softmax / torch.softmax / log_softmax / softmin on dims 0, 1, 2, "
+                                      "-1, -2, -3 of a rank-3 tensor"),
+    "clamp_bounds": spec(lambda: Fn(_clamp), (1, 3, 4, 5), (1, 3, 4, 5), (1, 1, 4, 5),
+                         description="torch.clamp with only min, only max, both, -inf/inf bounds, "
+                                     "and tensor bounds ($min, $max inputs, broadcast)"),
+    "act_chains_fused": spec(Chains, (1, 3, 4, 5), (1, 3, 4, 5),
+                             description="chains of elementwise activations (and gt -> where) that the "
+                                         "fusion pass folds into expressions"),
     # --- linear algebra
-    "linear_rank3": _spec(Linears, (1, 5, 6),
-                          description="nn.Linear with and without bias on a rank-3 input"),
-    "linear_functional": _spec(lambda: Functional(_functional_linear), (2, 5, 6), (1, 6), (1,),
-                               description="F.linear with weight and bias as inputs ($weight, $bias), "
-                                           "and without bias"),
-    "matmul_broadcast": _spec(MatMuls, (1, 2, 3, 4), (1, 1, 4, 5),
-                              description="torch.matmul: broadcast batch dims, N-D @ 1-D, 1-D @ N-D; "
-                                          "nn.Linear (from matmul by a parameter) on a rank-4 input"),
-    "matrix_products": _spec(Products, (1, 3, 4), (1, 4, 5), (1, 3, 5), (1, 4), (1, 5),
-                             description="torch.mm, bmm, addmm (beta/alpha), baddbmm, mv, einsum"),
+    "linear_rank3": spec(Linears, (1, 5, 6),
+                         description="nn.Linear with and without bias on a rank-3 input"),
+    "linear_functional": spec(lambda: Fn(_functional_linear), (2, 5, 6), (1, 6), (1,),
+                              description="F.linear with weight and bias as inputs ($weight, $bias), "
+                                          "and without bias"),
+    "matmul_broadcast": spec(MatMuls, (1, 2, 3, 4), (1, 1, 4, 5),
+                             description="torch.matmul: broadcast batch dims, N-D @ 1-D, 1-D @ N-D; "
+                                         "nn.Linear (from matmul by a parameter) on a rank-4 input"),
+    "matrix_products": spec(Products, (1, 3, 4), (1, 4, 5), (1, 3, 5), (1, 4), (1, 5),
+                            description="torch.mm, bmm, addmm (beta/alpha), baddbmm, mv, einsum"),
     # --- reductions
-    "reduce_sum_mean_prod": _spec(lambda: Functional(_sum_mean_prod), (1, 3, 4, 5),
-                                  description="torch.sum / mean / prod over int, list, negative dims, "
-                                              "keepdim, and everything"),
-    "reduce_max_min": _spec(lambda: Functional(_max_min), (1, 3, 4, 5),
-                            description="torch.max/min with dim (values + int64 indices) and without "
-                                        "(0-d), amax/amin, argmax/argmin with and without dim"),
-    "reduce_norm_lse": _spec(lambda: Functional(_norms), (1, 3, 4, 5),
-                             description="torch.norm p=2/1/fro/3 over dims and all, vector_norm, "
-                                         "logsumexp, var, std"),
+    "reduce_sum_mean_prod": spec(lambda: Fn(_sum_mean_prod), (1, 3, 4, 5),
+                                 description="torch.sum / mean / prod over int, list, negative dims, "
+                                             "keepdim, and everything"),
+    "reduce_max_min": spec(lambda: Fn(_max_min), (1, 3, 4, 5),
+                           description="torch.max/min with dim (values + int64 indices) and without "
+                                       "(0-d), amax/amin, argmax/argmin with and without dim"),
+    "reduce_norm_lse": spec(lambda: Fn(_norms), (1, 3, 4, 5),
+                            description="torch.norm p=2/1/fro/3 over dims and all, vector_norm, "
+                                        "logsumexp, var, std"),
     # --- comparisons
-    "compare_where": _spec(lambda: Functional(_compare), (1, 3, 4, 5), (1, 3, 4, 5),
-                           description="torch.where with tensor and number branches, torch.eq/ne/gt/ge/lt/le "
-                                       "with tensor and number other"),
+    "compare_where": spec(lambda: Fn(_compare), (1, 3, 4, 5), (1, 3, 4, 5),
+                          description="torch.where with tensor and number branches, torch.eq/ne/gt/ge/lt/le "
+                                      "with tensor and number other"),
 }

@@ -10,12 +10,12 @@ torch.view_as_real (the reference files hold real arrays only).
 
 import torch
 import torch.nn.functional as F
-from fixturelib import Fn, ModelSpec
+from fixturelib import Fn, ModelSpec, spec
 from torch import nn
 
 
 def _spec(build, *shapes, **kw) -> ModelSpec:
-    return ModelSpec(build=build, input_shapes=tuple(shapes), exact_dtypes=True, **kw)
+    return spec(build, *shapes, exact_dtypes=True, **kw)
 
 
 # ---------------------------------------------------------------- bitwise and logical

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fixturelib import Fn, ModelSpec
+from fixturelib import Fn, ModelSpec, spec
 
 def reshape_permute(x):
     y = x.reshape(x.size(0), 3, 20).permute(0, 2, 1)
@@ -241,7 +241,7 @@ class Embeddings(nn.Module):
 
 def _spec(fn_or_module, *shapes, description, **kw) -> ModelSpec:
     build = fn_or_module if isinstance(fn_or_module, type) else (lambda: Fn(fn_or_module))
-    return ModelSpec(build=build, input_shapes=tuple(shapes), description=description, **kw)
+    return spec(build, *shapes, description=description, **kw)
 
 
 MODELS = {

@@ -61,9 +61,7 @@ class ResNet18(nn.Module):
 
 
 def resnet18(width: int, size: int) -> nn.Module:
-    model = ResNet18(width)
-    randomize_batchnorm(model, (8, 3, size, size))
-    return model
+    return randomize_batchnorm(ResNet18(width), (8, 3, size, size))
 
 
 MODELS = {

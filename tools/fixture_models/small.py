@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fixturelib import Fn, ModelSpec, Single, randomize_batchnorm
+from fixturelib import Fn, Single, randomize_batchnorm, spec
 
 class FlattenLinear(nn.Module):
     def __init__(self, features: int, out: int):
@@ -87,65 +87,59 @@ class TwoInTwoOut(nn.Module):
 
 
 def _bn_model() -> nn.Module:
-    m = BatchNormAfterRelu()
-    randomize_batchnorm(m, (8, 4, 5, 5), scale=0.5)
-    return m
-
-
-def _spec(build, *shapes, **kw) -> ModelSpec:
-    return ModelSpec(build=build, input_shapes=tuple(shapes), **kw)
+    return randomize_batchnorm(BatchNormAfterRelu(), (8, 4, 5, 5), scale=0.5)
 
 
 MODELS = {
     # --- convolution
-    "conv2d_stride2": _spec(lambda: Single(nn.Conv2d(3, 4, 3, stride=2, padding=1)), (1, 3, 9, 11),
-                            description="Conv2d 3x3 stride 2 pad 1 on an odd-sized input"),
-    "conv2d_dilation2": _spec(lambda: Single(nn.Conv2d(3, 4, 3, padding=2, dilation=2)), (1, 3, 8, 10),
-                              description="Conv2d 3x3 dilation 2 pad 2"),
-    "conv2d_groups2": _spec(lambda: Single(nn.Conv2d(4, 6, 3, padding=1, groups=2)), (1, 4, 7, 7),
-                            description="Conv2d groups=2 (4 -> 6 channels)"),
-    "conv2d_depthwise": _spec(lambda: Single(nn.Conv2d(4, 8, 3, padding=1, groups=4)), (1, 4, 7, 7),
-                              description="depthwise Conv2d with channel multiplier 2 (groups=4, 4 -> 8)"),
-    "conv2d_nobias": _spec(lambda: Single(nn.Conv2d(3, 4, (3, 5), padding=(1, 2), bias=False)), (1, 3, 7, 9),
-                           description="Conv2d without bias, non-square 3x5 kernel"),
-    "conv2d_reflect": _spec(lambda: Single(nn.Conv2d(3, 4, 3, padding=(1, 2), padding_mode="reflect")),
-                            (1, 3, 7, 9), description="Conv2d padding_mode=reflect, padding (1,2)"),
-    "conv2d_replicate": _spec(lambda: Single(nn.Conv2d(3, 4, 3, stride=2, padding=(2, 1),
-                                                       padding_mode="replicate")),
-                              (1, 3, 7, 9), description="Conv2d padding_mode=replicate, stride 2, padding (2,1)"),
-    "conv2d_circular": _spec(lambda: Single(nn.Conv2d(3, 4, 3, padding=(1, 2), padding_mode="circular")),
-                             (1, 3, 7, 9), description="Conv2d padding_mode=circular, padding (1,2)"),
-    "conv2d_same": _spec(lambda: Single(nn.Conv2d(3, 4, 4, padding="same")), (1, 3, 7, 9),
-                         description="Conv2d padding='same' with an even 4x4 kernel (asymmetric pad 1/2)"),
+    "conv2d_stride2": spec(lambda: Single(nn.Conv2d(3, 4, 3, stride=2, padding=1)), (1, 3, 9, 11),
+                           description="Conv2d 3x3 stride 2 pad 1 on an odd-sized input"),
+    "conv2d_dilation2": spec(lambda: Single(nn.Conv2d(3, 4, 3, padding=2, dilation=2)), (1, 3, 8, 10),
+                             description="Conv2d 3x3 dilation 2 pad 2"),
+    "conv2d_groups2": spec(lambda: Single(nn.Conv2d(4, 6, 3, padding=1, groups=2)), (1, 4, 7, 7),
+                           description="Conv2d groups=2 (4 -> 6 channels)"),
+    "conv2d_depthwise": spec(lambda: Single(nn.Conv2d(4, 8, 3, padding=1, groups=4)), (1, 4, 7, 7),
+                             description="depthwise Conv2d with channel multiplier 2 (groups=4, 4 -> 8)"),
+    "conv2d_nobias": spec(lambda: Single(nn.Conv2d(3, 4, (3, 5), padding=(1, 2), bias=False)), (1, 3, 7, 9),
+                          description="Conv2d without bias, non-square 3x5 kernel"),
+    "conv2d_reflect": spec(lambda: Single(nn.Conv2d(3, 4, 3, padding=(1, 2), padding_mode="reflect")),
+                           (1, 3, 7, 9), description="Conv2d padding_mode=reflect, padding (1,2)"),
+    "conv2d_replicate": spec(lambda: Single(nn.Conv2d(3, 4, 3, stride=2, padding=(2, 1),
+                                                      padding_mode="replicate")),
+                             (1, 3, 7, 9), description="Conv2d padding_mode=replicate, stride 2, padding (2,1)"),
+    "conv2d_circular": spec(lambda: Single(nn.Conv2d(3, 4, 3, padding=(1, 2), padding_mode="circular")),
+                            (1, 3, 7, 9), description="Conv2d padding_mode=circular, padding (1,2)"),
+    "conv2d_same": spec(lambda: Single(nn.Conv2d(3, 4, 4, padding="same")), (1, 3, 7, 9),
+                        description="Conv2d padding='same' with an even 4x4 kernel (asymmetric pad 1/2)"),
     # --- pooling
-    "maxpool2d_ceil": _spec(lambda: Single(nn.MaxPool2d(2, 2, ceil_mode=True)), (1, 3, 7, 9),
-                            description="MaxPool2d 2x2 s2 ceil_mode on 7x9 -> 4x5 (partial last window)"),
-    "maxpool2d_ceil_pad": _spec(lambda: Single(nn.MaxPool2d(2, 2, padding=1, ceil_mode=True)), (1, 3, 5, 6),
-                                description="MaxPool2d 2x2 s2 pad 1 ceil_mode on 5x6 -> 3x4: the last H "
-                                            "window would start in the padding and is dropped"),
-    "maxpool2d_pad_dil": _spec(lambda: Fn(lambda x: F.max_pool2d(x, 3, stride=2, padding=1, dilation=2)),
-                               (1, 3, 9, 11), description="F.max_pool2d 3x3 s2 pad 1 dilation 2 on 9x11 -> 4x5"),
-    "adaptive_avgpool_1x1": _spec(lambda: Single(nn.AdaptiveAvgPool2d((1, 1))), (1, 3, 5, 7),
-                                  description="nn.AdaptiveAvgPool2d to (1,1)"),
-    "adaptive_avgpool_3x5": _spec(lambda: Fn(lambda x: F.adaptive_avg_pool2d(x, (3, 5))), (1, 3, 7, 9),
-                                  description="F.adaptive_avg_pool2d 7x9 -> (3,5): overlapping uneven windows"),
+    "maxpool2d_ceil": spec(lambda: Single(nn.MaxPool2d(2, 2, ceil_mode=True)), (1, 3, 7, 9),
+                           description="MaxPool2d 2x2 s2 ceil_mode on 7x9 -> 4x5 (partial last window)"),
+    "maxpool2d_ceil_pad": spec(lambda: Single(nn.MaxPool2d(2, 2, padding=1, ceil_mode=True)), (1, 3, 5, 6),
+                               description="MaxPool2d 2x2 s2 pad 1 ceil_mode on 5x6 -> 3x4: the last H "
+                                           "window would start in the padding and is dropped"),
+    "maxpool2d_pad_dil": spec(lambda: Fn(lambda x: F.max_pool2d(x, 3, stride=2, padding=1, dilation=2)),
+                              (1, 3, 9, 11), description="F.max_pool2d 3x3 s2 pad 1 dilation 2 on 9x11 -> 4x5"),
+    "adaptive_avgpool_1x1": spec(lambda: Single(nn.AdaptiveAvgPool2d((1, 1))), (1, 3, 5, 7),
+                                 description="nn.AdaptiveAvgPool2d to (1,1)"),
+    "adaptive_avgpool_3x5": spec(lambda: Fn(lambda x: F.adaptive_avg_pool2d(x, (3, 5))), (1, 3, 7, 9),
+                                 description="F.adaptive_avg_pool2d 7x9 -> (3,5): overlapping uneven windows"),
     # --- linear, shape
-    "flatten_linear": _spec(lambda: FlattenLinear(3 * 4 * 5, 6), (1, 3, 4, 5),
-                            description="torch.flatten(x, 1) then nn.Linear(60, 6)"),
-    "reshape_batch_static": _spec(lambda: ViewLinear(3 * 4 * 5, 6), (1, 3, 4, 5), extra_batches=(),
-                                  description="x.view(x.size(0), -1) exported at batch 1: pnnx writes "
-                                              "Tensor.reshape shape=(1,60), so only batch 1 is valid"),
-    "reshape_batch_dynamic": _spec(lambda: ViewLinear(3 * 4 * 5, 6), (1, 3, 4, 5), dynamic_batch=2,
-                                   description="x.view(x.size(0), -1) exported with inputs2 at batch 2: "
-                                               "'?' batch dims and Tensor.reshape shape=(-1,60)"),
+    "flatten_linear": spec(lambda: FlattenLinear(3 * 4 * 5, 6), (1, 3, 4, 5),
+                           description="torch.flatten(x, 1) then nn.Linear(60, 6)"),
+    "reshape_batch_static": spec(lambda: ViewLinear(3 * 4 * 5, 6), (1, 3, 4, 5), extra_batches=(),
+                                 description="x.view(x.size(0), -1) exported at batch 1: pnnx writes "
+                                             "Tensor.reshape shape=(1,60), so only batch 1 is valid"),
+    "reshape_batch_dynamic": spec(lambda: ViewLinear(3 * 4 * 5, 6), (1, 3, 4, 5), dynamic_batch=2,
+                                  description="x.view(x.size(0), -1) exported with inputs2 at batch 2: "
+                                              "'?' batch dims and Tensor.reshape shape=(-1,60)"),
     # --- elementwise
-    "residual_scale": _spec(ResidualScale, (1, 4, 6, 6),
-                            description="relu((x + conv(x)) * p(1,C,1,1) + p(C,1,1)) * p(): two "
-                                        "pnnx.Attribute, one pnnx.Expression, 0-d param folded"),
-    "relu_variants": _spec(ReluVariants, (1, 3, 5, 5),
-                           description="nn.ReLU, nn.ReLU(inplace), F.relu, torch.relu, Tensor.relu"),
-    "batchnorm2d": _spec(_bn_model, (1, 4, 5, 5),
-                         description="unfoldable nn.BatchNorm2d (after a ReLU) with random stats"),
-    "two_in_two_out": _spec(TwoInTwoOut, (1, 4, 6, 6), (1, 4, 1, 1),
-                            description="two inputs (second broadcast per channel), two outputs"),
+    "residual_scale": spec(ResidualScale, (1, 4, 6, 6),
+                           description="relu((x + conv(x)) * p(1,C,1,1) + p(C,1,1)) * p(): two "
+                                       "pnnx.Attribute, one pnnx.Expression, 0-d param folded"),
+    "relu_variants": spec(ReluVariants, (1, 3, 5, 5),
+                          description="nn.ReLU, nn.ReLU(inplace), F.relu, torch.relu, Tensor.relu"),
+    "batchnorm2d": spec(_bn_model, (1, 4, 5, 5),
+                        description="unfoldable nn.BatchNorm2d (after a ReLU) with random stats"),
+    "two_in_two_out": spec(TwoInTwoOut, (1, 4, 6, 6), (1, 4, 1, 1),
+                           description="two inputs (second broadcast per channel), two outputs"),
 }

@@ -16,18 +16,11 @@ import pytest
 
 import kuiper
 from kuiper.plugins import op_registry
+from kuiper.testing import backend_params
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PARAM = FIXTURES / "yolo_detect.pnnx.param"
 BIN = FIXTURES / "yolo_detect.pnnx.bin"
-
-
-def backend_params():
-    params = []
-    for info in kuiper.backends():
-        marks = [] if info.available else [pytest.mark.skip(reason=f"backend '{info.name}' unavailable: {info.reason}")]
-        params.append(pytest.param(info.name, marks=marks, id=info.name))
-    return params
 
 
 def assert_matches(got, want, where):

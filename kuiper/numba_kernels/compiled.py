@@ -1,0 +1,17 @@
+"""What this plugin hands to kuiper once numba is known to be there: the compiled op classes and primitives.
+
+One module that gathers them, so that ``kuiper.numba_kernels`` (the plugin module,
+loaded at every plugin discovery) imports numba in one place and only when asked.
+"""
+
+from __future__ import annotations
+
+from . import conv, norm, pooling
+from .elementwise import compile_elementwise
+from .norm import softmax_in_place
+
+KERNELS: dict[str, type] = {
+    op_type: cls for module in (conv, pooling, norm) for cls in module.KERNELS for op_type in cls.types
+}
+
+PRIMITIVES = {"compile_elementwise": compile_elementwise, "softmax_in_place": softmax_in_place}
