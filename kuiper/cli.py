@@ -19,6 +19,7 @@ from .config import choose_backend
 from .dask.cli import add_arguments as add_dask_arguments
 from .dask.cli import run_files, wants_files
 from .errors import BackendUnavailableError, InputError, KuiperError, UnsupportedOperatorError, UsageError
+from .formats.pnnx_ops import pnnx_spellings
 from .frontends import load_ir
 from .hlo.cli import add_hlo_command
 from .numba_kernels import kernel_notes
@@ -177,10 +178,13 @@ def cmd_backends(args) -> int:
 
 def cmd_ops(args) -> int:
     registry = op_registry()
+    spellings = pnnx_spellings()
     print(f"{len(registry)} op types:")
     for op_type in sorted(registry):
         registered = registry[op_type]
         print(f"  {op_type:<36} {registered.obj.__qualname__:<24} [{registered.plugin}]")
+        if op_type in spellings:
+            print(f"      PNNX: {', '.join(spellings[op_type])}")
     for backend in sorted(backend_registry()):
         kernels = kernel_registry(backend)
         if kernels:
@@ -268,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     backends = sub.add_parser("backends", help="list backends, which one is the default, and why others are unavailable")
     backends.set_defaults(func=cmd_backends)
 
-    ops = sub.add_parser("ops", help="list every registered op type and the plugin that provides it")
+    ops = sub.add_parser("ops", help="list every registered op type, its plugin and its PNNX spellings")
     ops.set_defaults(func=cmd_ops)
 
     demo = sub.add_parser("demo", help="classify bundled handwritten digits with a bundled model and report accuracy")

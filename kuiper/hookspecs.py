@@ -24,7 +24,12 @@ def kuiper_add_backends():
 
 @hookspec
 def kuiper_add_ops():
-    """Return a list of Op subclasses; each declares the PNNX type strings it runs in ``types``."""
+    """Return a list of Op subclasses; each declares the op type strings it runs in ``types``.
+
+    kuiper's own ops use canonical names (``Conv2d``, ``ReLU``; ``kuiper ops`` lists them with the
+    PNNX spellings its PNNX frontend translates to each); a type no frontend translates (a PNNX
+    custom module such as ``models.yolo.Detect``) reaches the graph as the file spells it.
+    """
 
 
 @hookspec

@@ -17,6 +17,9 @@ import pytest
 
 import kuiper
 from kuiper import plugins
+from kuiper.formats.pnnx_ops import translate
+from kuiper.formats.pnnx_param import parse_param
+from kuiper.model_ir import OpNode
 from kuiper.testing import backend_params
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -77,6 +80,20 @@ def write_model(tmp_path: Path, param_text: str, weights: dict[str, bytes] | Non
 
 
 _MODEL_NUMBERS = itertools.count()
+
+
+def pnnx_node(op_type: str, name: str, inputs: list[str], outputs: list[str], params=None, attrs=None,
+              input_keys=None) -> OpNode:
+    """An OpNode as the PNNX frontend hands it on: ``op_type`` is PNNX's spelling (``nn.Conv2d``),
+    translated to the canonical op type and typed params as a loaded file would be."""
+    return translate(OpNode(op_type, name, list(inputs), list(outputs), dict(params or {}), dict(attrs or {}),
+                            list(input_keys or [])))
+
+
+def pnnx_file_ops(param_path: Path) -> list[OpNode]:
+    """The ops of a .pnnx.param as the file spells them (before the frontend's translation), for tests
+    that check which PNNX types a fixture contains."""
+    return parse_param(Path(param_path).read_text(), str(param_path)).ops
 
 
 def op_model(tmp_path: Path, op_line: str, inputs=("x",), outputs=("y",), weights=None, backend="numpy", fuse=True):

@@ -13,7 +13,7 @@ import pytest
 
 from kuiper.formats.pnnx import load_pnnx
 
-from conftest import MODELS, reference_batches
+from conftest import MODELS, pnnx_file_ops, reference_batches
 
 EXPECTED_OP_TYPES = {
     "attention_mha": {"nn.MultiheadAttention": 2},
@@ -32,6 +32,12 @@ EXPECTED_OP_TYPES = {
 
 
 def ops_of(name):
+    """The ops as the file spells them."""
+    return pnnx_file_ops(MODELS / name / "model.pnnx.param")
+
+
+def loaded_ops(name):
+    """The ops as the PNNX frontend hands them on: canonical types, weights read."""
     return load_pnnx(MODELS / name / "model.pnnx.param").ops
 
 
@@ -57,13 +63,13 @@ def test_mask_orders_pnnx_writes_are_both_covered():
 
 
 def test_cross_attention_fixture_uses_kdim_vdim_bias_kv_and_zero_attn():
-    (cross,) = [op for op in ops_of("attention_mha") if op.name == "cross_attn"]
+    (cross,) = [op for op in loaded_ops("attention_mha") if op.name == "cross_attn"]
     assert cross.params["kdim"] == 8 and cross.params["vdim"] == 12
     assert cross.params["add_bias_kv"] is True and cross.params["add_zero_attn"] is True
     assert "k_proj_weight" in cross.attrs and "bias_k" in cross.attrs
 
 
 def test_lstm_fixture_has_projection_and_both_directions():
-    (lstm,) = [op for op in ops_of("recurrent_stack") if op.type == "nn.LSTM"]
+    (lstm,) = [op for op in loaded_ops("recurrent_stack") if op.type == "Recurrent" and op.params["cell"] == "LSTM"]
     assert lstm.params["proj_size"] == 5 and lstm.params["bidirectional"] is True
     assert "weight_hr_l1_reverse" in lstm.attrs and len(lstm.outputs) == 3

@@ -266,7 +266,7 @@ def test_profile_lists_op_types_and_the_slowest_ops(monkeypatch, capsys):
     code, out, _ = bench_main(capsys, "--profile")
     assert code == 0
     assert "kuiper per-op profile" in out
-    type_line = next(line for line in out.splitlines() if line.strip().startswith("nn.Conv2d"))
+    type_line = next(line for line in out.splitlines() if line.strip().startswith("Conv2d"))
     assert "(1 ops)" in type_line and "100.0%" in type_line  # the fixture's only op
     # The model's batch dim is symbolic: shown as '?', as `kuiper info` does, not as Python's None.
     assert any(line.strip().startswith("op ") and "input (?, 4, 7, 7)" in line for line in out.splitlines())

@@ -26,6 +26,8 @@ from kuiper.ops import pooling_max as pooling_module
 from kuiper.ops.conv import Conv2d
 from kuiper.ops.pooling_max import MaxPool1d, MaxPool2d
 
+from conftest import pnnx_node
+
 TOLERANCE = 1e-4  # max abs difference from the im2col path
 
 
@@ -45,7 +47,7 @@ def make_conv(backend_name, in_channels, out_channels, kernel, stride=1, padding
     params = dict(stride=pair(stride), padding=padding if isinstance(padding, str) else pair(padding),
                   dilation=pair(dilation), groups=groups, bias=bias, padding_mode=padding_mode,
                   kernel_size=list(kernel), in_channels=in_channels, out_channels=out_channels)
-    node = OpNode("nn.Conv2d", "conv", ["x"], ["y"], params=params, attrs=attrs)
+    node = pnnx_node("nn.Conv2d", "conv", ["x"], ["y"], params=params, attrs=attrs)
     return Conv2d(node, get_backend(backend_name))
 
 
@@ -349,6 +351,6 @@ def test_max_pool_equals_the_window_maximum(spatial, kernel, stride, dilation, c
 def test_max_pool_in_chunks_of_images_equals_the_window_maximum(monkeypatch):
     monkeypatch.setattr(pooling_module, "POOL_CHUNK_BYTES", 2 * 3 * 9 * 9 * 4)  # two images per chunk
     params = dict(kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceil_mode=False)
-    op = MaxPool2d(OpNode("nn.MaxPool2d", "pool", ["x"], ["y"], params=params), get_backend("numpy"))
+    op = MaxPool2d(pnnx_node("nn.MaxPool2d", "pool", ["x"], ["y"], params=params), get_backend("numpy"))
     x = np.random.default_rng(0).standard_normal((5, 3, 9, 9)).astype(np.float32)
     np.testing.assert_array_equal(op.forward(x), window_max(x, (3, 3), (2, 2), (1, 1), (1, 1), False))

@@ -51,7 +51,7 @@ def toy_format_installed(install_distribution):
 
 def test_a_third_party_frontend_is_found_through_its_entry_point(tmp_path, toy_format_installed):
     path = tmp_path / "chain.toy"
-    path.write_text("nn.ReLU\nnn.Sigmoid\n")
+    path.write_text("ReLU\nSigmoid\n")
     model = kuiper.load(path)
     x = np.array([[-1.0, 0.0, 2.0, -3.0]], np.float32)
     np.testing.assert_allclose(model(x), 1 / (1 + np.exp(-np.maximum(x, 0))), rtol=1e-6)
@@ -68,7 +68,7 @@ def test_a_file_no_frontend_claims_names_the_known_formats(tmp_path):
 
 def test_the_graph_builds_from_an_in_memory_ir_without_pnnx_types():
     ir = ModelIR(
-        ops=[OpNode("nn.ReLU", "r", ["a"], ["b"]), OpNode("nn.Tanh", "t", ["b"], ["c"])],
+        ops=[OpNode("ReLU", "r", ["a"], ["b"]), OpNode("Tanh", "t", ["b"], ["c"])],
         operands={"a": OperandInfo("a", (2,), "float32")},
         inputs=["a"],
         outputs=["c", "b"],
@@ -183,7 +183,7 @@ def test_any_failure_inside_an_op_is_a_kuiper_error_naming_the_op(tmp_path, monk
         raise RuntimeError("device on fire")
 
     monkeypatch.setattr(model.steps[0].op, "forward", broken)
-    with pytest.raises(KuiperError, match=r"op 't' of type nn.Tanh .* failed on inputs \[\(1, 3\) float32\]: RuntimeError"):
+    with pytest.raises(KuiperError, match=r"op 't' of type Tanh .*PNNX nn.Tanh\) failed on inputs \[\(1, 3\) float32\]: RuntimeError"):
         model(np.zeros((1, 3), np.float32))
 
 
@@ -205,7 +205,7 @@ def test_hooks_are_called_through_pluggy_so_wrappers_work():
     finally:
         plugins.plugin_manager().unregister(name="tracer")
         plugins.reset_registries()
-    assert "nn.Conv2d" in registry
+    assert "Conv2d" in registry
     assert calls[0] == "before" and calls[1] >= 1
 
 

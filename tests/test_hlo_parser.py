@@ -169,7 +169,7 @@ def test_tuple_constant_and_attribute_forms():
 @pytest.mark.parametrize(
     "text, line, column, message",
     [
-        ("HloModel m\nENTRY e {\n ROOT p = f32[] parameter(0)\n}", 1, 1, "expected 'HloModule'"),
+        ("HloModel m\nENTRY e {\n ROOT p = f32[] parameter(0)\n}", 1, 10, "or 'HloModule' at the start"),
         ("HloModule m\nENTRY e {\n  ROOT p = f33[] parameter(0)\n}", 3, 12, "expected a shape"),
         ("HloModule m\nENTRY e {\n  ROOT p = f32[2 parameter(0)\n}", 3, 18, "',' or ']'"),
         ("HloModule m\nENTRY e {\n  ROOT p = f32[] parameter(0)\n", 4, 1, "not closed"),

@@ -135,7 +135,7 @@ def test_bytes_no_frontend_recognises_are_a_model_format_error():
 
 def test_format_pnnx_reads_the_bytes_as_pnnx():
     text = b"7767517\n3 2\npnnx.Input i 0 1 x #x=(1,3)f32\nnn.Tanh t 1 1 x y\npnnx.Output o 1 0 y\n"
-    assert kuiper.load(text, format="pnnx").steps[0].node.type == "nn.Tanh"
+    assert kuiper.load(text, format="pnnx").steps[0].node.type == "Tanh"
     with pytest.raises(ModelFormatError, match=r"<model in memory>:1: bad magic number .not pnnx. \(expected 7767517\)"):
         kuiper.load(b"not pnnx", format="pnnx")
 

@@ -62,7 +62,7 @@ def test_summary_has_a_row_per_executed_node_and_the_declared_parameter_total():
     assert summary.total_parameters == declared_weight_count(RESNET) == model.parameter_count
     assert summary.total_parameter_bytes == 4 * summary.total_parameters  # float32 weights
     fc = summary.rows[-1]
-    assert (fc.name, fc.type, fc.output_shapes, fc.parameters) == ("fc", "nn.Linear", ((1, 1000),), 64 * 1000 + 1000)
+    assert (fc.name, fc.type, fc.output_shapes, fc.parameters) == ("fc", "Linear", ((1, 1000),), 64 * 1000 + 1000)
 
 
 def test_summary_prints_as_a_table_with_totals():
@@ -71,7 +71,7 @@ def test_summary_prints_as_a_table_with_totals():
     lines = text.splitlines()
     assert lines[0] == "model.pnnx.param on backend numpy"
     assert lines[2].split() == ["#", "node", "type", "output", "shape", "parameters"]
-    assert any(line.split()[:3] == ["40", "fc", "nn.Linear"] and line.endswith("65,000") for line in lines)
+    assert any(line.split()[:3] == ["40", "fc", "Linear"] and line.endswith("65,000") for line in lines)
     assert lines[-1] == f"{len(model.steps)} nodes, {model.parameter_count:,} parameters (942 KiB)"
     assert repr(model.summary()) == text  # what a REPL shows
 

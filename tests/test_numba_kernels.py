@@ -24,6 +24,8 @@ from kuiper.numba_kernels import runtime
 from kuiper.ops.conv import Conv2d
 from kuiper.ops.pooling_max import MaxPool2d
 
+from conftest import pnnx_node
+
 TOLERANCE = 1e-4
 
 
@@ -40,7 +42,7 @@ def conv_node(in_channels, out_channels, kernel, stride=1, padding=1, groups=1, 
         attrs["bias"] = rng.standard_normal(out_channels).astype(dtype)
     params = {"stride": [stride, stride], "padding": [padding, padding], "dilation": [dilation, dilation],
                   "groups": groups, "bias": bias, "padding_mode": padding_mode}
-    return OpNode("nn.Conv2d", "conv", ["x"], ["y"], params=params, attrs=attrs)
+    return pnnx_node("nn.Conv2d", "conv", ["x"], ["y"], params=params, attrs=attrs)
 
 
 def float64_im2col(node, x):
@@ -126,7 +128,7 @@ def test_conv_falls_back_to_the_reference_with_a_reason():
 
 
 def pool_node(**params):
-    return OpNode("nn.MaxPool2d", "pool", ["x"], ["y"], params=params)
+    return pnnx_node("nn.MaxPool2d", "pool", ["x"], ["y"], params=params)
 
 
 POOL_CASES = {
@@ -164,7 +166,7 @@ AVG_POOL_CASES = {
 def test_compiled_avg_pool_matches_float64(case, shape):
     from kuiper.ops.pooling_average import AvgPool2d
 
-    node = OpNode("nn.AvgPool2d", "pool", ["x"], ["y"], params=AVG_POOL_CASES[case])
+    node = pnnx_node("nn.AvgPool2d", "pool", ["x"], ["y"], params=AVG_POOL_CASES[case])
     x = inputs(shape)
     expected = AvgPool2d(node, get_backend("numpy")).forward(x.astype(np.float64))
     got = compiled_pooling.CompiledAvgPool2d(node, get_backend("numpy")).forward(x)
@@ -191,7 +193,7 @@ def test_kernels_register_through_the_hooks_for_numpy_array_backends_and_switch_
     runtime.availability.cache_clear()
     plugins.reset_registries()
     kernels = plugins.kernel_registry("numpy")
-    assert {kernels[t].plugin for t in ("nn.Conv2d", "F.conv2d", "nn.MaxPool2d")} == {"numba_kernels"}
+    assert {kernels[t].plugin for t in ("Conv2d", "Conv", "MaxPool2d")} == {"numba_kernels"}
     assert set(plugins.primitive_registry("numpy")) == {"compile_elementwise", "softmax_in_place"}
     assert plugins.kernel_registry("cupy") == {} and plugins.primitive_registry("cupy") == {}
     monkeypatch.setenv(runtime.DISABLE_ENV, "off")
@@ -234,7 +236,7 @@ def test_compiled_layer_norm_matches_float64():
     cases = [({"weight": weight, "bias": bias}, {"elementwise_affine": True}, normalized * weight + bias),
              ({}, {"elementwise_affine": False}, normalized)]
     for attrs, params, expected in cases:
-        node = OpNode("nn.LayerNorm", "ln", ["x"], ["y"], params=dict(normalized_shape=[4, 5], eps=1e-5, **params),
+        node = pnnx_node("nn.LayerNorm", "ln", ["x"], ["y"], params=dict(normalized_shape=[4, 5], eps=1e-5, **params),
                       attrs=attrs)
         op = CompiledLayerNorm(node, get_backend("numpy"))
         assert op.compiled

@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 
 import kuiper
-from kuiper.model_ir import OpNode
 
-from conftest import write_model
+from conftest import pnnx_node, write_model
 
 # -- a one-op model from a hand-written .pnnx.param ---------------------------------------
 
@@ -364,8 +363,8 @@ def test_invalid_params_fail_at_build_time_fused_or_not(tmp_path):
 def test_softmax_and_per_channel_prelu_are_not_elementwise():
     from kuiper.ops.activation import PReLU, Softmax
 
-    assert Softmax.elementwise(OpNode("nn.Softmax", "s", ["a"], ["b"], params={"dim": 1})) is None
-    per_channel = OpNode("nn.PReLU", "p", ["a"], ["b"], attrs={"weight": np.ones(3, np.float32)})
+    assert Softmax.elementwise(pnnx_node("nn.Softmax", "s", ["a"], ["b"], params={"dim": 1})) is None
+    per_channel = pnnx_node("nn.PReLU", "p", ["a"], ["b"], attrs={"weight": np.ones(3, np.float32)})
     assert PReLU.elementwise(per_channel) is None
 
 

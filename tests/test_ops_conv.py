@@ -13,9 +13,8 @@ from hypothesis import strategies as st
 
 import kuiper
 from kuiper.errors import OperatorParamError, ShapeError, UnsupportedOperatorError
-from kuiper.formats.pnnx import load_pnnx
 
-from conftest import MODELS, op_model
+from conftest import MODELS, op_model, pnnx_file_ops
 
 
 def run(model, *arrays):
@@ -232,6 +231,6 @@ def test_f_conv2d_without_a_weight_input_fails_at_load_time(tmp_path):
     ],
 )
 def test_conv_fixtures_contain_the_op_they_cover(fixture, op_type, keys):
-    ops = [op for op in load_pnnx(MODELS / fixture / "model.pnnx.param").ops if op.type == op_type]
+    ops = [op for op in pnnx_file_ops(MODELS / fixture / "model.pnnx.param") if op.type == op_type]
     assert len(ops) == 1
     assert ops[0].input_keys == keys

@@ -63,6 +63,27 @@ def test_linear_names_the_expected_width_when_the_input_does_not_fit(tmp_path):
                weights={"weight": np.zeros((2, 3), np.float32)})
 
 
+@pytest.mark.parametrize("weight_first", [True, False], ids=["weight_x", "x_weight"])
+def test_linear_takes_a_tied_weight_as_a_second_input(tmp_path, weight_first):
+    # GPT-2 ties lm_head to the token embedding; PNNX writes ``nn.Linear lm_head 2 1 <weight> <x>``
+    x, weight = rng_array((2, 3, 4)), rng_array((5, 4), 1)
+    params = {"bias": False, "in_features": 4, "out_features": 5}
+    arrays = [weight, x] if weight_first else [x, weight]
+    (got,), _ = one_op(tmp_path, "nn.Linear", arrays, params)
+    assert got.shape == (2, 3, 5)
+    np.testing.assert_allclose(got, matmul_reference(x, weight.T), atol=1e-5)
+
+
+def test_linear_with_a_tied_weight_of_an_ambiguous_shape_asks_for_the_key(tmp_path):
+    # a (5, 4) data input beside a (5, 4) weight: either could be the weight
+    params = {"bias": False, "in_features": 4, "out_features": 5}
+    with pytest.raises(kuiper.ShapeError, match=r"one input of weight shape \(5, 4\).*\$weight"):
+        one_op(tmp_path, "nn.Linear", [rng_array((5, 4)), rng_array((5, 4), 1)], params)
+    x, weight = rng_array((5, 4)), rng_array((5, 4), 1)
+    (got,), _ = one_op(tmp_path, "nn.Linear", [x, weight], params, keys=[None, "weight"])
+    np.testing.assert_allclose(got, matmul_reference(x, weight.T), atol=1e-5)
+
+
 def test_functional_linear_with_weight_and_bias_inputs(tmp_path):
     x, weight, bias = rng_array((2, 5, 4)), rng_array((3, 4), 1), rng_array((3,), 2)
     (got,), _ = one_op(tmp_path, "F.linear", [x, weight, bias], keys=["input", "weight", "bias"])

@@ -10,9 +10,8 @@ import pytest
 
 import kuiper
 from kuiper.errors import OperatorParamError, ShapeError, UnsupportedOperatorError
-from kuiper.formats.pnnx import load_pnnx
 
-from conftest import MODELS, op_model
+from conftest import MODELS, op_model, pnnx_file_ops
 from test_ops_activation import one_op
 
 def run(model, *arrays):
@@ -273,7 +272,7 @@ def test_group_norm_channels_not_divisible_at_run_time_is_a_shape_error(tmp_path
     ],
 )
 def test_norm_fixtures_contain_the_op_they_cover(fixture, op_type, keys):
-    ops = [op for op in load_pnnx(MODELS / fixture / "model.pnnx.param").ops if op.type == op_type]
+    ops = [op for op in pnnx_file_ops(MODELS / fixture / "model.pnnx.param") if op.type == op_type]
     assert len(ops) == 1
     assert ops[0].input_keys == keys
 

@@ -8,6 +8,7 @@ import pytest
 import kuiper
 from kuiper.errors import InputError, KuiperError, UnsupportedOperatorError
 
+from conftest import pnnx_node
 from test_ops_shape import load_graph, single_op
 
 
@@ -72,10 +73,10 @@ def test_slice_indexes_mixes_constants_and_inputs(tmp_path):
     from kuiper.model_ir import OpNode
     from kuiper.ops.plumbing import SliceIndexes
 
-    node = OpNode("pnnx.SliceIndexes", "s", ["p", "q"], ["l"], params={"indexes": [0, "@1", -1, "@0"]})
+    node = pnnx_node("pnnx.SliceIndexes", "s", ["p", "q"], ["l"], params={"indexes": [0, "@1", -1, "@0"]})
     op = SliceIndexes(node, get_backend("numpy"))
     assert op.forward(7, np.int64(3)) == [0, 3, -1, 7]
-    bad = OpNode("pnnx.SliceIndexes", "s", ["p"], ["l"], params={"indexes": [0, "@1"]})
+    bad = pnnx_node("pnnx.SliceIndexes", "s", ["p"], ["l"], params={"indexes": [0, "@1"]})
     with pytest.raises(KuiperError, match="@1"):
         SliceIndexes(bad, get_backend("numpy"))
 

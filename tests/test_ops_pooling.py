@@ -7,11 +7,10 @@ here are worked out by hand from PyTorch's documented rules.
 
 import numpy as np
 import pytest
-from conftest import MODELS, op_model
+from conftest import MODELS, op_model, pnnx_file_ops
 
 import kuiper
 from kuiper.errors import OperatorParamError, ShapeError
-from kuiper.formats.pnnx import load_pnnx
 
 
 def run(model, x):
@@ -178,7 +177,7 @@ def test_unsupported_or_invalid_params_fail_at_load_time(tmp_path, line, outputs
     ],
 )
 def test_pooling_fixtures_contain_the_op_they_cover(fixture, op_type, params):
-    ops = [op for op in load_pnnx(MODELS / fixture / "model.pnnx.param").ops if op.type == op_type]
+    ops = [op for op in pnnx_file_ops(MODELS / fixture / "model.pnnx.param") if op.type == op_type]
     assert len(ops) == 1
     for key, value in params.items():
         assert ops[0].params[key] == value

@@ -13,7 +13,7 @@ import pytest
 import kuiper
 from kuiper.errors import InputError, KuiperError, ShapeError, UnsupportedOperatorError
 
-from conftest import write_model
+from conftest import pnnx_node, write_model
 
 
 # ------------------------------------------------------------------ helpers (also used by test_ops_resize/plumbing)
@@ -76,7 +76,7 @@ def test_reshape_takes_its_shape_from_a_list_of_ints_or_numpy_scalars(tmp_path):
     from kuiper.model_ir import OpNode
     from kuiper.ops.shape import Reshape
 
-    node = OpNode("Tensor.reshape", "r", ["x", "s"], ["y"], input_keys=["input", "shape"])
+    node = pnnx_node("Tensor.reshape", "r", ["x", "s"], ["y"], input_keys=["input", "shape"])
     op = Reshape(node, get_backend("numpy"))
     x = arange(2, 6)
     for shape in ([3, -1], (np.int64(3), 4), [np.array(3), np.array(-1)], np.array([3, 4])):
@@ -350,7 +350,7 @@ def test_index_with_an_index_list_bound_to_expr():
 
     x = arange(2, 4, 3)
     index = np.array([[2, 0], [1, 1]], dtype=np.int64)
-    node = OpNode("Tensor.index", "op", ["x", "key"], ["y"], input_keys=["input", "expr"])
+    node = pnnx_node("Tensor.index", "op", ["x", "key"], ["y"], input_keys=["input", "expr"])
     got = Index(node, get_backend("numpy")).forward(x, [None, index])
     np.testing.assert_array_equal(got, x[:, index])
     assert got.shape == (2, 2, 2, 3)

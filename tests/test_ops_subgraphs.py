@@ -137,7 +137,7 @@ def test_topk_orders_nan_largest_and_ties_by_position():
 
 
 def test_while_runs_its_body_sub_graph_until_the_condition_fails():
-    condition = graph([OpNode("torch.lt", "c", ["i"], ["c"], {"other": 5})], ["i", "x"], ["c"])
+    condition = graph([OpNode("Compare", "c", ["i"], ["c"], {"comparison": "lt", "other": 5})], ["i", "x"], ["c"])
     body = graph([OpNode("pnnx.Expression", "n", ["i"], ["n"], {"expr": "add(@0,1)"}),
                   OpNode("pnnx.Expression", "d", ["x"], ["d"], {"expr": "mul(@0,2.0)"})], ["i", "x"], ["n", "d"])
     i, x = run_op("While", [np.int32(1), np.float64([1.5, -3])], {"condition": condition, "body": body}, outputs=2)

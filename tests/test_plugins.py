@@ -21,7 +21,7 @@ from conftest import write_model
 
 def test_builtins_register_through_the_hooks():
     registry = plugins.op_registry()
-    assert registry["nn.Conv2d"].plugin == "builtin_ops"
+    assert registry["Conv2d"].plugin == "builtin_ops"
     assert plugins.backend_registry()["numpy"].plugin == "numpy"
 
 
@@ -46,7 +46,7 @@ class _DoublePlugin:
 
 
 class _FastReLU(Op):
-    types = ("nn.ReLU",)
+    types = ("ReLU",)
 
     def forward(self, x):
         return self.xp.maximum(x, 0.0) + 1000  # visibly different, to prove it replaced the generic op
@@ -55,7 +55,7 @@ class _FastReLU(Op):
 class _KernelPlugin:
     @kuiper.hookimpl
     def kuiper_add_kernels(self, backend_name):
-        return {"nn.ReLU": _FastReLU} if backend_name == "numpy" else {}
+        return {"ReLU": _FastReLU} if backend_name == "numpy" else {}
 
 
 @pytest.fixture
@@ -98,7 +98,7 @@ def test_a_kernel_override_wins_over_fusion(tmp_path, register):
     )
     register(_KernelPlugin(), "fast_relu")
     model = kuiper.load(write_model(tmp_path, text))
-    assert "nn.ReLU" in [step.node.type for step in model.steps]
+    assert "ReLU" in [step.node.type for step in model.steps]
     x = np.array([[1.0, -2.0]], np.float32)
     np.testing.assert_allclose(model(x), 1 / (1 + np.exp(-(np.maximum(2 * x, 0) + 1000))), rtol=1e-6)
 
@@ -107,10 +107,10 @@ def test_two_plugins_claiming_one_op_type_is_an_error(register):
     class Again:
         @kuiper.hookimpl
         def kuiper_add_ops(self):
-            return [type("Conv2dAgain", (Op,), {"types": ("nn.Conv2d",)})]
+            return [type("Conv2dAgain", (Op,), {"types": ("Conv2d",)})]
 
     register(Again(), "again")
-    with pytest.raises(PluginError, match=r"'nn.Conv2d' is registered by both 'builtin_ops' .* and 'again'"):
+    with pytest.raises(PluginError, match=r"'Conv2d' is registered by both 'builtin_ops' .* and 'again'"):
         plugins.op_registry()
 
 
@@ -178,7 +178,7 @@ def test_the_compiled_kernels_serve_backends_by_capability(register):
 
     register(_backend_plugin(HostArrays), "host_arrays")
     register(_backend_plugin(Opaque), "opaque")
-    assert plugins.kernel_registry("host_arrays")["nn.Conv2d"].plugin == "numba_kernels"
+    assert plugins.kernel_registry("host_arrays")["Conv2d"].plugin == "numba_kernels"
     assert set(plugins.primitive_registry("host_arrays")) == {"compile_elementwise", "softmax_in_place"}
     assert plugins.kernel_registry("opaque") == {} and plugins.primitive_registry("opaque") == {}
 

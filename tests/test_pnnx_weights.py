@@ -13,7 +13,7 @@ def test_real_pnnx_export_is_zip64_and_reads_read_only_weights():
     ir = load_pnnx(MODELS / "flatten_linear" / "model.pnnx.param")
     raw = (MODELS / "flatten_linear" / "model.pnnx.bin").read_bytes()
     assert b"PK\x06\x06" in raw  # the ZIP64 end-of-central-directory record pnnx writes
-    weight = next(op for op in ir.ops if op.type == "nn.Linear").attrs["weight"]
+    weight = next(op for op in ir.ops if op.type == "Linear").attrs["weight"]
     assert weight.dtype == np.float32
     assert not weight.flags.writeable  # a private copy, shared by every model op that reads it
 

@@ -40,9 +40,12 @@ PATHS = ["compiled", "reference"]
 
 
 def _classes(op_type, path):
+    """The op class for PNNX's ``op_type`` (translated to its canonical type), reference or compiled."""
+    from kuiper.formats.pnnx_ops import PNNX_OPS
     from kuiper.numba_kernels import kernels
     from kuiper.plugins import op_registry
 
+    op_type = PNNX_OPS[op_type].canonical
     if path == "reference":
         return op_registry()[op_type].obj
     compiled = kernels().get(op_type)
@@ -52,9 +55,11 @@ def _classes(op_type, path):
 
 
 def _node(op_type, params, attrs=None):
+    """A node of PNNX's ``op_type`` as the PNNX frontend hands it on (canonical type and params)."""
+    from kuiper.formats.pnnx_ops import translate
     from kuiper.model_ir import OpNode
 
-    return OpNode(op_type, "op", ["x"], ["y"], params=params, attrs=attrs or {})
+    return translate(OpNode(op_type, "op", ["x"], ["y"], params=params, attrs=attrs or {}))
 
 
 class CompiledConv:

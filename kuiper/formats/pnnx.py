@@ -3,7 +3,8 @@
 PNNX marks the model's inputs and outputs with ``pnnx.Input`` / ``pnnx.Output``
 ops and returns several tensors as one (possibly nested) ``prim::TupleConstruct``.
 This module turns those into the ModelIR's explicit ``inputs`` and ``outputs``
-lists, so the graph below never sees PNNX's type strings.
+lists, and translates every other op's PNNX spelling into kuiper's canonical op set
+(``pnnx_ops``), so the graph below never sees PNNX's type strings.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..model_ir import ModelIR, OpNode
 from ..pnnx_expr import op as expression_op
 from .files import read_regular_file
 from .pnnx_bin import EXTRA_ENTRIES_ALLOWED, WeightArchive
+from .pnnx_ops import translate
 from .pnnx_param import parse_param
 
 
@@ -91,7 +93,7 @@ TUPLE_TYPES = ("prim::TupleConstruct", "prim::ListConstruct")
 
 
 def neutral_ir(ops: list[OpNode], operands: dict, source: str) -> ModelIR:
-    """Drop pnnx.Input/pnnx.Output ops in favour of explicit input and output lists."""
+    """Drop pnnx.Input/pnnx.Output ops in favour of explicit input and output lists; canonical op types."""
     inputs = [operand for node in ops if node.type == INPUT_TYPE for operand in node.outputs]
     output_nodes = [node for node in ops if node.type == OUTPUT_TYPE]
     for node in output_nodes:
@@ -102,7 +104,8 @@ def neutral_ir(ops: list[OpNode], operands: dict, source: str) -> ModelIR:
             )
     roots = [operand for node in output_nodes for operand in node.inputs]
     compute = [node for node in ops if node.type not in (INPUT_TYPE, OUTPUT_TYPE)]
-    return ModelIR(compute, _batch_free(operands, inputs), inputs, _flatten_tuples(roots, compute, source), source)
+    outputs = _flatten_tuples(roots, compute, source)
+    return ModelIR([translate(node) for node in compute], _batch_free(operands, inputs), inputs, outputs, source)
 
 
 def _batch_free(operands: dict, inputs: list[str]) -> dict:

@@ -17,12 +17,15 @@ Token kinds (``Token.kind``):
 
 Comments (``/*index=5*/``, ``// ...``) and whitespace are skipped.  Anything else is an
 HloSyntaxError with the line and column of the offending character.
+
+``iter_tokens`` is a generator: the parser pulls one token at a time, so the text is never held
+twice (once as text, once as a token list) and an error early in a large file is found at once.
 """
 
 from __future__ import annotations
 
-import bisect
 import re
+from collections.abc import Iterator
 
 from kuiper.errors import HloSyntaxError
 
@@ -52,7 +55,7 @@ _TOKEN_RE = re.compile(
     | (?P<INT>-?[0-9]+)
     | (?P<STRING>"(?:[^"\\\n]|\\.)*")
     | (?P<NEGNAME>-(?:inf|nan)\b)
-    | (?P<punct>\.\.\.|->|<=|[{}()\[\],=:*?!@<>+|])
+    | (?P<punct>\.\.\.|->|<=|[{}()\[\],=:*?!@<>+|#~])
     )
     """.replace("TYPES", "|".join(sorted(ELEMENT_TYPES, key=len, reverse=True))),
     re.VERBOSE | re.DOTALL,
@@ -80,17 +83,15 @@ class SourceText:
     def __init__(self, text: str, source: str = ""):
         self.text = text
         self.source = source
-        self._line_starts: list[int] | None = None
 
     def line_column(self, position: int) -> tuple[int, int]:
-        if self._line_starts is None:
-            self._line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
-        line = bisect.bisect_right(self._line_starts, position)
-        return line, position - self._line_starts[line - 1] + 1
+        # Counted on demand (errors and messages only): no table of line starts for a large text.
+        line = self.text.count("\n", 0, position) + 1
+        return line, position - (self.text.rfind("\n", 0, position) + 1) + 1
 
     def error(self, message: str, position: int) -> HloSyntaxError:
         line, column = self.line_column(position)
-        start = self._line_starts[line - 1]
+        start = self.text.rfind("\n", 0, position) + 1
         end = self.text.find("\n", start)
         line_text = self.text[start : end if end >= 0 else len(self.text)]
         if len(line_text) > 200:  # long lines: show a window around the column
@@ -99,12 +100,10 @@ class SourceText:
         return HloSyntaxError(message, self.source, line, column, line_text.expandtabs(1))
 
 
-def tokenize(source: SourceText, start: int = 0, end: int | None = None) -> list[Token]:
-    """Tokens of ``source.text[start:end]``, with positions in the whole text."""
+def iter_tokens(source: SourceText, start: int = 0, end: int | None = None) -> Iterator[Token]:
+    """Tokens of ``source.text[start:end]``, with positions in the whole text, ending with END."""
     text = source.text
     end = len(text) if end is None else end
-    tokens: list[Token] = []
-    append = tokens.append
     expected = start  # where the next match must start; a gap is a character no token matches
     for match in _TOKEN_RE.finditer(text, start, end):  # each match: optional whitespace, then one token
         if match.start() != expected:
@@ -118,11 +117,10 @@ def tokenize(source: SourceText, start: int = 0, end: int | None = None) -> list
             kind = value
         elif kind == "NEGNAME":
             kind = NAME
-        append(Token(kind, value, expected - len(value)))
+        yield Token(kind, value, expected - len(value))
     if expected != end and not text[expected:end].isspace():
         _raise_bad_character(source, expected)
-    append(Token(END, "", end))
-    return tokens
+    yield Token(END, "", end)
 
 
 def _raise_bad_character(source: SourceText, position: int):

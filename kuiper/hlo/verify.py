@@ -7,16 +7,7 @@ from __future__ import annotations
 
 from .lexer import SourceText
 from .module import HloComputation, HloInstruction, HloModule
-from .shapes import ArrayShape
-
-# Opcodes whose operands and result share their dims (XLA has no implicit broadcasting).
-ELEMENTWISE_UNARY = frozenset(
-    ["abs", "cbrt", "ceil", "cos", "erf", "exponential", "exponential-minus-one", "floor", "imag", "is-finite", "log", "log-plus-one", "logistic", "negate", "not", "popcnt", "real", "round-nearest-afz", "round-nearest-even", "rsqrt", "sign", "sin", "sqrt", "tan", "tanh", "count-leading-zeros", "clz", "convert", "bitcast-convert", "copy", "reduce-precision"]
-)
-ELEMENTWISE_BINARY = frozenset(
-    ["add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power", "atan2", "and", "or", "xor", "shift-left", "shift-right-arithmetic", "shift-right-logical", "compare", "complex"]
-)
-
+from .verify_rules import instruction_problem
 
 def verify_module(module: HloModule, source: SourceText) -> None:
     for computation in module.computations.values():
@@ -25,6 +16,21 @@ def verify_module(module: HloModule, source: SourceText) -> None:
     if len(entries) > 1:
         raise source.error("the module has more than one ENTRY computation", entries[1].position)
     _check_no_recursion(module, source)
+    _check_async_computations_called_once(module, source)
+
+
+def _check_async_computations_called_once(module: HloModule, source: SourceText) -> None:
+    """XLA wraps each async computation in exactly one async-start."""
+    starts: dict[str, HloInstruction] = {}
+    for computation in module.computations.values():
+        for instruction in computation.instructions:
+            called = instruction.attributes.get("calls")
+            if instruction.opcode != "async-start" or not isinstance(called, str):
+                continue
+            if called in starts:
+                raise source.error(f"computation {called} is called by more than one async op "
+                                   f"('{starts[called].name}' and '{instruction.name}')", instruction.position)
+            starts[called] = instruction
 
 
 def _check_no_recursion(module: HloModule, source: SourceText) -> None:
@@ -77,20 +83,12 @@ def _verify_computation(module: HloModule, computation: HloComputation, source: 
             f"computation '{computation.name}' has parameters {sorted(numbers)}; expected 0..{len(numbers) - 1}",
             last.position,
         )
-    if computation.parameter_shapes is not None:
-        if len(computation.parameter_shapes) != len(numbers):
-            raise source.error(
-                f"computation '{computation.name}' declares {len(computation.parameter_shapes)} parameter(s) "
-                f"in its signature but has {len(numbers)} parameter instruction(s)",
-                computation.position,
-            )
-        for number, (_, declared) in enumerate(computation.parameter_shapes):
-            instruction = numbers[number]
-            if not declared.same_dims(instruction.shape):
-                raise source.error(
-                    f"parameter({number}) has shape {instruction.shape}, the signature says {declared}",
-                    instruction.position,
-                )
+    # XLA reads a signature's result shape (it must fit the root) but not its parameter list: that
+    # may name more parameters than the body has, or other shapes (XLA's own lit files do both).
+    if computation.result_shape is not None and not computation.result_shape.same_dims(computation.root.shape):
+        raise source.error(f"the shape of computation '{computation.name}', {computation.result_shape}, is not "
+                           f"compatible with that of its root instruction, {computation.root.shape}",
+                           computation.position)
     for instruction in computation.instructions:
         for operand in instruction.operands:
             if operand not in computation.by_name:
@@ -105,48 +103,6 @@ def _verify_computation(module: HloModule, computation: HloComputation, source: 
                     f"instruction '{instruction.name}' calls computation '{called}', which the module does not define",
                     instruction.position,
                 )
-        problem = _shape_problem(instruction, computation)
+        problem = instruction_problem(instruction, computation)
         if problem:
             raise source.error(f"instruction '{instruction.name}' ({instruction.opcode}): {problem}", instruction.position)
-
-
-def _shape_problem(instruction: HloInstruction, computation: HloComputation) -> str | None:
-    operands = [computation.by_name[name].shape for name in instruction.operands]
-    shape = instruction.shape
-    opcode = instruction.opcode
-    if opcode in ELEMENTWISE_UNARY or opcode in ELEMENTWISE_BINARY:
-        expected = 1 if opcode in ELEMENTWISE_UNARY else 2
-        if len(operands) != expected:
-            return f"takes {expected} operand(s), found {len(operands)}"
-        for operand in operands:
-            if not shape.same_dims(operand):
-                return f"operand shape {operand} does not match the result shape {shape}"
-        if opcode == "compare" and shape.element_type != "pred":
-            return f"compare must give pred, the result says {shape.element_type}"
-    elif opcode == "get-tuple-element":
-        if len(operands) != 1 or not operands[0].is_tuple:
-            return "takes one tuple-shaped operand"
-        index = instruction.attributes.get("index")
-        if not isinstance(index, int) or not 0 <= index < len(operands[0].elements):
-            return f"index={index!r} is out of range for a tuple of {len(operands[0].elements)}"
-        if not operands[0].elements[index].same_dims(shape):
-            return f"element {index} has shape {operands[0].elements[index]}, the result says {shape}"
-    elif opcode == "tuple":
-        if not shape.is_tuple or len(shape.elements) != len(operands):
-            return f"result shape {shape} does not hold {len(operands)} operand(s)"
-        for element, operand in zip(shape.elements, operands):
-            if not element.same_dims(operand):
-                return f"operand shape {operand} does not match the tuple element {element}"
-    elif opcode in ("reshape", "bitcast") and len(operands) == 1 and isinstance(shape, ArrayShape):
-        operand = operands[0]
-        if operand.is_tuple:
-            return "takes an array operand, not a tuple"
-        same_type = opcode == "reshape" or operand.element_type == shape.element_type
-        if operand.size() != shape.size() and same_type and -1 not in shape.dims + operand.dims:
-            return f"{operand} has {operand.size()} elements, the result {shape} has {shape.size()}"
-    elif opcode == "select":
-        if len(operands) != 3:
-            return f"takes 3 operands, found {len(operands)}"
-        if not all(shape.same_dims(o) for o in operands[1:]):
-            return "the two branches must have the result's shape"
-    return None

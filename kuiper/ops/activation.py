@@ -36,8 +36,8 @@ def _not_negative(key: str):
     return check
 
 
-def _activation(name: str, types: tuple[str, ...], function, doc: str, params=(), checks=()) -> type[ElementwiseOp]:
-    """An activation whose math is ``function(x, *param values)``.
+def _activation(name: str, function, doc: str, params=(), checks=()) -> type[ElementwiseOp]:
+    """The activation op type ``name``, whose math is ``function(x, *param values)``.
 
     ``params`` are (name, default) pairs of float params (``REQUIRED`` for none);
     ``checks`` are (name, check) pairs run on a value after it is read.
@@ -51,24 +51,24 @@ def _activation(name: str, types: tuple[str, ...], function, doc: str, params=()
         return unary(lambda x: function(x, *values.values()))
 
     return type(name, (ElementwiseOp,), {
-        "types": types, "__doc__": doc, "__module__": __name__, "elementwise": classmethod(elementwise),
+        "types": (name,), "__doc__": doc, "__module__": __name__, "elementwise": classmethod(elementwise),
     })
 
 
 # -- piecewise linear -----------------------------------------------------------------
 
-ReLU = _activation("ReLU", ("nn.ReLU", "F.relu", "torch.relu"), composites.relu,
+ReLU = _activation("ReLU", composites.relu,
                    "max(x, 0); keeps integer tensors integer.")
-ReLU6 = _activation("ReLU6", ("nn.ReLU6", "F.relu6"), lambda x: composites.clamp(x, 0, 6), "min(max(x, 0), 6).")
-LeakyReLU = _activation("LeakyReLU", ("nn.LeakyReLU", "F.leaky_relu"), composites.leaky_relu,
+ReLU6 = _activation("ReLU6", lambda x: composites.clamp(x, 0, 6), "min(max(x, 0), 6).")
+LeakyReLU = _activation("LeakyReLU", composites.leaky_relu,
                         "x if x > 0 else negative_slope * x.", params=[("negative_slope", 0.01)])
-Hardtanh = _activation("Hardtanh", ("nn.Hardtanh", "F.hardtanh"), composites.clamp, "min(max(x, min_val), max_val).",
+Hardtanh = _activation("Hardtanh", composites.clamp, "min(max(x, min_val), max_val).",
                        params=[("min_val", -1.0), ("max_val", 1.0)])
-Threshold = _activation("Threshold", ("nn.Threshold", "F.threshold"), composites.threshold,
+Threshold = _activation("Threshold", composites.threshold,
                         "value where x <= threshold, else x.", params=[("threshold", REQUIRED), ("value", REQUIRED)])
-Hardshrink = _activation("Hardshrink", ("nn.Hardshrink", "F.hardshrink"), composites.hardshrink,
+Hardshrink = _activation("Hardshrink", composites.hardshrink,
                          "0 where |x| <= lambd, else x.", params=[("lambd", 0.5)])
-Softshrink = _activation("Softshrink", ("nn.Softshrink", "F.softshrink"), composites.softshrink,
+Softshrink = _activation("Softshrink", composites.softshrink,
                          "x - lambd above lambd, x + lambd below -lambd, 0 between.", params=[("lambd", 0.5)],
                          checks=[("lambd", _not_negative("lambd"))])
 
@@ -79,7 +79,7 @@ class PReLU(Op):
     nn.PReLU keeps its slopes in ``@weight``; F.prelu may take them as a second input.
     """
 
-    types = ("nn.PReLU", "F.prelu")
+    types = ("PReLU",)
 
     def setup(self):
         if "weight" in self.node.attrs:
@@ -121,24 +121,17 @@ class PReLU(Op):
 class Clamp(ElementwiseOp):
     """torch.clamp: min and max are each a number, None (no bound), or a tensor input ``$min``/``$max``.
 
-    pnnx leaves ``x.clamp_min(v)`` / ``x.clamp_max(v)`` as ``aten::clamp_min`` /
-    ``aten::clamp_max`` with two unnamed inputs: x and the bound (often a constant
-    pnnx.Expression such as ``expr=0.1``, so a number or a tensor).
+    A bound given as an input may be a number or a tensor (PNNX's ``aten::clamp_min``
+    arrives this way: its frontend binds the second input to ``$min``).
     """
 
-    types = ("torch.clamp", "aten::clamp_min", "aten::clamp_max")
+    types = ("Clamp",)
 
     @classmethod
     def elementwise(cls, node):
         params = NodeParams(node)
         keys = node.input_keys
         x_at = keys.index("input") if "input" in keys else 0
-        if node.type.startswith("aten::"):
-            params.require_inputs(2)
-            bound_at = 1 - x_at
-            if node.type == "aten::clamp_min":
-                return ElementwiseMath(lambda *v: composites.clamp(v[x_at], low=v[bound_at]), 2)
-            return ElementwiseMath(lambda *v: composites.clamp(v[x_at], high=v[bound_at]), 2)
         bounds = {}
         for key in ("min", "max"):
             if key in keys:
@@ -146,7 +139,7 @@ class Clamp(ElementwiseOp):
             elif params.param(key, None) is not None:
                 bounds[key] = ("number", params.float_param(key))
         if not bounds:
-            raise params.error("torch.clamp needs at least one of 'min' and 'max'")
+            raise params.error("needs at least one of 'min' and 'max'")
         params.require_inputs(1 + sum(kind == "input" for kind, _ in bounds.values()))
 
         def build(*v):
@@ -158,25 +151,25 @@ class Clamp(ElementwiseOp):
 
 # -- smooth -----------------------------------------------------------------------------
 
-Sigmoid = _activation("Sigmoid", ("nn.Sigmoid", "F.sigmoid", "torch.sigmoid"), composites.sigmoid, "1 / (1 + exp(-x)).")
-Tanh = _activation("Tanh", ("nn.Tanh", "F.tanh", "torch.tanh"), lambda x: make.call("tanh", x), "tanh(x).")
-LogSigmoid = _activation("LogSigmoid", ("nn.LogSigmoid", "F.logsigmoid"), composites.log_sigmoid,
+Sigmoid = _activation("Sigmoid", composites.sigmoid, "1 / (1 + exp(-x)).")
+Tanh = _activation("Tanh", lambda x: make.call("tanh", x), "tanh(x).")
+LogSigmoid = _activation("LogSigmoid", composites.log_sigmoid,
                          "min(x, 0) - log1p(exp(-|x|)).")
-Softsign = _activation("Softsign", ("nn.Softsign", "F.softsign"), composites.softsign, "x / (1 + |x|).")
-Tanhshrink = _activation("Tanhshrink", ("nn.Tanhshrink", "F.tanhshrink"), composites.tanhshrink, "x - tanh(x).")
-ELU = _activation("ELU", ("nn.ELU", "F.elu"), composites.elu, "x if x > 0 else alpha * expm1(x).",
+Softsign = _activation("Softsign", composites.softsign, "x / (1 + |x|).")
+Tanhshrink = _activation("Tanhshrink", composites.tanhshrink, "x - tanh(x).")
+ELU = _activation("ELU", composites.elu, "x if x > 0 else alpha * expm1(x).",
                   params=[("alpha", 1.0)])
-SELU = _activation("SELU", ("nn.SELU", "F.selu", "torch.selu"), composites.selu,
+SELU = _activation("SELU", composites.selu,
                    "ELU with PyTorch's fixed alpha and scale.")
-CELU = _activation("CELU", ("nn.CELU", "F.celu", "torch.celu"), composites.celu,
+CELU = _activation("CELU", composites.celu,
                    "max(0, x) + min(0, alpha * expm1(x / alpha)).", params=[("alpha", 1.0)],
                    checks=[("alpha", _nonzero("alpha"))])
-SiLU = _activation("SiLU", ("nn.SiLU", "F.silu"), composites.silu, "x * sigmoid(x) (also called swish).")
-Mish = _activation("Mish", ("nn.Mish", "F.mish"), composites.mish, "x * tanh(softplus(x)).")
-Hardsigmoid = _activation("Hardsigmoid", ("nn.Hardsigmoid", "F.hardsigmoid"), composites.hardsigmoid,
+SiLU = _activation("SiLU", composites.silu, "x * sigmoid(x) (also called swish).")
+Mish = _activation("Mish", composites.mish, "x * tanh(softplus(x)).")
+Hardsigmoid = _activation("Hardsigmoid", composites.hardsigmoid,
                           "relu6(x + 3) / 6.")
-Hardswish = _activation("Hardswish", ("nn.Hardswish", "F.hardswish"), composites.hardswish, "x * relu6(x + 3) / 6.")
-Softplus = _activation("Softplus", ("nn.Softplus", "F.softplus"), composites.softplus,
+Hardswish = _activation("Hardswish", composites.hardswish, "x * relu6(x + 3) / 6.")
+Softplus = _activation("Softplus", composites.softplus,
                        "log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold.",
                        params=[("beta", 1.0), ("threshold", 20.0)], checks=[("beta", _nonzero("beta"))])
 
@@ -184,7 +177,7 @@ Softplus = _activation("Softplus", ("nn.Softplus", "F.softplus"), composites.sof
 class GELU(ElementwiseOp):
     """approximate='none': x * Phi(x) with erf; approximate='tanh': the tanh formula."""
 
-    types = ("nn.GELU", "F.gelu")
+    types = ("GELU",)
 
     @classmethod
     def elementwise(cls, node):
@@ -201,34 +194,26 @@ def implicit_softmax_dim(rank: int) -> int:
 
 
 class Softmax(Op):
-    """softmax / log_softmax / softmin along ``dim`` (PyTorch meaning, negative counts from the end).
+    """softmax along ``dim`` (PyTorch meaning, negative counts from the end); ``log=True`` gives
+    log_softmax, ``negate=True`` softmin (softmax of -x).  ``input_ranks`` limits the input's rank
+    (PNNX's nn.Softmax2d is dim=-3 on 3-D or 4-D inputs)."""
 
-    nn.Softmax2d is softmax over the channel dim (-3).
-    """
-
-    types = (
-        "nn.Softmax", "F.softmax", "torch.softmax",
-        "nn.LogSoftmax", "F.log_softmax", "torch.log_softmax",
-        "nn.Softmin", "F.softmin",
-        "nn.Softmax2d",
-    )
+    types = ("Softmax",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
-        kind = self.node.type.split(".")[-1].lower()
-        self.log = kind in ("logsoftmax", "log_softmax")
-        self.negate = kind == "softmin"
-        if self.node.type == "nn.Softmax2d":
-            self.dim = -3
-        else:
-            self.dim = self.optional_int_param("dim")
+        self.log = self.bool_param("log", default=False)
+        self.negate = self.bool_param("negate", default=False)
+        self.dim = self.optional_int_param("dim")
+        self.input_ranks = self.ints_param("input_ranks") if self.has_param("input_ranks") else None
         if "dtype" in self.node.params and self.node.params["dtype"] is not None:
             raise self.unsupported("dtype", self.node.params["dtype"], [None])
 
     def forward(self, x):
         xp = self.xp
-        if self.node.type == "nn.Softmax2d" and x.ndim not in (3, 4):
-            raise ShapeError(f"{self.node.describe()}: Softmax2d needs a 3-D or 4-D input, found {tuple(x.shape)}")
+        if self.input_ranks is not None and x.ndim not in self.input_ranks:
+            ranks = " or ".join(f"{rank}-D" for rank in self.input_ranks)
+            raise ShapeError(f"{self.node.describe()}: needs a {ranks} input, found {tuple(x.shape)}")
         if x.ndim == 0:
             return xp.zeros_like(x) if self.log else xp.ones_like(x)
         dim = implicit_softmax_dim(x.ndim) if self.dim is None else self.dim

@@ -67,7 +67,7 @@ class ScaledDotProductAttention(Op):
     dropout_p is ignored (inference).  enable_gqa lets Hq be a multiple of H.
     """
 
-    types = ("F.scaled_dot_product_attention",)
+    types = ("ScaledDotProductAttention",)
     fresh_output = True
 
     def setup(self):
@@ -129,7 +129,7 @@ class MultiheadAttention(Op):
     ((N, L, S) averaged over heads, or (N, heads, L, S) with average_attn_weights=False).
     """
 
-    types = ("nn.MultiheadAttention",)
+    types = ("MultiheadAttention",)
     fresh_output = True
     MASK_KEYS = ("attn_mask", "key_padding_mask")
     TENSOR_KEYS = (None, "input", "query", "key", "value")  # pnnx's fusion passes bind the query to $input

@@ -1,7 +1,8 @@
 """The Op base class: parse params once at build time, compute with ``self.xp``.
 
-An op family subclasses ``Op``, lists the type strings it runs in
-``types``, reads and validates its params in ``setup()`` (using the typed
+An op family subclasses ``Op``, lists the canonical op types it runs in
+``types`` (frontend-neutral names: each frontend translates its own spellings, e.g.
+``kuiper.formats.pnnx_ops``), reads and validates its typed params in ``setup()`` (using the typed
 accessors below, which raise errors naming the op and the param), and
 computes in ``forward()`` with the backend's array namespace ``self.xp`` and
 its primitives ``self.backend.pad`` etc.  Ops never import numpy or cupy to
@@ -29,6 +30,8 @@ class Op:
     """One op instance, bound to one backend."""
 
     types: ClassVar[tuple[str, ...]] = ()
+    # The number of inputs, checked before setup() when set (None: setup checks what it takes).
+    arity: ClassVar[int | None] = None
     # True when every output is a new array that aliases no input and no buffer kept by
     # the op, so the graph may let the next op overwrite it once no one else reads it.
     fresh_output: ClassVar[bool] = False
@@ -43,6 +46,8 @@ class Op:
         self.xp = backend.xp
         self._subgraphs = dict(subgraphs or {})
         self._cache_lock = threading.Lock()
+        if self.arity is not None:
+            self.require_inputs(self.arity)
         self.setup()
 
     def cached(self, table: dict, key, make: Callable[[], Any]):
@@ -99,10 +104,13 @@ class Op:
             raise self.error(f"missing required param '{key}'")
         return default
 
-    def int_param(self, key: str, default: Any = REQUIRED) -> int:
+    def scalar_param(self, key: str, default: Any = REQUIRED) -> Any:
+        """The param, a one-element list taken as its element (PNNX writes ``dim=(1)`` for ``dim=1``)."""
         value = self.param(key, default)
-        if isinstance(value, list) and len(value) == 1:
-            value = value[0]
+        return value[0] if isinstance(value, list) and len(value) == 1 else value
+
+    def int_param(self, key: str, default: Any = REQUIRED) -> int:
+        value = self.scalar_param(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(f"param '{key}' must be an integer, found {value!r}")
         return value
@@ -110,10 +118,14 @@ class Op:
     def optional_int_param(self, key: str) -> int | None:
         return None if self.param(key, None) is None else self.int_param(key)
 
+    def positive_int_param(self, key: str, default: Any = REQUIRED) -> int:
+        value = self.int_param(key, default)
+        if value < 1:
+            raise self.error(f"param '{key}' must be positive, found {value}")
+        return value
+
     def float_param(self, key: str, default: Any = REQUIRED) -> float:
-        value = self.param(key, default)
-        if isinstance(value, list) and len(value) == 1:
-            value = value[0]
+        value = self.scalar_param(key, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.error(f"param '{key}' must be a number, found {value!r}")
         return float(value)
@@ -182,6 +194,12 @@ class Op:
         except ValueError:
             return default
 
+    def input_pair(self, first: str, second: str) -> tuple[int, int]:
+        """Positions of the two inputs bound to ``$first`` and ``$second``, else in line order."""
+        self.require_inputs(2)
+        first_at = self.input_index(first, 0)
+        return first_at, self.input_index(second, 1 - first_at)
+
     def require_inputs(self, low: int, high: int | None = None) -> None:
         count = len(self.node.inputs)
         high = low if high is None else high
@@ -201,16 +219,13 @@ class NodeParams(Op):
         self.name = node.name
 
 
-def spatial_variants(base: type[Op], name: str, spellings: tuple[str, ...]) -> tuple[type[Op], ...]:
+def spatial_variants(base: type[Op], name: str) -> tuple[type[Op], ...]:
     """The 1-D, 2-D and 3-D classes of an op family written once for ``spatial`` dims.
 
-    ``name`` and ``spellings`` hold ``{}`` where the dim count goes: ``"Conv{}d"``,
-    ``("nn.Conv{}d", "F.conv{}d")``.
+    ``name`` holds ``{}`` where the dim count goes (``"Conv{}d"``); it is the class name and op type.
     """
     return tuple(
-        type(name.format(n), (base,), {
-            "types": tuple(spelling.format(n) for spelling in spellings), "spatial": n, "__module__": base.__module__,
-        })
+        type(name.format(n), (base,), {"types": (name.format(n),), "spatial": n, "__module__": base.__module__})
         for n in (1, 2, 3)
     )
 

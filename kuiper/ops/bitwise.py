@@ -17,14 +17,6 @@ from ..errors import InputError
 from .base import Op
 from .compare import promoted_dtype
 
-_BITWISE = {
-    "torch.bitwise_and": "and",
-    "torch.bitwise_or": "or",
-    "torch.bitwise_xor": "xor",
-    "torch.bitwise_left_shift": "lshift",
-    "torch.bitwise_right_shift": "rshift",
-}
-_LOGICAL = {"torch.logical_and": "and", "torch.logical_or": "or", "torch.logical_xor": "xor"}
 
 
 def _is_number(value) -> bool:
@@ -32,9 +24,13 @@ def _is_number(value) -> bool:
 
 
 class BinaryOperands(Op):
-    """Reads ``$input`` and ``$other`` (a second input, or a number param)."""
+    """Reads ``$input`` and ``$other`` (a second input, or a number param), and the ``operation``
+    (one of ``operations``)."""
+
+    operations: tuple[str, ...] = ()
 
     def setup(self):
+        self.operation = self.choice_param("operation", self.operations)
         self.input_at = self.input_index("input", default=0)
         self.other_at = self.input_index("other", default=1 if len(self.node.inputs) == 2 else None)
         if self.other_at is None:
@@ -73,11 +69,10 @@ def right_shift(xp, a, b):
 
 
 class Bitwise(BinaryOperands):
-    types = tuple(_BITWISE)
+    """``operation``: and, or, xor, lshift or rshift, on bool or integer operands."""
 
-    def setup(self):
-        super().setup()
-        self.operation = _BITWISE[self.node.type]
+    types = ("Bitwise",)
+    operations = ("and", "or", "xor", "lshift", "rshift")
 
     def forward(self, *inputs):
         xp = self.xp
@@ -97,10 +92,8 @@ class Bitwise(BinaryOperands):
 
 
 class BitwiseNot(Op):
-    types = ("torch.bitwise_not",)
-
-    def setup(self):
-        self.require_inputs(1)
+    types = ("BitwiseNot",)
+    arity = 1
 
     def forward(self, x):
         xp = self.xp
@@ -117,11 +110,10 @@ def truth(xp, value):
 
 
 class Logical(BinaryOperands):
-    types = tuple(_LOGICAL)
+    """``operation``: and, or or xor of the operands' truth values."""
 
-    def setup(self):
-        super().setup()
-        self.operation = _LOGICAL[self.node.type]
+    types = ("Logical",)
+    operations = ("and", "or", "xor")
 
     def forward(self, *inputs):
         xp = self.xp
@@ -131,10 +123,8 @@ class Logical(BinaryOperands):
 
 
 class LogicalNot(Op):
-    types = ("torch.logical_not",)
-
-    def setup(self):
-        self.require_inputs(1)
+    types = ("LogicalNot",)
+    arity = 1
 
     def forward(self, x):
         return self.xp.logical_not(truth(self.xp, x))

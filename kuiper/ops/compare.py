@@ -13,7 +13,7 @@ from ..ir import make
 from .base import NodeParams, Op
 from .elementwise import ElementwiseMath, ElementwiseOp
 
-_COMPARISONS = {f"torch.{name}": getattr(make, name) for name in ("eq", "ne", "gt", "ge", "lt", "le")}
+_COMPARISONS = {name: getattr(make, name) for name in ("eq", "ne", "gt", "ge", "lt", "le")}
 
 
 def _is_number(value) -> bool:
@@ -46,14 +46,14 @@ def _dtype_rank(xp, dtype) -> int:
 
 
 class Compare(ElementwiseOp):
-    """Elementwise comparison; the result is bool."""
+    """Elementwise ``comparison`` (eq, ne, gt, ge, lt, le); the result is bool."""
 
-    types = tuple(_COMPARISONS)
+    types = ("Compare",)
 
     @classmethod
     def elementwise(cls, node):
         params = NodeParams(node)
-        compare = _COMPARISONS[node.type]
+        compare = _COMPARISONS[params.choice_param("comparison", tuple(_COMPARISONS))]
         keys = node.input_keys
         x_at = keys.index("input") if "input" in keys else 0
         other_at = keys.index("other") if "other" in keys else (1 if len(node.inputs) == 2 else None)
@@ -79,7 +79,7 @@ class Where(ElementwiseOp):
     shape and is not supported.
     """
 
-    types = ("torch.where",)
+    types = ("Where",)
 
     @classmethod
     def elementwise(cls, node):

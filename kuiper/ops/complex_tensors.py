@@ -32,12 +32,10 @@ def make_complex(xp, real, imag):
 
 
 class Complex(Op):
-    types = ("torch.complex",)
+    types = ("Complex",)
 
     def setup(self):
-        self.require_inputs(2)
-        self.real_at = self.input_index("real", 0)
-        self.imag_at = self.input_index("imag", 1 - self.real_at)
+        self.real_at, self.imag_at = self.input_pair("real", "imag")
 
     def forward(self, *inputs):
         xp = self.xp
@@ -51,20 +49,16 @@ class Complex(Op):
 class RealPart(Op):
     """torch.real: the real part; a real tensor is returned as it is."""
 
-    types = ("torch.real",)
-
-    def setup(self):
-        self.require_inputs(1)
+    types = ("RealPart",)
+    arity = 1
 
     def forward(self, x):
         return self.xp.real(x) if self.xp.isdtype(x.dtype, "complex floating") else x
 
 
 class ImagPart(Op):
-    types = ("torch.imag",)
-
-    def setup(self):
-        self.require_inputs(1)
+    types = ("ImagPart",)
+    arity = 1
 
     def forward(self, x):
         if not self.xp.isdtype(x.dtype, "complex floating"):
@@ -73,10 +67,8 @@ class ImagPart(Op):
 
 
 class ViewAsComplex(Op):
-    types = ("torch.view_as_complex",)
-
-    def setup(self):
-        self.require_inputs(1)
+    types = ("ViewAsComplex",)
+    arity = 1
 
     def forward(self, x):
         xp = self.xp
@@ -87,10 +79,8 @@ class ViewAsComplex(Op):
 
 
 class ViewAsReal(Op):
-    types = ("torch.view_as_real",)
-
-    def setup(self):
-        self.require_inputs(1)
+    types = ("ViewAsReal",)
+    arity = 1
 
     def forward(self, x):
         xp = self.xp

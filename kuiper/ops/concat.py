@@ -25,7 +25,7 @@ class Cat(_Joining):
     starts as such a tensor and is joined with (batch, heads, seq, dim) keys."""
 
     # Also the canonical Concat: skipping (0,) operands changes nothing where all have one rank (HLO).
-    types = ("torch.cat", "torch.concat", "torch.concatenate", "Concat")
+    types = ("Concat",)
 
     def forward(self, *tensors):
         joined = [t for t in tensors if tuple(t.shape) != (0,)]
@@ -43,7 +43,7 @@ class Cat(_Joining):
 
 
 class Stack(_Joining):
-    types = ("torch.stack",)
+    types = ("Stack",)
 
     def forward(self, *tensors):
         first = tensors[0]
@@ -88,7 +88,7 @@ class SplitOp(Op):
 class Split(SplitOp):
     """torch.split: pieces of ``split_size_or_sections`` (last one shorter), or the listed sizes (0 allowed)."""
 
-    types = ("torch.split", "Tensor.split")
+    types = ("Split",)
 
     def read_params(self):
         value = self.param("split_size_or_sections")
@@ -122,7 +122,7 @@ class Split(SplitOp):
 class Chunk(SplitOp):
     """torch.chunk: pieces of ceil(size/chunks); there may be fewer than ``chunks`` of them."""
 
-    types = ("torch.chunk", "Tensor.chunk")
+    types = ("Chunk",)
 
     def read_params(self):
         self.chunks = self.int_param("chunks")
@@ -142,7 +142,7 @@ class Chunk(SplitOp):
 class TensorSplit(SplitOp):
     """torch.tensor_split: ``sections`` near-equal pieces (the first size % n one longer), or cut at ``indices``."""
 
-    types = ("torch.tensor_split", "Tensor.tensor_split")
+    types = ("TensorSplit",)
 
     def read_params(self):
         if self.has_param("indices"):
@@ -174,10 +174,10 @@ class TensorSplit(SplitOp):
 
 
 class Unbind(Op):
-    types = ("torch.unbind", "Tensor.unbind")
+    types = ("Unbind",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.dim = self.int_param("dim", default=0)
 
     def forward(self, x):

@@ -359,7 +359,7 @@ class ConvNd(ConvBase):
         return out
 
 
-Conv1d, Conv2d, Conv3d = spatial_variants(ConvNd, "Conv{}d", ("nn.Conv{}d", "F.conv{}d"))
+Conv1d, Conv2d, Conv3d = spatial_variants(ConvNd, "Conv{}d")
 # The canonical ``Conv`` (params spatial_dims, stride, dilation, groups, pads; weight (out, in/groups,
 # *kernel) as @weight or the second input) is served by the class with the 2-D fast paths, so
 # compiled kernels that override it serve every frontend; other ranks take the generic path.

@@ -88,9 +88,7 @@ class ConvTransposeNd(ConvBase):
         return out
 
 
-ConvTranspose1d, ConvTranspose2d, ConvTranspose3d = spatial_variants(
-    ConvTransposeNd, "ConvTranspose{}d", ("nn.ConvTranspose{}d", "F.conv_transpose{}d")
-)
+ConvTranspose1d, ConvTranspose2d, ConvTranspose3d = spatial_variants(ConvTransposeNd, "ConvTranspose{}d")
 
 
 OPS = [ConvTranspose1d, ConvTranspose2d, ConvTranspose3d]

@@ -13,17 +13,12 @@ import math
 from ..errors import ShapeError
 from .base import Op
 
-# PyTorch dtype names pnnx writes -> array-API dtype attribute names.
-DTYPES = {
-    "torch.float": "float32", "torch.float32": "float32", "torch.double": "float64", "torch.float64": "float64",
-    "torch.half": "float16", "torch.float16": "float16", "torch.long": "int64", "torch.int64": "int64",
-    "torch.int": "int32", "torch.int32": "int32", "torch.short": "int16", "torch.int16": "int16",
-    "torch.int8": "int8", "torch.uint8": "uint8",
-}
+# The dtypes arange may be asked for (array-API names; the PNNX frontend translates torch.float & co).
+DTYPES = ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8")
 
 
 class Arange(Op):
-    types = ("torch.arange",)
+    types = ("Arange",)
     fresh_output = True
     names = ("start", "end", "step")
 
@@ -49,7 +44,7 @@ class Arange(Op):
         dtype = self.param("dtype", None)
         if dtype is not None and (not isinstance(dtype, str) or dtype not in DTYPES):  # `dtype=(0)` is a list
             raise self.unsupported("dtype", dtype, sorted(DTYPES))
-        self.dtype = None if dtype is None else DTYPES[dtype]
+        self.dtype = dtype
 
     def _number(self, name, inputs, default):
         kind, value = self.sources.get(name, ("param", default))

@@ -24,9 +24,9 @@ class Broadcast(Op):
     """Operand dim i becomes result dim ``dims[i]`` (increasing); the other dims of ``shape`` repeat it."""
 
     types = ("Broadcast",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.shape = self.ints_param("shape")
         self.dims = self.ints_param("dims", default=())
         rank = len(self.shape)
@@ -52,9 +52,9 @@ class Slice(Op):
     """``x[start:limit:stride]`` along every dim (starts and limits within the dims)."""
 
     types = ("Slice",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.starts = self.ints_param("starts")
         self.limits = self.ints_param("limits", len(self.starts))
         self.strides = self.ints_param("strides", len(self.starts), default=1)
@@ -154,9 +154,9 @@ class Iota(Op):
     """0, 1, 2 ... along ``dim`` of an array of ``shape`` and ``dtype``."""
 
     types = ("Iota",)
+    arity = 0
 
     def setup(self):
-        self.require_inputs(0)
         self.shape = self.ints_param("shape")
         self.dim = self.int_param("dim")
         if not 0 <= self.dim < len(self.shape):

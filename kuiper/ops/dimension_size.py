@@ -15,10 +15,10 @@ class DimensionSize(Op):
     """The size of dim ``dim`` of the input, as a scalar of ``dtype``."""
 
     types = ("DimensionSize",)
+    arity = 1
     fresh_output = True
 
     def setup(self):
-        self.require_inputs(1)
         self.dim = self.int_param("dim")
         self.dtype = getattr(self.xp, self.str_param("dtype", "int32"), None)
         if self.dtype is None:
@@ -34,9 +34,9 @@ class SetDimensionSize(Op):
     """Inputs ``x, size``: x with dim ``dim`` cut to ``size`` (at most the size it has)."""
 
     types = ("SetDimensionSize",)
+    arity = 2
 
     def setup(self):
-        self.require_inputs(2)
         self.dim = self.int_param("dim")
 
     def forward(self, x, size):

@@ -12,10 +12,10 @@ class BitcastConvert(Op):
     """The bits of each element read as ``dtype``: a narrower type adds a minor dim, a wider one removes it."""
 
     types = ("BitcastConvert",)
+    arity = 1
     fresh_output = True
 
     def setup(self):
-        self.require_inputs(1)
         self.dtype = getattr(self.xp, self.str_param("dtype"), None)
         if self.dtype is None:
             raise self.unsupported("dtype", self.param("dtype"), "a NumPy dtype name")
@@ -35,10 +35,10 @@ class ReducePrecision(Op):
     """Round to a float with ``exponent_bits``/``mantissa_bits`` and back (XLA's bit-level algorithm)."""
 
     types = ("ReducePrecision",)
+    arity = 1
     LAYOUT: ClassVar[dict] = {2: (5, 10), 4: (8, 23), 8: (11, 52)}  # itemsize -> (exponent, mantissa bits)
 
     def setup(self):
-        self.require_inputs(1)
         self.exponent_bits = self.int_param("exponent_bits")
         self.mantissa_bits = self.int_param("mantissa_bits")
         if self.exponent_bits < 1 or self.mantissa_bits < 0:

@@ -19,10 +19,10 @@ class FourierTransform(Op):
     """The ``kind`` of transform over the last ``len(lengths)`` dims, to those lengths."""
 
     types = ("FourierTransform",)
+    arity = 1
     fresh_output = True
 
     def setup(self):
-        self.require_inputs(1)
         self.kind = self.choice_param("kind", KINDS)
         self.lengths = self.ints_param("lengths")
         if not 1 <= len(self.lengths) <= 3 or any(n < 0 for n in self.lengths):

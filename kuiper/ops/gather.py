@@ -50,9 +50,9 @@ class DimensionNumbers(Op):
 
 class Gather(DimensionNumbers):
     types = ("Gather",)
+    arity = 2
 
     def setup(self):
-        self.require_inputs(2)
         self.offset_dims = self.dims("offset_dims")
         self.collapsed = self.dims("collapsed_slice_dims")
         self.index_map = self.ints_param("start_index_map")

@@ -15,10 +15,10 @@ from .base import Op, normalize_axis
 class GLU(Op):
     """glu(x, dim) = a * sigmoid(b), a and b the first and second half of x along dim."""
 
-    types = ("nn.GLU", "F.glu")
+    types = ("GLU",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.dim = self.int_param("dim", default=-1)
 
     def forward(self, x):
@@ -33,10 +33,10 @@ class GLU(Op):
 
 
 class RReLU(Op):
-    types = ("nn.RReLU", "F.rrelu")
+    types = ("RReLU",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         lower = self.float_param("lower", default=1.0 / 8.0)
         upper = self.float_param("upper", default=1.0 / 3.0)
         if self.bool_param("training", default=False):

@@ -27,12 +27,10 @@ _CUBIC_A = -0.75
 
 
 class GridSample(Op):
-    types = ("F.grid_sample",)
+    types = ("GridSample",)
 
     def setup(self):
-        self.require_inputs(2)
-        self.input_at = self.input_index("input", 0)
-        self.grid_at = self.input_index("grid", 1 - self.input_at)
+        self.input_at, self.grid_at = self.input_pair("input", "grid")
         self.mode = self.choice_param("mode", ("bilinear", "nearest", "bicubic"), default="bilinear")
         self.padding_mode = self.choice_param("padding_mode", ("zeros", "border", "reflection"), default="zeros")
         self.align_corners = self.bool_param("align_corners", default=False)
@@ -157,7 +155,7 @@ def _cubic_weights(t):
 
 
 class AffineGrid(Op):
-    types = ("F.affine_grid",)
+    types = ("AffineGrid",)
 
     def setup(self):
         self.theta_at = self.input_index("theta", 0)

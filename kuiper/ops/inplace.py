@@ -1,4 +1,4 @@
-"""In-place tensor edits as pnnx writes them: clone, fill, masked_fill, index_put, slice_copy.
+"""In-place tensor edits as pnnx writes them: fill, masked_fill, index_put, slice_copy.
 
 PyTorch code such as ``y = x.clone(); y[:, 1:3] = z`` reaches pnnx as a chain of
 functional ops: ``Tensor.clone`` then ``Tensor.slice_copy`` ($self the tensor written
@@ -6,7 +6,7 @@ into, $src the values, the slice as Tensor.slice spells it), or ``Tensor.index_p
 ($indices a list from a pnnx.Expression such as ``[None,@0]``; a bool mask or index
 tensors).  Here every edit writes into a fresh copy, so no input ever changes:
 arrays flowing through a kuiper graph are values.  A clone is therefore the input
-itself.
+itself: the PNNX frontend translates it to ``Identity``.
 
 Values (``value=``/``values=``) are numbers in the file or 0-d tensors bound to
 ``$value``/``$values``; they are converted to the edited tensor's dtype, as PyTorch does.
@@ -17,16 +17,6 @@ from __future__ import annotations
 from ..errors import ShapeError
 from .base import Op
 from .slicing import Slice, index_item
-
-
-class Clone(Op):
-    types = ("torch.clone", "Tensor.clone")
-
-    def setup(self):
-        self.require_inputs(1)
-
-    def forward(self, x):
-        return x
 
 
 class ValueOp(Op):
@@ -51,7 +41,7 @@ class ValueOp(Op):
 class Fill(ValueOp):
     """Tensor.fill (x.fill_(v)): a tensor of x's shape and dtype holding v."""
 
-    types = ("Tensor.fill",)
+    types = ("Fill",)
 
     def setup(self):
         self.input_at = self.input_index("input", 0)
@@ -63,7 +53,7 @@ class Fill(ValueOp):
 
 
 class MaskedFill(ValueOp):
-    types = ("Tensor.masked_fill",)
+    types = ("MaskedFill",)
 
     def setup(self):
         self.input_at = self.input_index("input", 0)
@@ -85,7 +75,7 @@ class IndexPut(ValueOp):
     """Tensor.index_put(indices, values, accumulate): x[indices] = values (+= with accumulate,
     where repeated indices add up, as in PyTorch)."""
 
-    types = ("Tensor.index_put",)
+    types = ("IndexPut",)
 
     def setup(self):
         self.input_at = self.input_index("input", 0)
@@ -122,7 +112,7 @@ class IndexPut(ValueOp):
 class SliceCopy(Slice):
     """Tensor.slice_copy: a copy of $self with $src written into the slice (Tensor.slice's params)."""
 
-    types = ("Tensor.slice_copy",)
+    types = ("SliceCopy",)
     extra_inputs = 1  # $src
 
     def data_position(self) -> int:
@@ -144,4 +134,4 @@ class SliceCopy(Slice):
         return out
 
 
-OPS = [Clone, Fill, MaskedFill, IndexPut, SliceCopy]
+OPS = [Fill, MaskedFill, IndexPut, SliceCopy]

@@ -9,10 +9,10 @@ class Attribute(Op):
     """A constant tensor stored in the .bin as ``<op>.data`` (the canonical Constant: ``@data``); moved to the
     backend once."""
 
-    types = ("pnnx.Attribute", "Constant")
+    types = ("Constant",)
+    arity = 0
 
     def setup(self):
-        self.require_inputs(0)
         if not self.node.attrs:
             raise self.error("has no weight (expected '@data=(shape)dtype')")
         # PNNX names the tensor 'data'; take whichever single attr is there.

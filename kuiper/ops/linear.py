@@ -1,4 +1,4 @@
-"""Linear algebra: nn.Linear / F.linear, matrix products, einsum.
+"""Linear algebra: Linear (weights constant or inputs), matrix products, einsum.
 
 Products follow ``xp.matmul``, whose rules (1-D operands promoted and the
 added dim dropped again, batch dims broadcast) are PyTorch's torch.matmul
@@ -42,36 +42,64 @@ class KeyedInputs(Op):
 
 
 class Linear(Op):
-    """y = x @ W^T + b over the last dim; any leading dims (rank 1, 2, 3 ...) pass through."""
+    """y = x @ W^T + b over the last dim; any leading dims (rank 1, 2, 3 ...) pass through.
 
-    types = ("nn.Linear",)
+    W is the constant ``@weight``, or, for a weight shared with another layer (GPT-2 ties its
+    lm_head to the token embedding: PNNX writes ``nn.Linear lm_head 2 1 <weight> <x>``), a
+    second input: the one bound to ``$weight``, else the one of shape (out_features, in_features).
+    """
+
+    types = ("Linear",)
     fresh_output = True  # x @ W^T (+ b) is a new array
 
     def setup(self):
-        self.require_inputs(1)
-        weight = self.node.attrs.get("weight")
-        if weight is None or weight.ndim != 2:
-            raise self.error("needs a 2-D weight '@weight' (out_features, in_features)")
-        self.in_features = weight.shape[1]
-        for key, actual in (("out_features", weight.shape[0]), ("in_features", weight.shape[1])):
-            if self.has_param(key) and self.int_param(key) != actual:
-                raise self.error(f"param '{key}'={self.int_param(key)} contradicts @weight of shape {weight.shape}")
-        # Transposed once here so forward is a plain x @ W^T without a per-call transpose.
-        self.weight_t = self.xp.permute_dims(self.weight("weight", aligned=True), (1, 0))
+        self.require_inputs(1, 2)
+        self.weight_t = None
+        if len(self.node.inputs) == 2:
+            self.shape = (self.int_param("out_features"), self.int_param("in_features"))
+        else:
+            weight = self.node.attrs.get("weight")
+            if weight is None or weight.ndim != 2:
+                raise self.error("needs a 2-D weight '@weight' (out_features, in_features)")
+            for key, actual in (("out_features", weight.shape[0]), ("in_features", weight.shape[1])):
+                if self.has_param(key) and self.int_param(key) != actual:
+                    raise self.error(f"param '{key}'={self.int_param(key)} contradicts @weight of shape {weight.shape}")
+            self.shape = tuple(weight.shape)
+            # Transposed once here so forward is a plain x @ W^T without a per-call transpose.
+            self.weight_t = self.xp.permute_dims(self.weight("weight", aligned=True), (1, 0))
+        self.in_features = self.shape[1]
         self.bias = self.weight("bias", required=self.bool_param("bias", default="bias" in self.node.attrs))
 
-    def forward(self, x):
+    def forward(self, *inputs):
+        if self.weight_t is None:
+            x, weight = self.input_and_shared_weight(inputs)
+            weight_t = self.xp.permute_dims(weight, (1, 0))
+        else:
+            (x,), weight_t = inputs, self.weight_t
         if x.shape[-1] != self.in_features:
             raise ShapeError(
                 f"{self.node.describe()}: expected last dim {self.in_features}, found input shape {tuple(x.shape)}"
             )
-        out = matmul_last_dim(self.xp, x, self.weight_t)
+        out = matmul_last_dim(self.xp, x, weight_t)
         if self.bias is not None:
             if out.dtype == self.bias.dtype and out.ndim >= 1:
                 out += self.bias  # out is a fresh array
             else:
                 out = out + self.bias
         return out
+
+    def input_and_shared_weight(self, inputs):
+        """(x, W) from two inputs: W is bound to ``$weight``, or the only one shaped (out, in)."""
+        weight_at = self.input_index("weight")
+        if weight_at is None:
+            fits = [position for position, value in enumerate(inputs) if _shape(value) == self.shape]
+            if len(fits) != 1:
+                raise ShapeError(
+                    f"{self.node.describe()}: expected one input of weight shape {self.shape} beside the data "
+                    f"input, found shapes {[_shape(value) for value in inputs]} (bind the weight to $weight)"
+                )
+            (weight_at,) = fits
+        return inputs[1 - weight_at], inputs[weight_at]
 
 
 def matmul_last_dim(xp, x, matrix):
@@ -91,7 +119,7 @@ class FunctionalLinear(Op):
     """F.linear(input, weight, bias): weight and bias are inputs (``$weight``, ``$bias``) or
     weights (``@weight``, ``@bias``); ``bias=None`` means no bias."""
 
-    types = ("F.linear",)
+    types = ("LinearInputs",)
 
     def setup(self):
         keys = self.node.input_keys
@@ -134,7 +162,7 @@ class FunctionalLinear(Op):
 class MatMul(KeyedInputs):
     """torch.matmul and the canonical MatMul: 1-D and N-D operands, batch dims broadcast."""
 
-    types = ("torch.matmul", "MatMul")
+    types = ("MatMul",)
     keys = ("input", "other")
 
     def forward(self, *inputs):
@@ -149,11 +177,13 @@ class MatMul(KeyedInputs):
 class MM(KeyedInputs):
     """torch.mm (2-D @ 2-D) and torch.bmm (3-D @ 3-D, same batch)."""
 
-    types = ("torch.mm", "torch.bmm")
+    types = ("MatrixProduct",)
     keys = ("input", "mat2")
 
     def read_params(self):
-        self.rank = 3 if self.node.type == "torch.bmm" else 2
+        self.rank = self.int_param("rank", default=2)
+        if self.rank not in (2, 3):
+            raise self.unsupported("rank", self.rank, [2, 3])
 
     def forward(self, *inputs):
         a, b = self.operands(inputs)
@@ -165,7 +195,7 @@ class MM(KeyedInputs):
 class MV(KeyedInputs):
     """torch.mv: matrix @ vector."""
 
-    types = ("torch.mv",)
+    types = ("MatVec",)
     keys = ("input", "vec")
 
     def forward(self, *inputs):
@@ -181,14 +211,11 @@ class AddMM(KeyedInputs):
     As in PyTorch, beta == 0 ignores ``input`` entirely (NaN in it does not spread).
     """
 
-    types = ("torch.addmm", "torch.baddbmm")
-
-    def setup(self):
-        self.batched = self.node.type == "torch.baddbmm"
-        self.keys = ("input", "batch1", "batch2") if self.batched else ("input", "mat1", "mat2")
-        super().setup()
+    types = ("AddMatrixProduct",)
+    keys = ("input", "mat1", "mat2")
 
     def read_params(self):
+        self.batched = self.bool_param("batched", default=False)
         self.beta = self.float_param("beta", default=1.0)
         self.alpha = self.float_param("alpha", default=1.0)
 
@@ -208,7 +235,7 @@ class AddMM(KeyedInputs):
 class Einsum(Op):
     """torch.einsum(equation, *operands) via the backend's einsum."""
 
-    types = ("torch.einsum",)
+    types = ("Einsum",)
 
     def setup(self):
         if not self.node.inputs:

@@ -80,7 +80,7 @@ class AffineNormOp(NormOp):
             raise self.error(f"param 'eps' must be non-negative, found {self.eps}")
         self.weight_source = self.optional_tensor("weight")
         self.bias_source = self.optional_tensor("bias")
-        if self.node.type.startswith("nn.") and self.bool_param(self.affine_key, default=False):
+        if self.bool_param("constant_affine", default=False):
             if self.weight_source[0] != "attr":
                 raise self.error(f"{self.affine_key}=True needs the weight '@weight'")
         self.static_weight = self._static(self.weight_source)

@@ -24,7 +24,7 @@ class BatchNorm(NormOp):
     are axis 1: (N, C) or (N, C, *spatial).
     """
 
-    types = ("nn.BatchNorm1d", "nn.BatchNorm2d", "nn.BatchNorm3d", "F.batch_norm")
+    types = ("BatchNorm",)
 
     def setup(self):
         self.eps = self.float_param("eps", default=1e-5)
@@ -37,7 +37,7 @@ class BatchNorm(NormOp):
             if self.sources[key][0] == "none":
                 raise self.unsupported(key, None, "running statistics (training-mode batch statistics are not "
                                                   "an inference computation)")
-        if self.node.type.startswith("nn.") and self.bool_param("affine", default=True):
+        if self.bool_param("constant_affine", default=False):
             for key in ("weight", "bias"):
                 if self.sources[key][0] != "attr":
                     raise self.error(f"affine=True needs the weight '@{key}'")
@@ -122,13 +122,14 @@ class InstanceNorm(AffineNormOp):
     statistics (if any) do not change the output.
     """
 
-    types = ("nn.InstanceNorm1d", "nn.InstanceNorm2d", "nn.InstanceNorm3d", "F.instance_norm")
-    spatial_dims = {"nn.InstanceNorm1d": 1, "nn.InstanceNorm2d": 2, "nn.InstanceNorm3d": 3}
+    types = ("InstanceNorm",)
 
     def setup(self):
         self.check_known_inputs({"input", "weight", "bias", "running_mean", "running_var"})
         self.read_affine()
-        self.spatial = self.spatial_dims.get(self.node.type)  # None for F.instance_norm: dims 2..
+        self.spatial = self.optional_int_param("spatial_dims")  # None: (N, C, *spatial), any rank 3 to 5
+        if self.spatial not in (None, 1, 2, 3):
+            raise self.unsupported("spatial_dims", self.spatial, [None, 1, 2, 3])
         self.use_running_stats = self.spatial is not None and self.bool_param("track_running_stats", default=False)
         channels = self.param("num_features", None)
         self.channels = channels if isinstance(channels, int) else None

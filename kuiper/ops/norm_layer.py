@@ -14,7 +14,7 @@ from .norm_base import AffineNormOp, channel_shape, describe_value, normalize_ov
 class GroupNorm(AffineNormOp):
     """nn.GroupNorm / F.group_norm: statistics per sample over each group of channels (and all spatial dims)."""
 
-    types = ("nn.GroupNorm", "F.group_norm")
+    types = ("GroupNorm",)
 
     def setup(self):
         self.check_known_inputs({"input", "weight", "bias"})
@@ -50,7 +50,7 @@ class GroupNorm(AffineNormOp):
 class LayerNorm(AffineNormOp):
     """nn.LayerNorm / F.layer_norm: statistics over the last len(normalized_shape) dims."""
 
-    types = ("nn.LayerNorm", "F.layer_norm")
+    types = ("LayerNorm",)
     affine_key = "elementwise_affine"
 
     def setup(self):
@@ -90,7 +90,7 @@ class RMSNorm(AffineNormOp):
     eps=None (pnnx writes it for the default) is the machine epsilon of the input's dtype, as in PyTorch.
     """
 
-    types = ("nn.RMSNorm", "F.rms_norm")
+    types = ("RMSNorm",)
 
     def setup(self):
         self.check_known_inputs({"input", "weight"})
@@ -101,7 +101,7 @@ class RMSNorm(AffineNormOp):
         if self.eps is not None and self.eps < 0:
             raise self.error(f"param 'eps' must be non-negative, found {self.eps}")
         self.weight_source = self.optional_tensor("weight")
-        if self.node.type == "nn.RMSNorm" and self.bool_param("elementwise_affine", default=False):
+        if self.bool_param("constant_affine", default=False):
             if self.weight_source[0] != "attr":
                 raise self.error("elementwise_affine=True needs the weight '@weight'")
         self.static_weight = self._static(self.weight_source)

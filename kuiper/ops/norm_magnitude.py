@@ -16,13 +16,11 @@ class LocalResponseNorm(NormOp):
     PyTorch pads), and PyTorch divides by ``size`` whatever the window holds.
     """
 
-    types = ("nn.LocalResponseNorm", "F.local_response_norm")
+    types = ("LocalResponseNorm",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
-        self.size = self.int_param("size")
-        if self.size < 1:
-            raise self.error(f"param 'size' must be positive, found {self.size}")
+        self.size = self.positive_int_param("size")
         self.alpha = self.float_param("alpha", default=1e-4)
         self.beta = self.float_param("beta", default=0.75)
         self.k = self.float_param("k", default=1.0)
@@ -43,10 +41,10 @@ class LocalResponseNorm(NormOp):
 class Normalize(NormOp):
     """F.normalize: x / max(||x||_p along dim, eps)."""
 
-    types = ("F.normalize",)
+    types = ("Normalize",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.p = self.float_param("p", default=2.0)
         self.dim = self.int_param("dim", default=1)
         self.eps = self.float_param("eps", default=1e-12)

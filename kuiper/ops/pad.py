@@ -77,10 +77,10 @@ class PadBase(Op):
 class FunctionalPad(PadBase):
     """F.pad(input, pad, mode, value); ``value=None`` means 0."""
 
-    types = ("F.pad",)
+    types = ("PadWithMode",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.pad = self.ints_param("pad")
         self.check_pad("pad")
         self.mode = self.choice_param("mode", MODES, default="constant")
@@ -103,77 +103,77 @@ class ModulePad(PadBase):
 
 
 class ZeroPad1d(ModulePad):
-    types = ("nn.ZeroPad1d",)
+    types = ("ZeroPad1d",)
     mode, spatial = "constant", 1
 
 
 class ZeroPad2d(ModulePad):
-    types = ("nn.ZeroPad2d",)
+    types = ("ZeroPad2d",)
     mode, spatial = "constant", 2
 
 
 class ZeroPad3d(ModulePad):
-    types = ("nn.ZeroPad3d",)
+    types = ("ZeroPad3d",)
     mode, spatial = "constant", 3
 
 
 class ConstantPad1d(ModulePad):
-    types = ("nn.ConstantPad1d",)
+    types = ("ConstantPad1d",)
     mode, spatial = "constant", 1
 
 
 class ConstantPad2d(ModulePad):
-    types = ("nn.ConstantPad2d",)
+    types = ("ConstantPad2d",)
     mode, spatial = "constant", 2
 
 
 class ConstantPad3d(ModulePad):
-    types = ("nn.ConstantPad3d",)
+    types = ("ConstantPad3d",)
     mode, spatial = "constant", 3
 
 
 class ReflectionPad1d(ModulePad):
-    types = ("nn.ReflectionPad1d",)
+    types = ("ReflectionPad1d",)
     mode, spatial = "reflect", 1
 
 
 class ReflectionPad2d(ModulePad):
-    types = ("nn.ReflectionPad2d",)
+    types = ("ReflectionPad2d",)
     mode, spatial = "reflect", 2
 
 
 class ReflectionPad3d(ModulePad):
-    types = ("nn.ReflectionPad3d",)
+    types = ("ReflectionPad3d",)
     mode, spatial = "reflect", 3
 
 
 class ReplicationPad1d(ModulePad):
-    types = ("nn.ReplicationPad1d",)
+    types = ("ReplicationPad1d",)
     mode, spatial = "replicate", 1
 
 
 class ReplicationPad2d(ModulePad):
-    types = ("nn.ReplicationPad2d",)
+    types = ("ReplicationPad2d",)
     mode, spatial = "replicate", 2
 
 
 class ReplicationPad3d(ModulePad):
-    types = ("nn.ReplicationPad3d",)
+    types = ("ReplicationPad3d",)
     mode, spatial = "replicate", 3
 
 
 class CircularPad1d(ModulePad):
-    types = ("nn.CircularPad1d",)
+    types = ("CircularPad1d",)
     mode, spatial = "circular", 1
 
 
 class CircularPad2d(ModulePad):
-    types = ("nn.CircularPad2d",)
+    types = ("CircularPad2d",)
     mode, spatial = "circular", 2
 
 
 class CircularPad3d(ModulePad):
-    types = ("nn.CircularPad3d",)
+    types = ("CircularPad3d",)
     mode, spatial = "circular", 3
 
 

@@ -15,27 +15,11 @@ from __future__ import annotations
 
 from ..errors import InputError
 from .base import Op
-from .shape import data_input_index, int_list
+from .shape import LikeOther, data_input_index, int_list
 from .slicing import check_index_range
 
-# PyTorch dtype spellings in PNNX params -> array-API dtype names.
-TORCH_DTYPES = {
-    "torch.float": "float32",
-    "torch.float32": "float32",
-    "torch.double": "float64",
-    "torch.float64": "float64",
-    "torch.half": "float16",
-    "torch.float16": "float16",
-    "torch.long": "int64",
-    "torch.int64": "int64",
-    "torch.int": "int32",
-    "torch.int32": "int32",
-    "torch.short": "int16",
-    "torch.int16": "int16",
-    "torch.int8": "int8",
-    "torch.uint8": "uint8",
-    "torch.bool": "bool",
-}
+# The dtypes a cast may name (array-API names; the PNNX frontend translates torch.float & co).
+CAST_DTYPES = ("bool", "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")
 
 
 def _flatten(values) -> list:
@@ -49,14 +33,14 @@ def _flatten(values) -> list:
 
 
 class TupleConstruct(Op):
-    types = ("prim::TupleConstruct",)
+    types = ("MakeTuple",)
 
     def forward(self, *values):
         return tuple(_flatten(values))
 
 
 class ListConstruct(Op):
-    types = ("prim::ListConstruct",)
+    types = ("MakeList",)
 
     def forward(self, *values):
         return list(values)
@@ -65,10 +49,8 @@ class ListConstruct(Op):
 class Unpack(Op):
     """prim::TupleUnpack / prim::ListUnpack: one sequence in, one output per element."""
 
-    types = ("prim::TupleUnpack", "prim::ListUnpack")
-
-    def setup(self):
-        self.require_inputs(1)
+    types = ("Unpack",)
+    arity = 1
 
     def forward(self, values):
         if not isinstance(values, (tuple, list)):
@@ -83,7 +65,7 @@ class Unpack(Op):
 class SliceIndexes(Op):
     """pnnx.SliceIndexes ``indexes=(1,@0,@1)``: a list of ints, ``@N`` taken from input N."""
 
-    types = ("pnnx.SliceIndexes",)
+    types = ("SliceIndexes",)
 
     def setup(self):
         indexes = self.param("indexes")
@@ -113,16 +95,13 @@ class SliceIndexes(Op):
 
 
 class To(Op):
-    """Tensor.to(dtype): a cast; device, copy and memory-format flags do not change values."""
+    """A cast to ``dtype`` with PyTorch's rules; device, copy and memory-format flags do not change values."""
 
-    types = ("Tensor.to",)
+    types = ("Cast",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
-        dtype = self.str_param("dtype")
-        if dtype not in TORCH_DTYPES:
-            raise self.unsupported("dtype", dtype, sorted(TORCH_DTYPES))
-        self.dtype = getattr(self.xp, TORCH_DTYPES[dtype])
+        self.dtype = getattr(self.xp, self.choice_param("dtype", CAST_DTYPES))
 
     def forward(self, x):
         return cast(self, x, self.dtype)
@@ -141,35 +120,12 @@ def cast(op: Op, x, dtype):
     return xp.astype(x, dtype)
 
 
-class CastTo(Op):
-    """Tensor.float() / .long() / ... if a PNNX version writes them instead of Tensor.to."""
-
-    types = (
-        "Tensor.float", "Tensor.double", "Tensor.half", "Tensor.long", "Tensor.int", "Tensor.short", "Tensor.bool",
-    )
-    target = {
-        "Tensor.float": "float32", "Tensor.double": "float64", "Tensor.half": "float16", "Tensor.long": "int64",
-        "Tensor.int": "int32", "Tensor.short": "int16", "Tensor.bool": "bool",
-    }
-
-    def setup(self):
-        self.require_inputs(1)
-        self.dtype = getattr(self.xp, self.target[self.node.type])
-
-    def forward(self, x):
-        return cast(self, x, self.dtype)
-
-
-class TypeAs(Op):
-    types = ("Tensor.type_as",)
-
-    def setup(self):
-        self.require_inputs(2)
-        self.data_index = data_input_index(self)
-        self.other_index = self.input_index("other", 1 - self.data_index)
+class TypeAs(LikeOther):
+    types = ("TypeAs",)
 
     def forward(self, *inputs):
-        return cast(self, inputs[self.data_index], inputs[self.other_index].dtype)
+        x, other = self.input_and_other(inputs)
+        return cast(self, x, other.dtype)
 
 
 def lookup_rows(op: Op, weight, indices):
@@ -190,10 +146,10 @@ def check_embedding_params(op: Op) -> None:
 
 
 class Embedding(Op):
-    types = ("nn.Embedding",)
+    types = ("Embedding",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         check_embedding_params(self)
         self.table = self.weight("weight")
         if self.table.ndim != 2:
@@ -206,10 +162,10 @@ class Embedding(Op):
 class FunctionalEmbedding(Op):
     """F.embedding(input, weight): the table is an input (often a pnnx.Attribute)."""
 
-    types = ("F.embedding",)
+    types = ("EmbeddingInputs",)
+    arity = 2
 
     def setup(self):
-        self.require_inputs(2)
         check_embedding_params(self)
         self.data_index = data_input_index(self)
         self.weight_index = self.input_index("weight", 1 - self.data_index)
@@ -221,4 +177,4 @@ class FunctionalEmbedding(Op):
         return lookup_rows(self, weight, inputs[self.data_index])
 
 
-OPS = [TupleConstruct, ListConstruct, Unpack, SliceIndexes, To, CastTo, TypeAs, Embedding, FunctionalEmbedding]
+OPS = [TupleConstruct, ListConstruct, Unpack, SliceIndexes, To, TypeAs, Embedding, FunctionalEmbedding]

@@ -13,12 +13,12 @@ from .base import Op
 
 
 class AddCMul(Op):
-    types = ("aten::addcmul", "torch.addcmul", "Tensor.addcmul", "aten::addcdiv", "torch.addcdiv", "Tensor.addcdiv")
+    types = ("AddScaled",)
     fresh_output = True
     keys = ("input", "tensor1", "tensor2", "value")
 
     def setup(self):
-        self.divide = self.node.type.endswith("addcdiv")
+        self.divide = self.bool_param("divide", default=False)
         self.require_inputs(3, 4)
         self.order = [self.input_index(key, default=i) for i, key in enumerate(self.keys[: len(self.node.inputs)])]
         if sorted(self.order) != list(range(len(self.node.inputs))):

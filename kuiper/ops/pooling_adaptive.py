@@ -14,7 +14,7 @@ import numpy as np  # only to build constant tables (averaging matrices, bins) o
 from ..errors import ShapeError
 from ..limits import check_size
 from .base import Op, spatial_variants
-from .pooling_window import read_return_indices
+from .pooling_window import read_return_indices, spatial_sizes
 
 MAX_ADAPTIVE_BINS = 1 << 20  # per axis; the bin tables are built in Python
 
@@ -65,10 +65,7 @@ class _AdaptivePoolNd(Op):
 
     def output_sizes(self, x) -> tuple[tuple[int, ...], tuple[int, ...]]:
         n = self.spatial
-        if not self.backend.is_array(x) or x.ndim not in (n + 1, n + 2):
-            raise ShapeError(f"{self.node.describe()}: expected a rank-{n + 1} or rank-{n + 2} input, "
-                             f"found {getattr(x, 'shape', type(x).__name__)}")
-        sizes = tuple(x.shape[-n:])
+        sizes = spatial_sizes(self, x, n)
         if any(size == 0 for size in sizes):
             raise ShapeError(f"{self.node.describe()}: cannot pool an empty input {tuple(x.shape)}")
         outs = tuple(size if o is None else o for size, o in zip(sizes, self.output_size))
@@ -105,9 +102,7 @@ class AdaptiveAvgPoolNd(_AdaptivePoolNd):
         return x
 
 
-AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d = spatial_variants(
-    AdaptiveAvgPoolNd, "AdaptiveAvgPool{}d", ("nn.AdaptiveAvgPool{}d", "F.adaptive_avg_pool{}d")
-)
+AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d = spatial_variants(AdaptiveAvgPoolNd, "AdaptiveAvgPool{}d")
 
 
 class AdaptiveMaxPoolNd(_AdaptivePoolNd):
@@ -173,9 +168,7 @@ class AdaptiveMaxPoolNd(_AdaptivePoolNd):
         return x, position
 
 
-AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d = spatial_variants(
-    AdaptiveMaxPoolNd, "AdaptiveMaxPool{}d", ("nn.AdaptiveMaxPool{}d", "F.adaptive_max_pool{}d")
-)
+AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d = spatial_variants(AdaptiveMaxPoolNd, "AdaptiveMaxPool{}d")
 
 
 OPS = [AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d]

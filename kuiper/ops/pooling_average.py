@@ -11,7 +11,7 @@ import numpy as np  # only to build the table of divisors once per input size
 
 from ..errors import ShapeError
 from .base import Op, spatial_variants
-from .pooling_window import check_window, pool_output_size, read_window
+from .pooling_window import check_window, pool_output_size, read_window, spatial_sizes
 
 
 class AvgPoolNd(Op):
@@ -64,10 +64,7 @@ class AvgPoolNd(Op):
     def pooled_sizes(self, x) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(input spatial sizes, output spatial sizes), or a ShapeError naming the op."""
         n = self.spatial
-        if not self.backend.is_array(x) or x.ndim not in (n + 1, n + 2):
-            raise ShapeError(f"{self.node.describe()}: expected a rank-{n + 1} or rank-{n + 2} input, "
-                             f"found {getattr(x, 'shape', type(x).__name__)}")
-        sizes = tuple(x.shape[-n:])
+        sizes = spatial_sizes(self, x, n)
         outs = tuple(
             pool_output_size(size, k, s, p, 1, self.ceil_mode)
             for size, k, s, p in zip(sizes, self.kernel, self.stride, self.padding)
@@ -95,7 +92,7 @@ class AvgPoolNd(Op):
         return x * self._reciprocal_divisors(sizes, outs, x.dtype)
 
 
-AvgPool1d, AvgPool2d, AvgPool3d = spatial_variants(AvgPoolNd, "AvgPool{}d", ("nn.AvgPool{}d", "F.avg_pool{}d"))
+AvgPool1d, AvgPool2d, AvgPool3d = spatial_variants(AvgPoolNd, "AvgPool{}d")
 
 
 OPS = [AvgPool1d, AvgPool2d, AvgPool3d]

@@ -121,7 +121,7 @@ class MaxPoolNd(Op):
         return x, xp.asarray(position, dtype=xp.int64, copy=True)
 
 
-MaxPool1d, MaxPool2d, MaxPool3d = spatial_variants(MaxPoolNd, "MaxPool{}d", ("nn.MaxPool{}d", "F.max_pool{}d"))
+MaxPool1d, MaxPool2d, MaxPool3d = spatial_variants(MaxPoolNd, "MaxPool{}d")
 
 
 OPS = [MaxPool1d, MaxPool2d, MaxPool3d]

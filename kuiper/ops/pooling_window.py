@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import ShapeError
 from .base import Op
 
 MAX_WINDOW = 1 << 16  # per axis; far beyond any real pooling window
@@ -16,6 +17,14 @@ def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: in
     if ceil_mode and (out - 1) * stride >= size + pad:
         out -= 1
     return out
+
+
+def spatial_sizes(op: Op, x, spatial: int) -> tuple[int, ...]:
+    """The last ``spatial`` sizes of an (N, C, *spatial) or (C, *spatial) input; else a ShapeError."""
+    if not op.backend.is_array(x) or x.ndim not in (spatial + 1, spatial + 2):
+        raise ShapeError(f"{op.node.describe()}: expected a rank-{spatial + 1} or rank-{spatial + 2} input, "
+                         f"found {getattr(x, 'shape', type(x).__name__)}")
+    return tuple(x.shape[-spatial:])
 
 
 def check_window(op: Op, kernel, stride, dilation) -> None:

@@ -15,10 +15,10 @@ class RaggedDot(Op):
     """
 
     types = ("RaggedDot",)
+    arity = 3
     fresh_output = True
 
     def setup(self):
-        self.require_inputs(3)
         self.ragged = self.choice_param("ragged", ("rows", "contracting"), default="rows")
 
     def forward(self, lhs, rhs, group_sizes):

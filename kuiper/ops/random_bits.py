@@ -120,10 +120,10 @@ class RandomBits(Op):
     """Input: the u64 state. Outputs: the new state and random bits of ``shape`` and ``dtype``."""
 
     types = ("RandomBits",)
+    arity = 1
     fresh_output = True
 
     def setup(self):
-        self.require_inputs(1)
         self.algorithm = self.choice_param("algorithm", ("philox", "threefry"))
         self.shape = self.ints_param("shape", default=())
         self.dtype = self.choice_param("dtype", ("uint32", "int32", "uint64", "int64"))
@@ -153,11 +153,11 @@ class RandomNumbers(Op):
     """
 
     types = ("RandomNumbers",)
+    arity = 2
     fresh_output = True
     STATE = (0, 0)
 
     def setup(self):
-        self.require_inputs(2)
         self.distribution = self.choice_param("distribution", ("uniform", "normal"))
         self.shape = self.ints_param("shape", default=())
         self.dtype = self.choice_param("dtype", ("float32", "float64", "int32", "uint32", "int64", "uint64"))

@@ -46,13 +46,13 @@ class _Layer:
 class Recurrent(Op):
     """What the three share: params, weights, layout, the layer/direction loop."""
 
-    types = ("nn.RNN", "nn.LSTM", "nn.GRU")
+    types = ("Recurrent",)
     fresh_output = True
-    GATES: ClassVar[dict[str, int]] = {"nn.RNN": 1, "nn.LSTM": 4, "nn.GRU": 3}
+    GATES: ClassVar[dict[str, int]] = {"RNN": 1, "LSTM": 4, "GRU": 3}  # per ``cell``
 
     def setup(self):
-        self.kind = self.node.type.split(".")[1]
-        self.gates = self.GATES[self.node.type]
+        self.kind = self.choice_param("cell", tuple(self.GATES))
+        self.gates = self.GATES[self.kind]
         self.input_size = self.int_param("input_size")
         self.hidden_size = self.int_param("hidden_size")
         self.num_layers = self.int_param("num_layers", default=1)

@@ -57,12 +57,11 @@ class Reduction(Op):
 
 
 class SumMeanProd(Reduction):
-    types = ("torch.sum", "torch.mean", "torch.prod")
+    types = ("Reduction",)
 
     def read_params(self):
-        self.function = {"torch.sum": self.xp.sum, "torch.mean": self.xp.mean, "torch.prod": self.xp.prod}[
-            self.node.type
-        ]
+        reduction = self.choice_param("reduction", ("sum", "mean", "prod"))
+        self.function = {"sum": self.xp.sum, "mean": self.xp.mean, "prod": self.xp.prod}[reduction]
 
     def forward(self, x):
         axes = self.axes(x)
@@ -71,30 +70,38 @@ class SumMeanProd(Reduction):
         return self.array(self.function(x, axis=axes, keepdims=self.keepdim))
 
 
-class AMaxAMin(Reduction):
-    """torch.amax / torch.amin: values only, over any number of dims."""
+class ExtremumReduction(Reduction):
+    """A reduction to the max or the min: param ``reduction``."""
 
-    types = ("torch.amax", "torch.amin")
+    def read_params(self):
+        self.is_max = self.choice_param("reduction", ("max", "min")) == "max"
+
+
+class AMaxAMin(ExtremumReduction):
+    """The max or min (``reduction``) over any number of dims: values only."""
+
+    types = ("Extremum",)
 
     def forward(self, x):
         axes = self.axes(x)
         if axes == ():
             return x
-        function = self.xp.max if self.node.type == "torch.amax" else self.xp.min
+        function = self.xp.max if self.is_max else self.xp.min
         return self.array(function(x, axis=axes, keepdims=self.keepdim))
 
 
-class MaxMin(Reduction):
+class MaxMin(ExtremumReduction):
     """torch.max / torch.min.
 
     Without dim: the 0-d max of everything.  With dim: values and (int64) indices,
     as two outputs; pnnx drops the indices output when nothing reads it.
     """
 
-    types = ("torch.max", "torch.min")
+    types = ("ExtremumWithIndex",)
     single_dim = True
 
     def read_params(self):
+        super().read_params()
         outputs = len(self.node.outputs)
         if self.dims is None and outputs != 1:
             raise self.error(f"without 'dim' gives one output, the file declares {outputs}")
@@ -104,7 +111,7 @@ class MaxMin(Reduction):
 
     def forward(self, x):
         xp = self.xp
-        is_max = self.node.type == "torch.max"
+        is_max = self.is_max
         axes = self.axes(x)
         if axes is None:
             return self.array((xp.max if is_max else xp.min)(x))
@@ -121,16 +128,16 @@ class MaxMin(Reduction):
         return values, xp.astype(indices, xp.int64)
 
 
-class ArgMaxMin(Reduction):
+class ArgMaxMin(ExtremumReduction):
     """torch.argmax / torch.argmin (int64).  dim=None indexes the flattened tensor; with
     keepdim=True every dim is then kept as size 1, as PyTorch does."""
 
-    types = ("torch.argmax", "torch.argmin")
+    types = ("ArgExtremum",)
     single_dim = True
 
     def forward(self, x):
         xp = self.xp
-        function = xp.argmax if self.node.type == "torch.argmax" else xp.argmin
+        function = xp.argmax if self.is_max else xp.argmin
         axes = self.axes(x)
         if axes is None:
             flat = function(xp.reshape(x, (-1,)))
@@ -146,7 +153,7 @@ class Norm(Reduction):
     """torch.norm as a vector norm over ``dim`` (what PyTorch computes for numeric p):
     p=2 (and 'fro'), 1, inf, -inf, 0 (count of nonzeros) and any other positive p."""
 
-    types = ("torch.norm",)
+    types = ("Norm",)
 
     def read_params(self):
         # pnnx writes torch.linalg.vector_norm and p='fro' as torch.norm with p=2.
@@ -183,7 +190,7 @@ class Norm(Reduction):
 class LogSumExp(Reduction):
     """log(sum(exp(x))) over dims, shifted by the max so exp() cannot overflow."""
 
-    types = ("torch.logsumexp",)
+    types = ("LogSumExp",)
 
     def forward(self, x):
         xp = self.xp
@@ -206,9 +213,10 @@ class LogSumExp(Reduction):
 class VarStd(Reduction):
     """torch.var / torch.std with Bessel's correction (``unbiased`` or ``correction``)."""
 
-    types = ("torch.var", "torch.std")
+    types = ("Variance",)
 
     def read_params(self):
+        self.standard_deviation = self.bool_param("standard_deviation", default=False)
         if self.has_param("correction"):
             self.correction = self.float_param("correction")
         else:
@@ -220,7 +228,7 @@ class VarStd(Reduction):
         if axes == ():
             axes = None
         out = xp.var(x, axis=axes, correction=self.correction, keepdims=self.keepdim)
-        if self.node.type == "torch.std":
+        if self.standard_deviation:
             out = xp.sqrt(out)
         return self.array(out)
 

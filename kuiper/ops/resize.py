@@ -104,7 +104,7 @@ def interpolation_table(mode: str, in_size: int, out_size: int, scale_factor: fl
 class Interpolate(Op):
     """F.upsample / F.interpolate / nn.Upsample (params: size or scale_factor, mode, align_corners)."""
 
-    types = ("F.upsample", "F.interpolate", "nn.Upsample")
+    types = ("Interpolate",)
     fixed_mode: str | None = None
     fixed_align_corners: bool | None = None
 
@@ -206,7 +206,7 @@ class Interpolate(Op):
 
 
 class UpsampleNearest(Interpolate):
-    types = ("F.upsample_nearest", "nn.UpsamplingNearest2d")
+    types = ("UpsampleNearest",)
     fixed_mode = "nearest"
     fixed_align_corners = False
 
@@ -214,7 +214,7 @@ class UpsampleNearest(Interpolate):
 class UpsampleBilinear(Interpolate):
     """F.upsample_bilinear and nn.UpsamplingBilinear2d always use align_corners=True."""
 
-    types = ("F.upsample_bilinear", "nn.UpsamplingBilinear2d")
+    types = ("UpsampleBilinear",)
     fixed_mode = "bilinear"
     fixed_align_corners = True
 
@@ -222,13 +222,11 @@ class UpsampleBilinear(Interpolate):
 class PixelShuffle(Op):
     """(*, C*r*r, H, W) -> (*, C, H*r, W*r)."""
 
-    types = ("nn.PixelShuffle", "F.pixel_shuffle")
+    types = ("PixelShuffle",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
-        self.factor = self.int_param("upscale_factor")
-        if self.factor < 1:
-            raise self.error(f"param 'upscale_factor' must be positive, found {self.factor}")
+        self.factor = self.positive_int_param("upscale_factor")
 
     def forward(self, x):
         r = self.factor
@@ -244,13 +242,11 @@ class PixelShuffle(Op):
 class PixelUnshuffle(Op):
     """(*, C, H*r, W*r) -> (*, C*r*r, H, W)."""
 
-    types = ("nn.PixelUnshuffle", "F.pixel_unshuffle")
+    types = ("PixelUnshuffle",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
-        self.factor = self.int_param("downscale_factor")
-        if self.factor < 1:
-            raise self.error(f"param 'downscale_factor' must be positive, found {self.factor}")
+        self.factor = self.positive_int_param("downscale_factor")
 
     def forward(self, x):
         r = self.factor
@@ -266,13 +262,11 @@ class PixelUnshuffle(Op):
 class ChannelShuffle(Op):
     """(N, C, *) -> channels regrouped as (C/g, g) transposed: channel i*g+j <- j*(C/g)+i."""
 
-    types = ("nn.ChannelShuffle", "F.channel_shuffle")
+    types = ("ChannelShuffle",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
-        self.groups = self.int_param("groups")
-        if self.groups < 1:
-            raise self.error(f"param 'groups' must be positive, found {self.groups}")
+        self.groups = self.positive_int_param("groups")
 
     def forward(self, x):
         g = self.groups

@@ -14,12 +14,12 @@ from .base import Op, normalize_axis
 
 
 class Scan(Op):
-    types = ("torch.cumsum", "torch.cumprod")
+    types = ("CumulativeScan",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.dim = self.int_param("dim")
-        self.product = self.node.type.endswith("cumprod")
+        self.product = self.choice_param("reduction", ("sum", "prod")) == "prod"
 
     def forward(self, x):
         xp = self.xp
@@ -30,10 +30,10 @@ class Scan(Op):
 
 
 class TopK(Op):
-    types = ("torch.topk",)
+    types = ("TopKDim",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.k = self.int_param("k")
         self.dim = self.int_param("dim", default=-1)
         self.largest = self.bool_param("largest", default=True)

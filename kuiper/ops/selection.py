@@ -14,12 +14,10 @@ from .base import Op, is_to_the_end, normalize_axis
 class MaskedSelect(Op):
     """The elements of ``input`` where ``mask`` (broadcast together) is True, as a 1-D tensor."""
 
-    types = ("torch.masked_select",)
+    types = ("MaskedSelect",)
 
     def setup(self):
-        self.require_inputs(2)
-        self.input_at = self.input_index("input", 0)
-        self.mask_at = self.input_index("mask", 1 - self.input_at)
+        self.input_at, self.mask_at = self.input_pair("input", "mask")
 
     def forward(self, *inputs):
         xp = self.xp
@@ -32,10 +30,10 @@ class MaskedSelect(Op):
 class Diag(Op):
     """torch.diag: a vector becomes a square matrix with it on diagonal ``diagonal``; a matrix gives that diagonal."""
 
-    types = ("torch.diag",)
+    types = ("Diag",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.offset = self.int_param("diagonal", default=0)
 
     def forward(self, x):
@@ -79,10 +77,10 @@ class ScatterAdd(Op):
     in the other dims, as in PyTorch.
     """
 
-    types = ("torch.scatter_add",)
+    types = ("ScatterAdd",)
+    arity = 3
 
     def setup(self):
-        self.require_inputs(3)
         self.dim = self.int_param("dim")
         self.input_at = self.input_index("input", 0)
         self.index_at = self.input_index("index", 1)
@@ -110,12 +108,10 @@ class ScatterAdd(Op):
 class SliceScatter(Op):
     """torch.slice_scatter(input, src, dim, start, end, step): a copy of input with ``src`` in that slice."""
 
-    types = ("torch.slice_scatter",)
+    types = ("SliceScatter",)
 
     def setup(self):
-        self.require_inputs(2)
-        self.input_at = self.input_index("input", 0)
-        self.src_at = self.input_index("src", 1 - self.input_at)
+        self.input_at, self.src_at = self.input_pair("input", "src")
         self.dim = self.int_param("dim", default=0)
         self.start = self.optional_int_param("start")
         end = self.optional_int_param("end")

@@ -44,7 +44,7 @@ def _slice_bound(value: int) -> int | None:
 
 
 class Slice(ArgsOp):
-    types = ("Tensor.slice",)
+    types = ("SliceDim",)
     extra_inputs = 0  # tensor inputs besides the data and the $-bound slice arguments
 
     def setup(self):
@@ -119,7 +119,7 @@ def checked_index(op: Op, index: int, size: int, dim: int) -> int:
 
 
 class Select(ArgsOp):
-    types = ("Tensor.select", "torch.select")
+    types = ("Select",)
 
     def setup(self):
         self.data_index = data_input_index(self)
@@ -141,7 +141,7 @@ class Select(ArgsOp):
 class Narrow(ArgsOp):
     """torch.narrow(dim, start, length); a negative start counts from the end."""
 
-    types = ("torch.narrow", "Tensor.narrow")
+    types = ("Narrow",)
 
     def setup(self):
         self.data_index = data_input_index(self)
@@ -213,7 +213,7 @@ class Index(Op):
     ``pnnx.Expression`` like ``[None,@0]`` whose ``@0`` is an index tensor).
     """
 
-    types = ("Tensor.index",)
+    types = ("Index",)
 
     def setup(self):
         self.data_index = data_input_index(self)
@@ -251,20 +251,22 @@ def check_index_range(op: Op, index, size: int, what: str) -> None:
         raise InputError(f"{op.node.describe()}: {what} holds values outside [0, {size})")
 
 
-class Gather(Op):
+class IndexAlongDim(Op):
+    """An op that indexes ``$input`` along ``dim`` with the tensor ``$index``."""
+
+    def setup(self):
+        self.data_index, self.index_index = self.input_pair("input", "index")
+        self.dim = self.int_param("dim")
+
+
+class Gather(IndexAlongDim):
     """torch.gather(input, dim, index): out[i][j][k] = input[i][index[i][j][k]][k] (dim=1).
 
     PyTorch allows ``index`` to be smaller than the input in the other dims, so the
     input is cut down to the index's extent there first.
     """
 
-    types = ("torch.gather", "Tensor.gather")
-
-    def setup(self):
-        self.require_inputs(2)
-        self.data_index = data_input_index(self)
-        self.index_index = self.input_index("index", 1 - self.data_index)
-        self.dim = self.int_param("dim")
+    types = ("TakeAlongAxis",)
 
     def forward(self, *inputs):
         x, index = inputs[self.data_index], inputs[self.index_index]
@@ -282,14 +284,8 @@ class Gather(Op):
         return self.xp.take_along_axis(x[tuple(key)], index, axis=axis)
 
 
-class IndexSelect(Op):
-    types = ("torch.index_select", "Tensor.index_select")
-
-    def setup(self):
-        self.require_inputs(2)
-        self.data_index = data_input_index(self)
-        self.index_index = self.input_index("index", 1 - self.data_index)
-        self.dim = self.int_param("dim")
+class IndexSelect(IndexAlongDim):
+    types = ("IndexSelect",)
 
     def forward(self, *inputs):
         x, index = inputs[self.data_index], inputs[self.index_index]

@@ -118,9 +118,9 @@ class TopK(Op):
     """The ``k`` largest (or smallest) along the last axis, sorted, and their positions (``index_dtype``)."""
 
     types = ("TopK",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
         self.k = self.int_param("k")
         self.largest = self.bool_param("largest", default=True)
         self.index_dtype = self.choice_param("index_dtype", INDEX_DTYPES, default="int32")

@@ -41,10 +41,8 @@ def lgamma(xp, x):
 
 
 class Lgamma(Op):
-    types = ("torch.lgamma",)
-
-    def setup(self):
-        self.require_inputs(1)
+    types = ("Lgamma",)
+    arity = 1
 
     def forward(self, x):
         xp = self.xp
@@ -52,16 +50,4 @@ class Lgamma(Op):
         return xp.astype(lgamma(xp, xp.astype(x, xp.float64)), dtype)
 
 
-class Positive(Op):
-    """torch.positive: the input itself (PyTorch returns it unchanged)."""
-
-    types = ("torch.positive",)
-
-    def setup(self):
-        self.require_inputs(1)
-
-    def forward(self, x):
-        return x
-
-
-OPS = [Lgamma, Positive]
+OPS = [Lgamma]

@@ -20,28 +20,28 @@ from .complex_tensors import complex_dtype, real_dtype
 NORMS = ("backward", "ortho", "forward")
 _SWAPPED = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
 
-# type -> (transform, form): form 1 takes n and an int dim, 2 and n take s and a list of dims.
-_TRANSFORMS = {
-    f"torch.fft.{kind}{suffix}": (kind, form)
-    for kind in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft")
-    for suffix, form in (("", 1), ("2", 2), ("n", "n"))
-}
+TRANSFORMS = ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft")
+# form "1d" takes n and an int dim; "2d" and "nd" take s and a list of dims.
+FORMS = ("1d", "2d", "nd")
 
 
 class FFT(Op):
-    types = tuple(_TRANSFORMS)
+    """``transform`` (fft, ifft, rfft, irfft, hfft, ihfft) in one of three ``form``s: 1d, 2d, nd."""
+
+    types = ("FFT",)
+    arity = 1
 
     def setup(self):
-        self.require_inputs(1)
-        self.kind, form = _TRANSFORMS[self.node.type]
+        self.kind = self.choice_param("transform", TRANSFORMS)
+        form = self.choice_param("form", FORMS)
         self.norm = self.choice_param("norm", (None, *NORMS), default=None) or "backward"
-        if form == 1:
+        if form == "1d":
             n = self.optional_int_param("n")
             self.sizes = None if n is None else (n,)
             self.dims = (self.int_param("dim", default=-1),)
         else:
             self.sizes = None if self.param("s", None) is None else self.ints_param("s")
-            default_dims = [-2, -1] if form == 2 else None
+            default_dims = [-2, -1] if form == "2d" else None
             dims = self.param("dim", default_dims)
             self.dims = None if dims is None else self.ints_param("dim", default=default_dims)
         if self.sizes is not None and self.dims is not None and len(self.sizes) != len(self.dims):
@@ -129,7 +129,7 @@ class _Frames(Op):
 
 
 class STFT(_Frames):
-    types = ("torch.stft",)
+    types = ("STFT",)
 
     def setup(self):
         self.read_frame_params()
@@ -171,7 +171,7 @@ class ISTFT(_Frames):
     summed squared window (PyTorch refuses where that envelope is ~0: so does this).
     ``return_complex=True`` (two-sided spectra only) keeps the complex inverse transforms."""
 
-    types = ("torch.istft",)
+    types = ("ISTFT",)
 
     def setup(self):
         self.read_frame_params()

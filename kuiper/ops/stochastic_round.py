@@ -17,10 +17,10 @@ class StochasticConvert(Op):
     """Inputs ``x`` (float) and ``random`` (unsigned bits of x's shape): x as ``dtype``."""
 
     types = ("StochasticConvert",)
+    arity = 2
     fresh_output = True
 
     def setup(self):
-        self.require_inputs(2)
         self.dtype = self.choice_param("dtype", SIGNED)
 
     def forward(self, x, random):

@@ -25,10 +25,10 @@ class Cholesky(Op):
     """
 
     types = ("Cholesky",)
+    arity = 1
     fresh_output = True
 
     def setup(self):
-        self.require_inputs(1)
         self.lower = self.bool_param("lower")
 
     def forward(self, a):
@@ -57,10 +57,10 @@ class TriangularSolve(Op):
     """
 
     types = ("TriangularSolve",)
+    arity = 2
     fresh_output = True
 
     def setup(self):
-        self.require_inputs(2)
         self.left_side = self.bool_param("left_side")
         self.lower = self.bool_param("lower")
         self.unit_diagonal = self.bool_param("unit_diagonal", False)

@@ -12,12 +12,10 @@ class Cross(Op):
     Without ``dim`` (pnnx writes dim=None), PyTorch's deprecated default: the first dim of size 3.
     """
 
-    types = ("torch.cross",)
+    types = ("Cross",)
 
     def setup(self):
-        self.require_inputs(2)
-        self.input_at = self.input_index("input", 0)
-        self.other_at = self.input_index("other", 1 - self.input_at)
+        self.input_at, self.other_at = self.input_pair("input", "other")
         self.dim = self.optional_int_param("dim")
 
     def forward(self, *inputs):
@@ -41,12 +39,10 @@ class Cross(Op):
 class PairwiseDistance(Op):
     """F.pairwise_distance(x1, x2, p, eps, keepdim) = ||x1 - x2 + eps||_p over the last dim."""
 
-    types = ("F.pairwise_distance",)
+    types = ("PairwiseDistance",)
 
     def setup(self):
-        self.require_inputs(2)
-        self.first_at = self.input_index("x1", 0)
-        self.second_at = self.input_index("x2", 1 - self.first_at)
+        self.first_at, self.second_at = self.input_pair("x1", "x2")
         self.p = self.float_param("p", default=2.0)
         self.eps = self.float_param("eps", default=1e-6)
         self.keepdim = self.bool_param("keepdim", default=False)

@@ -53,7 +53,7 @@ class WindowOp(Op):
 
 
 class Unfold(WindowOp):
-    types = ("nn.Unfold", "F.unfold")
+    types = ("Unfold",)
 
     def forward(self, x):
         xp = self.xp
@@ -70,7 +70,7 @@ class Unfold(WindowOp):
 
 
 class Fold(WindowOp):
-    types = ("nn.Fold", "F.fold")
+    types = ("Fold",)
 
     def setup(self):
         super().setup()
@@ -114,12 +114,12 @@ class LPPoolNd(AvgPoolNd):
 
 
 class LPPool1d(LPPoolNd):
-    types = ("nn.LPPool1d", "F.lp_pool1d")
+    types = ("LPPool1d",)
     spatial = 1
 
 
 class LPPool2d(LPPoolNd):
-    types = ("nn.LPPool2d", "F.lp_pool2d")
+    types = ("LPPool2d",)
     spatial = 2
 
 

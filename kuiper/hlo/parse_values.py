@@ -1,0 +1,157 @@
+"""Constant literals and attribute values in HLO text.
+
+    literal  := [shape] ( '{' '...' '}' | '{' [literal (',' literal)*] '}' | '(' [literal (',' literal)*] ')'
+                        | INT | FLOAT | true | false | inf | -inf | nan | -nan )
+    value    := atom | '{' items '}' | '[' items ']' | '(' items ')'   (items: values, key=value, "key": value)
+
+Attribute values are read generically (lists, dicts, words, numbers, shapes); the verifier and
+the translators give them meaning.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .lexer import DIMS, END, FLOAT, INT, LABELS, NAME, RECORD, SHAPE, STRING, Token, unquote
+from .module import ELIDED, Quoted, Slice
+from .parse_shapes import is_shape_start, parse_shape
+from .shapes import ELEMENT_TYPES, Shape
+from .token_stream import TokenStream
+
+LITERAL_WORDS = ("true", "false", "inf", "-inf", "nan", "-nan")
+_CLOSE = {"{": "}", "[": "]", "(": ")"}
+# One pair of a RECORD: key (bare or quoted), '=' or ':', value (quoted, or up to a space, ',' or '}').
+_PAIR_RE = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([A-Za-z0-9_.\-]+))\s*[=:]\s*("(?:[^"\\]|\\.)*"|[^\s,}"]+)\s*,?')
+_INT_RE = re.compile(r"-?[0-9]+")
+_SKIPPED_IN_GROUPS = (",", "->", "*", "!", "@", "+", "|", "?", "<", ">", "...", "#", "~")
+
+
+def parse_literal(stream: TokenStream, cache: dict[str, Shape]) -> Any:
+    """A constant's value: nested lists of numbers/words, a tuple (Python tuple), or ELIDED."""
+    if is_shape_start(stream) and stream.token.kind != "(":
+        parse_shape(stream, cache)  # long form: ``constant(f32[2] {1, 2})``
+    token = stream.token
+    if token.kind in ("{", "("):
+        stream.advance()
+        close = _CLOSE[token.kind]
+        if token.kind == "{" and stream.accept("..."):
+            stream.expect("}", "'}' after '...'")
+            return ELIDED
+        stream.nest("literals")
+        items: list[Any] = []
+        while not stream.accept(close):
+            items.append(parse_literal(stream, cache))
+            if not stream.accept(","):
+                stream.expect(close, f"',' or '{close}' in a literal")
+                break
+        stream.unnest()
+        return items if close == "}" else tuple(items)
+    if token.kind == INT:
+        stream.advance()
+        return int(token.text)
+    if token.kind == FLOAT:
+        stream.advance()
+        return float(token.text)
+    if token.kind == NAME and token.text in LITERAL_WORDS:
+        stream.advance()
+        return token.text
+    raise stream.error(f"expected a literal value, found {stream.describe(token)}")
+
+
+def parse_value(stream: TokenStream, cache: dict[str, Shape]) -> Any:
+    token = stream.token
+    kind = token.kind
+    if kind in _CLOSE:
+        stream.advance()
+        stream.nest("attribute values")
+        result = _group(stream, cache, kind)
+        stream.unnest()
+    elif kind == SHAPE or kind == NAME and token.text in ELEMENT_TYPES and stream.peek().kind == "[":
+        result = parse_shape(stream, cache)  # a shape inside a value, or a typed literal: ``s32[2] {1, 2}``
+        if stream.token.kind in ("{", INT, FLOAT) or stream.token.kind == NAME and stream.token.text in LITERAL_WORDS:
+            result = (result, parse_literal(stream, cache))
+    else:
+        stream.advance()
+        if kind == STRING:
+            result = Quoted(unquote(token.text))
+        elif kind == INT:
+            result = int(token.text)
+        elif kind == FLOAT:
+            result = float(token.text)
+        elif kind == NAME:
+            result = token.text.removeprefix("%")
+            if stream.token.kind == "@":  # a sparsity descriptor: ``L.1@2:4``, ``L.1@2:4_R.0@2:4``
+                while stream.token.kind in ("@", ":", INT, DIMS) or stream.token.kind == NAME \
+                        and stream.token.text.startswith("_"):
+                    stream.advance()
+                result = stream.source.text[token.position : stream.previous.position + len(stream.previous.text)]
+        elif kind == RECORD:
+            result = _record(stream, token)
+        elif kind in (DIMS, LABELS):
+            result = token.text
+        else:
+            raise stream.error(f"expected an attribute value, found {stream.describe(token)}", token)
+    if stream.token.kind == "<=":  # iota replica groups ``[2,2]<=[4]T(1,0)``
+        stream.advance()
+        result = (result, parse_value(stream, cache))
+        if stream.token.kind == NAME and stream.token.text == "T" and stream.peek().kind == "(":
+            stream.advance()
+            parse_value(stream, cache)
+    return result
+
+
+def _record(stream: TokenStream, token: Token) -> Any:
+    """A RECORD token's ``key=value`` / ``"key": value`` pairs; anything else parses token by token."""
+    body = token.text[1:-1]
+    pairs = _PAIR_RE.findall(body)
+    if _PAIR_RE.sub("", body).replace(",", "").strip():
+        # Lex from after the '{' (else the same RECORD token comes back) to the end.
+        inner = TokenStream(stream.source, token.position + 1, token.position + len(token.text))
+        return _group(inner, {}, "{")
+    result: dict[str, Any] = {}
+    for quoted_key, key, value in pairs:
+        key = unquote(f'"{quoted_key}"') if quoted_key else key
+        if value.startswith('"'):
+            result[key] = Quoted(unquote(value))
+        elif _INT_RE.fullmatch(value):
+            result[key] = int(value)
+        else:
+            result[key] = value
+    return result
+
+
+def _group(stream: TokenStream, cache: dict[str, Shape], opener: str) -> Any:
+    close = _CLOSE[opener]
+    items: list[Any] = []
+    keyed: dict[Any, Any] = {}
+    saw_colon = False
+    while not stream.accept(close):
+        kind = stream.token.kind
+        if kind == END:
+            raise stream.error(f"'{opener}' is never closed with '{close}'")
+        if kind in _SKIPPED_IN_GROUPS:
+            stream.advance()
+            continue
+        if kind == ":":
+            saw_colon = True
+            stream.advance()
+            continue
+        if kind in ("}", "]", ")"):
+            raise stream.error(f"expected '{close}', found {stream.describe(stream.token)}")
+        start = stream.token
+        item = parse_value(stream, cache)
+        if stream.token.kind == "=" or (stream.token.kind == ":" and isinstance(item, Quoted)):
+            if not isinstance(item, (str, int, float)):  # ``{{}=1}``: found by fuzzing (a list as a dict key)
+                raise stream.error(f"expected a name or number before {stream.token.text!r}", start)
+            stream.advance()
+            keyed[item] = parse_value(stream, cache)
+        else:
+            items.append(item)
+    if keyed:
+        if items:
+            keyed["_items"] = items
+        return keyed
+    if saw_colon and opener == "[" and 2 <= len(items) <= 3 and all(isinstance(i, int) for i in items):
+        return Slice(*items)
+    return items

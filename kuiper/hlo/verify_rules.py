@@ -1,0 +1,293 @@
+"""Per-instruction rules of XLA's parser and verifier: opcodes, operand counts and shapes, attributes.
+
+``instruction_problem`` returns what is wrong with one instruction (a sentence), or None.  Each
+rule is one that XLA enforces when it parses or verifies a module; kuiper is never stricter.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .literals import literal_problem
+from .module import HloComputation, HloInstruction, Quoted
+from .shapes import ArrayShape, Shape
+
+# Every opcode XLA's HLO text may name (kuiper parses them all; translators say which run).
+XLA_OPCODES = frozenset("""
+abs add add-dependency after-all all-gather all-gather-done all-gather-start all-reduce all-reduce-done
+all-reduce-start all-to-all and async-done async-start async-update atan2 batch-norm-grad batch-norm-inference
+batch-norm-training bitcast bitcast-convert broadcast call cbrt ceil cholesky clamp count-leading-zeros
+collective-broadcast collective-permute collective-permute-done collective-permute-start compare complex
+concatenate conditional constant convert convolution copy copy-done copy-start cosine custom-call divide domain
+dot dynamic-reshape dynamic-slice dynamic-update-slice erf exponential exponential-minus-one fft floor fusion
+gather get-dimension-size get-tuple-element imag infeed iota is-finite log log-plus-one logistic map maximum
+minimum multiply negate not opt-barrier or outfeed pad parameter partition-id popcnt power ragged-all-to-all
+ragged-dot real recv recv-done reduce reduce-precision reduce-scatter reduce-window remainder replica-id reshape
+reverse rng rng-bit-generator rng-get-and-update-state round-nearest-afz round-nearest-even rsqrt scatter select
+select-and-scatter send send-done set-dimension-size shift-left shift-right-arithmetic shift-right-logical sign
+sine slice sort sqrt stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while xor
+cos sin clz optimization-barrier
+""".split())
+
+# Opcodes whose operands and result share their dims (XLA has no implicit broadcasting).
+ELEMENTWISE_UNARY = frozenset(
+    ["abs", "cbrt", "ceil", "cos", "cosine", "erf", "exponential", "exponential-minus-one", "floor", "imag",
+     "is-finite", "log", "log-plus-one", "logistic", "negate", "not", "popcnt", "real", "round-nearest-afz",
+     "round-nearest-even", "rsqrt", "sign", "sin", "sine", "sqrt", "tan", "tanh", "count-leading-zeros", "clz",
+     "convert", "copy", "reduce-precision"]
+)
+ELEMENTWISE_BINARY = frozenset(
+    ["add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power", "atan2", "and", "or",
+     "xor", "shift-left", "shift-right-arithmetic", "shift-right-logical", "compare", "complex"]
+)
+# Opcodes with a fixed operand count (beyond the elementwise ones).
+OPERAND_COUNTS = {"rng-bit-generator": 1, "select": 3, "clamp": 3, "get-tuple-element": 1, "bitcast-convert": 1,
+                  "reshape": 1, "transpose": 1, "broadcast": 1, "pad": 2}
+MINIMUM_OPERANDS = {"dynamic-reshape": 1, "concatenate": 1, "conditional": 1}
+API_VERSIONS = ("API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING", "API_VERSION_STATUS_RETURNING_UNIFIED",
+                "API_VERSION_TYPED_FFI")
+ACCURACY_MODES = ("default", "highest")
+_PADDING = re.compile(r"-?[0-9]+_-?[0-9]+(?:_[0-9]+)?(?:x-?[0-9]+_-?[0-9]+(?:_[0-9]+)?)*")
+_WINDOW_PAD = re.compile(r"-?[0-9]+_-?[0-9]+(?:x-?[0-9]+_-?[0-9]+)*")
+# Module attributes: ``input_output_alias={ {0}: (0, {}, may-alias), ... }``, ``buffer_donor={ (0, {1}), ... }``.
+_INDEX = r"\{\s*(?:[0-9]+\s*(?:,\s*[0-9]+\s*)*)?\}"
+_ALIAS = rf"{_INDEX}\s*:\s*\(\s*[0-9]+\s*,\s*{_INDEX}\s*(?:,\s*(?:may-alias|must-alias)\s*)?\)"
+_DONOR = rf"\(\s*[0-9]+\s*,\s*{_INDEX}\s*\)"
+_MODULE_ATTRIBUTE_SYNTAX = {
+    "input_output_alias": (re.compile(rf"\{{\s*(?:{_ALIAS}\s*(?:,\s*{_ALIAS}\s*)*)?\}}\s*"),
+                           "{ {output index}: (parameter number, {parameter index}[, may-alias|must-alias]), ... }"),
+    "buffer_donor": (re.compile(rf"\{{\s*(?:{_DONOR}\s*(?:,\s*{_DONOR}\s*)*)?\}}\s*"),
+                     "{ (parameter number, {parameter index}), ... }"),
+}
+_BIT_WIDTHS = {"pred": 8, "s1": 1, "u1": 1, "s2": 2, "u2": 2, "s4": 4, "u4": 4, "f4e2m1fn": 4}
+
+
+def module_attribute_problem(key: str, text: str) -> str | None:
+    """What is wrong with the text of a module attribute whose syntax XLA fixes, or None."""
+    syntax = _MODULE_ATTRIBUTE_SYNTAX.get(key)
+    if syntax is None or syntax[0].fullmatch(text):
+        return None
+    return f"{key} must be written {syntax[1]}"
+
+
+def instruction_problem(instruction: HloInstruction, computation: HloComputation) -> str | None:
+    opcode = instruction.opcode
+    base = re.sub(r"-(start|update|done)$", "", opcode)  # ``custom-call-start``: the async form of an op
+    if opcode not in XLA_OPCODES and base not in XLA_OPCODES:
+        return f"unknown opcode '{opcode}'"
+    operands = [computation.by_name[name].shape for name in instruction.operands]
+    count = OPERAND_COUNTS.get(opcode, 1 if opcode in ELEMENTWISE_UNARY else 2 if opcode in ELEMENTWISE_BINARY else None)
+    if count is not None and len(operands) != count:
+        return f"takes {count} operand(s), found {len(operands)}"
+    if len(operands) < MINIMUM_OPERANDS.get(opcode, 0):
+        return f"takes at least {MINIMUM_OPERANDS[opcode]} operand(s), found {len(operands)}"
+    if opcode == "constant":
+        return literal_problem(instruction)
+    for check in (_shape_problem, _attribute_problem):
+        problem = check(instruction, operands, computation)
+        if problem:
+            return problem
+    return None
+
+
+def _shape_problem(instruction: HloInstruction, operands: list[Shape], computation: HloComputation) -> str | None:
+    shape = instruction.shape
+    opcode = instruction.opcode
+    if opcode in ELEMENTWISE_UNARY or opcode in ELEMENTWISE_BINARY:
+        for operand in operands:
+            if not shape.same_dims(operand):
+                return f"operand shape {operand} does not match the result shape {shape}"
+        if opcode == "compare" and shape.element_type != "pred":
+            return f"compare must give pred, the result says {shape.element_type}"
+    elif opcode == "bitcast-convert":
+        return _bitcast_convert_problem(operands[0], shape)
+    elif opcode == "get-tuple-element":
+        if not operands[0].is_tuple:
+            return "takes one tuple-shaped operand"
+        index = instruction.attributes.get("index")
+        if not isinstance(index, int) or not 0 <= index < len(operands[0].elements):
+            return f"index={index!r} is out of range for a tuple of {len(operands[0].elements)}"
+        if not operands[0].elements[index].same_dims(shape):
+            return f"element {index} has shape {operands[0].elements[index]}, the result says {shape}"
+    elif opcode == "tuple":
+        if not shape.is_tuple or len(shape.elements) != len(operands):
+            return f"result shape {shape} does not hold {len(operands)} operand(s)"
+        for element, operand in zip(shape.elements, operands):
+            if not element.same_dims(operand):
+                return f"operand shape {operand} does not match the tuple element {element}"
+    elif opcode in ("reshape", "bitcast") and len(operands) == 1 and isinstance(shape, ArrayShape):
+        operand = operands[0]
+        if operand.is_tuple:
+            return "takes an array operand, not a tuple"
+        same_type = opcode == "reshape" or operand.element_type == shape.element_type
+        if operand.size() != shape.size() and same_type and -1 not in shape.dims + operand.dims:
+            return f"{operand} has {operand.size()} elements, the result {shape} has {shape.size()}"
+    elif opcode == "select":
+        if not all(shape.same_dims(o) for o in operands[1:]):
+            return "the two branches must have the result's shape"
+    elif opcode == "concatenate":
+        return _concatenate_problem(instruction, operands)
+    elif opcode == "conditional":
+        return _conditional_problem(instruction, operands)
+    elif opcode.startswith("async-") or opcode not in XLA_OPCODES:  # the rest: sugared async forms
+        return _async_problem(instruction, operands, computation)
+    return None
+
+
+def _bitcast_convert_problem(operand: Shape, shape: Shape) -> str | None:
+    """Same bit width: same dims.  Wider to narrower adds a minor dim of the ratio; the reverse drops it."""
+    if operand.is_tuple or shape.is_tuple:
+        return "takes and gives arrays, not tuples"
+    source, target = _bits(operand.element_type), _bits(shape.element_type)
+    if source == target:
+        expected = operand.dims
+    elif source > target:
+        expected = (*operand.dims, source // target)
+    else:
+        expected = operand.dims[:-1] if operand.dims and operand.dims[-1] == target // source else None
+    if expected != shape.dims:
+        return (f"cannot reinterpret {operand} ({source}-bit elements) as {shape} ({target}-bit elements): "
+                "the minor dimension must hold the width ratio")
+    return None
+
+
+def _bits(element_type: str) -> int:
+    if element_type in _BIT_WIDTHS:
+        return _BIT_WIDTHS[element_type]
+    digits = re.search(r"[0-9]+", element_type)
+    width = int(digits.group()) if digits else 0
+    return 8 if element_type.startswith("f8") else width
+
+
+def _concatenate_problem(instruction: HloInstruction, operands: list[Shape]) -> str | None:
+    dimension = instruction.attributes.get("dimensions")
+    dimension = dimension[0] if isinstance(dimension, list) and len(dimension) == 1 else dimension
+    shape = instruction.shape
+    if any(o.is_tuple for o in operands) or shape.is_tuple:
+        return "takes and gives arrays, not tuples"
+    if not isinstance(dimension, int) or not 0 <= dimension < shape.rank:
+        return f"dimensions={{{dimension}}} is not one dimension of the result {shape}"
+    for operand in operands:
+        if operand.rank != shape.rank or any(
+                a != b for axis, (a, b) in enumerate(zip(operand.dims, shape.dims)) if axis != dimension):
+            return f"operand {operand} differs from the result {shape} outside dimension {dimension}"
+    if -1 not in shape.dims and sum(o.dims[dimension] for o in operands) != shape.dims[dimension]:
+        return f"the operands' dimension {dimension} adds up to {sum(o.dims[dimension] for o in operands)}, " \
+               f"the result {shape} says {shape.dims[dimension]}"
+    return None
+
+
+def _conditional_problem(instruction: HloInstruction, operands: list[Shape]) -> str | None:
+    selector = operands[0]
+    if selector.is_tuple or selector.rank != 0:
+        return f"the first operand must be a scalar, found {selector}"
+    branches = instruction.attributes.get("branch_computations")
+    if branches is not None:
+        if selector.element_type != "s32":
+            return f"with branch_computations the first operand must be s32, found {selector}"
+        count = len(branches) if isinstance(branches, list) else 1
+        if count != len(operands) - 1:
+            return f"{count} branch computation(s) but {len(operands) - 1} branch operand(s)"
+    elif selector.element_type not in ("pred", "s32"):
+        return f"the first operand must be a scalar of PRED or S32, found {selector}"
+    return None
+
+
+def _async_problem(instruction: HloInstruction, operands: list[Shape], computation: HloComputation) -> str | None:
+    """``async-start`` gives ((operands), outputs, state...); update keeps that shape; done gives the outputs.
+
+    The sugared forms (``custom-call-start``/``-update``/``-done``) follow the same rules and must
+    name the same wrapped opcode all along the chain.
+    """
+    opcode = instruction.opcode
+    shape = instruction.shape
+    stage = opcode.rsplit("-", 1)[1]
+    if stage in ("start", "update"):
+        if not shape.is_tuple or len(shape.elements) < 2 or not shape.elements[0].is_tuple:
+            return f"the shape must be ((async operands), async outputs, state...), found {shape}"
+    if stage == "start":
+        written = shape.elements[0].elements
+        if len(written) != len(operands) or not all(a.same_dims(b) for a, b in zip(written, operands)):
+            return f"the shape's operand part {shape.elements[0]} does not match the operands"
+        return None
+    if len(operands) != 1:
+        return f"takes one operand (the async-start or async-update), found {len(operands)}"
+    producer = computation.by_name[instruction.operands[0]]
+    wrapped = opcode.rsplit("-", 1)[0]
+    if producer.opcode not in (f"{wrapped}-start", f"{wrapped}-update", "async-start", "async-update") or \
+            wrapped != "async" and not producer.opcode.startswith(wrapped + "-"):
+        return f"its operand '{producer.name}' is a {producer.opcode}, not the {wrapped}-start or -update of its chain"
+    start = producer
+    while start.opcode.endswith("-update") and start.operands and start.operands[0] in computation.by_name:
+        start = computation.by_name[start.operands[0]]
+    called, expected = instruction.attributes.get("calls"), start.attributes.get("calls")
+    if called is not None and expected is not None and called != expected:
+        return f"expected async_wrapped_computation to be {expected} (its async-start's), but got {called}"
+    thread = instruction.attributes.get("async_execution_thread")  # unwritten: the start's
+    if thread is not None and thread != start.attributes.get("async_execution_thread", "main"):
+        return f"expected async_execution_thread to be {start.attributes.get('async_execution_thread', 'main')} " \
+               f"(its async-start's), but got {thread}"
+    if stage == "update" and not producer.shape.same_dims(shape):
+        return f"an async update keeps its operand's shape {producer.shape}, found {shape}"
+    if stage == "done" and producer.shape.is_tuple and len(producer.shape.elements) >= 2 \
+            and not producer.shape.elements[1].same_dims(shape):
+        return f"gives {shape}, its async-start's outputs are {producer.shape.elements[1]}"
+    return None
+
+
+def _attribute_problem(instruction: HloInstruction, operands: list[Shape], computation: HloComputation) -> str | None:
+    attributes = instruction.attributes
+    opcode = instruction.opcode
+    for name in attributes.get("control-predecessors", []) or []:
+        if not isinstance(name, str) or name not in computation.by_name:
+            return f"control-predecessors names '{name}', which computation '{computation.name}' does not define"
+    padding = attributes.get("padding")
+    if opcode == "pad" and not (isinstance(padding, str) and _PADDING.fullmatch(padding)
+                                or padding is not None and not operands[0].is_tuple and operands[0].rank == 0
+                                and padding == []):
+        return f"padding={padding!r} is not a pad config such as 0_0x1_1 (low_high[_interior] per dimension)"
+    if opcode == "pad" and isinstance(padding, str) and len(padding.split("x")) != operands[0].rank:
+        return f"padding={padding} has {len(padding.split('x'))} dimension(s), the operand {operands[0]} has " \
+               f"{operands[0].rank}"
+    window = attributes.get("window")
+    if isinstance(window, dict) and "pad" in window and not _WINDOW_PAD.fullmatch(str(window["pad"])):
+        return f"window pad={window['pad']} must give low_high per dimension, such as 1_1x0_0"
+    if opcode in ("all-gather", "reduce-scatter", "all-gather-start") and attributes.get("dimensions") == []:
+        return "dimensions={} is empty: it must name the dimension to gather or scatter"
+    if "result_accuracy" in attributes and not _is_result_accuracy(attributes["result_accuracy"]):
+        return (f"result_accuracy={attributes['result_accuracy']!r} is neither {{mode=default|highest}} nor "
+                "{tolerance={atol=..,rtol=..,ulps=..}}")
+    if opcode == "custom-call":
+        return _custom_call_problem(instruction, operands)
+    return None
+
+
+def _is_result_accuracy(value) -> bool:
+    if not isinstance(value, dict) or len(value) != 1:
+        return False
+    (key, setting), = value.items()
+    if key == "mode":
+        return str(setting).lower() in ACCURACY_MODES
+    if key == "tolerance":
+        return isinstance(setting, dict) and set(setting) <= {"atol", "rtol", "ulps"} and all(
+            isinstance(v, (int, float)) for v in setting.values())
+    return False
+
+
+def _custom_call_problem(instruction: HloInstruction, operands: list[Shape]) -> str | None:
+    attributes = instruction.attributes
+    version = attributes.get("api_version")
+    if version is not None and version not in API_VERSIONS:
+        return f"api_version={version} is not one of {', '.join(API_VERSIONS)}"
+    constraints = attributes.get("operand_layout_constraints")
+    if constraints is None:
+        return None
+    if not isinstance(constraints, list) or len(constraints) != len(operands):
+        given = len(constraints) if isinstance(constraints, list) else 1
+        return f"expected {len(operands)} operand layout constraint(s), {given} given"
+    for number, (constraint, operand) in enumerate(zip(constraints, operands)):
+        if isinstance(constraint, list):
+            continue  # a tuple operand's constraint, read as a list of shapes
+        if isinstance(constraint, Quoted) or not hasattr(constraint, "same_dims") or not constraint.same_dims(operand):
+            return f"operand {number} ({operand}) is not compatible with its layout constraint {constraint}"
+    return None

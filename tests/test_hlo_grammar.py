@@ -1,0 +1,240 @@
+"""HLO text as XLA writes it and accepts it: the forms beyond JAX's dumps, streaming, nesting, fuzzing.
+
+Each case is written here in the spirit of one class of XLA's parser tests (modules without a
+header, nested instructions, comments everywhere, ...); expected values are worked out by hand.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kuiper
+from kuiper.errors import HloSyntaxError, KuiperError
+from kuiper.hlo import parse
+from kuiper.hlo.literals import literal_array
+from kuiper.hlo.shapes import ArrayShape, TupleShape
+from kuiper.hlo.token_stream import MAX_NESTING
+
+FUZZ = settings(
+    max_examples=int(os.environ.get("KUIPER_FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    derandomize="KUIPER_FUZZ_EXAMPLES" not in os.environ,  # CI: the same examples every run
+    database=None,
+)
+
+
+# -- modules without a header, and where the entry is --------------------------------------------
+def test_a_module_without_header_takes_entry_as_its_entry():
+    module = parse("helper {\n  ROOT p = f32[] parameter(0)\n}\nENTRY main {\n  ROOT c = f32[] constant(2)\n}\n"
+                   "last {\n  ROOT q = s32[] parameter(0)\n}")
+    assert module.entry.name == "main"
+    assert module.name == "module_main"
+
+
+def test_a_module_without_header_or_entry_takes_the_last_computation():
+    module = parse("first {\n  ROOT p = f32[] parameter(0)\n}\nsecond {\n  ROOT q = s32[3] parameter(0)\n}")
+    assert module.entry.name == "second"
+    assert module.entry.root.shape == ArrayShape("s32", (3,))
+
+
+def test_an_old_header_ends_with_a_colon():
+    module = parse("HloModule old_style:\n\nENTRY e {\n  ROOT c = f32[] constant(1)\n}")
+    assert module.name == "old_style"
+
+
+def test_comments_anywhere_and_lit_run_lines_first():
+    text = """// RUN: some-tool %s | FileCheck %s
+/* a block
+   comment */ ENTRY /* here */ e {  // and here
+  p /*name*/ = f32[2] /*shape*/ parameter(0) // trailing
+  ROOT n = f32[2] negate(/*operand*/ p)
+}  // end
+"""
+    module = parse(text)
+    assert [i.opcode for i in module.entry.instructions] == ["parameter", "negate"]
+    assert kuiper.load_hlo(text) is not None
+
+
+# -- XLA's non-round-trip forms: nested instructions, shapes left out ------------------------------
+def test_nested_instructions_become_instructions_before_their_user():
+    module = parse("ENTRY e {\n  ROOT r = f32[4] add(f32[4] parameter(0), multiply(f32[4] parameter(1), "
+                   "f32[4] parameter(2)))\n}")
+    entry = module.entry
+    opcodes = [i.opcode for i in entry.instructions]
+    assert opcodes == ["parameter", "parameter", "parameter", "multiply", "add"]
+    root = entry.root
+    assert root.name == "r"
+    assert [entry.by_name[o].opcode for o in root.operands] == ["parameter", "multiply"]
+    # The nested multiply had no shape written: it takes its operands' shape.
+    assert entry.by_name[root.operands[1]].shape == ArrayShape("f32", (4,))
+
+
+def test_shapes_left_out_are_inferred_for_elementwise_tuple_and_get_tuple_element():
+    module = parse("""ENTRY e {
+  a = s32[2,3] parameter(0)
+  b = s32[2,3] parameter(1)
+  lt = compare(a, b), direction=LT
+  m = maximum(a, b)
+  t = tuple(lt, m)
+  ROOT g = get-tuple-element(t), index=1
+}""")
+    by_name = module.entry.by_name
+    assert by_name["lt"].shape == ArrayShape("pred", (2, 3))
+    assert by_name["t"].shape == TupleShape((ArrayShape("pred", (2, 3)), ArrayShape("s32", (2, 3))))
+    assert by_name["g"].shape == ArrayShape("s32", (2, 3))
+
+
+def test_inferred_shapes_change_type_where_the_opcode_does():
+    module = parse("ENTRY e {\n  x = f32[3] parameter(0)\n  f = is-finite(x)\n  ROOT c = complex(x, x)\n}")
+    assert module.entry.by_name["f"].shape == ArrayShape("pred", (3,))
+    assert module.entry.root.shape == ArrayShape("c64", (3,))
+    with pytest.raises(HloSyntaxError, match="'convert' needs its shape"):
+        parse("ENTRY e {\n  x = f32[3] parameter(0)\n  ROOT c = convert(x)\n}")
+
+
+def test_a_shape_that_cannot_be_inferred_is_asked_for():
+    with pytest.raises(HloSyntaxError, match="'dot' needs its shape written out") as info:
+        parse("ENTRY e {\n  a = f32[2,2] parameter(0)\n  ROOT d = dot(a, a), lhs_contracting_dims={1}\n}")
+    assert (info.value.line, info.value.column) == (3, 12)
+
+
+# -- literals and attribute values -------------------------------------------------------------------
+def test_negative_nan_and_scalar_fill_literals():
+    module = parse("ENTRY e {\n  n = f32[3] constant({-nan, nan, -inf})\n  ROOT f = s8[2,2] constant(7)\n}")
+    values = literal_array(module.entry.by_name["n"])
+    assert np.isnan(values[:2]).all() and math.copysign(1.0, values[0]) == -1.0 and values[2] == -np.inf
+    np.testing.assert_array_equal(literal_array(module.entry.by_name["f"]), np.full((2, 2), 7, np.int8))
+
+
+def test_u64_minus_one_wraps_as_in_xla():
+    module = parse("ENTRY e {\n  ROOT c = u64[2] constant({-1, 5})\n}")
+    np.testing.assert_array_equal(literal_array(module.entry.root), np.array([2**64 - 1, 5], np.uint64))
+
+
+def test_values_at_the_edge_of_a_float_type_round_to_it():
+    # 65519 rounds to f16's largest value 65504 (XLA accepts it); 65520 would round to infinity.
+    module = parse("ENTRY e {\n  ROOT c = f16[2] constant({65519, -65504})\n}")
+    np.testing.assert_array_equal(literal_array(module.entry.root), np.array([65504, -65504], np.float16))
+
+
+def test_layouts_with_sparse_and_index_type_suffixes_parse():
+    module = parse("ENTRY e {\n  ROOT p = f32[4,4]{1,0:D(D,C+~)#(u32)} parameter(0)\n}")
+    assert module.entry.root.shape.layout.extra == "D(D,C+~)#(u32)"
+
+
+def test_quoted_keys_and_iota_device_lists_in_attribute_values_parse():
+    module = parse('ENTRY e {\n  p = f32[4] parameter(0)\n  ROOT g = f32[4] all-gather(p), dimensions={0}, '
+                   'replica_groups={{"x"=0,"y"=1},{"x"=1,"y"=0}}, device_list=[2,2]<=[4]T(1,0)\n}')
+    assert module.entry.root.opcode == "all-gather"
+
+
+def test_bitcast_convert_between_widths_changes_rank():
+    parse("ENTRY e {\n  p = s32[10] parameter(0)\n  ROOT b = s8[10,4] bitcast-convert(p)\n}")
+    parse("ENTRY e {\n  p = f16[10,2] parameter(0)\n  ROOT b = f32[10] bitcast-convert(p)\n}")
+    with pytest.raises(HloSyntaxError, match="width ratio"):
+        parse("ENTRY e {\n  p = s32[10] parameter(0)\n  ROOT b = s8[10,2] bitcast-convert(p)\n}")
+
+
+def test_an_entry_signature_may_list_more_parameters_than_the_body_uses():
+    # XLA reads the signature's result shape, not its parameter list.
+    module = parse("HloModule m\nENTRY e (a: f32[2], b: s32[], c: f32[]) -> f32[2] {\n"
+                   "  ROOT a = f32[2] parameter(0)\n}")
+    assert len(module.entry.parameters()) == 1
+
+
+# -- streaming and nesting ------------------------------------------------------------------------------
+def test_an_error_early_in_a_large_text_is_found_at_once_without_memory():
+    body = "  x = f32[2] parameter(0)\n" * 400_000  # ~10 MB that would lex into 2.8 million tokens
+    text = "HloModule m\n= ENTRY e {\n" + body + "}\n"
+    tracemalloc.start()
+    started = time.process_time()
+    try:
+        with pytest.raises(HloSyntaxError) as info:
+            parse(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (info.value.line, info.value.column) == (2, 1)
+    assert time.process_time() - started < 1.0
+    assert peak < 1_000_000  # no token list: a few objects, not the whole text again
+
+
+@pytest.mark.parametrize("make", [
+    lambda n: "ENTRY e {\n  ROOT p = " + "(" * n + "f32[]" + ")" * n + " parameter(0)\n}",
+    lambda n: "ENTRY e {\n  ROOT c = f32[1] constant(" + "{" * n + "1" + "}" * n + ")\n}",
+    lambda n: "ENTRY e {\n  ROOT p = f32[] parameter(0), meta=" + "{" * n + "}" * n + "\n}",
+    lambda n: "ENTRY e {\n  ROOT p = f32[] parameter(0), meta=" + "[(" * n + ")]" * n + "\n}",
+    lambda n: "ENTRY e {\n  ROOT r = f32[] " + "negate(" * n + "f32[] parameter(0)" + ")" * n + "\n}",
+])
+def test_deep_nesting_is_an_error_naming_line_and_column_not_a_recursion_error(make):
+    with pytest.raises(HloSyntaxError, match="nest more than") as info:
+        parse(make(50_000))
+    assert info.value.line in (2, 3) and info.value.column > 1
+    parse(make(5), verify=False)  # shallow nesting of the same kind parses
+
+
+def test_nesting_up_to_the_budget_parses():
+    shape = "(" * MAX_NESTING + "f32[]" + ")" * MAX_NESTING
+    module = parse(f"ENTRY e {{\n  ROOT p = {shape} parameter(0)\n}}")
+    assert module.entry.root.shape.is_tuple
+
+
+def test_a_key_that_is_not_a_name_is_an_error():
+    # Found by fuzzing: ``{{}=1}`` made a list a dict key (TypeError).
+    with pytest.raises(HloSyntaxError, match="expected a name or number before '='") as info:
+        parse("ENTRY e {\n  ROOT p = f32[] parameter(0), meta={{}=1}\n}")
+    assert (info.value.line, info.value.column) == (2, 38)  # the inner "{"
+
+
+# -- fuzzing: only KuiperError may escape ----------------------------------------------------------------
+_PIECES = ["HloModule", "m", "ENTRY", "ROOT", "e", "{", "}", "(", ")", "[", "]", ",", "=", "f32", "s32[]",
+           "f16[2]{0}", "(f32[], s8[1])", "parameter(0)", "constant", "add", "negate", "tuple", "get-tuple-element",
+           "async-start", "async-done", "conditional", "concatenate", "bitcast-convert", "custom-call", "p", "x",
+           "1", "-2", "0.5", "1e400", "-nan", "inf", "->", ":", "\n", "  ", '"s"', "/*c*/", "// c\n", "{...}",
+           "index=0", "dimensions={}", "dimensions={0}", "padding=0_0", "3x3", "%x", "<=", "?", "#", "~", "@",
+           "\"", "/*", "u4[]", "c64[]", "(1e100, 0)", "api_version=X", "result_accuracy={mode=high}",
+           "control-predecessors={q}", "input_output_alias={ {0}: (0, {}) }", "calls=e", "to_apply=e"]
+
+
+@FUZZ
+@given(st.lists(st.sampled_from(_PIECES), max_size=60))
+def test_fuzz_the_grammar_only_raises_kuiper_errors(pieces):
+    try:
+        parse(" ".join(pieces))
+    except KuiperError:
+        pass
+
+
+_VALID = """HloModule fuzz
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main (p: f32[2,3]) -> (f32[2], s32[]) {
+  p = f32[2,3]{1,0} parameter(0)
+  z = f32[] constant(0)
+  r = f32[2]{0} reduce(p, z), dimensions={1}, to_apply=add, metadata={op_name="r"}
+  c = s32[] constant(-7)
+  ROOT t = (f32[2]{0}, s32[]) tuple(r, c)
+}
+"""
+
+
+@FUZZ
+@given(st.integers(0, len(_VALID) - 1), st.integers(0, 3), st.text(alphabet="{}()[],=:%#-0123456789aefs\n ",
+                                                                   max_size=4))
+def test_fuzz_a_mutated_module_only_raises_kuiper_errors(position, removed, inserted):
+    try:
+        parse(_VALID[:position] + inserted + _VALID[position + removed :])
+    except KuiperError:
+        pass
