@@ -1,4 +1,5 @@
-"""The size budget: the largest single tensor kuiper will allocate.
+"""Budgets: the largest single tensor kuiper will allocate, the most iterations a loop may run,
+the deepest expression a language accepts.
 
 A model file can ask for absurd sizes (an upsample to 10^9 rows, a padding of
 10^5 on each side, a batch of 10^6 fed to a CNN).  Ops call ``check_size``
@@ -14,6 +15,13 @@ The budget, first match wins:
 3. a quarter of the machine's physical memory (4 GiB when that is unknown).
 
 Values are bytes, or a number with a unit: ``512MiB``, ``8GiB``, ``2GB``, ``1TiB``.
+
+The loop budget (``check_iterations``: an HLO ``while`` stops with a SizeLimitError
+after that many iterations instead of spinning for hours) comes the same way from
+``KUIPER_LOOP_BUDGET``, then ``loop_budget`` in the config file, then DEFAULT_LOOP_BUDGET.
+
+EXPRESSION_DEPTH is fixed: how deep the tensor-expression language nests brackets and
+builds trees, so that no input overflows Python's stack in the recursive passes.
 """
 
 from __future__ import annotations
@@ -28,6 +36,12 @@ from .errors import ConfigError, SizeLimitError
 
 ENV_VAR = "KUIPER_MEMORY_BUDGET"
 CONFIG_KEY = "memory_budget"
+LOOP_ENV_VAR = "KUIPER_LOOP_BUDGET"
+LOOP_CONFIG_KEY = "loop_budget"
+# One million iterations: far more than any model's loop runs (a scan over a sequence, a
+# fixed-point solver), reached in seconds to minutes; a runaway loop stops there.
+DEFAULT_LOOP_BUDGET = 1_000_000
+EXPRESSION_DEPTH = 256
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*")
@@ -53,26 +67,59 @@ def default_budget() -> int:
     return physical // 4 if physical > 0 else 4 * 2**30
 
 
-@lru_cache(maxsize=8)
-def _configured_budget(env_value: str, directory: str) -> int:
+def parse_count(text: str | int, where: str) -> int:
+    """``"1000000"`` (or ``1_000_000``, or the integer) -> 1000000; ``where`` names the setting."""
+    if isinstance(text, int) and not isinstance(text, bool) and text > 0:
+        return text
+    digits = text.strip().replace("_", "") if isinstance(text, str) and len(text) < 40 else ""
+    if not digits.isdigit() or int(digits) <= 0:
+        raise ConfigError(f"{where}: expected a positive whole number such as 1000000, found {text!r}")
+    return int(digits)
+
+
+@lru_cache(maxsize=16)
+def _configured(env_var: str, key: str, env_value: str, directory: str) -> int | None:
+    """The setting from the environment variable, else the nearest config file, else None."""
+    parse = parse_size if key == CONFIG_KEY else parse_count
     if env_value.strip():
-        return parse_size(env_value.strip(), f"environment variable {ENV_VAR}")
+        return parse(env_value.strip(), f"environment variable {env_var}")
     from .config import find_config_value
 
-    found = find_config_value(CONFIG_KEY, Path(directory))
+    found = find_config_value(key, Path(directory))
     if found is not None:
         value, path = found
-        return parse_size(value, f"{path}: '{CONFIG_KEY}'")
-    return default_budget()
+        return parse(value, f"{path}: '{key}'")
+    return None
 
 
-def budget_bytes() -> int:
-    """The current budget: the environment variable is read on every call, a config file once per directory."""
+def _setting(env_var: str, key: str) -> int | None:
+    """The environment variable is read on every call, a config file once per directory."""
     try:
         directory = os.getcwd()
     except OSError:
         directory = "/"
-    return _configured_budget(os.environ.get(ENV_VAR, ""), directory)
+    return _configured(env_var, key, os.environ.get(env_var, ""), directory)
+
+
+def budget_bytes() -> int:
+    """The current memory budget."""
+    configured = _setting(ENV_VAR, CONFIG_KEY)
+    return default_budget() if configured is None else configured
+
+
+def loop_budget() -> int:
+    """The current loop budget: the most iterations one loop may run."""
+    configured = _setting(LOOP_ENV_VAR, LOOP_CONFIG_KEY)
+    return DEFAULT_LOOP_BUDGET if configured is None else configured
+
+
+def check_iterations(count: int, budget: int, what: str) -> None:
+    """Raise SizeLimitError once a loop has run ``count`` > ``budget`` iterations; ``what`` names the loop."""
+    if count > budget:
+        raise SizeLimitError(
+            f"{what}: the loop ran {budget} iterations without ending, the loop budget (raise it with "
+            f"{LOOP_ENV_VAR} or '{LOOP_CONFIG_KEY}' in kuiper.toml if this is intended)"
+        )
 
 
 def nbytes(shape, itemsize: int) -> int:

@@ -7,6 +7,10 @@ One reader and one writer, so ``kuiper run``, ``kuiper te run``, ``kuiper hlo df
   the first bytes before handing the file to NumPy, and never unpickles.  The look comes
   first because NumPy treats anything without the .npy or zip magic as a pickle, so a text
   file or a JPEG would otherwise be reported as "pickled data" instead of "not a .npy file".
+  Then every array's header is read, and its declared size checked against the bytes the
+  file (or the .npz member) holds and against the memory budget (kuiper.limits), before
+  anything is allocated or inflated: a 200-byte .npy declaring 15 TiB, or a 3 MB .npz that
+  inflates to 3 GiB, is refused at once by name.
 * **Writing** checks the path before any work is done (the folder exists, is a folder and
   can be written; the suffix names a format kuiper writes), then writes to a hidden
   temporary name beside the target and renames it into place, so an interrupted run never
@@ -16,6 +20,7 @@ One reader and one writer, so ``kuiper run``, ``kuiper te run``, ``kuiper hlo df
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import stat
 import uuid
@@ -26,7 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError, UsageError
+from .errors import InputError, SizeLimitError, UsageError
+from .limits import budget_bytes, check_size
 
 NPY_MAGIC = b"\x93NUMPY"
 ZIP_MAGIC = b"PK"  # local file header "PK\x03\x04"; an empty zip starts "PK\x05\x06"
@@ -50,6 +56,11 @@ def read_arrays(path: str | os.PathLike, what: str) -> np.ndarray | dict[str, np
         if not (head.startswith(NPY_MAGIC) or head.startswith(ZIP_MAGIC)):
             raise InputError(f"{what}: not a .npy file or a .npz file (it starts with {head!r})")
         try:
+            if head.startswith(NPY_MAGIC):
+                _check_npy_header(handle, os.fstat(handle.fileno()).st_size, what)
+            else:
+                _check_npz_headers(handle, what)
+            handle.seek(0)
             data = np.load(handle, allow_pickle=False)
             if isinstance(data, np.lib.npyio.NpzFile):
                 with data:
@@ -57,6 +68,43 @@ def read_arrays(path: str | os.PathLike, what: str) -> np.ndarray | dict[str, np
             return data
         except _READ_ERRORS as exc:
             raise InputError(f"{what}: cannot read a .npy/.npz file ({type(exc).__name__}: {exc})") from None
+
+
+def _check_npy_header(handle, available: int, what: str) -> int:
+    """Read a .npy header at the handle's position; refuse a declared size over what the file holds
+    (``available`` bytes from the position) or over the budget.  Returns the declared byte count."""
+    start = handle.tell()
+    version = np.lib.format.read_magic(handle)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
+    else:
+        shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
+    if dtype.hasobject:
+        raise InputError(f"{what}: holds Python objects (Object arrays cannot be loaded without unpickling, "
+                         "which kuiper never does); give numeric arrays")
+    check_size(shape, dtype.itemsize, what)
+    declared = math.prod(shape) * dtype.itemsize
+    holds = available - (handle.tell() - start)
+    if declared > holds:
+        raise InputError(f"{what}: the header declares shape {shape} of {dtype} ({declared} bytes), "
+                         f"but the file holds {max(holds, 0)} bytes of data")
+    return declared
+
+
+def _check_npz_headers(handle, what: str) -> None:
+    """Each member's header, read without inflating the rest of it, against its size and the budget."""
+    total = 0
+    with zipfile.ZipFile(handle) as archive:
+        for info in archive.infolist():
+            member = f"{what}: member {info.filename}"
+            with archive.open(info) as stream:  # inflates at most info.file_size bytes, however it lies
+                if stream.read(len(NPY_MAGIC)) != NPY_MAGIC:
+                    continue  # not an array: NumPy refuses it by name when asked for it
+                stream.seek(0)
+                total += _check_npy_header(stream, info.file_size, member)
+    if total > budget_bytes():
+        raise SizeLimitError(f"{what}: its arrays declare {total} bytes together, over the size budget of "
+                             f"{budget_bytes()} bytes (raise KUIPER_MEMORY_BUDGET if this is intended)")
 
 
 def _open_regular_file(path: str | os.PathLike, what: str):

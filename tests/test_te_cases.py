@@ -103,9 +103,10 @@ def test_case10_gradient_text():
         "dB<10, 8>[i0, j] += dA<8, 8>[i, j] / 3.0 where i = i0 - 2;",
     ]
     source = te.emit(gradient, "c++", name="grad_case10")
-    assert "void grad_case10(float (&dA)[8][8], float (&dB)[10][8])" in source
-    assert "for (long long i0 = 1; i0 < 9; ++i0)" in source  # the range guard became a loop bound
-    assert "dB[z0][z1] = 0.0f;" in source  # outputs zero-initialised
+    # tensors are emitted as u_<name>, index variables as v_<name> (kuiper.ir.identifiers)
+    assert "void grad_case10(float (&u_dA)[8][8], float (&u_dB)[10][8])" in source
+    assert "for (long long v_i0 = 1; v_i0 < 9; ++v_i0)" in source  # the range guard became a loop bound
+    assert "u_dB[v_z0][v_z1] = 0.0f;" in source  # outputs zero-initialised
 
 
 HOST_CUDA = """
@@ -217,7 +218,7 @@ def test_emitted_numpy_source_computes_the_same(tmp_path, monkeypatch):
     module = importlib.import_module("te_emitted")
     for gradient in gradients:
         feed = grad_feeds(gradient, reference(gradient.name), np.float32)
-        got = getattr(module, gradient.name)(**feed)
+        got = getattr(module, gradient.name)(*(feed[name] for name in gradient.inputs))
         expected = te.compile(gradient, "numpy")(**feed)
         for name in gradient.outputs:
             assert got[name].dtype == np.float32

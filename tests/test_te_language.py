@@ -92,7 +92,7 @@ def test_where_bindings_become_loop_bounds_or_guards():
     kernel = te.parse("Y<6>[p] += X<4>[i] where i = p - 1;")
     y = te.compile(kernel)(X=np.arange(4, dtype=np.float32))["Y"]
     np.testing.assert_array_equal(y, [0, 0, 1, 2, 3, 0])  # p - 1 must lie in X's range [0, 4)
-    assert "for (long long p = 1; p < 5; ++p)" in te.emit(kernel, "c++")
+    assert "for (long long v_p = 1; v_p < 5; ++v_p)" in te.emit(kernel, "c++")
 
 
 def test_a_tensor_may_share_its_name_with_an_index_variable():
@@ -100,7 +100,7 @@ def test_a_tensor_may_share_its_name_with_an_index_variable():
     kernel = te.parse("A<4>[j] = i<4>[i] where i = j;", dtype="float64")
     x = np.array([1.0, 2.0, 4.0, 8.0])
     np.testing.assert_array_equal(te.compile(kernel)(i=x)["A"], x)
-    assert "A[j] = (A[j] + i[j]);" in te.emit(kernel, "c++")
+    assert "u_A[v_j] = (u_A[v_j] + u_i[v_j]);" in te.emit(kernel, "c++")
 
 
 def test_grad_of_unknown_tensor_is_an_error():
@@ -122,8 +122,8 @@ def test_cli_grad_writes_the_course_signature(tmp_path, capsys):
     path.write_text(json.dumps(case))
     assert main(["te", "grad", str(path), "-o", str(tmp_path / "g.cc")]) == 0
     source = (tmp_path / "g.cc").read_text()
-    assert "void grad_case7(float (&dB)[16][32], float (&dA)[32][16])" in source
-    assert "dA[j][i] = (dA[j][i] + dB[i][j]);" in source
+    assert "void grad_case7(float (&u_dB)[16][32], float (&u_dA)[32][16])" in source
+    assert "u_dA[v_j][v_i] = (u_dA[v_j][v_i] + u_dB[v_i][v_j]);" in source
     assert main(["te", "grad", str(path), "-l", "te"]) == 0
     assert capsys.readouterr().out == "dA<32, 16>[j, i] += dB<16, 32>[i, j];\n"
 

@@ -86,7 +86,9 @@ def run_files_on(client, spec: ModelSpec, local, input_paths, output_dir, batch_
     """``map_files`` once the model is resolved (``resolve_model``) and a client is connected."""
     from distributed import as_completed
 
-    paths = [Path(p).resolve() for p in input_paths]
+    # Absolute, not resolved: a symlink is named after itself (two links to one file are two
+    # items with two outputs), and its target's suffix does not matter.
+    paths = [Path(os.path.abspath(p)) for p in input_paths]
     _check_names(paths)
     output_dir = prepare_output_dir(output_dir, "output folder")
     outputs_of = {path: output_path(path, output_dir, len(local.outputs)) for path in paths}
@@ -116,10 +118,9 @@ def run_files_on(client, spec: ModelSpec, local, input_paths, output_dir, batch_
 
 
 def _check_names(paths: list[Path]) -> None:
+    """Two inputs that would write one output are a mistake of the whole run (a bad file is one item's)."""
     seen: dict[str, Path] = {}
     for path in paths:
-        if path.suffix not in (".npy", ".npz"):
-            raise InputError(f"{path}: inputs must be .npy or .npz files")
         if path.name in seen and seen[path.name] != path:
             raise InputError(f"{seen[path.name]} and {path} would write the same output file; rename one")
         seen[path.name] = path
@@ -128,6 +129,8 @@ def _check_names(paths: list[Path]) -> None:
 def process_file(spec: ModelSpec, input_path: str, out_path: str, batch_size: int | None) -> ItemResult:
     """On a worker: read one input file, run the cached model, write the output atomically."""
     name = Path(input_path).name
+    if Path(input_path).suffix not in (".npy", ".npz"):
+        return ItemResult(name, "failed", error=f"{input_path}: inputs must be .npy or .npz files")
     if Path(out_path).exists():
         # The client submits only missing outputs, so this is a rerun of a task whose first
         # attempt wrote the file before its worker died (its result was lost with the worker).
@@ -139,6 +142,10 @@ def process_file(spec: ModelSpec, input_path: str, out_path: str, batch_size: in
         write_arrays(out_path, outputs, out_path)
     except KuiperError as exc:
         return ItemResult(name, "failed", error=str(exc))
+    except OSError as exc:  # the file vanished or its disk failed between the checks and the read
+        return ItemResult(name, "failed", error=str(InputError(f"{input_path}: {exc.strerror or exc}")))
+    except MemoryError:
+        return ItemResult(name, "failed", error=f"{input_path}: out of memory (see KUIPER_MEMORY_BUDGET)")
     return ItemResult(name, "written", samples=int(np.shape(next(iter(feeds.values())))[0]) if feeds else 0)
 
 

@@ -21,6 +21,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from ..errors import GraphError, UnsupportedOperatorError
@@ -112,6 +114,18 @@ def lower_computation(module: HloModule, computation: HloComputation, vectorized
     return ModelIR(lowering.ops, lowering.operands, inputs, leaves(root), source)
 
 
+@dataclass
+class _Frame:
+    """A computation being emitted: its instructions in order, how far it got, the values so far."""
+
+    computation: HloComputation
+    arguments: list
+    prefix: str
+    order: list[HloInstruction]
+    position: int = 0
+    values: dict = field(default_factory=dict)
+
+
 class _Lowering:
     def __init__(self, module: HloModule, vectorized: bool):
         self.module = module
@@ -133,50 +147,70 @@ class _Lowering:
         self.operands[name] = OperandInfo(name, dims, dtype)
 
     def emit(self, computation: HloComputation, arguments: list, prefix: str):
-        """Emit ops for ``computation`` with parameters bound to ``arguments``; return the root's value."""
-        self.inlining.append(computation.name)
-        try:
-            return self._emit(computation, arguments, prefix)
-        finally:
-            self.inlining.pop()
+        """Emit ops for ``computation`` with parameters bound to ``arguments``; return the root's value.
 
-    def _emit(self, computation: HloComputation, arguments: list, prefix: str):
-        values: dict[str, object] = {}
-        for instruction in _post_order(computation):
-            name = prefix + instruction.name
-            operands = [values[o] for o in instruction.operands]
-            opcode = instruction.opcode
-            if opcode == "parameter":
-                if instruction.parameter_number >= len(arguments):
-                    raise GraphError(f"{computation.name}: parameter({instruction.parameter_number}) has no argument")
-                values[instruction.name] = arguments[instruction.parameter_number]
-            elif opcode == "tuple":
-                values[instruction.name] = tuple(operands)
-            elif opcode == "get-tuple-element":
-                values[instruction.name] = operands[0][instruction.attributes["index"]]
-            elif opcode in INLINED:
-                values[instruction.name] = self.emit(self.callee(instruction), operands, prefix=name + "/")
-            elif opcode == ASYNC_START:
-                values[instruction.name] = self.async_start(instruction, name, operands)
-            elif opcode == "async-update":
-                values[instruction.name] = operands[0]
-            elif opcode == "async-done":
-                if not isinstance(operands[0], tuple) or len(operands[0]) < 2:
-                    raise GraphError(f"{self.module.where(instruction)}: async-done '{instruction.name}' must take "
-                                     "the (operands, results, contexts...) of an async-start")
-                values[instruction.name] = operands[0][1]
-            elif opcode == "constant" and instruction.shape.is_tuple:
-                values[instruction.name] = self.tuple_constant(instruction, name)
+        Iterative: an inlined call pushes a frame instead of recursing, so a chain of 10,000
+        calls is as safe as one.
+        """
+        frames = [_Frame(computation, arguments, prefix, _post_order(computation))]
+        self.inlining.append(computation.name)
+        while True:
+            frame = frames[-1]
+            if frame.position == len(frame.order):  # done: hand the root's value to the caller
+                frames.pop()
+                self.inlining.pop()
+                result = frame.values[frame.computation.root.name]
+                if not frames:
+                    return result
+                caller = frames[-1]
+                caller.values[caller.order[caller.position].name] = result
+                caller.position += 1
+                continue
+            instruction = frame.order[frame.position]
+            if instruction.opcode in INLINED:
+                callee = self.callee(instruction)
+                operands = [frame.values[o] for o in instruction.operands]
+                name = frame.prefix + instruction.name
+                frames.append(_Frame(callee, operands, name + "/", _post_order(callee)))
+                self.inlining.append(callee.name)
+                continue
+            self.emit_one(frame, instruction)
+            frame.position += 1
+
+    def emit_one(self, frame: _Frame, instruction: HloInstruction) -> None:
+        """Emit the ops of one instruction that is not an inlined call."""
+        computation, values = frame.computation, frame.values
+        name = frame.prefix + instruction.name
+        operands = [values[o] for o in instruction.operands]
+        opcode = instruction.opcode
+        if opcode == "parameter":
+            if instruction.parameter_number >= len(frame.arguments):
+                raise GraphError(f"{computation.name}: parameter({instruction.parameter_number}) has no argument")
+            values[instruction.name] = frame.arguments[instruction.parameter_number]
+        elif opcode == "tuple":
+            values[instruction.name] = tuple(operands)
+        elif opcode == "get-tuple-element":
+            values[instruction.name] = operands[0][instruction.attributes["index"]]
+        elif opcode == ASYNC_START:
+            values[instruction.name] = self.async_start(instruction, name, operands)
+        elif opcode == "async-update":
+            values[instruction.name] = operands[0]
+        elif opcode == "async-done":
+            if not isinstance(operands[0], tuple) or len(operands[0]) < 2:
+                raise GraphError(f"{self.module.where(instruction)}: async-done '{instruction.name}' must take "
+                                 "the (operands, results, contexts...) of an async-start")
+            values[instruction.name] = operands[0][1]
+        elif opcode == "constant" and instruction.shape.is_tuple:
+            values[instruction.name] = self.tuple_constant(instruction, name)
+        else:
+            operands = self.unbroadcast_scalars(computation, instruction, operands, values)
+            output = self.fresh_value(name, instruction.shape)
+            translator = TRANSLATORS.get(translation_key(instruction)) or registered_translator(instruction)
+            if translator is None:
+                self.ops.append(self.node(instruction, name, operands, leaves(output)))
             else:
-                operands = self.unbroadcast_scalars(computation, instruction, operands, values)
-                output = self.fresh_value(name, instruction.shape)
-                translator = TRANSLATORS.get(translation_key(instruction)) or registered_translator(instruction)
-                if translator is None:
-                    self.ops.append(self.node(instruction, name, operands, leaves(output)))
-                else:
-                    self.ops.extend(translator(self.site(instruction, name, operands, leaves(output))))
-                values[instruction.name] = output
-        return values[computation.root.name]
+                self.ops.extend(translator(self.site(instruction, name, operands, leaves(output))))
+            values[instruction.name] = output
 
     def unbroadcast_scalars(self, computation: HloComputation, instruction: HloInstruction, operands: list,
                             values: dict) -> list:

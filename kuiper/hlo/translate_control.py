@@ -13,8 +13,30 @@ from .translate_common import attribute
 
 
 def translate_while(site: Site) -> list[OpNode]:
-    params = {"condition": site.subgraph(called(site, "condition")), "body": site.subgraph(called(site, "body"))}
+    """The state's shape must be what the body takes and returns and what the condition takes (as XLA checks)."""
+    condition, body = called(site, "condition"), called(site, "body")
+    state = _signature(site.instruction.shape)
+    for what, shape in (("the operand", site.operand_shape(0)), ("the body's result", body.root.shape),
+                        *_parameter_shapes("the body", body), *_parameter_shapes("the condition", condition)):
+        if _signature(shape) != state:
+            raise site.error(f"{what} has shape {shape}, the loop's state is {site.instruction.shape}")
+    root = condition.root.shape
+    if root.is_tuple or root.element_type != "pred" or root.rank != 0:
+        raise site.error(f"the condition must return pred[], it returns {root}")
+    params = {"condition": site.subgraph(condition), "body": site.subgraph(body)}
     return [site.op("While", site.inputs, site.outputs, params)]
+
+
+def _parameter_shapes(what: str, computation) -> list:
+    parameters = computation.parameters()
+    if len(parameters) != 1:
+        return [(f"{what} takes {len(parameters)} parameters, not one state, and", computation.root.shape)]
+    return [(f"{what}'s parameter", parameters[0].shape)]
+
+
+def _signature(shape) -> list:
+    """Element types and dims of every leaf: the shape without its layout."""
+    return [(leaf.element_type, leaf.dims) for leaf in shape.leaves()]
 
 
 def translate_conditional(site: Site) -> list[OpNode]:

@@ -95,6 +95,10 @@ def translate_slice(site: Site) -> list[OpNode]:
     spec = attribute(site, "slice")
     if not isinstance(spec, list) or not all(isinstance(s, Slice) for s in spec) or len(spec) != operand(site, 0).rank:
         raise site.error(f"slice={spec!r} must be one [start:limit:stride] per dim of {operand(site, 0)}")
+    for axis, (s, dim) in enumerate(zip(spec, operand(site, 0).dims)):
+        if s.stride < 1 or not 0 <= s.start <= s.limit or (dim >= 0 and s.limit > dim):
+            raise site.error(f"slice dim {axis} [{s.start}:{s.limit}:{s.stride}] must have a positive stride "
+                             f"and 0 <= start <= limit <= {dim}")
     params = {"starts": [s.start for s in spec], "limits": [s.limit for s in spec], "strides": [s.stride for s in spec]}
     return [site.op("Slice", site.inputs, site.outputs, params)]
 
@@ -109,6 +113,9 @@ def translate_pad(site: Site) -> list[OpNode]:
     config = [c + (0,) if len(c) == 2 else c for c in config]
     if len(config) != operand(site, 0).rank or any(len(c) != 3 or c[2] < 0 for c in config):
         raise site.error(f"padding={text!r} does not fit the operand {operand(site, 0)}")
+    for axis, (dim, (low, high, interior)) in enumerate(zip(operand(site, 0).dims, config)):
+        if dim >= 0 and dim + max(dim - 1, 0) * interior + low + high < 0:
+            raise site.error(f"padding {low}_{high}_{interior} of dim {axis} crops more than its {dim} element(s)")
     params = {"low": [c[0] for c in config], "high": [c[1] for c in config], "interior": [c[2] for c in config]}
     return [site.op("Pad", site.inputs, site.outputs, params)]
 

@@ -1,8 +1,10 @@
 """Generate C++ (and CUDA) from a tensor-IR Function whose parameters are Buffers.
 
-    cpp_function(fn) -> "void grad_case10(float (&dA)[8][8], float (&dB)[10][8]) { ... }"
+    cpp_function(fn) -> "void grad_case10(float (&u_dA)[8][8], float (&u_dB)[10][8]) { ... }"
 
-Loops become ``for (long long i = start; i < stop; i += step)``, ``If`` becomes
+Tensor and variable names are emitted as ``u_<name>`` and ``v_<name>``, the function name as
+it is, once kuiper.ir.identifiers has accepted it, so no name can write code or
+meet a name of the helpers.  Loops become ``for (long long i = start; i < stop; i += step)``, ``If`` becomes
 ``if``, stores become ``A[i][j] = ...``; expressions are rendered by the one C
 target (render_c.py): integer ``//`` and ``%`` round toward -inf as in Python
 (helpers in the preamble), float32 math calls the float functions (``expf``).
@@ -18,31 +20,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kuiper.errors import IRError
 from kuiper.ir import dtypes
 from kuiper.ir.buffers import Buffer
+from kuiper.ir.identifiers import function_name_problem, tensor_identifier
 from kuiper.ir.nodes import Assign, Const, For, Function, Indexing, Stmt
 from kuiper.ir.render_c import DEVICE_HELPERS, HOST_HELPERS, CRenderer, is_one
 from kuiper.ir.visitors import Visitor
 
 CTYPES = dtypes.C_TYPES
-_HOST = CRenderer(device=False)
-_DEVICE = CRenderer(device=True)
+# Tensor and variable names are a user's: emitted as u_<name> and v_<name> (kuiper.ir.identifiers).
+_HOST = CRenderer(device=False, user_names=True)
+_DEVICE = CRenderer(device=True, user_names=True)
 
 
 def cpp_declaration(buffer: Buffer, const: bool = False) -> str:
     dims = "".join(f"[{d}]" for d in buffer.shape)
     prefix = "const " if const else ""
-    return (
-        f"{prefix}{CTYPES[buffer.dtype]} (&{buffer.name}){dims}"
-        if dims
-        else f"{prefix}{CTYPES[buffer.dtype]} &{buffer.name}"
-    )
+    name = tensor_identifier(buffer.name)
+    return f"{prefix}{CTYPES[buffer.dtype]} (&{name}){dims}" if dims else f"{prefix}{CTYPES[buffer.dtype]} &{name}"
+
+
+def function_name(fn: Function) -> str:
+    """The function's name, refused unless it is safe to emit verbatim."""
+    problem = function_name_problem(fn.name)
+    if problem is not None:
+        raise IRError(f"cannot emit function {fn.name!r}: {problem}")
+    return fn.name
 
 
 def cpp_function(fn: Function, const_params=()) -> str:
     """The C++ definition; parameters named in ``const_params`` are declared const."""
     params = ", ".join(cpp_declaration(p, p.name in const_params) for p in fn.params)
-    lines = [f"void {fn.name}({params}) {{", *_HOST.lines(fn.body, 1), "}"]
+    lines = [f"void {function_name(fn)}({params}) {{", *_HOST.lines(fn.body, 1), "}"]
     return "\n".join(lines) + "\n"
 
 
@@ -75,7 +85,7 @@ def cuda_source(fn: Function) -> tuple[str, list[Launch]]:
     params = ", ".join(_pointer(p) for p in fn.params)
     for number, stmt in enumerate(fn.body.stmts):
         parallel, inner = _parallel_loops(stmt)
-        kernel_name = f"{fn.name}_{number}"
+        kernel_name = f"{function_name(fn)}_{number}"
         threads = 1
         for loop in parallel:
             threads *= _extent(loop)
@@ -84,7 +94,8 @@ def cuda_source(fn: Function) -> tuple[str, list[Launch]]:
         lines.append(f"  if (flat >= {threads}LL) return;")
         for loop in reversed(parallel):
             extent = _extent(loop)
-            lines.append(f"  const long long {loop.var.name} = {_DEVICE.bound(loop.start)} + flat % {extent};")
+            name = _DEVICE.variable(loop.var.name)
+            lines.append(f"  const long long {name} = {_DEVICE.bound(loop.start)} + flat % {extent};")
             lines.append(f"  flat /= {extent};")
         lines += _DEVICE.lines(inner, 1)
         lines.append("}")
@@ -97,8 +108,8 @@ def cuda_source(fn: Function) -> tuple[str, list[Launch]]:
 
 def _pointer(buffer: Buffer) -> str:
     dims = "".join(f"[{d}]" for d in buffer.shape[1:])
-    ctype = CTYPES[buffer.dtype]
-    return f"{ctype} (*__restrict__ {buffer.name}){dims}" if buffer.shape else f"{ctype}* __restrict__ {buffer.name}"
+    ctype, name = CTYPES[buffer.dtype], tensor_identifier(buffer.name)
+    return f"{ctype} (*__restrict__ {name}){dims}" if buffer.shape else f"{ctype}* __restrict__ {name}"
 
 
 def _extent(loop: For) -> int:

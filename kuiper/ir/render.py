@@ -11,6 +11,9 @@ NumPy source) is a subclass that fills in a small table:
                           the expression nodes that are not operations
     assign(target, value), for_header(node), visit_Function
                           the statements, where the target has them
+    tensor_prefix, variable_prefix
+                          put before every tensor and variable name: "u_" and "v_" where the
+                          names are a user's (kuiper.ir.identifiers)
 
 Everything else is written once, here: every operation is parenthesised (so no
 target needs a precedence table), operands are rendered before the operation,
@@ -31,6 +34,10 @@ class Renderer(Visitor):
 
     target = "text"  # named in errors
     indent = "  "
+    # Put before every tensor and variable name: "u_" and "v_" where the names are a user's
+    # (kuiper.ir.identifiers), so that they cannot meet the target's own names or each other.
+    tensor_prefix = ""
+    variable_prefix = ""
 
     def render(self, node: Node, compact: bool = False) -> str:
         """The text of an expression, or of a statement (its lines; on one line if ``compact``)."""
@@ -67,10 +74,19 @@ class Renderer(Visitor):
     def visit_Const(self, node: Const) -> str:
         return self.literal(node)
 
-    def visit_Var(self, node) -> str:
-        return node.name
+    def variable(self, name: str) -> str:
+        """The emitted spelling of a variable name."""
+        return self.variable_prefix + name
 
-    visit_Buffer = visit_Var  # dispatch is by exact class (a Buffer passes other passes untouched)
+    def tensor(self, name: str) -> str:
+        """The emitted spelling of a tensor name."""
+        return self.tensor_prefix + name
+
+    def visit_Var(self, node) -> str:
+        return self.variable(node.name)
+
+    def visit_Buffer(self, node) -> str:  # dispatch is by exact class (a Buffer passes other passes untouched)
+        return self.tensor(node.name)
 
     def visit_Unary(self, node: Unary) -> str:
         return self.apply(node.op, node, node.operand)

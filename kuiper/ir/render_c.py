@@ -19,6 +19,7 @@ import numpy
 from kuiper.errors import IRError
 from kuiper.ir import dtypes
 from kuiper.ir.functions import Operation
+from kuiper.ir.identifiers import TENSOR_PREFIX, VARIABLE_PREFIX
 from kuiper.ir.nodes import Cast, Const, DimSize, For, Indexing, IRExpr, Select
 from kuiper.ir.render import Renderer, unwrap
 
@@ -93,9 +94,12 @@ DEVICE_HELPERS = HELPERS_TEMPLATE.format(include="", qualifier="__device__ ")
 class CRenderer(Renderer):
     """C expressions and statements; ``device`` selects CUDA device code over host C++."""
 
-    def __init__(self, device: bool):
+    def __init__(self, device: bool, user_names: bool = False):
+        """``user_names``: the IR's names are a user's, emitted in their namespace (kuiper.ir.identifiers)."""
         self.device = device
         self.target = "CUDA code" if device else "C++"
+        if user_names:
+            self.tensor_prefix, self.variable_prefix = TENSOR_PREFIX, VARIABLE_PREFIX
 
     def spell(self, row: Operation, node: IRExpr) -> str:
         if row.c_bool and dtypes.is_bool(node.dtype):
@@ -123,7 +127,7 @@ class CRenderer(Renderer):
         return f"({cond} ? {a} : {b})"
 
     def visit_Indexing(self, node: Indexing) -> str:
-        return node.tensor.name + "".join(f"[{unwrap(self.visit(i))}]" for i in node.indices)
+        return self.tensor(node.tensor.name) + "".join(f"[{unwrap(self.visit(i))}]" for i in node.indices)
 
     def visit_DimSize(self, node: DimSize) -> str:
         raise IRError(f"size() inside {self.target}: hoist it into a scalar input first")
@@ -132,7 +136,7 @@ class CRenderer(Renderer):
         return f"{target} = {value};"
 
     def for_header(self, node: For) -> str:
-        name = node.var.name
+        name = self.variable(node.var.name)
         step = f"++{name}" if is_one(node.step) else f"{name} += {self.bound(node.step)}"
         return f"for (long long {name} = {self.bound(node.start)}; {name} < {self.bound(node.stop)}; {step}) {{"
 

@@ -3,7 +3,8 @@
 Operators keep their Python symbol where NumPy's meaning is the IR's (``//``
 and ``%`` round toward -inf on arrays as on Python numbers); everything else
 is called by its NumPy name from functions.py (``np.maximum``, ``np.exp``).
-The text assumes ``import numpy as np`` and arrays named as the IR's tensors.
+The text assumes ``import numpy as np`` and arrays named as the IR's tensors
+(with their prefix, for a user's names).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy
 
 from kuiper.ir import dtypes
 from kuiper.ir.functions import Operation
+from kuiper.ir.identifiers import TENSOR_PREFIX, VARIABLE_PREFIX
 from kuiper.ir.nodes import Cast, Const, Indexing, IRExpr, Select
 from kuiper.ir.render import Renderer
 
@@ -26,8 +28,11 @@ class NumpyRenderer(Renderer):
 
     target = "NumPy source"
 
-    def __init__(self, clamp: bool = False):
+    def __init__(self, clamp: bool = False, user_names: bool = False):
+        """``user_names``: the IR's names are a user's, emitted in their namespace (kuiper.ir.identifiers)."""
         self.clamp = clamp
+        if user_names:
+            self.tensor_prefix, self.variable_prefix = TENSOR_PREFIX, VARIABLE_PREFIX
 
     def spell(self, row: Operation, node: IRExpr) -> str:
         if row.symbol and row.name not in _NOT_PYTHON:
@@ -54,7 +59,7 @@ class NumpyRenderer(Renderer):
         indices = [self.visit(i) for i in node.indices]
         if self.clamp:
             indices = [f"np.clip({i}, 0, {extent - 1})" for i, extent in zip(indices, node.tensor.shape)]
-        return f"{node.tensor.name}[{', '.join(indices)}]"
+        return f"{self.tensor(node.tensor.name)}[{', '.join(indices)}]"
 
 
 def float_text(value: float, dtype: str) -> str:

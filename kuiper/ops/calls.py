@@ -2,10 +2,18 @@
 
 The sub-graphs are params holding a ModelIR; the graph builder builds them on the op's
 backend and the op calls them as Models (``self.subgraph(key)``).
+
+A While runs at most the loop budget's iterations (kuiper.limits.loop_budget) and is
+refused when built if its condition is a constant true, so no model spins forever; a
+Ctrl-C between iterations ends a long one like any Python loop.
 """
 
 from __future__ import annotations
 
+import numpy as np  # to look at a constant param once, at build time; never to compute
+
+from ..limits import check_iterations, loop_budget
+from ..model_ir import ModelIR
 from .base import Op
 from .reducers import call_subgraph
 
@@ -50,11 +58,27 @@ class While(Op):
                              f"(takes {len(self.body.inputs)}, returns {len(self.body.outputs)})")
         if len(self.condition.inputs) != count or len(self.condition.outputs) != 1:
             raise self.error(f"the condition must take the {count} state value(s) and return one")
+        if _constant_true(self.param("condition")):
+            raise self.error("the condition is the constant true: the loop would never end")
 
     def forward(self, *state):
+        budget, iterations = loop_budget(), 0
         while bool(self.condition(*state)):
+            iterations += 1
+            check_iterations(iterations, budget, self.node.describe())
             state = _results(self.body, self.body(*state))
         return _single_or_tuple(state)
+
+
+def _constant_true(graph) -> bool:
+    """Whether the sub-graph's one output comes from an op with no inputs whose data is all true."""
+    if not isinstance(graph, ModelIR) or len(graph.outputs) != 1:
+        return False
+    for node in graph.ops:
+        if graph.outputs[0] in node.outputs:
+            data = node.attrs.get("data")
+            return not node.inputs and len(node.attrs) == 1 and data is not None and bool(np.all(data))
+    return False
 
 
 class If(Op):

@@ -9,6 +9,7 @@ skips them.  A window that does not fit gives an empty output dim.
 
 from __future__ import annotations
 
+from ..limits import check_size
 from .base import Op
 from .reducers import Reducer, combine, identity, operands_and_inits, scatter_with
 
@@ -35,13 +36,16 @@ class Windowed(Op):
         """Every window of ``x`` as trailing axes: shape (output dims..., window dims...)."""
         xp = self.xp
         rank = x.ndim
+        itemsize, what = x.dtype.itemsize, self.node.describe()  # every copy is checked against the budget first
         if any(f != 1 for f in self.base_dilation):
             shape = tuple((d - 1) * f + 1 if d else 0 for d, f in zip(x.shape, self.base_dilation))
+            check_size(shape, itemsize, what)
             dilated = xp.full(shape, fill, dtype=x.dtype)
             dilated[tuple(slice(None, None, f) for f in self.base_dilation)] = x
             x = dilated
         grown = tuple(d + max(low, 0) + max(high, 0) for d, (low, high) in zip(x.shape, self.padding))
         if grown != tuple(x.shape):
+            check_size(grown, itemsize, what)
             padded = xp.full(grown, fill, dtype=x.dtype)
             padded[tuple(slice(max(low, 0), max(low, 0) + d) for d, (low, _) in zip(x.shape, self.padding))] = x
             x = padded
@@ -50,6 +54,7 @@ class Windowed(Op):
         extent = [(k - 1) * d + 1 for k, d in zip(self.window, self.window_dilation)]
         if any(e > d for e, d in zip(extent, x.shape)):  # no window fits: an empty output
             out = tuple(max(0, (d - e) // s + 1) if d >= e else 0 for d, e, s in zip(x.shape, extent, self.strides))
+            check_size((*out, *self.window), itemsize, what)
             return xp.zeros((*out, *self.window), dtype=x.dtype)
         views = self.backend.sliding_window(x, extent, list(range(rank)))
         index = tuple(slice(None, None, s) for s in self.strides) + tuple(slice(None, None, d)

@@ -7,10 +7,13 @@ one launch per loop nest); on every other backend through its array namespace, v
 
 from __future__ import annotations
 
+import numpy
+
 from kuiper.backends.base import CUDA_SOURCE
 from kuiper.errors import InputError, ShapeError
 from kuiper.ir.codegen_cpp import BLOCK_SIZE, cuda_source
-from kuiper.te.execute import plan, run_plan
+from kuiper.limits import check_size
+from kuiper.te.execute import plan, run_plan, working_points
 from kuiper.te.kernel import Kernel
 from kuiper.te.lower import lower, nests
 
@@ -22,6 +25,7 @@ class CompiledKernel:
         self.kernel = kernel
         self.backend = backend if hasattr(backend, "xp") else get_backend(backend)
         self.plans = [plan(nest) for nest in nests(kernel)]
+        check_memory(kernel, self.plans)
         self.cuda = _CudaKernels(kernel) if CUDA_SOURCE in self.backend.capabilities else None
 
     def __call__(self, **arrays) -> dict:
@@ -60,7 +64,8 @@ class _CudaKernels:
 
         self.kernel = kernel
         self.block = BLOCK_SIZE
-        source, self.launches = cuda_source(lower(kernel, name="kuiper_te"))
+        # A fixed function name: the kernel's own may be a C++ keyword (legal in te, refused in C++)
+        source, self.launches = cuda_source(lower(kernel, name="te_kernel"))
         module = cupy.RawModule(code=source)
         self.functions = [module.get_function(launch.kernel) for launch in self.launches]
         self.cupy = cupy
@@ -72,10 +77,21 @@ class _CudaKernels:
             function((launch.blocks,), (self.block,), args)
 
 
+def check_memory(kernel: Kernel, plans) -> None:
+    """SizeLimitError before any allocation: every tensor, and each statement's largest temporary."""
+    for name, buffer in kernel.buffers.items():
+        check_size(buffer.shape, numpy.dtype(buffer.dtype).itemsize, f"kernel {kernel.name}: tensor {name}")
+    for stmt, step in zip(kernel.statements, plans):
+        if step is not None:  # index grids are int64, values at most float64: 8 bytes a point
+            check_size((working_points(step),), 8, f"kernel {kernel.name}: working space of '{stmt}'")
+
+
 def compile(kernel: Kernel, backend=None) -> CompiledKernel:  # noqa: A001 - the public name the issue asks for
     """A callable taking the kernel's inputs by name and returning ``{output name: array}``.
 
-    ``backend`` is a backend name, a Backend, or None (the configured default).  Inputs
+    ``backend`` is a backend name, a Backend, or None (the configured default).  Every
+    tensor and the working space of each statement are checked against the memory budget
+    (kuiper.limits) first: a SizeLimitError, not an allocation of hundreds of GiB.  Inputs
     are converted to the kernel's dtype and must have its shapes exactly (ShapeError);
     missing or unknown names are an InputError.
     """

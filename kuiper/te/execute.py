@@ -20,6 +20,7 @@ the same plans as NumPy source.
 
 from __future__ import annotations
 
+import math
 import string
 from dataclasses import dataclass, replace
 
@@ -201,6 +202,21 @@ def _operand(access: Indexing, loops, padding=None) -> Operand:
 GRID_POINTS = 1 << 22
 
 
+def working_points(step: EinsumPlan | GridPlan) -> int:
+    """Elements of the largest temporary array a plan makes (a slab's grid, a gathered or padded operand)."""
+    if isinstance(step, GridPlan):
+        return max(_points(slab.loops) for slab in _slabs(step)[:1])  # the first slab is the largest
+    largest = math.prod(step.shape)
+    for operand in step.operands:
+        if operand.slices is None:
+            largest = max(largest, _points((name, *step.loops[name]) for name in operand.labels))
+    return largest
+
+
+def _points(loops) -> int:
+    return math.prod(stop - start for _, start, stop in loops)
+
+
 def run_plan(step, backend, arrays: dict, out) -> None:
     if step is None:
         return
@@ -212,9 +228,7 @@ def run_plan(step, backend, arrays: dict, out) -> None:
 
 
 def _slabs(step: GridPlan) -> list[GridPlan]:
-    points = 1
-    for _, start, stop in step.loops:
-        points *= stop - start
+    points = _points(step.loops)
     if points <= GRID_POINTS or not step.region:
         return [step]
     name, start, stop = step.loops[0]
@@ -242,7 +256,7 @@ def _einsum(step: EinsumPlan, backend, arrays: dict):
             env = {n: _arange(xp, step.loops[n], axis, len(operand.labels)) for axis, n in enumerate(operand.labels)}
             operands.append(array[tuple(_evaluate(i, env, xp, arrays, False) for i in operand.gather)])
     dtype = getattr(xp, step.dtype)
-    inputs, output = step.equation.split("->") if operands else ("", "")
+    inputs, output = step.equation.split("->") if operands else ("", "-")  # no operands: a constant
     if inputs == output:
         result = operands[0]  # a copy with slices: no einsum needed
     else:

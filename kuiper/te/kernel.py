@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from kuiper.errors import TESyntaxError
 from kuiper.ir.buffers import Buffer
+from kuiper.ir.identifiers import identifier_problem
 from kuiper.ir.nodes import Compare, Const, Indexing, IRExpr, Node, Var
 from kuiper.te.intervals import Bounds, bounds, variables
 from kuiper.te.printer import format_statement
@@ -85,7 +86,7 @@ class Kernel:
     def __init__(self, statements, inputs=None, outputs=None, name: str = "kernel", declared=()):
         """``declared``: Buffers of inputs no statement reads or outputs none writes (they stay zero)."""
         self.statements: tuple[Statement, ...] = tuple(statements)
-        self.name = name
+        self.name = check_kernel_name(name)
         self.buffers: dict[str, Buffer] = {}
         written: list[str] = []
         read: list[str] = []
@@ -138,6 +139,9 @@ class Kernel:
     # --- construction checks ------------------------------------------------------
 
     def _declare(self, stmt: Statement, node: Indexing, buffer: Buffer) -> None:
+        problem = identifier_problem(buffer.name)
+        if problem is not None:  # a kernel built in code; parsed names are identifiers already
+            self._fail(stmt, node, f"tensor name {problem}")
         known = self.buffers.setdefault(buffer.name, buffer)
         if known.shape != buffer.shape:
             self._fail(
@@ -153,6 +157,15 @@ class Kernel:
     @staticmethod
     def _fail(stmt: Statement, where, message: str):
         fail(stmt, where, message)
+
+
+def check_kernel_name(name) -> str:
+    """``name`` if it is an identifier (kuiper.ir.identifiers), else a TESyntaxError.  Whether it may
+    name a function in C++ or Python (not ``int``, not ``return``) is checked when code is emitted."""
+    problem = identifier_problem(name)
+    if problem is not None:
+        raise TESyntaxError(f"kernel name {problem}")
+    return name
 
 
 def fail(stmt: Statement, where, message: str):
@@ -226,6 +239,13 @@ def check_statement(stmt: Statement) -> Ranges:
             fail(stmt, name, f"index {name} has no range: it is not on the left and stands alone in no subscript")
         free[name] = (0, plain[name][0])
 
+    bound_so_far: list[str] = []
+    for var, expr in stmt.bindings:  # a binding reads free variables and those bound before it only
+        for name in variables(expr):
+            if name not in free and name not in bound_so_far:
+                fail(stmt, var.name, f"index {name} is used in the where clause before it is bound")
+        bound_so_far.append(var.name)
+
     env: dict[str, Bounds] = {name: (lo, hi - 1) for name, (lo, hi) in free.items()}
     _narrow_by_conditions(env, stmt.conditions)
     guarded: dict[str, tuple[int, int]] = {}
@@ -236,6 +256,8 @@ def check_statement(stmt: Statement) -> Ranges:
             env[var.name] = (0, plain[var.name][0] - 1)
         elif span is None:
             fail(stmt, var.name, f"cannot bound {var.name}: its expression is not integer index arithmetic")
+        elif max(abs(span[0]), abs(span[1])) > 2**62:  # C's long long must hold it, with room
+            fail(stmt, var.name, f"{var.name} ranges over [{span[0]}, {span[1]}], beyond 2^62")
         else:
             env[var.name] = span
         _narrow_by_conditions(env, stmt.conditions)

@@ -18,6 +18,8 @@ It runs through kuiper.te.compile on the model's backend.
 
 from __future__ import annotations
 
+import re
+
 from kuiper.errors import ShapeError
 from kuiper.ops.base import Op
 from kuiper.te.compile import compile as compile_kernel
@@ -27,7 +29,8 @@ from kuiper.te.parser import parse
 
 def op_class(op_type: str, kernel: Kernel | str, dtype: str = "float32") -> type[Op]:
     if isinstance(kernel, str):
-        kernel = parse(kernel, dtype=dtype, name=op_type.replace(".", "_"))
+        # "example.layers.ScaledTanh" -> op_example_layers_ScaledTanh: an identifier, never a keyword
+        kernel = parse(kernel, dtype=dtype, name="op_" + re.sub(r"[^A-Za-z0-9_]", "_", op_type))
 
     class KernelOp(Op):
         types = (op_type,)

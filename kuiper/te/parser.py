@@ -25,17 +25,25 @@ promotion rules, so the right-hand side is ordinary tensor IR.
 
 from __future__ import annotations
 
+import math
+from contextlib import contextmanager
+
+import numpy
+
 from kuiper.errors import IRError, TESyntaxError
 from kuiper.ir import dtypes, make
 from kuiper.ir.buffers import buffer
 from kuiper.ir.nodes import Const, Indexing, IRExpr
+from kuiper.ir.recursion import deep_recursion
 from kuiper.lexing import END, FLOAT, INT, NAME, Token, TokenTable, tokenize
 from kuiper.te.functions import call_function, is_function
+from kuiper.limits import EXPRESSION_DEPTH
 from kuiper.te.kernel import Kernel, SourceMap, Statement
 
 _COMPARISONS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
 _PRODUCTS = {"*": "mul", "/": "div", "//": "floordiv", "%": "mod"}
 KEYWORDS = frozenset({"where", "select"})
+MAX_EXTENT = 2**62
 TOKENS = TokenTable(
     error=TESyntaxError,
     symbols=("[", "]", "(", ")", ",", ";", "=", "+=", "!", "&&", "||", *_COMPARISONS, "+", "-", *_PRODUCTS),
@@ -48,7 +56,9 @@ def parse(text: str, dtype: str = "float32", inputs=None, outputs=None, name: st
     """Parse a kernel; ``inputs``/``outputs`` fix the calling order (default: order of appearance)."""
     if dtype not in dtypes.TENSOR_DTYPES or not dtypes.is_float(dtype):
         raise TESyntaxError(f"a kernel's dtype must be a floating-point dtype, not {dtype!r}")
-    return Kernel(_Parser(text, dtype).statements(), inputs=inputs, outputs=outputs, name=name)
+    with deep_recursion():  # room for EXPRESSION_DEPTH levels of brackets, ~10 frames each
+        statements = _Parser(text, dtype).statements()
+    return Kernel(statements, inputs=inputs, outputs=outputs, name=name)
 
 
 class _Parser:
@@ -59,6 +69,8 @@ class _Parser:
         self.pos = 0
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.source: SourceMap | None = None
+        self.depths: dict[int, tuple[int, IRExpr]] = {}  # id(node) -> (depth, node) of what was built
+        self.nesting = 0
 
     # --- token helpers ---------------------------------------------------------------
 
@@ -86,12 +98,41 @@ class _Parser:
     def error(self, message: str, position: int | None = None):
         raise TESyntaxError(message, self.text, self.token.position if position is None else position)
 
-    def typed(self, build, position: int):
-        """Run a make.* constructor, turning its type errors into errors at ``position``."""
+    def typed(self, build, position: int, *operands: IRExpr):
+        """Run a make.* constructor on ``operands``, turning its type errors into errors at ``position``.
+
+        The result's depth (1 + its deepest operand's) is kept against the budget, so that no
+        tree is too deep for the recursive passes downstream (a 20,000-term sum is an error here).
+        """
         try:
-            return build()
+            node = build()
         except IRError as exc:
             self.error(str(exc), position)
+        if any(_overflowed(n) for n in (node, *node.children())):  # 1e308 + i is float32 arithmetic: inf
+            self.error(f"a number overflows {node.dtype} here", position)
+        depth = 1 + max((self.depth(o) for o in operands), default=0)
+        if depth > EXPRESSION_DEPTH:
+            self.error(
+                f"the expression nests deeper than {EXPRESSION_DEPTH} operations; split it into "
+                "several statements accumulating with '+='",
+                position,
+            )
+        self.depths[id(node)] = (depth, node)  # the node is kept so that its id stays its own
+        return node
+
+    def depth(self, node: IRExpr) -> int:
+        return self.depths.get(id(node), (1, None))[0]
+
+    @contextmanager
+    def nested(self):
+        """Around each recursive descent (parentheses, arguments, subscripts): a budget, not a RecursionError."""
+        if self.nesting >= EXPRESSION_DEPTH:
+            self.error(f"brackets nest deeper than {EXPRESSION_DEPTH} levels")
+        self.nesting += 1
+        try:
+            yield
+        finally:
+            self.nesting -= 1
 
     # --- statements ---------------------------------------------------------------
 
@@ -132,6 +173,8 @@ class _Parser:
                         self.error("a where clause holds 'name = index expression' or a condition", position)
                     if _reads_tensor(cond):
                         self.error("a where condition is on index variables; test values with select()", position)
+                    if _has_float(cond):
+                        self.error("a where condition compares integer index arithmetic", position)
                     conditions.append(cond)
                 if not self.accept(","):
                     break
@@ -153,7 +196,7 @@ class _Parser:
             rhs = operand()
             if lhs.dtype not in ("bool", "pybool") or rhs.dtype not in ("bool", "pybool"):
                 self.error(f"{symbol} joins conditions", position)
-            lhs = self.typed(lambda lhs=lhs, rhs=rhs: _as_tensor_bool(make.bitwise(op, lhs, rhs)), position)
+            lhs = self.typed(lambda lhs=lhs, rhs=rhs: _as_tensor_bool(make.bitwise(op, lhs, rhs)), position, lhs, rhs)
         return lhs
 
     def comparison(self) -> IRExpr:
@@ -161,7 +204,9 @@ class _Parser:
         if self.token.kind in _COMPARISONS:
             token = self.advance()
             rhs = self.sum()
-            lhs = self.typed(lambda: _as_tensor_bool(make.compare(_COMPARISONS[token.kind], lhs, rhs)), token.position)
+            lhs = self.typed(
+                lambda: _as_tensor_bool(make.compare(_COMPARISONS[token.kind], lhs, rhs)), token.position, lhs, rhs
+            )
         return lhs
 
     def sum(self) -> IRExpr:
@@ -170,7 +215,7 @@ class _Parser:
             token = self.advance()
             rhs = self.product()
             op = make.add if token.kind == "+" else make.sub
-            lhs = self.typed(lambda lhs=lhs, rhs=rhs, op=op: op(lhs, rhs), token.position)
+            lhs = self.typed(lambda lhs=lhs, rhs=rhs, op=op: op(lhs, rhs), token.position, lhs, rhs)
         return lhs
 
     def product(self) -> IRExpr:
@@ -181,30 +226,40 @@ class _Parser:
             op = _PRODUCTS[token.kind]
             if op in ("floordiv", "mod") and (dtypes.is_float(lhs.dtype) or dtypes.is_float(rhs.dtype)):
                 self.error(f"{token.kind} takes integers (index arithmetic)", token.position)
+            if op in ("floordiv", "mod") and isinstance(rhs, Const) and rhs.value == 0:
+                self.error(f"{token.kind} by zero", token.position)
             build = make.div if op == "div" else (lambda a, b, op=op: make.arith(op, a, b))
-            lhs = self.typed(lambda lhs=lhs, rhs=rhs, build=build: build(lhs, rhs), token.position)
+            lhs = self.typed(lambda lhs=lhs, rhs=rhs, build=build: build(lhs, rhs), token.position, lhs, rhs)
         return lhs
 
     def unary(self) -> IRExpr:
-        if self.token.kind == "-":
-            position = self.advance().position
-            operand = self.unary()
+        prefixes = []  # read in a loop: 10,000 signs in a row are no recursion
+        while self.token.kind in ("-", "!"):
+            prefixes.append(self.advance())
+        operand = self.primary()
+        for token in reversed(prefixes):
+            operand = self.prefix(token, operand)
+        return operand
+
+    def prefix(self, token: Token, operand: IRExpr) -> IRExpr:
+        if token.kind == "-":
             if isinstance(operand, Const) and not isinstance(operand.value, bool):
                 return make.const(-operand.value, operand.dtype)
-            return self.typed(lambda: make.neg(operand), position)
-        if self.token.kind == "!":
-            position = self.advance().position
-            operand = self.unary()
-            return self.typed(lambda: _as_tensor_bool(make.logical_not(operand)), position)
-        return self.primary()
+            return self.typed(lambda: make.neg(operand), token.position, operand)
+        return self.typed(lambda: _as_tensor_bool(make.logical_not(operand)), token.position, operand)
 
     def primary(self) -> IRExpr:
         token = self.token
         if token.kind in (INT, FLOAT):
             self.advance()
+            if token.kind == FLOAT and not abs(token.value) <= float(numpy.finfo(self.dtype).max):
+                self.error(f"{token.text} is out of range for {self.dtype}")
+            if token.kind == INT and token.value > MAX_EXTENT:  # index arithmetic is C's long long
+                self.error(f"{token.text} is over 2^62")
             return make.const(token.value)
         if self.accept("("):
-            inner = self.expr()
+            with self.nested():
+                inner = self.expr()
             self.expect(")", "')'")
             return inner
         if token.kind == "where":
@@ -236,18 +291,19 @@ class _Parser:
         name = self.advance()
         self.advance()  # '('
         args = []
-        if self.token.kind != ")":
-            args.append(self.expr())
-            while self.accept(","):
+        with self.nested():
+            if self.token.kind != ")":
                 args.append(self.expr())
+                while self.accept(","):
+                    args.append(self.expr())
         self.expect(")", "')' after the arguments")
         if name.kind == "select":
             if len(args) != 3:
                 self.error("select takes (condition, value if true, value if false)", name.position)
-            return self.typed(lambda: make.select(*args), name.position)
+            return self.typed(lambda: make.select(*args), name.position, *args)
         if not is_function(name.text, len(args)):
             self.error(f"unknown function {name.text} with {len(args)} argument(s)", name.position)
-        return self.typed(lambda: call_function(name.text, args, self.dtype), name.position)
+        return self.typed(lambda: call_function(name.text, args, self.dtype), name.position, *args)
 
     def access(self) -> IRExpr:
         if self.token.kind in KEYWORDS:
@@ -261,6 +317,8 @@ class _Parser:
             self.expect(">", "'>' after the shape")
             if any(d <= 0 for d in dims):
                 self.error(f"{name.text} has a dimension that is not positive", name.position)
+            if any(d > MAX_EXTENT for d in dims):  # loop bounds are C's long long
+                self.error(f"{name.text} has a dimension over 2^62", name.position)
             shape = tuple(dims)
             self.shapes.setdefault(name.text, shape)
         elif name.text in self.shapes:
@@ -271,12 +329,13 @@ class _Parser:
             )
         self.expect("[", "'[' and the subscripts")
         indices = []
-        if self.token.kind != "]":
-            indices.append(self.index_expr())
-            while self.accept(","):
+        with self.nested():
+            if self.token.kind != "]":
                 indices.append(self.index_expr())
+                while self.accept(","):
+                    indices.append(self.index_expr())
         self.expect("]", "']' after the subscripts")
-        node = buffer(name.text, shape, self.dtype)[tuple(indices)]
+        node = self.typed(lambda: buffer(name.text, shape, self.dtype)[tuple(indices)], name.position, *indices)
         self.source.nodes.setdefault(node, name.position)
         return node
 
@@ -290,6 +349,14 @@ class _Parser:
 
 def _reads_tensor(expr: IRExpr) -> bool:
     return isinstance(expr, Indexing) or any(_reads_tensor(c) for c in expr.children())
+
+
+def _overflowed(node: IRExpr) -> bool:
+    return isinstance(node, Const) and isinstance(node.value, float) and not math.isfinite(node.value)
+
+
+def _has_float(expr: IRExpr) -> bool:
+    return dtypes.is_float(expr.dtype) or any(_has_float(c) for c in expr.children())
 
 
 def _as_tensor_bool(expr: IRExpr) -> IRExpr:
