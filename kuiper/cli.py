@@ -18,14 +18,14 @@ from .bench import add_bench_command, random_inputs
 from .config import choose_backend
 from .dask.cli import add_arguments as add_dask_arguments
 from .dask.cli import run_files, wants_files
-from .errors import BackendUnavailableError, InputError, KuiperError, UnsupportedOperatorError, UsageError
+from .errors import BackendUnavailableError, KuiperError, UnsupportedOperatorError, UsageError
 from .formats.pnnx_ops import pnnx_spellings
 from .frontends import load_ir
 from .hlo.cli import add_hlo_command
 from .numba_kernels import kernel_notes
 from .plugins import backend_registry, kernel_registry, op_registry
 from .te.cli import add_te_command
-from .user_files import ARRAY_SUFFIXES, check_output_file, read_arrays, write_arrays
+from .user_files import ARRAY_SUFFIXES, check_output_file, read_feeds, write_arrays
 
 
 def _load(args):
@@ -35,26 +35,6 @@ def _load(args):
         options["threads"] = threads
     return kuiper.load(args.model, bin_path=getattr(args, "bin", None), backend=args.backend,
                        fuse=not getattr(args, "no_fuse", False), **options)
-
-
-def _read_inputs(model, specs: list[str]) -> dict:
-    """``--input x.npy`` (positional order) or ``--input NAME=x.npy``; .npz files feed by key."""
-    feeds: dict = {}
-    positional = [spec.name for spec in model.inputs]
-    for index, spec in enumerate(specs):
-        name, sep, path = spec.partition("=")
-        if not sep:
-            name, path = None, spec
-        arrays = read_arrays(path, f"--input {spec}")
-        if isinstance(arrays, dict):
-            feeds.update(arrays)
-            continue
-        if name is None:
-            if index >= len(positional):
-                raise InputError(f"--input {spec}: the model has only {len(positional)} input(s)")
-            name = positional[index]
-        feeds[name] = arrays
-    return feeds
 
 
 def _check_run_flags(args) -> None:
@@ -93,7 +73,10 @@ def cmd_run(args) -> int:
         names = [spec.name for spec in model.inputs]
         raise UsageError(f"the model takes {len(names)} input(s) {names}: give them with --input FILE.npy "
                          "(or NAME=FILE.npy, or one .npz keyed by input name), or use --random")
-    feeds = _random_feeds(model, args.batch or 1) if args.random else _read_inputs(model, args.input)
+    if args.random:
+        feeds = _random_feeds(model, args.batch or 1)
+    else:
+        feeds = read_feeds(args.input, [spec.name for spec in model.inputs])
     start = time.perf_counter()
     outputs = model.run(feeds, to_numpy=True)
     elapsed = (time.perf_counter() - start) * 1e3

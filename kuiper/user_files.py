@@ -70,6 +70,31 @@ def read_arrays(path: str | os.PathLike, what: str) -> np.ndarray | dict[str, np
             raise InputError(f"{what}: cannot read a .npy/.npz file ({type(exc).__name__}: {exc})") from None
 
 
+def read_feeds(specs: Iterable[str], positional_names: list[str] | None = None) -> dict[str, np.ndarray]:
+    """``--input`` values as feeds: ``NAME=x.npy``, a ``.npz`` (fed by its keys), or a bare ``x.npy``.
+
+    A bare ``.npy`` takes the name at its position in ``positional_names`` (a model's inputs);
+    where there is no such order (te kernels), it must be named.
+    """
+    feeds: dict[str, np.ndarray] = {}
+    for index, spec in enumerate(specs):
+        name, sep, path = spec.partition("=")
+        if not sep:
+            name, path = None, spec
+        arrays = read_arrays(path, f"--input {spec}")
+        if isinstance(arrays, dict):
+            feeds.update(arrays)
+            continue
+        if name is None:
+            if positional_names is None:
+                raise UsageError(f"--input {spec}: name the tensor, NAME={path}")
+            if index >= len(positional_names):
+                raise InputError(f"--input {spec}: the model has only {len(positional_names)} input(s)")
+            name = positional_names[index]
+        feeds[name] = arrays
+    return feeds
+
+
 def _check_npy_header(handle, available: int, what: str) -> int:
     """Read a .npy header at the handle's position; refuse a declared size over what the file holds
     (``available`` bytes from the position) or over the budget.  Returns the declared byte count."""

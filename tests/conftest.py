@@ -155,3 +155,19 @@ def install_distribution(tmp_path, monkeypatch):
         sys.modules.pop(module, None)
     plugins.plugin_manager.cache_clear()
     plugins.reset_registries()
+
+
+@pytest.fixture
+def register_plugin():
+    """``register_plugin(plugin, name)`` adds a plugin object for one test; all are removed after it."""
+    added = []
+
+    def register(plugin, name):
+        plugins.plugin_manager().register(plugin, name=name)
+        plugins.reset_registries()
+        added.append(name)
+
+    yield register
+    for name in reversed(added):
+        plugins.plugin_manager().unregister(name=name)
+    plugins.reset_registries()

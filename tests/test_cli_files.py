@@ -11,6 +11,7 @@ from kuiper.user_files import (
     count_rows,
     prepare_output_dir,
     read_arrays,
+    read_feeds,
     write_arrays,
     write_text,
 )
@@ -101,3 +102,18 @@ def test_output_dir_is_made_with_its_parents_and_a_file_is_refused(tmp_path):
     (tmp_path / "f").write_text("")
     with pytest.raises(InputError, match="is a file, not a folder"):
         prepare_output_dir(tmp_path / "f", "--output-dir")
+
+
+def test_feeds_from_input_specs_by_position_name_and_npz(tmp_path):
+    a, b = np.arange(3, dtype=np.float32), np.ones((2, 2), np.float32)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    np.savez(tmp_path / "both.npz", x=a, y=b)
+    by_position = read_feeds([str(tmp_path / "a.npy"), str(tmp_path / "b.npy")], ["x", "y"])
+    assert list(by_position) == ["x", "y"] and np.array_equal(by_position["y"], b)
+    assert list(read_feeds([f"y={tmp_path / 'a.npy'}"], ["x", "y"])) == ["y"]
+    assert sorted(read_feeds([str(tmp_path / "both.npz")])) == ["x", "y"]
+    with pytest.raises(InputError, match="only 1 input"):
+        read_feeds([str(tmp_path / "a.npy"), str(tmp_path / "b.npy")], ["x"])
+    with pytest.raises(UsageError, match="name the tensor"):
+        read_feeds([str(tmp_path / "a.npy")])  # no positional order (te kernels)

@@ -187,7 +187,7 @@ def test_any_failure_inside_an_op_is_a_kuiper_error_naming_the_op(tmp_path, monk
         model(np.zeros((1, 3), np.float32))
 
 
-def test_hooks_are_called_through_pluggy_so_wrappers_work():
+def test_hooks_are_called_through_pluggy_so_wrappers_work(register_plugin):
     calls = []
 
     class Tracer:
@@ -198,13 +198,8 @@ def test_hooks_are_called_through_pluggy_so_wrappers_work():
             calls.append(len(result))
             return result
 
-    plugins.plugin_manager().register(Tracer(), name="tracer")
-    plugins.reset_registries()
-    try:
-        registry = plugins.op_registry()
-    finally:
-        plugins.plugin_manager().unregister(name="tracer")
-        plugins.reset_registries()
+    register_plugin(Tracer(), "tracer")
+    registry = plugins.op_registry()
     assert "Conv2d" in registry
     assert calls[0] == "before" and calls[1] >= 1
 

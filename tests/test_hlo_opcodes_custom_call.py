@@ -40,12 +40,8 @@ class _CustomCallPlugin:
 
 
 @pytest.fixture
-def custom_calls():
-    plugins.plugin_manager().register(_CustomCallPlugin(), name="test_custom_calls")
-    plugins.reset_registries()
-    yield
-    plugins.plugin_manager().unregister(name="test_custom_calls")
-    plugins.reset_registries()
+def custom_calls(register_plugin):
+    register_plugin(_CustomCallPlugin(), "test_custom_calls")
 
 
 def run(call: str, x):
@@ -70,17 +66,12 @@ def test_an_unregistered_target_is_refused_naming_it_and_the_hook():
         run('custom-call(p), custom_call_target="test_scale", backend_config="2.5"', X)
 
 
-def test_two_plugins_registering_one_target_is_an_error(custom_calls):
+def test_two_plugins_registering_one_target_is_an_error(custom_calls, register_plugin):
     class Again:
         @kuiper.hookimpl
         def kuiper_add_custom_calls(self):
             return {"test_flip_rows": "Identity"}
 
-    plugins.plugin_manager().register(Again(), name="again")
-    plugins.reset_registries()
-    try:
-        with pytest.raises(PluginError, match="'test_flip_rows' is registered by both"):
-            plugins.custom_call_registry()
-    finally:
-        plugins.plugin_manager().unregister(name="again")
-        plugins.reset_registries()
+    register_plugin(Again(), "again")
+    with pytest.raises(PluginError, match="'test_flip_rows' is registered by both"):
+        plugins.custom_call_registry()

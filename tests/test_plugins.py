@@ -58,63 +58,48 @@ class _KernelPlugin:
         return {"ReLU": _FastReLU} if backend_name == "numpy" else {}
 
 
-@pytest.fixture
-def register():
-    added = []
-
-    def _register(plugin, name):
-        plugins.plugin_manager().register(plugin, name=name)
-        plugins.reset_registries()
-        added.append(name)
-
-    yield _register
-    for name in added:
-        plugins.plugin_manager().unregister(name=name)
-    plugins.reset_registries()
-
-
 def _relu_model(tmp_path, op_type="nn.ReLU"):
     text = f"7767517\n3 2\npnnx.Input in0 0 1 x #x=(1,2)f32\n{op_type} r 1 1 x y\npnnx.Output out 1 0 y\n"
     return write_model(tmp_path, text)
 
 
-def test_a_registered_op_runs(tmp_path, register):
-    register(_DoublePlugin(), "double")
+def test_a_registered_op_runs(tmp_path, register_plugin):
+    register_plugin(_DoublePlugin(), "double")
     model = kuiper.load(_relu_model(tmp_path, "test.Double"))
     np.testing.assert_array_equal(model(np.array([[1.0, -2.0]], np.float32)), [[2.0, -4.0]])
 
 
-def test_a_kernel_override_replaces_the_op_on_its_backend_only(tmp_path, register):
-    register(_KernelPlugin(), "fast_relu")
+def test_a_kernel_override_replaces_the_op_on_its_backend_only(tmp_path, register_plugin):
+    register_plugin(_KernelPlugin(), "fast_relu")
     model = kuiper.load(_relu_model(tmp_path))
     np.testing.assert_array_equal(model(np.array([[1.0, -2.0]], np.float32)), [[1001.0, 1000.0]])
 
 
-def test_a_kernel_override_wins_over_fusion(tmp_path, register):
+def test_a_kernel_override_wins_over_fusion(tmp_path, register_plugin):
     # relu sits inside an elementwise chain that fusion would merge into one op.
     text = (
         "7767517\n5 4\npnnx.Input in0 0 1 x #x=(1,2)f32\npnnx.Expression e 1 1 x a expr=mul(@0,2.0)\n"
         "nn.ReLU r 1 1 a b\nnn.Sigmoid s 1 1 b y\npnnx.Output out 1 0 y\n"
     )
-    register(_KernelPlugin(), "fast_relu")
+    register_plugin(_KernelPlugin(), "fast_relu")
     model = kuiper.load(write_model(tmp_path, text))
     assert "ReLU" in [step.node.type for step in model.steps]
     x = np.array([[1.0, -2.0]], np.float32)
     np.testing.assert_allclose(model(x), 1 / (1 + np.exp(-(np.maximum(2 * x, 0) + 1000))), rtol=1e-6)
 
 
-def test_two_plugins_claiming_one_op_type_is_an_error(register):
+def test_two_plugins_claiming_one_op_type_is_an_error(register_plugin):
     class Again:
         @kuiper.hookimpl
         def kuiper_add_ops(self):
             return [type("Conv2dAgain", (Op,), {"types": ("Conv2d",)})]
 
-    register(Again(), "again")
+    register_plugin(Again(), "again")
     with pytest.raises(PluginError, match=r"'Conv2d' is registered by both 'builtin_ops' .* and 'again'"):
         plugins.op_registry()
 
 
-def test_a_third_party_backend_is_selectable_by_name(tmp_path, register):
+def test_a_third_party_backend_is_selectable_by_name(tmp_path, register_plugin):
     class Tracing(NumpyBackend):
         name = "tracing"
 
@@ -123,7 +108,7 @@ def test_a_third_party_backend_is_selectable_by_name(tmp_path, register):
         def kuiper_add_backends(self):
             return [Tracing]
 
-    register(BackendPlugin(), "tracing")
+    register_plugin(BackendPlugin(), "tracing")
     model = kuiper.load(_relu_model(tmp_path), backend="tracing")
     assert model.backend.name == "tracing"
     assert "tracing" in {b.name for b in kuiper.backends()}
@@ -166,7 +151,7 @@ def test_no_caller_chooses_a_path_by_backend_name():
     assert offenders == []
 
 
-def test_the_compiled_kernels_serve_backends_by_capability(register):
+def test_the_compiled_kernels_serve_backends_by_capability(register_plugin):
     pytest.importorskip("numba")
 
     class HostArrays(NumpyBackend):
@@ -176,14 +161,14 @@ def test_the_compiled_kernels_serve_backends_by_capability(register):
         name = "opaque"
         capabilities = frozenset()
 
-    register(_backend_plugin(HostArrays), "host_arrays")
-    register(_backend_plugin(Opaque), "opaque")
+    register_plugin(_backend_plugin(HostArrays), "host_arrays")
+    register_plugin(_backend_plugin(Opaque), "opaque")
     assert plugins.kernel_registry("host_arrays")["Conv2d"].plugin == "numba_kernels"
     assert set(plugins.primitive_registry("host_arrays")) == {"compile_elementwise", "softmax_in_place"}
     assert plugins.kernel_registry("opaque") == {} and plugins.primitive_registry("opaque") == {}
 
 
-def test_a_plugin_primitive_replaces_the_backends_own_and_can_fall_back_to_it(tmp_path, register):
+def test_a_plugin_primitive_replaces_the_backends_own_and_can_fall_back_to_it(tmp_path, register_plugin):
     calls = []
 
     class Bare(NumpyBackend):
@@ -202,8 +187,8 @@ def test_a_plugin_primitive_replaces_the_backends_own_and_can_fall_back_to_it(tm
 
             return {"softmax_in_place": softmax_in_place}
 
-    register(_backend_plugin(Bare), "bare_softmax")
-    register(SoftmaxPlugin(), "softmax_plugin")
+    register_plugin(_backend_plugin(Bare), "bare_softmax")
+    register_plugin(SoftmaxPlugin(), "softmax_plugin")
     text = "7767517\n3 2\npnnx.Input in0 0 1 x #x=(2,3)f32\nnn.Softmax s 1 1 x y dim=1\npnnx.Output out 1 0 y\n"
     model = kuiper.load(write_model(tmp_path, text), backend="bare_softmax")
     x = np.array([[1.0, 2.0, 3.0], [0.0, -1.0, 50.0]], np.float32)
@@ -213,7 +198,7 @@ def test_a_plugin_primitive_replaces_the_backends_own_and_can_fall_back_to_it(tm
     assert calls == [1]
 
 
-def test_a_plugin_replacing_something_that_is_not_a_primitive_is_an_error(register):
+def test_a_plugin_replacing_something_that_is_not_a_primitive_is_an_error(register_plugin):
     class Bare(NumpyBackend):
         name = "bare_matmul"
 
@@ -222,8 +207,8 @@ def test_a_plugin_replacing_something_that_is_not_a_primitive_is_an_error(regist
         def kuiper_add_primitives(self, backend_name):
             return {"matmul": lambda default, a, b: a @ b} if backend_name == "bare_matmul" else None
 
-    register(_backend_plugin(Bare), "bare_matmul")
-    register(MatmulPlugin(), "matmul_plugin")
+    register_plugin(_backend_plugin(Bare), "bare_matmul")
+    register_plugin(MatmulPlugin(), "matmul_plugin")
     with pytest.raises(PluginError, match=r"replaces 'matmul' on backend 'bare_matmul', which is not a backend primitive"):
         get_backend("bare_matmul")
 
@@ -280,7 +265,7 @@ def test_a_plugin_whose_hook_raises_is_named_once_and_dropped(tmp_path, install_
     assert not plugins.plugin_manager().has_plugin("corrupt")
 
 
-def test_an_error_in_a_builtin_hook_is_not_hidden(register, monkeypatch):
+def test_an_error_in_a_builtin_hook_is_not_hidden(register_plugin, monkeypatch):
     # A built-in's failure is kuiper's own bug: it propagates rather than dropping the built-in.
     from kuiper import numba_kernels
 

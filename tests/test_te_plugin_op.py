@@ -5,7 +5,6 @@ import pytest
 
 import kuiper
 import kuiper.te as te
-from kuiper import plugins
 from kuiper.errors import OperatorParamError, ShapeError
 
 from conftest import op_model
@@ -21,12 +20,8 @@ class _TEPlugin:
 
 
 @pytest.fixture
-def te_plugin():
-    plugins.plugin_manager().register(_TEPlugin(), name="te_test_ops")
-    plugins.reset_registries()
-    yield
-    plugins.plugin_manager().unregister(name="te_test_ops")
-    plugins.reset_registries()
+def te_plugin(register_plugin):
+    register_plugin(_TEPlugin(), "te_test_ops")
 
 
 def test_kernel_op_with_weights_runs_in_a_model(tmp_path, te_plugin):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kuiper.errors import TESyntaxError, UsageError
 from kuiper.te import compile, emit, grad, parse  # noqa: A004 - kuiper.te.compile is the public name
-from kuiper.user_files import check_output_file, read_arrays, text_output_argument, write_arrays, write_text
+from kuiper.user_files import check_output_file, read_feeds, text_output_argument, write_arrays, write_text
 
 _DTYPES = {"float": "float32", "float32": "float32", "double": "float64", "float64": "float64"}
 _CASE_KEYS = {"name": str, "ins": list, "outs": list, "data_type": str, "kernel": str, "grad_to": list}
@@ -114,7 +114,7 @@ def cmd_run(args) -> int:
             kernel = parse(text, dtype=dtype or "float32")
         except TESyntaxError as exc:
             raise TESyntaxError(f"{path}: {exc}") from None
-    feeds = _read_inputs(args.input)
+    feeds = read_feeds(args.input)
     function = compile(kernel, args.backend)
     outputs = {name: function.backend.to_numpy(value) for name, value in function(**feeds).items()}
     if args.output:
@@ -124,17 +124,3 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _read_inputs(specs: list[str]) -> dict:
-    feeds = {}
-    for spec in specs:
-        name, sep, path = spec.partition("=")
-        if not sep:
-            name, path = None, spec
-        data = read_arrays(path, f"--input {spec}")
-        if isinstance(data, dict):
-            feeds.update(data)
-        elif name is None:
-            raise UsageError(f"--input {spec}: name the tensor, NAME={path}")
-        else:
-            feeds[name] = data
-    return feeds
