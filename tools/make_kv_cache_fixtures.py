@@ -10,7 +10,7 @@
   prefill's PyTorch outputs, so a test can chain kuiper's prefill into kuiper's decode.
 
 Both folders follow tools/make_fixtures.py's layout (model.pnnx.param/.bin, ref.npz with
-``b1_input{i}``/``b1_output{j}``, meta.json), so tests/test_models.py checks them too.
+``b1_input{i}``/``b1_output{j}``, meta.json), so tests/end_to_end/test_models.py checks them too.
 Only batch 1 is exported: GPT-2's traced reshapes hold the batch and sequence length.
 
 The word embedding and the output layer are NOT tied (``tie_word_embeddings=False``): with

@@ -1,7 +1,7 @@
 """Fast 2-D convolution algorithms, kept apart from the op's param parsing (conv.py).
 
 Every function here computes exactly what the reference im2col path in
-``ConvNd.compute_im2col`` computes (within float32 rounding; tests/test_conv_fast_paths.py
+``ConvNd.compute_im2col`` computes (within float32 rounding; tests/ops/test_conv_fast_paths.py
 compares each against it), with the backend's ``xp`` only, so the same code runs
 on NumPy and CuPy.  They take an NCHW input with the dtype of the weight, and
 explicit ``pads = ((top, bottom), (left, right))`` of zeros.

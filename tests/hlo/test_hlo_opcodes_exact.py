@@ -1,6 +1,6 @@
 """Integer convolution is exact: XLA's integer arithmetic wraps, and no path may round through floats.
 
-Reference: int64 NumPy sums wrapped to int32. (Variadic reduce: tests/test_hlo_structured.py.)
+Reference: int64 NumPy sums wrapped to int32. (Variadic reduce: tests/hlo/test_hlo_structured.py.)
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Unsupported params of the issue-18 ops fail at load time, naming the op and the param.
 
-The fixtures (tools/fixture_models/ops_rest.py, checked by tests/test_models.py) only hold
+The fixtures (tools/fixture_models/ops_rest.py, checked by tests/end_to_end/test_models.py) only hold
 params PyTorch accepts; these one-op models hold the ones kuiper must refuse.
 """
 

@@ -16,7 +16,7 @@ import kuiper.te as te
 from kuiper.ir import Var
 from kuiper.ir.codegen_cpp import BLOCK_SIZE, cpp_source, cuda_source
 
-FIXTURES = Path(__file__).parent / "fixtures" / "te"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "te"
 CASES = {case["name"]: case for case in json.loads((FIXTURES / "cases.json").read_text())}
 NAMES = list(CASES)
 

@@ -14,7 +14,7 @@ from kuiper.hlo import HloComputation, HloInstruction, HloModule, parse
 from kuiper.hlo.lower import lower_entry
 from kuiper.model_ir import ModelIR
 
-FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "hlo"
 TEXTS = sorted(FIXTURES.glob("*.hlo.txt"))
 CANONICAL = {"Reduce", "ReduceWindow", "SelectAndScatter", "Map", "Gather", "Scatter", "Sort", "TopK", "While", "If"}
 RETIRED = {"hlo.reduce", "hlo.reduce-window", "hlo.select-and-scatter", "hlo.map", "hlo.gather", "hlo.scatter",

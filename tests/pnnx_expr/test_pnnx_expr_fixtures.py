@@ -1,6 +1,6 @@
 """The exported fixtures exercise every expression function PNNX writes, against PyTorch.
 
-tests/test_models.py checks each fixture's outputs; this test checks that, taken
+tests/end_to_end/test_models.py checks each fixture's outputs; this test checks that, taken
 together, the fixtures' pnnx.Expression ops call every function in the table
 that pnnx can write from a traced model.
 """

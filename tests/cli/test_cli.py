@@ -111,7 +111,7 @@ def test_demo_files_are_shipped_as_package_data():
 
     from setuptools import find_packages
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     assert "kuiper.demo" in find_packages(str(root), include=["kuiper", "kuiper.*"])
     config = configparser.ConfigParser()
     config.read(root / "setup.cfg")

@@ -1,6 +1,6 @@
 """torch.lgamma beyond its PyTorch fixture: math.lgamma's values, and inf at the poles.
 
-The fixtures (tools/fixture_models/ops_rest.py, checked by tests/test_models.py) compare each
+The fixtures (tools/fixture_models/ops_rest.py, checked by tests/end_to_end/test_models.py) compare each
 op with PyTorch; these tests pin the cases a fixture cannot reach (the poles)
 against Python's math module.
 """

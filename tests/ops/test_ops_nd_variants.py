@@ -100,7 +100,7 @@ def test_contiguous_is_the_identity(tmp_path):
 
 
 def test_every_builtin_op_type_is_exercised_by_some_test_or_fixture():
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     text = " ".join(Path(p).read_text() for p in glob.glob(str(root / "tests" / "**" / "*.py"), recursive=True))
     text += " ".join(Path(p).read_text() for p in glob.glob(str(root / "tests/fixtures/models/*/model.pnnx.param")))
     registry = {t: r for t, r in op_registry().items() if r.plugin == "builtin_ops"}  # plugins test their own

@@ -13,7 +13,7 @@ import kuiper
 from kuiper.numba_kernels import availability
 from kuiper.ops.conv import Conv2d
 
-FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "hlo"
 
 
 def literal(array: np.ndarray) -> str:

@@ -18,7 +18,7 @@ from kuiper.ir.nodes import Assign, Block, Function, Var
 from kuiper.ir.render_c import CRenderer
 from kuiper.ir.render_numpy import NumpyRenderer
 
-IR_DIR = Path(__file__).parent.parent / "kuiper" / "ir"
+IR_DIR = Path(__file__).parents[2] / "kuiper" / "ir"
 ROWS = [*OPERATORS.values(), *INTRINSICS.values()]
 
 

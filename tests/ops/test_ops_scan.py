@@ -1,6 +1,6 @@
 """torch.topk beyond its PyTorch fixture: k past the dim, and the order of equal values.
 
-The fixtures (tools/fixture_models/ops_rest.py, checked by tests/test_models.py) compare each
+The fixtures (tools/fixture_models/ops_rest.py, checked by tests/end_to_end/test_models.py) compare each
 op with PyTorch; these tests pin the cases a fixture cannot reach (bad params,
 ties) against hand-written values.
 """

@@ -1,6 +1,6 @@
 """Convolution ops (kuiper/ops/conv.py): hand-computed values, properties, and build-time errors.
 
-The comparison with PyTorch comes from the fixtures in tests/test_models.py; this file
+The comparison with PyTorch comes from the fixtures in tests/end_to_end/test_models.py; this file
 checks what a fixture cannot: exact small cases worked out by hand, the adjoint
 relation between Conv and ConvTranspose, and that unsupported params fail at load time.
 """

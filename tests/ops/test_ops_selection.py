@@ -1,6 +1,6 @@
 """torch.scatter_add and torch.slice_scatter beyond their PyTorch fixtures: bad indices and steps.
 
-The fixtures (tools/fixture_models/ops_rest.py, checked by tests/test_models.py) compare each
+The fixtures (tools/fixture_models/ops_rest.py, checked by tests/end_to_end/test_models.py) compare each
 op with PyTorch; these tests pin the cases a fixture cannot reach (indices
 outside the dim, a non-positive step).
 """

@@ -1,6 +1,6 @@
 """Bitwise ops beyond their PyTorch fixtures: float operands refused, shifts past the bit width.
 
-The fixtures (tools/fixture_models/ops_rest.py, checked by tests/test_models.py) compare each
+The fixtures (tools/fixture_models/ops_rest.py, checked by tests/end_to_end/test_models.py) compare each
 op with PyTorch; these tests pin the cases a fixture cannot reach (bad dtypes,
 shift counts outside the width) against hand-written values.
 """

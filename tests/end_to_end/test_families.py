@@ -1,6 +1,6 @@
 """Whole model families (tools/fixture_models/families_classifiers.py and families_dense.py) end to end.
 
-tests/test_models.py already compares every fixture with PyTorch; this file adds what is
+tests/end_to_end/test_models.py already compares every fixture with PyTorch; this file adds what is
 specific to a family:
 * the exported graph really contains the op types (and param values) the family is meant
   to cover, so a regenerated fixture cannot silently lose coverage;
@@ -9,7 +9,7 @@ specific to a family:
 * family-specific properties of the outputs (YOLO boxes lie where their grid cell and
   anchor allow; dense outputs keep the input's spatial size).
 
-Tolerance: as tests/test_models.py, 1e-4 max abs error, or 1e-5 relative to the largest
+Tolerance: as tests/end_to_end/test_models.py, 1e-4 max abs error, or 1e-5 relative to the largest
 magnitude for outputs above 10 (the YOLO box coordinates, in pixels).
 """
 

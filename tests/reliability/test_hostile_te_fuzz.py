@@ -4,7 +4,7 @@ Kernels are drawn from the grammar (statements of accesses, operators, calls, wh
 clauses, with hostile numbers and names) and from valid kernels mutated token by
 token.  What parses is also compiled under a small memory budget, run on ones, and
 emitted in every language (the NumPy source must compile).  CI runs a fixed, small set
-of examples (derandomized, as tests/test_fuzz.py); KUIPER_FUZZ_EXAMPLES=100000 runs more.
+of examples (derandomized, as tests/reliability/test_fuzz.py); KUIPER_FUZZ_EXAMPLES=100000 runs more.
 """
 
 from __future__ import annotations

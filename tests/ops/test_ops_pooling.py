@@ -1,6 +1,6 @@
 """Pooling ops (kuiper/ops/pooling_*.py): PyTorch's border rules by hand, adaptive bins, errors.
 
-The comparison with PyTorch comes from the fixtures in tests/test_models.py; the values
+The comparison with PyTorch comes from the fixtures in tests/end_to_end/test_models.py; the values
 here are worked out by hand from PyTorch's documented rules.
 """
 

@@ -1,6 +1,6 @@
 """Tensor.index_put, Tensor.fill and Tensor.masked_fill beyond their PyTorch fixtures.
 
-The fixtures (tools/fixture_models/ops_rest.py, checked by tests/test_models.py) compare each
+The fixtures (tools/fixture_models/ops_rest.py, checked by tests/end_to_end/test_models.py) compare each
 op with PyTorch; these tests pin the cases a fixture cannot reach (an index
 tensor on dim 1, a fill value given as an input) against hand-written values.
 """

@@ -1,6 +1,6 @@
 """nn.Fold and nn.Unfold beyond their PyTorch fixtures: fold is unfold's adjoint.
 
-The fixtures (tools/fixture_models/ops_rest.py, checked by tests/test_models.py) compare each
+The fixtures (tools/fixture_models/ops_rest.py, checked by tests/end_to_end/test_models.py) compare each
 op with PyTorch; these tests pin the cases a fixture cannot reach against
 hand-counted windows.
 """

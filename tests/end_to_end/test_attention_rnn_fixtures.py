@@ -1,7 +1,7 @@
 """The issue-12 fixtures (tools/fixture_models/attention_rnn.py): what their graphs must
 contain, so a regenerated fixture cannot silently lose coverage, and how their inputs vary.
 
-tests/test_models.py already compares every fixture with PyTorch at each saved size of
+tests/end_to_end/test_models.py already compares every fixture with PyTorch at each saved size of
 dim 0, fused and unfused; for the *_seq_first fixtures dim 0 is the sequence length.
 """
 

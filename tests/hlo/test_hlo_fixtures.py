@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from kuiper.hlo import build_dfg, parse
 
-FIXTURES = Path(__file__).parent / "fixtures" / "hlo"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "hlo"
 PROGRAMS = sorted(path.name[: -len(".npz")] for path in FIXTURES.glob("*.npz"))
 TEXTS = [(name, suffix) for name in PROGRAMS for suffix in (".hlo.txt", ".opt.hlo.txt")]
 
@@ -79,7 +79,7 @@ _SLICING = (FIXTURES / "slicing.opt.hlo.txt").read_text() if (FIXTURES / "slicin
 _WORDS = list(re.finditer(r"[0-9]+|[a-z_]+", _SLICING))
 
 
-# Derandomized in CI, like tests/test_fuzz.py; KUIPER_FUZZ_EXAMPLES=N explores new examples.
+# Derandomized in CI, like tests/reliability/test_fuzz.py; KUIPER_FUZZ_EXAMPLES=N explores new examples.
 @settings(max_examples=int(os.environ.get("KUIPER_FUZZ_EXAMPLES", "40")), deadline=None,
           derandomize="KUIPER_FUZZ_EXAMPLES" not in os.environ)
 @given(st.integers(0, max(len(_WORDS) - 1, 0)), st.sampled_from(["0", "1", "2", "7", "-1", "f32", "s32", "pred", "x", ""]))

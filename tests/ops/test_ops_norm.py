@@ -1,6 +1,6 @@
 """Normalisation ops (kuiper/ops/norm_*.py): hand-computed values, properties, and errors.
 
-The comparison with PyTorch comes from the fixtures in tests/test_models.py; the values
+The comparison with PyTorch comes from the fixtures in tests/end_to_end/test_models.py; the values
 here follow the definitions (biased variance, eps inside the square root).
 """
 
