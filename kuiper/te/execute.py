@@ -52,6 +52,8 @@ def monomial(value: IRExpr) -> Monomial | None:
             return None
         return Monomial(lhs.coefficient * rhs.coefficient, lhs.factors + rhs.factors)
     if isinstance(value, Binary) and value.op == "div" and isinstance(value.rhs, Const):
+        if float(value.rhs.value) == 0.0:
+            return None  # x / 0 is inf or nan per element (IEEE): the general path computes it
         lhs = monomial(value.lhs)
         return None if lhs is None else Monomial(lhs.coefficient / float(value.rhs.value), lhs.factors)
     return None
