@@ -90,13 +90,17 @@ def test_python_block_runs_as_written(block, tmp_path):
     assert done.returncode == 0, f"{block.name} failed:\n{block.code}\n{done.stderr[-3000:]}"
 
 
-@pytest.mark.parametrize("heading", ["Quick start", "Tests"])
-def test_the_two_commands_of_the_readme_are_one_line_each(heading):
-    # .ci/run reads these two blocks and runs them verbatim, so each must be one copy-pasteable line.
+@pytest.mark.parametrize(("heading", "variable"), [("Quick start", "QUICK_START"), ("Tests", "TEST_COMMAND")])
+def test_ci_runs_the_readme_commands_word_for_word(heading, variable):
+    # .ci/run writes both commands out and runs them; each must be the README's one-line block.
     readme = ROOT / "README.md"
     section = readme.read_text(encoding="utf-8").split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
     blocks = [block for block in fenced_blocks(readme, section) if block.language == "bash"]
     assert len(blocks) == 1 and len(blocks[0].code.strip().splitlines()) == 1
+    command = blocks[0].code.strip()
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert f"{variable}='{command}'" in ci  # the command .ci/run checks against the README ...
+    assert command in ci  # ... and the line it runs
 
 
 def test_requires_markers_are_found_and_name_what_is_needed(tmp_path):
