@@ -12,8 +12,8 @@
   plugin says.
 * ``async-start`` runs its computation at once (inlined, as a call); ``async-update`` and
   ``async-done`` only regroup its (operands, results, contexts) tuple.
-* Any other instruction becomes an op of type ``hlo.<opcode>`` whose params hold the
-  instruction and the module: only a plugin can provide such an op.
+* Any other instruction is unsupported (``check_supported`` names them all at once), so the
+  graph never holds an HLO object.
 * ``vectorized=True`` leaves the parameter shapes free: used for computations that
   XLA applies to scalars (reduce's ``to_apply``, comparators), which kuiper applies
   to whole arrays at once.
@@ -50,11 +50,6 @@ def translation_key(instruction: HloInstruction) -> str:
     return instruction.opcode
 
 
-def op_type(instruction: HloInstruction) -> str:
-    """``hlo.<opcode>``, ``hlo.custom-call.<target>``: an op of kuiper/hlo's own library."""
-    return f"hlo.{translation_key(instruction)}"
-
-
 def leaves(value) -> list[str]:
     """The operand names of a value: itself, or a tuple's leaves in order."""
     if isinstance(value, tuple):
@@ -62,15 +57,14 @@ def leaves(value) -> list[str]:
     return [value]
 
 
-def check_supported(module: HloModule, supported) -> None:
+def check_supported(module: HloModule) -> None:
     """One UnsupportedOperatorError naming every instruction (reachable from ENTRY) kuiper cannot run."""
     problems: list[str] = []
     for computation in reachable_computations(module):
         for instruction in computation.instructions:
             if instruction.opcode in (*INLINED, *REGROUPING, ASYNC_START):
                 continue
-            if (translation_key(instruction) not in TRANSLATORS and op_type(instruction) not in supported
-                    and registered_translator(instruction) is None):
+            if translation_key(instruction) not in TRANSLATORS and registered_translator(instruction) is None:
                 what = instruction.opcode
                 if instruction.opcode == "custom-call":
                     what += (f" (custom_call_target={instruction.attributes.get('custom_call_target')!r}: "
@@ -206,10 +200,10 @@ class _Lowering:
             operands = self.unbroadcast_scalars(computation, instruction, operands, values)
             output = self.fresh_value(name, instruction.shape)
             translator = TRANSLATORS.get(translation_key(instruction)) or registered_translator(instruction)
-            if translator is None:
-                self.ops.append(self.node(instruction, name, operands, leaves(output)))
-            else:
-                self.ops.extend(translator(self.site(instruction, name, operands, leaves(output))))
+            if translator is None:  # lowered without check_supported (which names every such instruction)
+                raise UnsupportedOperatorError(f"{self.module.where(instruction)}: {instruction.opcode} "
+                                               f"'{instruction.name}' has no translation into kuiper's ops")
+            self.ops.extend(translator(self.site(instruction, name, operands, leaves(output))))
             values[instruction.name] = output
 
     def unbroadcast_scalars(self, computation: HloComputation, instruction: HloInstruction, operands: list,
@@ -266,16 +260,6 @@ class _Lowering:
         """A computation that an instruction calls (a loop body, a reducer) as a sub-graph of its own."""
         return lower_computation(self.module, computation, vectorized)
 
-    def node(self, instruction: HloInstruction, name: str, operands: list, outputs: list[str]) -> OpNode:
-        params = {
-            "instruction": instruction,
-            "module": self.module,
-            # How many leaves each HLO operand spans (ops with tuple operands regroup them).
-            "operand_leaf_counts": [len(leaves(o)) for o in operands],
-        }
-        return OpNode(op_type(instruction), name, [leaf for o in operands for leaf in leaves(o)], outputs, params,
-                      source=self.module.where(instruction))
-
     def tuple_constant(self, instruction: HloInstruction, name: str):
         def build(shape: Shape, literal, path: str):
             if shape.is_tuple:
@@ -316,7 +300,5 @@ def _post_order(computation: HloComputation) -> list[HloInstruction]:
 
 def lower_entry(module: HloModule) -> ModelIR:
     """The ENTRY computation as a ModelIR, after checking every reachable instruction can run."""
-    from ..plugins import op_registry
-
-    check_supported(module, op_registry())
+    check_supported(module)
     return lower_computation(module, module.entry)

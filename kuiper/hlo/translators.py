@@ -1,7 +1,7 @@
 """Opcode -> translator into the canonical op set, gathered from the translate_* modules.
 
-kuiper/hlo has no ops of its own: an opcode without a translator becomes an ``hlo.<opcode>``
-op that only a plugin can provide.  A custom call is keyed ``custom-call.<target>``.
+kuiper/hlo has no ops of its own: an opcode without a translator is unsupported (a plugin adds
+custom-call targets through ``kuiper_add_custom_calls``).  A custom call is keyed ``custom-call.<target>``.
 UNSUPPORTED says why kuiper refuses the opcodes it knows but cannot run.
 """
 

@@ -46,9 +46,8 @@ def frontend_objects(value) -> list:
 def test_translated_ops_hold_plain_data(path):
     ir = lower_entry(parse(path.read_text(), source=path.name))
     for node in nodes(ir):
-        assert node.type not in RETIRED
-        if not node.type.startswith("hlo."):  # the families not translated yet still carry their instruction
-            assert frontend_objects(node.params) == [], node.describe()
+        assert node.type not in RETIRED and not node.type.startswith("hlo.")
+        assert frontend_objects(node.params) == [], node.describe()
     assert pickle.loads(pickle.dumps(ir)).outputs == ir.outputs  # a graph of plain data pickles
 
 
