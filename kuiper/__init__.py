@@ -11,7 +11,6 @@ import logging
 import os
 from importlib import metadata
 import time
-from pathlib import Path
 from typing import BinaryIO
 
 from .errors import (
@@ -37,7 +36,7 @@ from .errors import (
 import numpy as np
 
 from .backends import backend_infos, get_backend
-from .frontends import Frontend, content_frontend, frontend_for, is_content, read_content, text_frontend
+from .frontends import Frontend, is_content, read_model
 from .graph import Model, StepObserver, TensorSpec, build
 from .graph.model import Origin
 from .hookspecs import hookimpl
@@ -97,16 +96,7 @@ def load(
     started = time.perf_counter()
     if bin_path is not None:
         options["bin_path"] = bin_path
-    if is_content(path):
-        content, name = read_content(path, "model")
-        frontend = content_frontend(content, name, format)
-        ir = frontend.load_content(content, name, **options)
-    elif (text_reader := text_frontend(path, format)) is not None:
-        frontend = text_reader  # the model's text itself (HLO), which the origin below keeps
-        ir = frontend.load_text(path, **options)
-    else:
-        frontend = frontend_for(path, format)
-        ir = frontend.load(Path(path), **options)
+    frontend, ir = read_model(path, format, **options)
     resolved = backend if not isinstance(backend, (str, type(None))) else get_backend(backend)
     model = build(ir, backend=resolved, fuse=fuse)
     model.threads = threads

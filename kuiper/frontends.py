@@ -140,12 +140,20 @@ def _is_existing_path(source: str) -> bool:
         return False
 
 
-def load_ir(source: str | os.PathLike, format: str | None = None, **options) -> ModelIR:  # noqa: A002
-    """Read a model file, model text or a model's bytes (or binary file object) into a ModelIR."""
+def read_model(source, format: str | None = None, **options) -> tuple[type[Frontend], ModelIR]:  # noqa: A002
+    """The frontend that reads ``source`` (a file's path, model text, or a model's bytes or binary
+    file object) and the ModelIR it reads."""
     if is_content(source):
         content, name = read_content(source, "model")
-        return content_frontend(content, name, format).load_content(content, name, **options)
-    by_text = text_frontend(source, format)
-    if by_text is not None:
-        return by_text.load_text(source, **options)
-    return frontend_for(source, format).load(Path(source), **options)
+        frontend = content_frontend(content, name, format)
+        return frontend, frontend.load_content(content, name, **options)
+    frontend = text_frontend(source, format)
+    if frontend is not None:
+        return frontend, frontend.load_text(source, **options)
+    frontend = frontend_for(source, format)
+    return frontend, frontend.load(Path(source), **options)
+
+
+def load_ir(source, format: str | None = None, **options) -> ModelIR:  # noqa: A002
+    """Read a model file, model text or a model's bytes (or binary file object) into a ModelIR."""
+    return read_model(source, format, **options)[1]
