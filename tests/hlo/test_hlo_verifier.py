@@ -7,8 +7,10 @@ is on line n + 2, and its error points at its first character (column 3).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+import kuiper
 from kuiper.errors import HloSyntaxError
 from kuiper.hlo import parse
 
@@ -53,7 +55,8 @@ def test_literals_that_contradict_their_shape(shape, literal, message):
 
 
 def test_u64_minus_one_is_accepted_as_xla_wraps_it():
-    parse(_entry("ROOT c = u64[] constant(-1)"))
+    model = kuiper.load(_entry("ROOT c = u64[] constant(-1)"))
+    assert model() == np.uint64(2**64 - 1)
 
 
 _ASYNC_BODY = "async_body {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] negate(x)\n}\n"
