@@ -148,6 +148,19 @@ def plugin_of(obj) -> str:
     return found if best else module
 
 
+def _add_once(registry: dict[str, Registered], key: str, entry: Registered, what: str, advice: str = "") -> None:
+    """Put ``entry`` under ``key``; a key that two plugins give is an error naming both (and ``advice``)."""
+    first = registry.get(key)
+    if first is not None:
+        raise PluginError(f"{what} '{key}' is registered by both {_named(first)} and {_named(entry)}{advice}")
+    registry[key] = entry
+
+
+def _named(entry: Registered) -> str:
+    qualname = getattr(entry.obj, "__qualname__", None)  # an op type name (custom calls) has none
+    return f"'{entry.plugin}'" + (f" ({qualname})" if qualname else "")
+
+
 def _by_name(hook, kind: str) -> dict[str, Registered]:
     """Classes returned by ``hook``, keyed by their ``name``; a missing or repeated name is an error."""
     registry: dict[str, Registered] = {}
@@ -156,11 +169,7 @@ def _by_name(hook, kind: str) -> dict[str, Registered]:
             plugin = plugin_of(cls)
             if not getattr(cls, "name", ""):
                 raise PluginError(f"plugin '{plugin}' registered {kind} class {cls.__qualname__} without a name")
-            if cls.name in registry:
-                raise PluginError(
-                    f"{kind} '{cls.name}' is registered by both '{registry[cls.name].plugin}' and '{plugin}'"
-                )
-            registry[cls.name] = Registered(cls, plugin)
+            _add_once(registry, cls.name, Registered(cls, plugin), kind)
     return registry
 
 
@@ -178,13 +187,8 @@ def op_registry() -> dict[str, Registered]:
             if not getattr(cls, "types", ()):
                 raise PluginError(f"plugin '{plugin}' registered op class {cls.__qualname__} with no 'types'")
             for op_type in cls.types:
-                if op_type in registry:
-                    raise PluginError(
-                        f"op type '{op_type}' is registered by both '{registry[op_type].plugin}' "
-                        f"({registry[op_type].obj.__qualname__}) and '{plugin}' ({cls.__qualname__}); "
-                        "use the kuiper_add_kernels hook to replace an op on one backend"
-                    )
-                registry[op_type] = Registered(cls, plugin)
+                _add_once(registry, op_type, Registered(cls, plugin), "op type",
+                          "; use the kuiper_add_kernels hook to replace an op on one backend")
     return registry
 
 
@@ -194,20 +198,19 @@ def backend_capabilities(backend_name: str) -> frozenset[str]:
     return frozenset(registered.obj.capabilities) if registered is not None else frozenset()
 
 
-def _per_backend(hook, backend_name: str, what: str) -> dict[str, Registered]:
-    """``{key: Registered}`` from a per-backend hook; two plugins giving one key is an error."""
+def _merged(mappings, what: str, plugin_for=plugin_of) -> dict[str, Registered]:
+    """``{key: Registered}`` from hook results that are ``{key: obj}`` mappings; two plugins giving one key is an error."""
     registry: dict[str, Registered] = {}
-    capabilities = backend_capabilities(backend_name)
-    for entries in _collect(hook, backend_name=backend_name, capabilities=capabilities):
+    for entries in mappings:
         for key, obj in entries.items():
-            plugin = plugin_of(obj)
-            if key in registry:
-                raise PluginError(
-                    f"backend '{backend_name}': {what} '{key}' has replacements from both "
-                    f"'{registry[key].plugin}' and '{plugin}'"
-                )
-            registry[key] = Registered(obj, plugin)
+            _add_once(registry, key, Registered(obj, plugin_for(obj)), what)
     return registry
+
+
+def _per_backend(hook, backend_name: str, what: str) -> dict[str, Registered]:
+    """``{key: Registered}`` from a per-backend hook."""
+    results = _collect(hook, backend_name=backend_name, capabilities=backend_capabilities(backend_name))
+    return _merged(results, f"backend '{backend_name}': {what}")
 
 
 @functools.lru_cache(maxsize=None)
@@ -230,12 +233,8 @@ def frontend_registry() -> dict[str, Registered]:
 @functools.lru_cache(maxsize=None)
 def custom_call_registry() -> dict[str, Registered]:
     """``{custom_call_target: Registered(op type name or translator function)}`` for HLO custom calls."""
-    registry: dict[str, Registered] = {}
-    for entries in _collect(plugin_manager().hook.kuiper_add_custom_calls):
-        for target, translation in entries.items():
-            plugin = plugin_of(translation) if callable(translation) else f"the plugin naming op type {translation!r}"
-            if target in registry:
-                raise PluginError(f"custom-call target '{target}' is registered by both "
-                                  f"'{registry[target].plugin}' and '{plugin}'")
-            registry[target] = Registered(translation, plugin)
-    return registry
+    return _merged(_collect(plugin_manager().hook.kuiper_add_custom_calls), "custom-call target", _custom_call_plugin)
+
+
+def _custom_call_plugin(translation) -> str:
+    return plugin_of(translation) if callable(translation) else f"the plugin naming op type {translation!r}"

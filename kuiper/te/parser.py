@@ -25,6 +25,7 @@ promotion rules, so the right-hand side is ordinary tensor IR.
 
 from __future__ import annotations
 
+import functools
 import math
 from contextlib import contextmanager
 
@@ -40,13 +41,16 @@ from kuiper.te.functions import call_function, is_function
 from kuiper.limits import EXPRESSION_DEPTH
 from kuiper.te.kernel import Kernel, SourceMap, Statement
 
+_LOGICAL = {"||": "or", "&&": "and"}
 _COMPARISONS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
+_SUMS = {"+": "add", "-": "sub"}
 _PRODUCTS = {"*": "mul", "/": "div", "//": "floordiv", "%": "mod"}
+_ARITHMETIC = {**_SUMS, **_PRODUCTS}
 KEYWORDS = frozenset({"where", "select"})
 MAX_EXTENT = 2**62
 TOKENS = TokenTable(
     error=TESyntaxError,
-    symbols=("[", "]", "(", ")", ",", ";", "=", "+=", "!", "&&", "||", *_COMPARISONS, "+", "-", *_PRODUCTS),
+    symbols=("[", "]", "(", ")", ",", ";", "=", "+=", "!", *_LOGICAL, *_COMPARISONS, *_SUMS, *_PRODUCTS),
     keywords=KEYWORDS,
     comment="#",
 )
@@ -56,7 +60,7 @@ def parse(text: str, dtype: str = "float32", inputs=None, outputs=None, name: st
     """Parse a kernel; ``inputs``/``outputs`` fix the calling order (default: order of appearance)."""
     if dtype not in dtypes.TENSOR_DTYPES or not dtypes.is_float(dtype):
         raise TESyntaxError(f"a kernel's dtype must be a floating-point dtype, not {dtype!r}")
-    with deep_recursion():  # room for EXPRESSION_DEPTH levels of brackets, ~10 frames each
+    with deep_recursion():  # room for EXPRESSION_DEPTH levels of brackets, ~12 frames each
         statements = _Parser(text, dtype).statements()
     return Kernel(statements, inputs=inputs, outputs=outputs, name=name)
 
@@ -94,6 +98,15 @@ class _Parser:
             found = "the end of the kernel" if self.token.kind == END else repr(self.token.text)
             self.error(f"expected {what or repr(kind)}, found {found}")
         return self.advance()
+
+    def items(self, closing: str, item) -> list:
+        """``item ("," item)*`` up to ``closing`` (left for the caller to expect); none when ``closing`` comes first."""
+        found = []
+        if self.token.kind != closing:
+            found.append(item())
+            while self.accept(","):
+                found.append(item())
+        return found
 
     def error(self, message: str, position: int | None = None):
         raise TESyntaxError(message, self.text, self.token.position if position is None else position)
@@ -184,20 +197,10 @@ class _Parser:
     # --- expressions --------------------------------------------------------------------
 
     def expr(self) -> IRExpr:
-        return self.logical("||", "or", self.conjunction)
+        return self.left_fold(("||",), self.conjunction, self.logical)
 
     def conjunction(self) -> IRExpr:
-        return self.logical("&&", "and", self.comparison)
-
-    def logical(self, symbol: str, op: str, operand) -> IRExpr:
-        lhs = operand()
-        while self.token.kind == symbol:
-            position = self.advance().position
-            rhs = operand()
-            if lhs.dtype not in ("bool", "pybool") or rhs.dtype not in ("bool", "pybool"):
-                self.error(f"{symbol} joins conditions", position)
-            lhs = self.typed(lambda lhs=lhs, rhs=rhs: _as_tensor_bool(make.bitwise(op, lhs, rhs)), position, lhs, rhs)
-        return lhs
+        return self.left_fold(("&&",), self.comparison, self.logical)
 
     def comparison(self) -> IRExpr:
         lhs = self.sum()
@@ -210,27 +213,35 @@ class _Parser:
         return lhs
 
     def sum(self) -> IRExpr:
-        lhs = self.product()
-        while self.token.kind in ("+", "-"):
-            token = self.advance()
-            rhs = self.product()
-            op = make.add if token.kind == "+" else make.sub
-            lhs = self.typed(lambda lhs=lhs, rhs=rhs, op=op: op(lhs, rhs), token.position, lhs, rhs)
-        return lhs
+        return self.left_fold(_SUMS, self.product, self.arithmetic)
 
     def product(self) -> IRExpr:
-        lhs = self.unary()
-        while self.token.kind in _PRODUCTS:
+        return self.left_fold(_PRODUCTS, self.unary, self.arithmetic)
+
+    def left_fold(self, operators, operand, build) -> IRExpr:
+        """``operand (operator operand)*`` for the operator tokens in ``operators``, grouped from the left.
+
+        ``build(token, lhs, rhs)`` makes each node; it runs inside typed(), which words its type errors.
+        """
+        lhs = operand()
+        while self.token.kind in operators:
             token = self.advance()
-            rhs = self.unary()
-            op = _PRODUCTS[token.kind]
-            if op in ("floordiv", "mod") and (dtypes.is_float(lhs.dtype) or dtypes.is_float(rhs.dtype)):
-                self.error(f"{token.kind} takes integers (index arithmetic)", token.position)
-            if op in ("floordiv", "mod") and isinstance(rhs, Const) and rhs.value == 0:
-                self.error(f"{token.kind} by zero", token.position)
-            build = make.div if op == "div" else (lambda a, b, op=op: make.arith(op, a, b))
-            lhs = self.typed(lambda lhs=lhs, rhs=rhs, build=build: build(lhs, rhs), token.position, lhs, rhs)
+            rhs = operand()
+            lhs = self.typed(functools.partial(build, token, lhs, rhs), token.position, lhs, rhs)
         return lhs
+
+    def logical(self, token: Token, lhs: IRExpr, rhs: IRExpr) -> IRExpr:
+        if lhs.dtype not in ("bool", "pybool") or rhs.dtype not in ("bool", "pybool"):
+            self.error(f"{token.kind} joins conditions", token.position)
+        return _as_tensor_bool(make.bitwise(_LOGICAL[token.kind], lhs, rhs))
+
+    def arithmetic(self, token: Token, lhs: IRExpr, rhs: IRExpr) -> IRExpr:
+        op = _ARITHMETIC[token.kind]
+        if op in ("floordiv", "mod") and (dtypes.is_float(lhs.dtype) or dtypes.is_float(rhs.dtype)):
+            self.error(f"{token.kind} takes integers (index arithmetic)", token.position)
+        if op in ("floordiv", "mod") and isinstance(rhs, Const) and rhs.value == 0:
+            self.error(f"{token.kind} by zero", token.position)
+        return make.div(lhs, rhs) if op == "div" else make.arith(op, lhs, rhs)
 
     def unary(self) -> IRExpr:
         prefixes = []  # read in a loop: 10,000 signs in a row are no recursion
@@ -290,12 +301,8 @@ class _Parser:
     def call(self) -> IRExpr:
         name = self.advance()
         self.advance()  # '('
-        args = []
         with self.nested():
-            if self.token.kind != ")":
-                args.append(self.expr())
-                while self.accept(","):
-                    args.append(self.expr())
+            args = self.items(")", self.expr)
         self.expect(")", "')' after the arguments")
         if name.kind == "select":
             if len(args) != 3:
@@ -328,12 +335,8 @@ class _Parser:
                 f"{name.text} has no shape: write {name.text}<d0, d1, ...>[...] where it first appears", name.position
             )
         self.expect("[", "'[' and the subscripts")
-        indices = []
         with self.nested():
-            if self.token.kind != "]":
-                indices.append(self.index_expr())
-                while self.accept(","):
-                    indices.append(self.index_expr())
+            indices = self.items("]", self.index_expr)
         self.expect("]", "']' after the subscripts")
         node = self.typed(lambda: buffer(name.text, shape, self.dtype)[tuple(indices)], name.position, *indices)
         self.source.nodes.setdefault(node, name.position)

@@ -100,23 +100,20 @@ def test_layer_norm_wrong_trailing_shape_is_a_shape_error(tmp_path):
 # -- group norm and instance norm ----------------------------------------------------
 
 
-def test_group_norm_with_one_group_equals_layer_norm_over_c_h_w(tmp_path, backend_name):
-    x = random(2, 4, 3, 5)
-    group = op_model(tmp_path, "F.group_norm gn 1 1 x y bias=None eps=1.000000e-5 num_groups=1 weight=None $input=x",
-                     backend=backend_name)
-    layer = op_model(tmp_path, "F.layer_norm ln 1 1 x y bias=None eps=1.000000e-5 normalized_shape=(4,3,5) "
-                               "weight=None $input=x", backend=backend_name)
-    np.testing.assert_allclose(run(group, x), run(layer, x), atol=1e-5)
-
-
-def test_group_norm_with_a_group_per_channel_equals_instance_norm(tmp_path):
-    weights = {"weight": [1.0, 2.0, 0.5], "bias": [0.0, -1.0, 3.0]}
-    x = random(2, 3, 4, 5)
-    group = op_model(tmp_path, "nn.GroupNorm gn 1 1 x y affine=True eps=1.000000e-5 num_channels=3 num_groups=3",
-                     weights=weights)
-    instance = op_model(tmp_path, "nn.InstanceNorm2d in 1 1 x y affine=True eps=1.000000e-5 num_features=3 "
-                                  "track_running_stats=False", weights=weights)
-    np.testing.assert_allclose(run(group, x), run(instance, x), atol=1e-5)
+@pytest.mark.parametrize("group_line, same_line, shape, weights", [
+    pytest.param("F.group_norm gn 1 1 x y bias=None eps=1.000000e-5 num_groups=1 weight=None $input=x",
+                 "F.layer_norm ln 1 1 x y bias=None eps=1.000000e-5 normalized_shape=(4,3,5) weight=None $input=x",
+                 (2, 4, 3, 5), None, id="one_group_is_layer_norm_over_c_h_w"),
+    pytest.param("nn.GroupNorm gn 1 1 x y affine=True eps=1.000000e-5 num_channels=3 num_groups=3",
+                 "nn.InstanceNorm2d in 1 1 x y affine=True eps=1.000000e-5 num_features=3 track_running_stats=False",
+                 (2, 3, 4, 5), {"weight": [1.0, 2.0, 0.5], "bias": [0.0, -1.0, 3.0]},
+                 id="a_group_per_channel_is_instance_norm"),
+])
+def test_group_norm_equals_its_special_cases(tmp_path, backend_name, group_line, same_line, shape, weights):
+    x = random(*shape)
+    group = op_model(tmp_path, group_line, weights=weights, backend=backend_name)
+    same = op_model(tmp_path, same_line, weights=weights, backend=backend_name)
+    np.testing.assert_allclose(run(group, x), run(same, x), atol=1e-5)
 
 
 def test_group_norm_by_hand(tmp_path):

@@ -12,18 +12,26 @@ from conftest import pnnx_node
 from test_ops_shape import load_graph, single_op
 
 
-def test_tuple_construct_returns_the_model_outputs_in_order(tmp_path, backend_name):
-    a = np.arange(3, dtype=np.float32)
-    b = np.arange(4, dtype=np.float32)
-    model = load_graph(tmp_path, """
+@pytest.mark.parametrize("graph, returned", [
+    pytest.param("""
 pnnx.Input in0 0 1 a
 pnnx.Input in1 0 1 b
 prim::TupleConstruct t 2 1 a b t
 pnnx.Output out 1 0 t
-""", backend_name)
-    first, second = model(a, b)
-    np.testing.assert_array_equal(kuiper.to_numpy(first), a)
-    np.testing.assert_array_equal(kuiper.to_numpy(second), b)
+""", ("a", "b"), id="tuple_construct_returns_the_model_outputs_in_order"),
+    pytest.param("""
+pnnx.Input in0 0 1 a
+pnnx.Input in1 0 1 b
+prim::ListConstruct list 2 1 a b l
+prim::ListUnpack unpack 1 2 l c d
+pnnx.Output out 2 0 d c
+""", ("b", "a"), id="list_unpack_gives_the_constructed_items"),
+])
+def test_tuples_and_lists_pass_their_items_through(tmp_path, backend_name, graph, returned):
+    inputs = {"a": np.arange(3, dtype=np.float32), "b": np.arange(4, dtype=np.float32)}
+    first, second = load_graph(tmp_path, graph, backend_name)(inputs["a"], inputs["b"])
+    np.testing.assert_array_equal(kuiper.to_numpy(first), inputs[returned[0]])
+    np.testing.assert_array_equal(kuiper.to_numpy(second), inputs[returned[1]])
 
 
 def test_nested_tuples_are_flattened_depth_first(tmp_path, backend_name):
@@ -40,21 +48,6 @@ pnnx.Output out 1 0 t3
 """, backend_name)
     outputs = model(a, b)
     assert [kuiper.to_numpy(o).shape for o in outputs] == [(2,), (3,), (2,), (3,)]
-
-
-def test_list_construct_and_unpack(tmp_path, backend_name):
-    a = np.arange(3, dtype=np.float32)
-    b = np.arange(4, dtype=np.float32)
-    model = load_graph(tmp_path, """
-pnnx.Input in0 0 1 a
-pnnx.Input in1 0 1 b
-prim::ListConstruct list 2 1 a b l
-prim::ListUnpack unpack 1 2 l c d
-pnnx.Output out 2 0 d c
-""", backend_name)
-    d, c = model(a, b)
-    np.testing.assert_array_equal(kuiper.to_numpy(c), a)
-    np.testing.assert_array_equal(kuiper.to_numpy(d), b)
 
 
 def test_unpack_checks_the_element_count(tmp_path):
