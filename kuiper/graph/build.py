@@ -28,7 +28,7 @@ def check_supported(ir: ModelIR, backend_name: str) -> None:
     unknown: dict[str, list[str]] = defaultdict(list)
     for node in ir.ops:
         if node.type not in registry and node.type not in kernels:
-            unknown[node.type].append(node.name)
+            unknown[node.type].append(_named_with_place(node, ir.source))
     if unknown:
         lines = [f"  {op_type}: used by {', '.join(names)}" for op_type, names in sorted(unknown.items())]
         raise UnsupportedOperatorError(
@@ -36,6 +36,14 @@ def check_supported(ir: ModelIR, backend_name: str) -> None:
             + "\n".join(lines)
             + "\n(`kuiper ops` lists the supported types; plugins add more)"
         )
+
+
+def _named_with_place(node: OpNode, model_source: str) -> str:
+    """``f1 (line 4)`` when the node comes from the model's own file, else ``f1 (other.file:4)``."""
+    if not node.source:
+        return node.name
+    place = node.source.removeprefix(f"{model_source}:") if model_source else node.source
+    return f"{node.name} (line {place})" if place != node.source else f"{node.name} ({place})"
 
 
 def check_declared_sizes(ir: ModelIR) -> None:

@@ -175,8 +175,9 @@ def test_unknown_op_types_are_listed_together_with_their_ops(tmp_path):
         kuiper.load(write_model(tmp_path, text))
     message = str(info.value)
     assert "2 op type(s)" in message
-    assert "nn.Frobnicate: used by f1, f2" in message
-    assert "torch.wibble: used by w" in message
+    # Each op is named with the line of the param file that declares it.
+    assert "nn.Frobnicate: used by f1 (line 4), f2 (line 5)" in message
+    assert "torch.wibble: used by w (line 6)" in message
 
 
 def test_unsupported_param_value_names_op_param_and_choices(tmp_path):
