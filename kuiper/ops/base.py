@@ -5,9 +5,9 @@ An op family subclasses ``Op``, lists the canonical op types it runs in
 ``kuiper.formats.pnnx_ops``), declares its typed params in ``params`` (kinds from
 ``kuiper.ops.params``: read, checked and set as attributes before ``setup()``), keeps in
 ``setup()`` only what is its own (checks across params, tables made once; the typed
-accessors below read params whose kind depends on others), and computes in ``forward()`` with the backend's array namespace ``self.xp`` and
-its primitives ``self.backend.pad`` etc.  Ops never import numpy or cupy to
-compute.
+accessors below read params whose kind depends on others), and computes in
+``forward()`` with the backend's array namespace ``self.xp`` and its primitives
+``self.backend.pad`` etc.  Ops never import numpy or cupy to compute.
 
 A param may hold a sub-graph (a ``ModelIR``, or a list of them: a loop body, a
 reducer, the branches of an ``If``).  The graph builder builds each one on the
@@ -32,6 +32,9 @@ class Op:
     types: ClassVar[tuple[str, ...]] = ()
     # The number of inputs, checked before setup() when set (None: setup checks what it takes).
     arity: ClassVar[int | None] = None
+    # The names a file may bind the inputs by ($input, $other ...), for ops whose inputs come in
+    # any order: that many inputs are required and ordered(inputs) gives them in this order.
+    input_names: ClassVar[tuple[str, ...]] = ()
     # The typed params, read in order and set as attributes before setup() (see kuiper.ops.params).
     params: ClassVar[tuple[Param, ...]] = ()
     # True when every output is a new array that aliases no input and no buffer kept by
@@ -50,6 +53,8 @@ class Op:
         self._cache_lock = threading.Lock()
         if self.arity is not None:
             self.require_inputs(self.arity)
+        if self.input_names:
+            self.input_order = self.named_input_positions(self.input_names)
         for param in self.params:
             setattr(self, param.attr, param.read(self))
         self.setup()
@@ -167,11 +172,21 @@ class Op:
         except ValueError:
             return default
 
+    def named_input_positions(self, names: Sequence[str]) -> tuple[int, ...]:
+        """Positions of the inputs bound to ``$name`` for each name; unbound names take the
+        positions left over, in line order.  Exactly ``len(names)`` inputs are required."""
+        self.require_inputs(len(names))
+        bound = [self.input_index(name) for name in names]
+        free = iter(i for i in range(len(names)) if i not in bound)
+        return tuple(next(free) if at is None else at for at in bound)
+
+    def ordered(self, inputs: Sequence[Any]) -> tuple[Any, ...]:
+        """The inputs in the order of ``input_names``."""
+        return tuple(inputs[at] for at in self.input_order)
+
     def input_pair(self, first: str, second: str) -> tuple[int, int]:
         """Positions of the two inputs bound to ``$first`` and ``$second``, else in line order."""
-        self.require_inputs(2)
-        first_at = self.input_index(first, 0)
-        return first_at, self.input_index(second, 1 - first_at)
+        return self.named_input_positions((first, second))
 
     def require_inputs(self, low: int, high: int | None = None) -> None:
         count = len(self.node.inputs)
