@@ -238,7 +238,8 @@ class PixelShuffle(Op):
         if x.ndim < 3 or x.shape[-3] % (r * r):
             raise ShapeError(f"{self.node.describe()}: channels of {tuple(x.shape)} are not divisible by {r * r}")
         c, h, w = x.shape[-3:]
-        return regroup(self.xp, x, x.ndim - 3, (c // (r * r), r, r, h, w), (0, 3, 1, 4, 2), (c // (r * r), h * r, w * r))
+        c //= r * r
+        return regroup(self.xp, x, x.ndim - 3, (c, r, r, h, w), (0, 3, 1, 4, 2), (c, h * r, w * r))
 
 
 class PixelUnshuffle(Op):
