@@ -79,33 +79,24 @@ def _rows(table: str) -> list[tuple[str, tuple[str, ...]]]:
     return [(row.split()[0], tuple(row.split()[1:])) for row in table.strip().splitlines()]
 
 
+# Activations whose canonical type is PyTorch's module name: PNNX spells each ``nn.<Name>`` and
+# ``F.<name in lower case>``; those in _ALSO_IN_TORCH also ``torch.<name in lower case>``.
+_ACTIVATIONS = """
+ReLU ReLU6 PReLU Hardtanh Threshold Hardshrink Softshrink Sigmoid Tanh LogSigmoid Softsign Tanhshrink
+ELU SELU CELU GELU SiLU Mish Hardsigmoid Hardswish Softplus GLU RReLU
+""".split()
+_ALSO_IN_TORCH = ("ReLU", "Sigmoid", "Tanh", "SELU", "CELU")
+
+
+def _activation_spellings(name: str) -> tuple[str, ...]:
+    lower = name.lower()
+    return (f"nn.{name}", f"F.{lower}", *((f"torch.{lower}",) if name in _ALSO_IN_TORCH else ()))
+
+
 # Canonical type, then the PNNX spellings that all mean the same op.
 _SAME_MEANING = _rows("""
-ReLU                      nn.ReLU F.relu torch.relu
-ReLU6                     nn.ReLU6 F.relu6
 LeakyReLU                 nn.LeakyReLU F.leaky_relu
-PReLU                     nn.PReLU F.prelu
-Hardtanh                  nn.Hardtanh F.hardtanh
 Clamp                     torch.clamp
-Threshold                 nn.Threshold F.threshold
-Hardshrink                nn.Hardshrink F.hardshrink
-Softshrink                nn.Softshrink F.softshrink
-Sigmoid                   nn.Sigmoid F.sigmoid torch.sigmoid
-Tanh                      nn.Tanh F.tanh torch.tanh
-LogSigmoid                nn.LogSigmoid F.logsigmoid
-Softsign                  nn.Softsign F.softsign
-Tanhshrink                nn.Tanhshrink F.tanhshrink
-ELU                       nn.ELU F.elu
-SELU                      nn.SELU F.selu torch.selu
-CELU                      nn.CELU F.celu torch.celu
-GELU                      nn.GELU F.gelu
-SiLU                      nn.SiLU F.silu
-Mish                      nn.Mish F.mish
-Hardsigmoid               nn.Hardsigmoid F.hardsigmoid
-Hardswish                 nn.Hardswish F.hardswish
-Softplus                  nn.Softplus F.softplus
-GLU                       nn.GLU F.glu
-RReLU                     nn.RReLU F.rrelu
 MultiheadAttention        nn.MultiheadAttention
 ScaledDotProductAttention F.scaled_dot_product_attention
 BitwiseNot                torch.bitwise_not
@@ -259,6 +250,7 @@ _WITH_MEANING: dict[str, Translation] = {
 }
 
 PNNX_OPS: dict[str, Translation] = {
+    **{spelling: Translation(name) for name in _ACTIVATIONS for spelling in _activation_spellings(name)},
     **{spelling: Translation(canonical) for canonical, spellings in _SAME_MEANING for spelling in spellings},
     **{spelling.format(n): Translation(canonical.format(n))
        for canonical, spellings in _PER_RANK for spelling in spellings for n in (1, 2, 3)},

@@ -22,6 +22,7 @@ import math
 
 from ..errors import ShapeError
 from .base import Op
+from .params import Bool, Float, Int
 
 NEG_INF = -math.inf
 
@@ -69,6 +70,7 @@ class ScaledDotProductAttention(Op):
 
     types = ("ScaledDotProductAttention",)
     fresh_output = True
+    params = (Bool("is_causal", default=False), Float("scale", default=None), Bool("enable_gqa", default=False))
 
     def setup(self):
         self.require_inputs(3, 4)
@@ -76,12 +78,8 @@ class ScaledDotProductAttention(Op):
         self.mask_at = self.input_index("attn_mask", default=3 if len(self.node.inputs) == 4 else None)
         if self.mask_at is None and len(self.node.inputs) == 4:
             raise self.error("has a fourth input that is not bound to '$attn_mask'")
-        self.is_causal = self.bool_param("is_causal", default=False)
         if self.is_causal and self.mask_at is not None:
             raise self.unsupported("is_causal", True, "False when an attn_mask is given (as in PyTorch)")
-        scale = self.param("scale", None)
-        self.scale = None if scale is None else self.float_param("scale")
-        self.enable_gqa = self.bool_param("enable_gqa", default=False)
 
     def forward(self, *inputs):
         xp = self.xp
@@ -133,18 +131,17 @@ class MultiheadAttention(Op):
     fresh_output = True
     MASK_KEYS = ("attn_mask", "key_padding_mask")
     TENSOR_KEYS = (None, "input", "query", "key", "value")  # pnnx's fusion passes bind the query to $input
+    params = (
+        Int("embed_dim", low=1), Int("num_heads", low=1), Bool("batch_first", default=False),
+        Bool("add_zero_attn", default=False), Bool("average_attn_weights", default=True, attr="average_weights"),
+    )
 
     def setup(self):
-        self.embed_dim = self.int_param("embed_dim")
-        self.num_heads = self.int_param("num_heads")
-        if self.embed_dim < 1 or self.num_heads < 1 or self.embed_dim % self.num_heads:
+        if self.embed_dim % self.num_heads:
             raise self.error(f"embed_dim={self.embed_dim} must be a positive multiple of num_heads={self.num_heads}")
         self.head_dim = self.embed_dim // self.num_heads
         self.kdim = self.int_param("kdim", default=self.embed_dim)
         self.vdim = self.int_param("vdim", default=self.embed_dim)
-        self.batch_first = self.bool_param("batch_first", default=False)
-        self.add_zero_attn = self.bool_param("add_zero_attn", default=False)
-        self.average_weights = self.bool_param("average_attn_weights", default=True)
         if len(self.node.outputs) not in (1, 2):
             raise self.error(f"has {len(self.node.outputs)} outputs; expected the output and optionally the weights")
         self.need_weights = len(self.node.outputs) == 2

@@ -2,11 +2,12 @@
 
 An op family subclasses ``Op``, lists the canonical op types it runs in
 ``types`` (frontend-neutral names: each frontend translates its own spellings, e.g.
-``kuiper.formats.pnnx_ops``), reads and validates its typed params in ``setup()`` (using the typed
-accessors below, which raise errors naming the op and the param), and
-computes in ``forward()`` with the backend's array namespace ``self.xp`` and
-its primitives ``self.backend.pad`` etc.  Ops never import numpy or cupy to
-compute.
+``kuiper.formats.pnnx_ops``), declares its typed params in ``params`` (kinds from
+``kuiper.ops.params``: read, checked and set as attributes before ``setup()``), keeps in
+``setup()`` only what is its own (checks across params, tables made once; the typed
+accessors below read params whose kind depends on others), and computes in
+``forward()`` with the backend's array namespace ``self.xp`` and its primitives
+``self.backend.pad`` etc.  Ops never import numpy or cupy to compute.
 
 A param may hold a sub-graph (a ``ModelIR``, or a list of them: a loop body, a
 reducer, the branches of an ``If``).  The graph builder builds each one on the
@@ -22,8 +23,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from ..errors import OperatorParamError, UnsupportedOperatorError
 from ..model_ir import OpNode
-
-REQUIRED = object()  # a param with no default: missing is an error
+from .params import REQUIRED, Bool, Choice, Float, Int, Ints, Param, Str
 
 
 class Op:
@@ -32,6 +32,11 @@ class Op:
     types: ClassVar[tuple[str, ...]] = ()
     # The number of inputs, checked before setup() when set (None: setup checks what it takes).
     arity: ClassVar[int | None] = None
+    # The names a file may bind the inputs by ($input, $other ...), for ops whose inputs come in
+    # any order: that many inputs are required and ordered(inputs) gives them in this order.
+    input_names: ClassVar[tuple[str, ...]] = ()
+    # The typed params, read in order and set as attributes before setup() (see kuiper.ops.params).
+    params: ClassVar[tuple[Param, ...]] = ()
     # True when every output is a new array that aliases no input and no buffer kept by
     # the op, so the graph may let the next op overwrite it once no one else reads it.
     fresh_output: ClassVar[bool] = False
@@ -48,7 +53,18 @@ class Op:
         self._cache_lock = threading.Lock()
         if self.arity is not None:
             self.require_inputs(self.arity)
+        if self.input_names:
+            self.input_order = self.named_input_positions(self.input_names)
+        for param in self.params:
+            setattr(self, param.attr, param.read(self))
         self.setup()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for param in cls.params:
+            if callable(getattr(cls, param.attr, None)):
+                raise TypeError(f"{cls.__qualname__}: param {param!r} would hide the method '{param.attr}'; "
+                                f"give it another attr=")
 
     def cached(self, table: dict, key, make: Callable[[], Any]):
         """``table[key]``, made by ``make()`` on first use; safe when one Model runs in many threads.
@@ -104,68 +120,30 @@ class Op:
             raise self.error(f"missing required param '{key}'")
         return default
 
-    def scalar_param(self, key: str, default: Any = REQUIRED) -> Any:
-        """The param, a one-element list taken as its element (PNNX writes ``dim=(1)`` for ``dim=1``)."""
-        value = self.param(key, default)
-        return value[0] if isinstance(value, list) and len(value) == 1 else value
-
     def int_param(self, key: str, default: Any = REQUIRED) -> int:
-        value = self.scalar_param(key, default)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.error(f"param '{key}' must be an integer, found {value!r}")
-        return value
+        return Int(key, default).read(self)
 
     def optional_int_param(self, key: str) -> int | None:
-        return None if self.param(key, None) is None else self.int_param(key)
+        return Int(key, None).read(self)
 
     def positive_int_param(self, key: str, default: Any = REQUIRED) -> int:
-        value = self.int_param(key, default)
-        if value < 1:
-            raise self.error(f"param '{key}' must be positive, found {value}")
-        return value
+        return Int(key, default, low=1).read(self)
 
     def float_param(self, key: str, default: Any = REQUIRED) -> float:
-        value = self.scalar_param(key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.error(f"param '{key}' must be a number, found {value!r}")
-        return float(value)
+        return Float(key, default).read(self)
 
     def bool_param(self, key: str, default: Any = REQUIRED) -> bool:
-        value = self.param(key, default)
-        # Old PNNX files write bools as 0/1.
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value)
-        raise self.error(f"param '{key}' must be True or False, found {value!r}")
+        return Bool(key, default).read(self)
 
     def str_param(self, key: str, default: Any = REQUIRED) -> str:
-        value = self.param(key, default)
-        if not isinstance(value, str):
-            raise self.error(f"param '{key}' must be a name, found {value!r}")
-        return value
+        return Str(key, default).read(self)
 
     def choice_param(self, key: str, supported: Sequence[str], default: Any = REQUIRED) -> str:
-        value = self.param(key, default)
-        if value not in supported:
-            raise self.unsupported(key, value, supported)
-        return value
+        return Choice(key, supported, default).read(self)
 
     def ints_param(self, key: str, length: int | None = None, default: Any = REQUIRED) -> tuple[int, ...]:
         """An int or list of ints; a single int is repeated to ``length`` (PyTorch's _pair etc.)."""
-        value = self.param(key, default)
-        if isinstance(value, int) and not isinstance(value, bool):
-            value = [value] * (length or 1)
-        if not isinstance(value, (list, tuple)) or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value
-        ):
-            raise self.error(f"param '{key}' must be a list of integers, found {value!r}")
-        if length is not None:
-            if len(value) == 1:
-                value = list(value) * length
-            if len(value) != length:
-                raise self.error(f"param '{key}' must have {length} value(s), found {value!r}")
-        return tuple(value)
+        return Ints(key, default, length=length).read(self)
 
     def subgraph(self, key: str):
         """The built Model (or list of Models) of the sub-graph param ``key``."""
@@ -194,11 +172,21 @@ class Op:
         except ValueError:
             return default
 
+    def named_input_positions(self, names: Sequence[str]) -> tuple[int, ...]:
+        """Positions of the inputs bound to ``$name`` for each name; unbound names take the
+        positions left over, in line order.  Exactly ``len(names)`` inputs are required."""
+        self.require_inputs(len(names))
+        bound = [self.input_index(name) for name in names]
+        free = iter(i for i in range(len(names)) if i not in bound)
+        return tuple(next(free) if at is None else at for at in bound)
+
+    def ordered(self, inputs: Sequence[Any]) -> tuple[Any, ...]:
+        """The inputs in the order of ``input_names``."""
+        return tuple(inputs[at] for at in self.input_order)
+
     def input_pair(self, first: str, second: str) -> tuple[int, int]:
         """Positions of the two inputs bound to ``$first`` and ``$second``, else in line order."""
-        self.require_inputs(2)
-        first_at = self.input_index(first, 0)
-        return first_at, self.input_index(second, 1 - first_at)
+        return self.named_input_positions((first, second))
 
     def require_inputs(self, low: int, high: int | None = None) -> None:
         count = len(self.node.inputs)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from ..errors import InputError
 from .base import Op
 from .compare import promoted_dtype
+from .params import Choice
 
 
 
@@ -24,13 +25,10 @@ def _is_number(value) -> bool:
 
 
 class BinaryOperands(Op):
-    """Reads ``$input`` and ``$other`` (a second input, or a number param), and the ``operation``
-    (one of ``operations``)."""
-
-    operations: tuple[str, ...] = ()
+    """Reads ``$input`` and ``$other`` (a second input, or a number param); subclasses declare
+    the ``operation`` param."""
 
     def setup(self):
-        self.operation = self.choice_param("operation", self.operations)
         self.input_at = self.input_index("input", default=0)
         self.other_at = self.input_index("other", default=1 if len(self.node.inputs) == 2 else None)
         if self.other_at is None:
@@ -72,7 +70,7 @@ class Bitwise(BinaryOperands):
     """``operation``: and, or, xor, lshift or rshift, on bool or integer operands."""
 
     types = ("Bitwise",)
-    operations = ("and", "or", "xor", "lshift", "rshift")
+    params = (Choice("operation", ("and", "or", "xor", "lshift", "rshift")),)
 
     def forward(self, *inputs):
         xp = self.xp
@@ -87,8 +85,7 @@ class Bitwise(BinaryOperands):
                 raise InputError(f"{self.node.describe()}: cannot shift bool tensors")
             x, other = xp.broadcast_arrays(x, other)
             return (left_shift if self.operation == "lshift" else right_shift)(xp, x, other)
-        function = {"and": xp.bitwise_and, "or": xp.bitwise_or, "xor": xp.bitwise_xor}[self.operation]
-        return function(x, other)
+        return getattr(xp, f"bitwise_{self.operation}")(x, other)  # xp.bitwise_and, _or, _xor
 
 
 class BitwiseNot(Op):
@@ -113,13 +110,12 @@ class Logical(BinaryOperands):
     """``operation``: and, or or xor of the operands' truth values."""
 
     types = ("Logical",)
-    operations = ("and", "or", "xor")
+    params = (Choice("operation", ("and", "or", "xor")),)
 
     def forward(self, *inputs):
         xp = self.xp
         x, other = (truth(xp, v) for v in self.operands(inputs))
-        function = {"and": xp.logical_and, "or": xp.logical_or, "xor": xp.logical_xor}[self.operation]
-        return function(x, other)
+        return getattr(xp, f"logical_{self.operation}")(x, other)  # xp.logical_and, _or, _xor
 
 
 class LogicalNot(Op):

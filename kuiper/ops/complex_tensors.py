@@ -33,13 +33,11 @@ def make_complex(xp, real, imag):
 
 class Complex(Op):
     types = ("Complex",)
-
-    def setup(self):
-        self.real_at, self.imag_at = self.input_pair("real", "imag")
+    input_names = ("real", "imag")
 
     def forward(self, *inputs):
         xp = self.xp
-        real, imag = inputs[self.real_at], inputs[self.imag_at]
+        real, imag = self.ordered(inputs)
         if not (xp.isdtype(real.dtype, "real floating") and real.dtype == imag.dtype):
             raise ShapeError(f"{self.node.describe()}: needs two float tensors of one dtype, "
                              f"found {real.dtype} and {imag.dtype}")

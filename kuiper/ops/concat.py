@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from .base import Op, normalize_axis
+from .params import Int
 
 
 class _Joining(Op):
     """Tensors joined along ``dim``: at least one input."""
 
+    params = (Int("dim", default=0),)
+
     def setup(self):
         if not self.node.inputs:
             raise self.error("expects at least one input")
-        self.dim = self.int_param("dim", default=0)
 
 
 class Cat(_Joining):
@@ -57,13 +59,8 @@ class Stack(_Joining):
 class SplitOp(Op):
     """Base for ops that cut one input into pieces along ``dim``; subclasses give the piece bounds."""
 
-    def setup(self):
-        self.require_inputs(1)
-        self.dim = self.int_param("dim", default=0)
-        self.read_params()
-
-    def read_params(self) -> None:
-        raise NotImplementedError
+    arity = 1
+    params = (Int("dim", default=0),)
 
     def bounds(self, size: int) -> list[tuple[int, int]]:
         """(start, stop) of each piece along a dim of ``size``."""
@@ -90,7 +87,7 @@ class Split(SplitOp):
 
     types = ("Split",)
 
-    def read_params(self):
+    def setup(self):
         value = self.param("split_size_or_sections")
         if isinstance(value, int) and not isinstance(value, bool):
             if value < 0:
@@ -123,11 +120,7 @@ class Chunk(SplitOp):
     """torch.chunk: pieces of ceil(size/chunks); there may be fewer than ``chunks`` of them."""
 
     types = ("Chunk",)
-
-    def read_params(self):
-        self.chunks = self.int_param("chunks")
-        if self.chunks < 1:
-            raise self.error(f"param 'chunks' must be positive, found {self.chunks}")
+    params = (*SplitOp.params, Int("chunks", low=1))
 
     def bounds(self, size):
         step = -(-size // self.chunks)
@@ -144,7 +137,7 @@ class TensorSplit(SplitOp):
 
     types = ("TensorSplit",)
 
-    def read_params(self):
+    def setup(self):
         if self.has_param("indices"):
             self.indices, self.sections = self.ints_param("indices"), None
         else:
@@ -176,9 +169,7 @@ class TensorSplit(SplitOp):
 class Unbind(Op):
     types = ("Unbind",)
     arity = 1
-
-    def setup(self):
-        self.dim = self.int_param("dim", default=0)
+    params = (Int("dim", default=0),)
 
     def forward(self, x):
         axis = normalize_axis(self.dim, x.ndim, self)

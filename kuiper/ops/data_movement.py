@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..errors import ShapeError
 from ..limits import check_size
 from .base import Op
+from .params import Float, Int, Ints
 
 
 def _clamped_start(index, size: int, dim: int) -> int:
@@ -25,12 +26,10 @@ class Broadcast(Op):
 
     types = ("Broadcast",)
     arity = 1
+    params = (Ints("shape", low=0), Ints("dims", default=(), low=0))
 
     def setup(self):
-        self.shape = self.ints_param("shape")
-        self.dims = self.ints_param("dims", default=())
-        rank = len(self.shape)
-        if len(set(self.dims)) != len(self.dims) or any(not 0 <= d < rank for d in self.dims):
+        if len(set(self.dims)) != len(self.dims) or any(d >= len(self.shape) for d in self.dims):
             raise self.error(f"param 'dims' {list(self.dims)} does not fit the result shape {list(self.shape)}")
         # Operand dims in the order of the result dims they map to.
         self.order = tuple(sorted(range(len(self.dims)), key=lambda i: self.dims[i]))
@@ -53,13 +52,9 @@ class Slice(Op):
 
     types = ("Slice",)
     arity = 1
+    params = (Ints("starts"), Ints("limits", length="starts"), Ints("strides", default=1, length="starts", low=1))
 
     def setup(self):
-        self.starts = self.ints_param("starts")
-        self.limits = self.ints_param("limits", len(self.starts))
-        self.strides = self.ints_param("strides", len(self.starts), default=1)
-        if any(s < 1 for s in self.strides):
-            raise self.error(f"param 'strides' must be positive, found {list(self.strides)}")
         self.index = tuple(slice(b, e, s) for b, e, s in zip(self.starts, self.limits, self.strides))
 
     def forward(self, x):
@@ -77,16 +72,11 @@ class Pad(Op):
 
     types = ("Pad",)
     fresh_output = True
+    params = (Ints("low"), Ints("high", length="low"), Ints("interior", default=0, length="low", low=0),
+              Float("value", default=0.0))
 
     def setup(self):
         self.require_inputs(1, 2)
-        self.low = self.ints_param("low")
-        rank = len(self.low)
-        self.high = self.ints_param("high", rank)
-        self.interior = self.ints_param("interior", rank, default=0)
-        if any(i < 0 for i in self.interior):
-            raise self.error(f"param 'interior' must be non-negative, found {list(self.interior)}")
-        self.value = self.float_param("value", default=0.0)
 
     def forward(self, x, value=None):
         xp = self.xp
@@ -120,9 +110,7 @@ class DynamicSlice(Op):
     """A ``sizes`` block of the first input at run-time start indices (the other inputs), clamped to fit."""
 
     types = ("DynamicSlice",)
-
-    def setup(self):
-        self.sizes = self.ints_param("sizes")
+    params = (Ints("sizes", low=0),)
 
     def forward(self, x, *starts):
         starts = _starts(x, starts)
@@ -155,11 +143,10 @@ class Iota(Op):
 
     types = ("Iota",)
     arity = 0
+    params = (Ints("shape", low=0), Int("dim", low=0))
 
     def setup(self):
-        self.shape = self.ints_param("shape")
-        self.dim = self.int_param("dim")
-        if not 0 <= self.dim < len(self.shape):
+        if self.dim >= len(self.shape):
             raise self.error(f"param 'dim'={self.dim} is out of range for shape {list(self.shape)}")
         dtype = getattr(self.xp, self.str_param("dtype"), None)
         if dtype is None:

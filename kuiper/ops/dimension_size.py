@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from .base import Op
+from .params import Int, Ints
 
 
 class DimensionSize(Op):
@@ -17,15 +18,15 @@ class DimensionSize(Op):
     types = ("DimensionSize",)
     arity = 1
     fresh_output = True
+    params = (Int("dim", low=0),)
 
     def setup(self):
-        self.dim = self.int_param("dim")
         self.dtype = getattr(self.xp, self.str_param("dtype", "int32"), None)
         if self.dtype is None:
             raise self.unsupported("dtype", self.param("dtype"), "a NumPy dtype name")
 
     def forward(self, x):
-        if not 0 <= self.dim < x.ndim:
+        if self.dim >= x.ndim:
             raise ShapeError(f"{self.node.describe()}: dim {self.dim} is out of range for an input of shape {x.shape}")
         return self.xp.asarray(x.shape[self.dim], dtype=self.dtype)
 
@@ -35,13 +36,11 @@ class SetDimensionSize(Op):
 
     types = ("SetDimensionSize",)
     arity = 2
-
-    def setup(self):
-        self.dim = self.int_param("dim")
+    params = (Int("dim", low=0),)
 
     def forward(self, x, size):
         size = int(size)
-        if not 0 <= self.dim < x.ndim or not 0 <= size <= x.shape[self.dim]:
+        if self.dim >= x.ndim or not 0 <= size <= x.shape[self.dim]:
             raise ShapeError(f"{self.node.describe()}: cannot set dim {self.dim} of an input of shape {x.shape} "
                              f"to size {size}")
         index = [slice(None)] * x.ndim
@@ -54,8 +53,9 @@ class ReshapeToSizes(Op):
 
     types = ("ReshapeToSizes",)
 
+    params = (Ints("bounds", low=0),)
+
     def setup(self):
-        self.bounds = self.ints_param("bounds")
         self.require_inputs(1 + len(self.bounds))
 
     def forward(self, x, *sizes):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from .base import Op
+from .params import Int
 
 
 class BitcastConvert(Op):
@@ -37,13 +38,7 @@ class ReducePrecision(Op):
     types = ("ReducePrecision",)
     arity = 1
     LAYOUT: ClassVar[dict] = {2: (5, 10), 4: (8, 23), 8: (11, 52)}  # itemsize -> (exponent, mantissa bits)
-
-    def setup(self):
-        self.exponent_bits = self.int_param("exponent_bits")
-        self.mantissa_bits = self.int_param("mantissa_bits")
-        if self.exponent_bits < 1 or self.mantissa_bits < 0:
-            raise self.error(f"needs exponent_bits >= 1 and mantissa_bits >= 0, found {self.exponent_bits} "
-                             f"and {self.mantissa_bits}")
+    params = (Int("exponent_bits", low=1), Int("mantissa_bits", low=0))
 
     def forward(self, x):
         xp = self.xp

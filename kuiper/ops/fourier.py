@@ -8,6 +8,7 @@ result has the complex (or real) type matching the input's precision.
 from __future__ import annotations
 
 from .base import Op
+from .params import Choice, Ints
 
 KINDS = ("fft", "ifft", "rfft", "irfft")
 COMPLEX_OF = {"float32": "complex64", "float64": "complex128", "complex64": "complex64",
@@ -21,11 +22,10 @@ class FourierTransform(Op):
     types = ("FourierTransform",)
     arity = 1
     fresh_output = True
+    params = (Choice("kind", KINDS), Ints("lengths", low=0))
 
     def setup(self):
-        self.kind = self.choice_param("kind", KINDS)
-        self.lengths = self.ints_param("lengths")
-        if not 1 <= len(self.lengths) <= 3 or any(n < 0 for n in self.lengths):
+        if not 1 <= len(self.lengths) <= 3:
             raise self.error(f"param 'lengths' must hold 1 to 3 sizes, found {list(self.lengths)}")
 
     def forward(self, x):
@@ -33,7 +33,7 @@ class FourierTransform(Op):
         if len(self.lengths) > x.ndim:
             raise self.error(f"transforms {len(self.lengths)} dims of an input of rank {x.ndim}")
         axes = tuple(range(x.ndim - len(self.lengths), x.ndim))
-        transform = {"fft": fft.fftn, "ifft": fft.ifftn, "rfft": fft.rfftn, "irfft": fft.irfftn}[self.kind]
+        transform = getattr(fft, f"{self.kind}n")  # fft.fftn, ifftn, rfftn, irfftn
         result = transform(x, s=self.lengths, axes=axes)
         target = REAL_OF[str(x.dtype)] if self.kind == "irfft" else COMPLEX_OF[str(x.dtype)]
         return result.astype(target, copy=False)

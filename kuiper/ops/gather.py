@@ -17,6 +17,7 @@ update window that does not fit is skipped.  Several operands may be scattered a
 from __future__ import annotations
 
 from .base import Op
+from .params import Bool, Int, Ints
 from .reducers import Reducer, scatter_with
 
 
@@ -41,26 +42,20 @@ def _starts(xp, vectors, rank: int, index_map, batching, index_batching, index_v
     return starts
 
 
-class DimensionNumbers(Op):
-    """Reads the dimension-number params shared by Gather and Scatter."""
-
-    def dims(self, key: str) -> tuple[int, ...]:
-        return self.ints_param(key, default=[])
+def _dims(key: str, attr: str | None = None) -> Ints:
+    """A list of dimension numbers (XLA's: non-negative), empty when absent."""
+    return Ints(key, default=(), low=0, attr=attr)
 
 
-class Gather(DimensionNumbers):
+class Gather(Op):
     types = ("Gather",)
     arity = 2
-
-    def setup(self):
-        self.offset_dims = self.dims("offset_dims")
-        self.collapsed = self.dims("collapsed_slice_dims")
-        self.index_map = self.ints_param("start_index_map")
-        self.index_vector_dim = self.int_param("index_vector_dim")
-        self.slice_sizes = self.ints_param("slice_sizes")
-        self.batching = self.dims("operand_batching_dims")
-        self.index_batching = self.dims("start_indices_batching_dims")
-        self.bool_param("indices_are_sorted", default=False)  # a hint: the result is the same
+    params = (
+        _dims("offset_dims"), _dims("collapsed_slice_dims", "collapsed"),
+        Ints("start_index_map", low=0, attr="index_map"), Int("index_vector_dim", low=0), Ints("slice_sizes", low=0),
+        _dims("operand_batching_dims", "batching"), _dims("start_indices_batching_dims", "index_batching"),
+        Bool("indices_are_sorted", default=False),  # a hint: the result is the same
+    )
 
     def forward(self, operand, indices):
         xp = self.xp
@@ -92,25 +87,23 @@ class Gather(DimensionNumbers):
         return xp.permute_dims(gathered, tuple(permutation))
 
 
-class Scatter(DimensionNumbers):
+class Scatter(Op):
     """Inputs ``operands..., indices, updates...`` (N operands, N updates); N outputs."""
 
     types = ("Scatter",)
     fresh_output = True
+    params = (
+        _dims("update_window_dims", "window_dims"), _dims("inserted_window_dims", "inserted"),
+        Ints("scatter_dims_to_operand_dims", low=0, attr="index_map"), Int("index_vector_dim", low=0),
+        _dims("input_batching_dims", "batching"), _dims("scatter_indices_batching_dims", "index_batching"),
+        Bool("indices_are_sorted", default=False), Bool("unique_indices", default=False),  # hints
+    )
 
     def setup(self):
         self.count = (len(self.node.inputs) - 1) // 2
         if self.count == 0 or len(self.node.inputs) != 2 * self.count + 1 or len(self.node.outputs) != self.count:
             raise self.error(f"takes N operands, the indices and N updates for N outputs, found "
                              f"{len(self.node.inputs)} input(s) and {len(self.node.outputs)} output(s)")
-        self.window_dims = self.dims("update_window_dims")
-        self.inserted = self.dims("inserted_window_dims")
-        self.index_map = self.ints_param("scatter_dims_to_operand_dims")
-        self.index_vector_dim = self.int_param("index_vector_dim")
-        self.batching = self.dims("input_batching_dims")
-        self.index_batching = self.dims("scatter_indices_batching_dims")
-        self.bool_param("indices_are_sorted", default=False)
-        self.bool_param("unique_indices", default=False)
         self.combiner = None if self.param("combiner") == "replace" else Reducer(self, "combiner", self.count)
 
     def forward(self, *inputs):

@@ -10,6 +10,7 @@ from ..errors import ShapeError
 from ..ir import composites
 from .elementwise import apply
 from .base import Op, normalize_axis
+from .params import Choice, Float, Int
 
 
 class GLU(Op):
@@ -17,9 +18,7 @@ class GLU(Op):
 
     types = ("GLU",)
     arity = 1
-
-    def setup(self):
-        self.dim = self.int_param("dim", default=-1)
+    params = (Int("dim", default=-1),)
 
     def forward(self, x):
         axis = normalize_axis(self.dim, x.ndim, self)
@@ -35,15 +34,13 @@ class GLU(Op):
 class RReLU(Op):
     types = ("RReLU",)
     arity = 1
+    params = (Float("lower", default=1.0 / 8.0), Float("upper", default=1.0 / 3.0),
+              Choice("training", (False,), default=False))  # training draws random slopes
 
     def setup(self):
-        lower = self.float_param("lower", default=1.0 / 8.0)
-        upper = self.float_param("upper", default=1.0 / 3.0)
-        if self.bool_param("training", default=False):
-            raise self.unsupported("training", True, [False])
-        if lower > upper:
-            raise self.error(f"param 'lower' ({lower}) must not exceed 'upper' ({upper})")
-        self.slope = (lower + upper) / 2.0
+        if self.lower > self.upper:
+            raise self.error(f"param 'lower' ({self.lower}) must not exceed 'upper' ({self.upper})")
+        self.slope = (self.lower + self.upper) / 2.0
 
     def forward(self, x):
         return self.xp.where(x >= 0, x, x * self.slope)

@@ -21,6 +21,7 @@ import itertools
 
 from ..errors import ShapeError
 from .base import Op
+from .params import Bool, Choice
 from .shape import int_list
 
 _CUBIC_A = -0.75
@@ -28,16 +29,16 @@ _CUBIC_A = -0.75
 
 class GridSample(Op):
     types = ("GridSample",)
-
-    def setup(self):
-        self.input_at, self.grid_at = self.input_pair("input", "grid")
-        self.mode = self.choice_param("mode", ("bilinear", "nearest", "bicubic"), default="bilinear")
-        self.padding_mode = self.choice_param("padding_mode", ("zeros", "border", "reflection"), default="zeros")
-        self.align_corners = self.bool_param("align_corners", default=False)
+    input_names = ("input", "grid")
+    params = (
+        Choice("mode", ("bilinear", "nearest", "bicubic"), default="bilinear"),
+        Choice("padding_mode", ("zeros", "border", "reflection"), default="zeros"),
+        Bool("align_corners", default=False),
+    )
 
     def forward(self, *inputs):
         xp = self.xp
-        x, grid = inputs[self.input_at], inputs[self.grid_at]
+        x, grid = self.ordered(inputs)
         n = x.ndim - 2
         if n not in (2, 3) or grid.ndim != x.ndim or grid.shape[-1] != n or grid.shape[0] != x.shape[0]:
             raise ShapeError(f"{self.node.describe()}: expects input (N, C, [D,] H, W) and grid (N, [D,] H, W, {n}) "

@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..errors import ShapeError
 from ..limits import check_size
 from .base import Op
+from .params import Choice, Float, Ints
 
 MODES = ("constant", "reflect", "replicate", "circular")
 
@@ -79,13 +80,12 @@ class FunctionalPad(PadBase):
 
     types = ("PadWithMode",)
     arity = 1
+    params = (Ints("pad"), Choice("mode", MODES, default="constant"), Float("value", default=None))
 
     def setup(self):
-        self.pad = self.ints_param("pad")
         self.check_pad("pad")
-        self.mode = self.choice_param("mode", MODES, default="constant")
-        value = self.param("value", None)
-        self.value = 0.0 if value is None else self.float_param("value")
+        if self.value is None:
+            self.value = 0.0
 
 
 class ModulePad(PadBase):

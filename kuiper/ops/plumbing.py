@@ -124,7 +124,7 @@ class TypeAs(LikeOther):
     types = ("TypeAs",)
 
     def forward(self, *inputs):
-        x, other = self.input_and_other(inputs)
+        x, other = self.ordered(inputs)
         return cast(self, x, other.dtype)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from .base import Op
+from .params import Choice
 
 
 class RaggedDot(Op):
@@ -17,9 +18,7 @@ class RaggedDot(Op):
     types = ("RaggedDot",)
     arity = 3
     fresh_output = True
-
-    def setup(self):
-        self.ragged = self.choice_param("ragged", ("rows", "contracting"), default="rows")
+    params = (Choice("ragged", ("rows", "contracting"), default="rows"),)
 
     def forward(self, lhs, rhs, group_sizes):
         if self.ragged == "contracting":

@@ -19,6 +19,7 @@ and ``shape``. How words are laid out follows XLA's expansion of the instruction
 from __future__ import annotations
 
 from .base import Op, prod
+from .params import Choice, Ints
 
 MASK32 = 0xFFFFFFFF
 PHILOX_MULTIPLIERS = (0xD2511F53, 0xCD9E8D57)
@@ -122,11 +123,10 @@ class RandomBits(Op):
     types = ("RandomBits",)
     arity = 1
     fresh_output = True
+    params = (Choice("algorithm", ("philox", "threefry")), Ints("shape", default=(), low=0),
+              Choice("dtype", ("uint32", "int32", "uint64", "int64")))
 
     def setup(self):
-        self.algorithm = self.choice_param("algorithm", ("philox", "threefry"))
-        self.shape = self.ints_param("shape", default=())
-        self.dtype = self.choice_param("dtype", ("uint32", "int32", "uint64", "int64"))
         self.wide = self.dtype.endswith("64")
 
     def forward(self, state):
@@ -156,11 +156,10 @@ class RandomNumbers(Op):
     arity = 2
     fresh_output = True
     STATE = (0, 0)
+    params = (Choice("distribution", ("uniform", "normal")), Ints("shape", default=(), low=0),
+              Choice("dtype", ("float32", "float64", "int32", "uint32", "int64", "uint64")))
 
     def setup(self):
-        self.distribution = self.choice_param("distribution", ("uniform", "normal"))
-        self.shape = self.ints_param("shape", default=())
-        self.dtype = self.choice_param("dtype", ("float32", "float64", "int32", "uint32", "int64", "uint64"))
         if self.distribution == "normal" and not self.dtype.startswith("float"):
             raise self.unsupported("dtype", self.dtype, "float32, float64 for normal numbers")
         wide = self.dtype.endswith("64")

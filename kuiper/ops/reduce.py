@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from .base import Op, normalize_axis
+from .params import Bool, Choice, Ints
 from .reducers import Reducer, operands_and_inits
 
 
@@ -19,28 +20,14 @@ class Reduction(Op):
 
     # True where PyTorch takes a single dim only (prod, argmax, max with indices).
     single_dim = False
+    arity = 1
+    params = (Ints("dim", default=None, attr="dims"), Bool("keepdim", default=False))
 
     def setup(self):
-        self.require_inputs(1)
-        self.dims = self.read_dims()
-        self.keepdim = self.bool_param("keepdim", default=False)
+        if self.single_dim and self.dims is not None and len(self.dims) != 1:
+            raise self.unsupported("dim", self.param("dim"), "a single dim")
         if self.has_param("dtype"):
             raise self.unsupported("dtype", self.param("dtype"), [None])
-        self.read_params()
-
-    def read_params(self) -> None:
-        """Read this reduction's own params (none by default)."""
-
-    def read_dims(self) -> tuple[int, ...] | None:
-        value = self.param("dim", None)
-        if value is None:
-            return None
-        if isinstance(value, int) and not isinstance(value, bool):
-            return (value,)
-        dims = self.ints_param("dim")
-        if self.single_dim and len(dims) != 1:
-            raise self.unsupported("dim", value, "a single dim")
-        return dims
 
     def axes(self, x) -> tuple[int, ...] | None:
         """The dims as 0-based axes of ``x``, or None for all of them."""
@@ -58,10 +45,11 @@ class Reduction(Op):
 
 class SumMeanProd(Reduction):
     types = ("Reduction",)
+    params = (*Reduction.params, Choice("reduction", ("sum", "mean", "prod")))
 
-    def read_params(self):
-        reduction = self.choice_param("reduction", ("sum", "mean", "prod"))
-        self.function = {"sum": self.xp.sum, "mean": self.xp.mean, "prod": self.xp.prod}[reduction]
+    def setup(self):
+        super().setup()
+        self.function = getattr(self.xp, self.reduction)  # xp.sum, xp.mean, xp.prod
 
     def forward(self, x):
         axes = self.axes(x)
@@ -73,8 +61,11 @@ class SumMeanProd(Reduction):
 class ExtremumReduction(Reduction):
     """A reduction to the max or the min: param ``reduction``."""
 
-    def read_params(self):
-        self.is_max = self.choice_param("reduction", ("max", "min")) == "max"
+    params = (*Reduction.params, Choice("reduction", ("max", "min")))
+
+    def setup(self):
+        super().setup()
+        self.is_max = self.reduction == "max"
 
 
 class AMaxAMin(ExtremumReduction):
@@ -100,8 +91,8 @@ class MaxMin(ExtremumReduction):
     types = ("ExtremumWithIndex",)
     single_dim = True
 
-    def read_params(self):
-        super().read_params()
+    def setup(self):
+        super().setup()
         outputs = len(self.node.outputs)
         if self.dims is None and outputs != 1:
             raise self.error(f"without 'dim' gives one output, the file declares {outputs}")
@@ -155,7 +146,8 @@ class Norm(Reduction):
 
     types = ("Norm",)
 
-    def read_params(self):
+    def setup(self):
+        super().setup()
         # pnnx writes torch.linalg.vector_norm and p='fro' as torch.norm with p=2.
         p = self.param("p", 2)
         if p == "fro":
@@ -214,9 +206,10 @@ class VarStd(Reduction):
     """torch.var / torch.std with Bessel's correction (``unbiased`` or ``correction``)."""
 
     types = ("Variance",)
+    params = (*Reduction.params, Bool("standard_deviation", default=False))
 
-    def read_params(self):
-        self.standard_deviation = self.bool_param("standard_deviation", default=False)
+    def setup(self):
+        super().setup()
         if self.has_param("correction"):
             self.correction = self.float_param("correction")
         else:
@@ -242,10 +235,10 @@ class Reduce(Op):
     """
 
     types = ("Reduce",)
+    params = (Ints("axes"),)
 
     def setup(self):
         self.count = operands_and_inits(self)
-        self.axes = self.ints_param("axes")
         self.reducer = Reducer(self, "reducer", self.count)
 
     def forward(self, *inputs):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from .base import Op, normalize_axis
+from .params import Int, Ints
 from .shape import DimsOp
 
 
@@ -24,10 +25,7 @@ class Permute(DimsOp):
 class Transpose(Op):
     types = ("SwapAxes",)
     arity = 1
-
-    def setup(self):
-        self.dim0 = self.int_param("dim0")
-        self.dim1 = self.int_param("dim1")
+    params = (Int("dim0"), Int("dim1"))
 
     def forward(self, x):
         a = normalize_axis(self.dim0, x.ndim, self)
@@ -64,10 +62,9 @@ class Roll(Op):
 
     types = ("Roll",)
     arity = 1
+    params = (Ints("shifts"), Ints("dims", default=None))
 
     def setup(self):
-        self.shifts = self.ints_param("shifts")
-        self.dims = None if self.param("dims", None) is None else self.ints_param("dims")
         if self.dims is None and len(self.shifts) != 1:
             raise self.error(f"without 'dims', 'shifts' must be one integer, found {list(self.shifts)}")
         if self.dims is not None and len(self.dims) != len(self.shifts):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..errors import ShapeError
 from ..limits import check_size
 from .base import Op, normalize_axis, prod
+from .params import Ints
 from .shape import DimsOp, LikeOther, ShapeArgOp, data_input_index
 
 
@@ -41,7 +42,7 @@ class ExpandAs(LikeOther):
     types = ("ExpandAs",)
 
     def forward(self, *inputs):
-        x, other = self.input_and_other(inputs)
+        x, other = self.ordered(inputs)
         try:
             return self.xp.broadcast_to(x, tuple(other.shape))
         except ValueError:
@@ -69,11 +70,7 @@ class Tile(DimsOp):
     """torch.tile(dims): like repeat, but a short ``dims`` is padded with leading 1s."""
 
     types = ("Tile",)
-
-    def setup(self):
-        super().setup()
-        if any(d < 0 for d in self.dims):
-            raise self.error(f"param 'dims' must be non-negative, found {list(self.dims)}")
+    params = (Ints("dims", low=0),)
 
     def forward(self, x):
         rank = max(x.ndim, len(self.dims))

@@ -33,6 +33,7 @@ import numpy as np  # only to build small index/weight tables, moved to the back
 from ..errors import ShapeError
 from ..limits import check_size
 from .base import Op
+from .params import Bool, Int, Ints
 from .shape import data_input_index, int_list
 
 NEAREST_MODES = ("nearest", "nearest-exact")
@@ -107,6 +108,7 @@ class Interpolate(Op):
     types = ("Interpolate",)
     fixed_mode: str | None = None
     fixed_align_corners: bool | None = None
+    params = (Ints("size", default=None), Bool("recompute_scale_factor", default=None, attr="recompute"))
 
     def setup(self):
         self.data_index = data_input_index(self)
@@ -121,13 +123,9 @@ class Interpolate(Op):
             raise self.error("align_corners=True only applies to linear and cubic modes")
         if self.param("antialias", False) not in (False, None, 0):
             raise self.unsupported("antialias", self.param("antialias"), [False])
-        recompute = self.param("recompute_scale_factor", None)
-        self.recompute = recompute is not None and self.bool_param("recompute_scale_factor")
-        size = self.param("size", None)
         scale = self.param("scale_factor", None)
-        if (size is not None or self.size_index is not None) == (scale is not None):
+        if (self.size is not None or self.size_index is not None) == (scale is not None):
             raise self.error("needs exactly one of 'size' and 'scale_factor'")
-        self.size = None if size is None else self.ints_param("size")
         if scale is None:
             self.scale_factor = None
         else:
@@ -219,24 +217,29 @@ class UpsampleBilinear(Interpolate):
     fixed_align_corners = True
 
 
+def regroup(xp, x, lead: int, split: tuple[int, ...], order: tuple[int, ...], merged: tuple[int, ...]):
+    """``x`` reshaped to ``lead`` dims then ``split``, the split dims reordered by ``order``, reshaped
+    to ``merged`` after the lead dims: the shuffles below are each one such regrouping."""
+    lead_shape = tuple(x.shape[:lead])
+    x = xp.reshape(x, lead_shape + split)
+    x = xp.permute_dims(x, tuple(range(lead)) + tuple(lead + i for i in order))
+    return xp.reshape(x, lead_shape + merged)
+
+
 class PixelShuffle(Op):
     """(*, C*r*r, H, W) -> (*, C, H*r, W*r)."""
 
     types = ("PixelShuffle",)
     arity = 1
-
-    def setup(self):
-        self.factor = self.positive_int_param("upscale_factor")
+    params = (Int("upscale_factor", low=1),)
 
     def forward(self, x):
-        r = self.factor
+        r = self.upscale_factor
         if x.ndim < 3 or x.shape[-3] % (r * r):
             raise ShapeError(f"{self.node.describe()}: channels of {tuple(x.shape)} are not divisible by {r * r}")
-        lead, (c, h, w) = tuple(x.shape[:-3]), x.shape[-3:]
-        n = len(lead)
-        x = self.xp.reshape(x, lead + (c // (r * r), r, r, h, w))
-        x = self.xp.permute_dims(x, tuple(range(n)) + (n, n + 3, n + 1, n + 4, n + 2))
-        return self.xp.reshape(x, lead + (c // (r * r), h * r, w * r))
+        c, h, w = x.shape[-3:]
+        c //= r * r
+        return regroup(self.xp, x, x.ndim - 3, (c, r, r, h, w), (0, 3, 1, 4, 2), (c, h * r, w * r))
 
 
 class PixelUnshuffle(Op):
@@ -244,19 +247,14 @@ class PixelUnshuffle(Op):
 
     types = ("PixelUnshuffle",)
     arity = 1
-
-    def setup(self):
-        self.factor = self.positive_int_param("downscale_factor")
+    params = (Int("downscale_factor", low=1),)
 
     def forward(self, x):
-        r = self.factor
+        r = self.downscale_factor
         if x.ndim < 3 or x.shape[-2] % r or x.shape[-1] % r:
             raise ShapeError(f"{self.node.describe()}: H and W of {tuple(x.shape)} are not divisible by {r}")
-        lead, (c, h, w) = tuple(x.shape[:-3]), x.shape[-3:]
-        n = len(lead)
-        x = self.xp.reshape(x, lead + (c, h // r, r, w // r, r))
-        x = self.xp.permute_dims(x, tuple(range(n)) + (n, n + 2, n + 4, n + 1, n + 3))
-        return self.xp.reshape(x, lead + (c * r * r, h // r, w // r))
+        c, h, w = x.shape[-3:]
+        return regroup(self.xp, x, x.ndim - 3, (c, h // r, r, w // r, r), (0, 2, 4, 1, 3), (c * r * r, h // r, w // r))
 
 
 class ChannelShuffle(Op):
@@ -264,18 +262,15 @@ class ChannelShuffle(Op):
 
     types = ("ChannelShuffle",)
     arity = 1
-
-    def setup(self):
-        self.groups = self.positive_int_param("groups")
+    params = (Int("groups", low=1),)
 
     def forward(self, x):
         g = self.groups
         if x.ndim < 2 or x.shape[1] % g:
             raise ShapeError(f"{self.node.describe()}: channels of {tuple(x.shape)} are not divisible by groups={g}")
-        n, c, rest = x.shape[0], x.shape[1], tuple(x.shape[2:])
-        x = self.xp.reshape(x, (n, g, c // g) + rest)
-        x = self.xp.permute_dims(x, (0, 2, 1) + tuple(range(3, x.ndim)))
-        return self.xp.reshape(x, (n, c) + rest)
+        c, rest = x.shape[1], tuple(x.shape[2:])
+        spatial = tuple(range(2, 2 + len(rest)))
+        return regroup(self.xp, x, 1, (g, c // g) + rest, (1, 0) + spatial, (c,) + rest)
 
 
 OPS = [Interpolate, UpsampleNearest, UpsampleBilinear, PixelShuffle, PixelUnshuffle, ChannelShuffle]

@@ -11,35 +11,29 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from .base import Op, normalize_axis
+from .params import Bool, Choice, Int
 
 
 class Scan(Op):
     types = ("CumulativeScan",)
     arity = 1
-
-    def setup(self):
-        self.dim = self.int_param("dim")
-        self.product = self.choice_param("reduction", ("sum", "prod")) == "prod"
+    params = (Int("dim"), Choice("reduction", ("sum", "prod")))
 
     def forward(self, x):
         xp = self.xp
         axis = normalize_axis(self.dim, max(x.ndim, 1), self)  # a 0-d tensor scans as one element
         dtype = x.dtype if xp.isdtype(x.dtype, ("real floating", "complex floating")) else xp.int64
-        scan = xp.cumulative_prod if self.product else xp.cumulative_sum
+        scan = xp.cumulative_prod if self.reduction == "prod" else xp.cumulative_sum
         return xp.reshape(scan(xp.reshape(x, tuple(x.shape) or (1,)), axis=axis, dtype=dtype), tuple(x.shape))
 
 
 class TopK(Op):
     types = ("TopKDim",)
     arity = 1
+    params = (Int("k", low=0), Int("dim", default=-1), Bool("largest", default=True),
+              Bool("sorted", default=True))  # sorted: validated; the result is always sorted
 
     def setup(self):
-        self.k = self.int_param("k")
-        self.dim = self.int_param("dim", default=-1)
-        self.largest = self.bool_param("largest", default=True)
-        self.bool_param("sorted", default=True)  # validated; the result is always sorted
-        if self.k < 0:
-            raise self.error(f"param 'k' must be non-negative, found {self.k}")
         if len(self.node.outputs) != 2:
             raise self.error(f"gives values and indices: 2 outputs, the file declares {len(self.node.outputs)}")
 

@@ -9,19 +9,18 @@ from __future__ import annotations
 from ..errors import ShapeError
 from ..limits import check_size
 from .base import Op, is_to_the_end, normalize_axis
+from .params import Int
 
 
 class MaskedSelect(Op):
     """The elements of ``input`` where ``mask`` (broadcast together) is True, as a 1-D tensor."""
 
     types = ("MaskedSelect",)
-
-    def setup(self):
-        self.input_at, self.mask_at = self.input_pair("input", "mask")
+    input_names = ("input", "mask")
 
     def forward(self, *inputs):
         xp = self.xp
-        x, mask = xp.broadcast_arrays(inputs[self.input_at], inputs[self.mask_at])
+        x, mask = xp.broadcast_arrays(*self.ordered(inputs))
         if not xp.isdtype(mask.dtype, "bool"):
             raise ShapeError(f"{self.node.describe()}: mask must be bool, found {mask.dtype}")
         return x[mask]
@@ -32,13 +31,11 @@ class Diag(Op):
 
     types = ("Diag",)
     arity = 1
-
-    def setup(self):
-        self.offset = self.int_param("diagonal", default=0)
+    params = (Int("diagonal", default=0),)
 
     def forward(self, x):
         xp = self.xp
-        k = self.offset
+        k = self.diagonal
         if x.ndim == 1:
             n = x.shape[0]
             size = n + abs(k)
@@ -78,17 +75,12 @@ class ScatterAdd(Op):
     """
 
     types = ("ScatterAdd",)
-    arity = 3
-
-    def setup(self):
-        self.dim = self.int_param("dim")
-        self.input_at = self.input_index("input", 0)
-        self.index_at = self.input_index("index", 1)
-        self.src_at = self.input_index("src", 2)
+    input_names = ("input", "index", "src")
+    params = (Int("dim"),)
 
     def forward(self, *inputs):
         xp = self.xp
-        x, index, src = inputs[self.input_at], inputs[self.index_at], inputs[self.src_at]
+        x, index, src = self.ordered(inputs)
         axis = normalize_axis(self.dim, x.ndim, self)
         fits = index.ndim == x.ndim == src.ndim and all(
             n <= s and (d == axis or n <= i) for d, (n, s, i) in enumerate(zip(index.shape, src.shape, x.shape))
@@ -109,20 +101,17 @@ class SliceScatter(Op):
     """torch.slice_scatter(input, src, dim, start, end, step): a copy of input with ``src`` in that slice."""
 
     types = ("SliceScatter",)
+    input_names = ("input", "src")
+    params = (Int("dim", default=0), Int("start", default=None), Int("end", default=None),
+              Int("step", default=1, low=1))
 
     def setup(self):
-        self.input_at, self.src_at = self.input_pair("input", "src")
-        self.dim = self.int_param("dim", default=0)
-        self.start = self.optional_int_param("start")
-        end = self.optional_int_param("end")
-        self.end = None if end is None or is_to_the_end(end) else end
-        self.step = self.int_param("step", default=1)
-        if self.step < 1:
-            raise self.error(f"param 'step' must be positive, found {self.step}")
+        if self.end is not None and is_to_the_end(self.end):
+            self.end = None
 
     def forward(self, *inputs):
         xp = self.xp
-        x, src = inputs[self.input_at], inputs[self.src_at]
+        x, src = self.ordered(inputs)
         axis = normalize_axis(self.dim, x.ndim, self)
         key = [slice(None)] * x.ndim
         key[axis] = slice(self.start, self.end, self.step)

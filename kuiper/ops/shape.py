@@ -17,6 +17,7 @@ import operator
 
 from ..errors import ShapeError
 from .base import Op, normalize_axis, prod
+from .params import Int, Ints
 
 
 def int_list(op: Op, value, what: str) -> tuple[int, ...]:
@@ -84,9 +85,7 @@ class DimsOp(Op):
     """A one-input op whose ``dims`` param is a list of dims (permute, flip, tile)."""
 
     arity = 1
-
-    def setup(self):
-        self.dims = self.ints_param("dims")
+    params = (Ints("dims"),)
 
 
 def resolve_shape(op: Op, shape: tuple[int, ...], size: int, where: str) -> tuple[int, ...]:
@@ -120,18 +119,14 @@ class Reshape(ShapeArgOp):
 class LikeOther(Op):
     """An op that takes a property of ``$other`` (its shape, its dtype) onto ``$input``."""
 
-    def setup(self):
-        self.data_index, self.other_index = self.input_pair("input", "other")
-
-    def input_and_other(self, inputs):
-        return inputs[self.data_index], inputs[self.other_index]
+    input_names = ("input", "other")
 
 
 class ReshapeAs(LikeOther):
     types = ("ReshapeAs",)
 
     def forward(self, *inputs):
-        x, other = self.input_and_other(inputs)
+        x, other = self.ordered(inputs)
         shape = resolve_shape(self, tuple(other.shape), prod(x.shape), f"shape {tuple(x.shape)}")
         return self.xp.reshape(x, shape)
 
@@ -139,10 +134,7 @@ class ReshapeAs(LikeOther):
 class Flatten(Op):
     types = ("Flatten",)
     arity = 1
-
-    def setup(self):
-        self.start_dim = self.int_param("start_dim", default=0)
-        self.end_dim = self.int_param("end_dim", default=-1)
+    params = (Int("start_dim", default=0), Int("end_dim", default=-1))
 
     def forward(self, x):
         if x.ndim == 0:
@@ -160,10 +152,7 @@ class Unflatten(Op):
 
     types = ("Unflatten",)
     arity = 1
-
-    def setup(self):
-        self.dim = self.int_param("dim")
-        self.sizes = self.ints_param("sizes")
+    params = (Int("dim"), Ints("sizes"))
 
     def forward(self, x):
         axis = normalize_axis(self.dim, x.ndim, self)
@@ -176,9 +165,7 @@ class Squeeze(Op):
 
     types = ("Squeeze",)
     arity = 1
-
-    def setup(self):
-        self.dims = None if self.param("dim", None) is None else self.ints_param("dim")
+    params = (Ints("dim", default=None, attr="dims"),)
 
     def forward(self, x):
         if self.dims is None:
@@ -193,9 +180,7 @@ class Squeeze(Op):
 class Unsqueeze(Op):
     types = ("Unsqueeze",)
     arity = 1
-
-    def setup(self):
-        self.dim = self.int_param("dim")
+    params = (Int("dim"),)
 
     def forward(self, x):
         axis = normalize_axis(self.dim, x.ndim + 1, self)

@@ -16,6 +16,7 @@ import re
 
 from ..errors import InputError, ShapeError
 from .base import Op, is_to_the_end, normalize_axis
+from .params import Int
 from .shape import data_input_index, int_list
 
 INT_MAX = 2147483647
@@ -254,9 +255,8 @@ def check_index_range(op: Op, index, size: int, what: str) -> None:
 class IndexAlongDim(Op):
     """An op that indexes ``$input`` along ``dim`` with the tensor ``$index``."""
 
-    def setup(self):
-        self.data_index, self.index_index = self.input_pair("input", "index")
-        self.dim = self.int_param("dim")
+    input_names = ("input", "index")
+    params = (Int("dim"),)
 
 
 class Gather(IndexAlongDim):
@@ -269,7 +269,7 @@ class Gather(IndexAlongDim):
     types = ("TakeAlongAxis",)
 
     def forward(self, *inputs):
-        x, index = inputs[self.data_index], inputs[self.index_index]
+        x, index = self.ordered(inputs)
         if index.ndim != x.ndim:
             raise ShapeError(f"{self.node.describe()}: index rank {index.ndim} differs from input rank {x.ndim}")
         axis = normalize_axis(self.dim, x.ndim, self)
@@ -288,7 +288,7 @@ class IndexSelect(IndexAlongDim):
     types = ("IndexSelect",)
 
     def forward(self, *inputs):
-        x, index = inputs[self.data_index], inputs[self.index_index]
+        x, index = self.ordered(inputs)
         if index.ndim > 1:
             raise ShapeError(f"{self.node.describe()}: index must be 0-d or 1-d, found shape {tuple(index.shape)}")
         axis = normalize_axis(self.dim, max(x.ndim, 1), self)

@@ -16,6 +16,7 @@ TopK orders floats by the same total order (NaN largest) and breaks ties by lowe
 from __future__ import annotations
 
 from .base import Op
+from .params import Bool, Choice, Int
 
 INDEX_DTYPES = ("int32", "int64", "uint32", "uint64", "int16", "uint16", "int8", "uint8")
 
@@ -119,13 +120,7 @@ class TopK(Op):
 
     types = ("TopK",)
     arity = 1
-
-    def setup(self):
-        self.k = self.int_param("k")
-        self.largest = self.bool_param("largest", default=True)
-        self.index_dtype = self.choice_param("index_dtype", INDEX_DTYPES, default="int32")
-        if self.k < 0:
-            raise self.error(f"param 'k' must be non-negative, found {self.k}")
+    params = (Int("k", low=0), Bool("largest", default=True), Choice("index_dtype", INDEX_DTYPES, default="int32"))
 
     def forward(self, x):
         xp = self.xp

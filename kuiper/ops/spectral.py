@@ -16,6 +16,7 @@ from __future__ import annotations
 from ..errors import ShapeError
 from .base import Op, normalize_axis
 from .complex_tensors import complex_dtype, real_dtype
+from .params import Bool, Choice, Int
 
 NORMS = ("backward", "ortho", "forward")
 _SWAPPED = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
@@ -99,16 +100,17 @@ class FFT(Op):
 class _Frames(Op):
     """Params shared by stft and istft, and the window padded to n_fft."""
 
+    params = (
+        Int("n_fft", low=1), Int("hop_length", default=None, low=1, attr="hop"),
+        Int("win_length", default=None, low=1), Bool("normalized", default=False), Bool("center", default=True),
+        Bool("onesided", default=None),
+    )
+
     def read_frame_params(self):
-        self.n_fft = self.int_param("n_fft")
-        self.hop = self.optional_int_param("hop_length") or self.n_fft // 4
-        self.win_length = self.optional_int_param("win_length") or self.n_fft
-        self.normalized = self.bool_param("normalized", default=False)
-        self.center = self.bool_param("center", default=True)
-        onesided = self.param("onesided", None)
-        self.onesided = None if onesided is None else self.bool_param("onesided")
-        if self.n_fft < 1 or self.hop < 1 or not 0 < self.win_length <= self.n_fft:
-            raise self.error(f"needs n_fft >= 1, hop_length >= 1 and 0 < win_length <= n_fft, found n_fft={self.n_fft} "
+        self.hop = self.hop or self.n_fft // 4  # PyTorch's defaults
+        self.win_length = self.win_length or self.n_fft
+        if self.hop < 1 or self.win_length > self.n_fft:
+            raise self.error(f"needs hop_length >= 1 and win_length <= n_fft, found n_fft={self.n_fft} "
                              f"hop_length={self.hop} win_length={self.win_length}")
         self.data_at = self.input_index("input", 0)
         self.window_at = self.input_index("window")
@@ -130,12 +132,11 @@ class _Frames(Op):
 
 class STFT(_Frames):
     types = ("STFT",)
+    params = (*_Frames.params, Choice("pad_mode", ("reflect", "constant", "replicate", "circular"), default="reflect"),
+              Bool("return_complex", default=True))
 
     def setup(self):
         self.read_frame_params()
-        self.pad_mode = self.choice_param("pad_mode", ("reflect", "constant", "replicate", "circular"),
-                                          default="reflect")
-        self.return_complex = self.bool_param("return_complex", default=True)
 
     def forward(self, *inputs):
         xp = self.xp
@@ -172,11 +173,10 @@ class ISTFT(_Frames):
     ``return_complex=True`` (two-sided spectra only) keeps the complex inverse transforms."""
 
     types = ("ISTFT",)
+    params = (*_Frames.params, Int("length", default=None), Bool("return_complex", default=False))
 
     def setup(self):
         self.read_frame_params()
-        self.length = self.optional_int_param("length")
-        self.return_complex = self.bool_param("return_complex", default=False)
         if self.return_complex and self.onesided:
             raise self.error("return_complex=True needs a two-sided spectrum (onesided=False)")
 

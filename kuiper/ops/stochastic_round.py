@@ -9,6 +9,7 @@ past the type's limits give the limits.
 from __future__ import annotations
 
 from .base import Op
+from .params import Choice
 
 SIGNED = ("int8", "int16", "int32", "int64")
 
@@ -19,9 +20,7 @@ class StochasticConvert(Op):
     types = ("StochasticConvert",)
     arity = 2
     fresh_output = True
-
-    def setup(self):
-        self.dtype = self.choice_param("dtype", SIGNED)
+    params = (Choice("dtype", SIGNED),)
 
     def forward(self, x, random):
         xp = self.xp

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..errors import InputError
 from .base import Op
+from .params import Bool, Choice
 
 
 def _triangle(xp, a, lower: bool):
@@ -27,9 +28,7 @@ class Cholesky(Op):
     types = ("Cholesky",)
     arity = 1
     fresh_output = True
-
-    def setup(self):
-        self.lower = self.bool_param("lower")
+    params = (Bool("lower"),)
 
     def forward(self, a):
         xp = self.xp
@@ -59,12 +58,8 @@ class TriangularSolve(Op):
     types = ("TriangularSolve",)
     arity = 2
     fresh_output = True
-
-    def setup(self):
-        self.left_side = self.bool_param("left_side")
-        self.lower = self.bool_param("lower")
-        self.unit_diagonal = self.bool_param("unit_diagonal", False)
-        self.transpose_a = self.choice_param("transpose_a", ("none", "transpose", "adjoint"), "none")
+    params = (Bool("left_side"), Bool("lower"), Bool("unit_diagonal", default=False),
+              Choice("transpose_a", ("none", "transpose", "adjoint"), default="none"))
 
     def forward(self, a, b):
         xp = self.xp

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from .base import Op, normalize_axis
+from .params import Bool, Float, Int
 
 
 class Cross(Op):
@@ -13,14 +14,12 @@ class Cross(Op):
     """
 
     types = ("Cross",)
-
-    def setup(self):
-        self.input_at, self.other_at = self.input_pair("input", "other")
-        self.dim = self.optional_int_param("dim")
+    input_names = ("input", "other")
+    params = (Int("dim", default=None),)
 
     def forward(self, *inputs):
         xp = self.xp
-        a, b = xp.broadcast_arrays(inputs[self.input_at], inputs[self.other_at])
+        a, b = xp.broadcast_arrays(*self.ordered(inputs))
         if self.dim is None:
             axis = next((axis for axis, size in enumerate(a.shape) if size == 3), None)
             if axis is None:
@@ -40,18 +39,12 @@ class PairwiseDistance(Op):
     """F.pairwise_distance(x1, x2, p, eps, keepdim) = ||x1 - x2 + eps||_p over the last dim."""
 
     types = ("PairwiseDistance",)
-
-    def setup(self):
-        self.first_at, self.second_at = self.input_pair("x1", "x2")
-        self.p = self.float_param("p", default=2.0)
-        self.eps = self.float_param("eps", default=1e-6)
-        self.keepdim = self.bool_param("keepdim", default=False)
-        if self.p < 0:
-            raise self.error(f"param 'p' must be non-negative, found {self.p}")
+    input_names = ("x1", "x2")
+    params = (Float("p", default=2.0, low=0), Float("eps", default=1e-6), Bool("keepdim", default=False))
 
     def forward(self, *inputs):
         xp = self.xp
-        x1, x2 = inputs[self.first_at], inputs[self.second_at]
+        x1, x2 = self.ordered(inputs)
         rank = max(x1.ndim, x2.ndim)
         difference = xp.abs(x1 - x2 + self.eps)
         if rank == 0:

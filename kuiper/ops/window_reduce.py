@@ -11,26 +11,27 @@ from __future__ import annotations
 
 from ..limits import check_size
 from .base import Op
+from .params import Ints
 from .reducers import Reducer, combine, identity, operands_and_inits, scatter_with
 
 
 class Windowed(Op):
-    """Reads the window params for an operand of ``self.rank`` dims."""
+    """Reads the window params: one value per operand dim, as many as ``window`` has."""
 
-    def read_window(self, rank: int) -> None:
-        self.window = self.ints_param("window", rank)
-        self.strides = self.ints_param("strides", rank, default=[1] * rank)
-        self.base_dilation = self.ints_param("base_dilation", rank, default=[1] * rank)
-        self.window_dilation = self.ints_param("window_dilation", rank, default=[1] * rank)
+    params = (
+        Ints("window", low=1), Ints("strides", default=1, length="window", low=1),
+        Ints("base_dilation", default=1, length="window", low=1),
+        Ints("window_dilation", default=1, length="window", low=1),
+    )
+
+    def read_padding(self) -> None:
+        rank = len(self.window)
         padding = self.param("padding", [[0, 0]] * rank)
         if not isinstance(padding, (list, tuple)) or len(padding) != rank or not all(
             isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(v, int) for v in p) for p in padding
         ):
             raise self.error(f"param 'padding' must be {rank} [low, high] pairs, found {padding!r}")
         self.padding = tuple((low, high) for low, high in padding)
-        for key in ("window", "strides", "base_dilation", "window_dilation"):
-            if any(v < 1 for v in getattr(self, key)):
-                raise self.error(f"param '{key}' must be positive, found {list(getattr(self, key))}")
 
     def windows(self, x, fill):
         """Every window of ``x`` as trailing axes: shape (output dims..., window dims...)."""
@@ -69,7 +70,7 @@ class ReduceWindow(Windowed):
 
     def setup(self):
         self.count = operands_and_inits(self)
-        self.read_window(len(self.ints_param("window")))
+        self.read_padding()
         self.reducer = Reducer(self, "reducer", self.count)
         self.padded = any(p != (0, 0) for p in self.padding) or set(self.base_dilation) != {1}
         # Windows that tile the operand exactly (pooling): a reshape gives them as axes, no copy.
@@ -121,10 +122,10 @@ class SelectAndScatter(Windowed):
 
     types = ("SelectAndScatter",)
     fresh_output = True
+    arity = 3
 
     def setup(self):
-        self.require_inputs(3)
-        self.read_window(len(self.ints_param("window")))
+        self.read_padding()
         if set(self.base_dilation) | set(self.window_dilation) != {1}:
             raise self.error("select-and-scatter windows have no dilation")
         self.select = self.subgraph("select")

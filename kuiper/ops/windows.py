@@ -18,6 +18,7 @@ import math
 
 from ..errors import ShapeError
 from .base import Op
+from .params import Ints
 from .pooling_average import AvgPoolNd
 
 
@@ -26,17 +27,13 @@ def _windows_out(size: int, kernel: int, stride: int, pad: int, dilation: int) -
 
 
 class WindowOp(Op):
-    """Reads kernel_size, dilation, padding and stride (all pairs) and checks them."""
+    """Reads kernel_size, dilation, padding and stride (all pairs)."""
 
-    def setup(self):
-        self.require_inputs(1)
-        self.kernel = self.ints_param("kernel_size", 2)
-        self.dilation = self.ints_param("dilation", 2, default=1)
-        self.padding = self.ints_param("padding", 2, default=0)
-        self.stride = self.ints_param("stride", 2, default=1)
-        if min(self.kernel + self.dilation + self.stride) < 1 or min(self.padding) < 0:
-            raise self.error(f"kernel_size {self.kernel}, dilation {self.dilation} and stride {self.stride} must be "
-                             f"positive and padding {self.padding} non-negative")
+    arity = 1
+    params = (
+        Ints("kernel_size", length=2, low=1, attr="kernel"), Ints("dilation", default=1, length=2, low=1),
+        Ints("padding", default=0, length=2, low=0), Ints("stride", default=1, length=2, low=1),
+    )
 
     def grid(self, height: int, width: int) -> tuple[int, int]:
         outs = tuple(_windows_out(size, k, s, p, d) for size, k, s, p, d in
@@ -71,10 +68,7 @@ class Unfold(WindowOp):
 
 class Fold(WindowOp):
     types = ("Fold",)
-
-    def setup(self):
-        super().setup()
-        self.output_size = self.ints_param("output_size", 2)
+    params = (*WindowOp.params, Ints("output_size", length=2))
 
     def forward(self, columns):
         xp = self.xp
