@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ..errors import HloSyntaxError, UnsupportedOperatorError
+from ..ir import dtypes
 from .module import ELIDED, HloInstruction
 from .shapes import ArrayShape
 
@@ -115,7 +116,7 @@ def literal_array(instruction: HloInstruction, shape: ArrayShape | None = None, 
             "HloPrintOptions.print_large_constants = True)"
         )
     if shape.dtype is None:
-        raise UnsupportedOperatorError(f"{where}: element type {shape.element_type} has no NumPy equivalent")
+        raise UnsupportedOperatorError(f"{where}: element type {shape.element_type} holds no numbers")
     complex_type = shape.element_type in ("c64", "c128")
     if shape.rank and not isinstance(literal, (list, tuple)):  # ``s8[10] constant(1)``: one value for all
         literal = _filled(literal, shape.dims)
@@ -134,7 +135,7 @@ def literal_array(instruction: HloInstruction, shape: ArrayShape | None = None, 
             converted = [v % 2**64 if isinstance(v, int) and v < 0 else v for v in converted]
         if shape.dtype == "bool" and any(not isinstance(v, bool) and v not in (0, 1) for v in converted):
             raise ValueError("pred values must be true/false or 0/1")
-        array = np.array(converted, dtype=np.dtype(shape.dtype))
+        array = np.array(converted, dtype=dtypes.array_dtype(np, shape.dtype))
     except (ValueError, OverflowError, TypeError) as exc:
         raise HloSyntaxError(f"{where}: value does not fit {shape.element_type}: {exc}") from None
     return array.reshape(shape.dims)
