@@ -138,7 +138,7 @@ class _Widening:
             return
         for shape in operand_shapes:
             for leaf in shape.leaves():
-                if COMPUTE_TYPE.get(leaf.element_type, "f").startswith(("s" if signed_only else "su")):
+                if COMPUTE_TYPE.get(leaf.element_type, "f").startswith(("s",) if signed_only else ("s", "u")):
                     raise UnsupportedOperatorError(
                         f"{self.module.where(instruction)}: {instruction.opcode} '{instruction.name}' on "
                         f"{leaf.element_type}: kuiper computes sub-byte integers in 8 bits, where this function "

@@ -115,7 +115,9 @@ def is_extended_float(dtype) -> bool:
 
 def bits(dtype: str) -> int:
     """The width in bits of a tensor or extended dtype (int4: 4, though ml_dtypes stores it in a byte)."""
-    return EXTENDED_DTYPES[dtype][1] if dtype in EXTENDED_DTYPES else TENSOR_DTYPES.get(dtype, (None, _WIDE[dtype]))[1]
+    if dtype in EXTENDED_DTYPES:
+        return EXTENDED_DTYPES[dtype][1]
+    return TENSOR_DTYPES[dtype][1] if dtype in TENSOR_DTYPES else _WIDE[dtype]
 
 
 def integer_info(dtype):
