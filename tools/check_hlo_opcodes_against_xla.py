@@ -53,6 +53,29 @@ def triangular() -> np.ndarray:
 
 
 X23 = RNG.standard_normal((2, 3)).astype(np.float32)
+# Instructions written without their shape (XLA's parser infers it; so does kuiper's).
+NEGATE_OR_COPY = ("negate_branch {\n  x = f32[2,3] parameter(0)\n  ROOT n = negate(x)\n}\n"
+                  "copy_branch {\n  y = f32[2,3] parameter(0)\n  ROOT c = copy(y)\n}\n")
+SHAPELESS_CASES = [
+    ("shapeless dot with batch dims", module(["f32[2,10]", "f32[10,2]"], "ROOT r = dot(p0, p1), lhs_batch_dims={0}, "
+                                             "lhs_contracting_dims={1}, rhs_batch_dims={1}, rhs_contracting_dims={0}"),
+     [RNG.standard_normal((2, 10)).astype(np.float32), RNG.standard_normal((10, 2)).astype(np.float32)]),
+    ("shapeless convolution, stride and uneven pad", module(
+        ["f32[1,3,9,9]", "f32[4,3,3,3]"], "ROOT r = convolution(p0, p1), window={size=3x3 stride=2x2 pad=1_0x0_1}, "
+                                          "dim_labels=bf01_oi01->bf01"),
+     [RNG.standard_normal((1, 3, 9, 9)).astype(np.float32), RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)]),
+    ("shapeless depthwise convolution (batch groups, dilations)", module(
+        ["f32[16,3,3,64]", "f32[16,2,3,64]"], "ROOT r = convolution(p0, p1), window={size=2x3 pad=1_1x0_0 "
+                                              "lhs_dilate=1x3 rhs_dilate=1x2}, dim_labels=f01b_i01o->01fb, "
+                                              "batch_group_count=64"),
+     [RNG.standard_normal((16, 3, 3, 64)).astype(np.float32), RNG.standard_normal((16, 2, 3, 64)).astype(np.float32)]),
+    ("shapeless conditional", module(["pred[]", "f32[2,3]"], "ROOT r = conditional(p0, p1, p1), "
+                                     "true_computation=negate_branch, false_computation=copy_branch", NEGATE_OR_COPY),
+     [np.bool_(True), X23]),
+    ("shapeless s4 dot", module(["s4[5,5]", "s4[5,5]"], "ROOT r = dot(p0, p1), lhs_contracting_dims={1}, "
+                                                        "rhs_contracting_dims={0}"),
+     [RNG.integers(-8, 8, (5, 5)).astype(ml_dtypes.int4), RNG.integers(-8, 8, (5, 5)).astype(ml_dtypes.int4)]),
+]
 # The element types NumPy lacks (ml_dtypes): their results are compared bit for bit.
 WIDE_F32 = np.concatenate([RNG.standard_normal(40) * 10.0 ** RNG.integers(-3, 4, 40), [448, 464, 1e6, -1e6, 0.0, 3.0]]
                           ).astype(np.float32)
@@ -61,7 +84,7 @@ EXTENDED_TYPE_CASES = [
     *[(f"convert f32 -> {t}", module(["f32[46]"], f"ROOT r = {t}[46] convert(p0)"), [WIDE_F32])
       for t in ("bf16", "f8e5m2", "f8e4m3fn", "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz", "f8e4m3", "f8e3m4",
                 "f4e2m1fn", "f8e8m0fnu", "s4", "u4", "s2", "u2")],
-    *[(f"convert {t} -> f32 and s32", module([f"{t}[46]"], f"a = f32[46] convert(p0)\n  b = s32[46] convert(p0)\n"
+    *[(f"convert {t} -> f32 and s32", module([f"{t}[46]"], "a = f32[46] convert(p0)\n  b = s32[46] convert(p0)\n"
                                            "  ROOT r = (f32[46], s32[46]) tuple(a, b)"),
        [WIDE_F32.astype(getattr(ml_dtypes, n))])
       for t, n in (("bf16", "bfloat16"), ("f8e4m3fn", "float8_e4m3fn"), ("f8e5m2", "float8_e5m2"))],
@@ -139,6 +162,7 @@ CASES = [
                                                        "  ROOT r = f32[2,3] add-dependency(p0, t)"), [X23]),
     ("get-dimension-size", module(["f32[2,3]"], "ROOT r = s32[] get-dimension-size(p0), dimensions={1}"), [X23]),
     *EXTENDED_TYPE_CASES,
+    *SHAPELESS_CASES,
     ("s32 convolution (a 3x3 weight, 16 channels)",
      module(["s32[1,16,12,12]", "s32[16,16,3,3]"], "ROOT r = s32[1,16,10,10] convolution(p0, p1), window={size=3x3}, "
                                                    "dim_labels=bf01_oi01->bf01"),

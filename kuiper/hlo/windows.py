@@ -32,3 +32,21 @@ def parse_window(window, rank: int, error: Callable[[str], KuiperError]) -> dict
         "rhs_dilate": numbers("rhs_dilate", 1),
         "rhs_reversal": numbers("rhs_reversal", 0),
     }
+
+
+def split_dim_labels(text: str, error: Callable[[str], KuiperError]) -> tuple[str, str, str]:
+    """``b01f_01io->b01f`` as (input, kernel, output) labels, each naming its dims once.
+
+    The input and output name the batch ``b``, the features ``f`` and spatial dims ``0``, ``1`` ...;
+    the kernel its input ``i`` and output ``o`` features and the same spatial dims.
+    """
+    try:
+        operands, out = text.split("->")
+        lhs, rhs = operands.split("_")
+    except ValueError:
+        raise error(f"dim_labels={text!r} is not like b01f_01io->b01f") from None
+    digits = [str(d) for d in range(len(lhs) - 2)]
+    if sorted(lhs) != sorted(["b", "f", *digits]) or sorted(rhs) != sorted(["i", "o", *digits]) \
+            or sorted(out) != sorted(["b", "f", *digits]):
+        raise error(f"dim_labels={text!r} must name b, f / i, o and spatial dims 0..{len(digits) - 1}")
+    return lhs, rhs, out

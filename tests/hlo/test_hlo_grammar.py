@@ -102,7 +102,10 @@ def test_inferred_shapes_change_type_where_the_opcode_does():
 
 
 def test_a_shape_that_cannot_be_inferred_is_asked_for():
-    with pytest.raises(HloSyntaxError, match="'dot' needs its shape written out") as info:
+    with pytest.raises(HloSyntaxError, match="'reshape' needs its shape written out") as info:
+        parse("ENTRY e {\n  a = f32[2,2] parameter(0)\n  ROOT d = reshape(a), dimensions={1}\n}")
+    assert (info.value.line, info.value.column) == (3, 12)
+    with pytest.raises(HloSyntaxError, match="as many contracting dims") as info:  # XLA's shape rule refuses it
         parse("ENTRY e {\n  a = f32[2,2] parameter(0)\n  ROOT d = dot(a, a), lhs_contracting_dims={1}\n}")
     assert (info.value.line, info.value.column) == (3, 12)
 
