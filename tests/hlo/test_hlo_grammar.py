@@ -111,6 +111,20 @@ def test_a_shape_that_cannot_be_inferred_is_asked_for():
 
 
 # -- literals and attribute values -------------------------------------------------------------------
+def test_nan_payloads_are_kept_bit_for_bit_in_constants():
+    """XLA's NanPayload test: sign, an all-ones exponent, the payload as mantissa (bf16: 7 bits)."""
+    module = parse("ENTRY e {\n  ROOT c = bf16[3] constant({-nan(0x7f), -nan(0x3f), nan(0x1)})\n}")
+    bits = literal_array(module.entry.root).view(np.uint16)
+    np.testing.assert_array_equal(bits, [0x8000 | 0x7F80 | 0x7F, 0x8000 | 0x7F80 | 0x3F, 0x7F80 | 0x1])
+    f32 = parse("ENTRY e {\n  ROOT c = f32[1] constant({nan(0x400001)})\n}")
+    assert literal_array(f32.entry.root).view(np.uint32)[0] == 0x7F800000 | 0x400001
+    for literal, message in (("bf16[1] constant({nan(0x80)})", "does not fit the 7 mantissa bits"),
+                             ("f32[1] constant({nan(0x0)})", "does not fit"),
+                             ("f8e4m3fn[1] constant({nan(0x1)})", "NaN payload where a f8e4m3fn value")):
+        with pytest.raises(HloSyntaxError, match=message):
+            parse(f"ENTRY e {{\n  ROOT c = {literal}\n}}")
+
+
 def test_negative_nan_and_scalar_fill_literals():
     module = parse("ENTRY e {\n  n = f32[3] constant({-nan, nan, -inf})\n  ROOT f = s8[2,2] constant(7)\n}")
     values = literal_array(module.entry.by_name["n"])
