@@ -35,6 +35,12 @@ def binary(element_type: str, opcode: str, dims: str = "4") -> str:
             f"parameter(1)\n  ROOT r = {element_type}[{dims}] {opcode}(x, y)\n}}\n")
 
 
+def matmul(element_type: str, lhs: str, rhs: str, out: str) -> str:
+    return (f"HloModule m\nENTRY e {{\n  x = {element_type}[{lhs}] parameter(0)\n  y = {element_type}[{rhs}] "
+            f"parameter(1)\n  ROOT r = {element_type}[{out}] dot(x, y), lhs_contracting_dims={{1}}, "
+            "rhs_contracting_dims={0}\n}\n")
+
+
 def test_bf16_convert_rounds_to_nearest_even():
     # bf16 keeps 7 mantissa bits: the spacing above 1 is 2^-7 = 0.0078125.
     x = np.float32([1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-7, 257.0])
@@ -81,12 +87,7 @@ ENTRY e {
 
 
 def test_bf16_dot_rounds_the_f32_product():
-    text = """HloModule m
-ENTRY e {
-  x = bf16[1,3] parameter(0)
-  y = bf16[3,1] parameter(1)
-  ROOT r = bf16[1,1] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}"""
+    text = matmul("bf16", "1,3", "3,1", "1,1")
     y = np.full((3, 1), 1 + 2**-7, ml_dtypes.bfloat16)
     # 3 * (1 + 2^-7) = 3 + 3 * 2^-7, halfway between 3 + 2^-6 and 3 + 2^-5 (spacing 2^-6): ties to 3 + 2^-5.
     assert float(run(text, np.ones((1, 3), ml_dtypes.bfloat16), y)[0, 0]) == 3 + 2**-5
@@ -143,12 +144,7 @@ def test_two_and_one_bit_integers_wrap():
 
 
 def test_s4_dot_and_compare():
-    text = """HloModule m
-ENTRY e {
-  x = s4[2,2] parameter(0)
-  y = s4[2,2] parameter(1)
-  ROOT r = s4[2,2] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}"""
+    text = matmul("s4", "2,2", "2,2", "2,2")
     x = np.array([[7, 7], [1, -2]], ml_dtypes.int4)
     y = np.array([[1, 2], [1, 3]], ml_dtypes.int4)
     # [[14, 35], [-1, -4]] wrapped into [-8, 7]: 14 -> -2, 35 -> 3.
