@@ -3,7 +3,9 @@
 Needs jax (not a kuiper dependency): ``pip install jax``, then
 ``python tools/check_hlo_opcodes_against_xla.py``. XLA compiles the HLO text itself (parsed by
 jaxlib, converted to StableHLO, compiled for CPU), so each case checks kuiper's meaning of an
-opcode against XLA's. Prints one line per case and exits 1 on a mismatch. (XLA's CPU backend does
+opcode against XLA's (and, for instructions written without a shape, kuiper's inferred shape against
+XLA's). Results of the element types NumPy lacks (bf16, f8, s4 ..., through ml_dtypes) are compared
+bit for bit. Prints one line per case and exits 1 on a mismatch. (XLA's CPU backend does
 not run ragged-dot, and async-start/done do not survive jaxlib's HLO -> StableHLO conversion: the
 tests check those against float64 NumPy and hand-computed values.)
 """
