@@ -72,26 +72,125 @@ def extract(xla: Path) -> tuple[list[Case], int]:
 
 
 def _raw_string_cases(path: Path, root: Path, group: str) -> tuple[list[Case], int]:
+    """The modules of a C++ test file: its raw strings, and the texts its tests build by concatenation.
+
+    A test may build its module from pieces: ``absl::StrCat(kScalarOps, R"(...)")`` or
+    ``kHlo + kHloRELU`` (named raw strings, plain string literals). Such a concatenation is one
+    module; a piece only ever used in concatenations is no module of its own; a concatenation
+    with a piece computed at run time (``shape.ToString()``) is a template, skipped.
+    """
     source = path.read_text(encoding="utf-8", errors="replace")
     test_starts = [m.start() for m in _TEST_START.finditer(source)] + [len(source)]
     matches = list(_RAW_STRING.finditer(source))
+    starts = [m.start() for m in matches]
+    named = _named_raw_strings(source, matches)
+    pieces: list[tuple[int, int, int, str | None]] = []  # (start, end, first raw string's start, text or None)
+    for call in re.finditer(r"\bStrCat\(", source):
+        pieces.append(_concatenation(source, call.end(), matches, named))
+    for pair in re.finditer(r"\b(\w+)\s*\+\s*(\w+)\b", source):
+        left, right = (_definition(named, pair.group(i), pair.start()) for i in (1, 2))
+        if left is not None and right is not None:
+            pieces.append((pair.start(), pair.end(), pair.start(), left[1] + right[1]))
+    in_concatenation = [(start, end) for start, end, _, _ in pieces]
+
+    def concatenated_only(name: str, defined_at: int) -> bool:
+        """Every use of this definition (up to the name's next definition) is in a concatenation."""
+        later = [at for at, _ in named[name] if at > defined_at]
+        until = later[0] if later else len(source)
+        uses = [m.start() for m in re.finditer(rf"\b{name}\b(?!\s*(?:\[\])?\s*=\s*R\")", source)
+                if defined_at < m.start() < until]  # (the name's next definition is no use)
+        return bool(uses) and all(any(a <= u < b for a, b in in_concatenation) for u in uses)
+
     cases: list[Case] = []
+    seen: set[str] = set()
     skipped = 0
-    for index, match in enumerate(matches):
-        text = match.group(2)
-        if "ENTRY" not in text and "HloModule" not in text or not _HAS_COMPUTATION.search(text):
+    candidates = []  # (position of the text, where the acting code starts, text, built by concatenation)
+    for match in matches:
+        name = next((n for n, found in named.items() if any(at == match.start() for at, _ in found)), None)
+        if any(a <= match.start() < b for a, b in in_concatenation) or name and concatenated_only(name, match.start()):
             continue
+        candidates.append((match.start(), match.end(), match.group(2), False))
+    for start, end, first, text in pieces:
+        if text is None:
+            skipped += 1 if _is_module(source[start:end]) else 0
+        else:
+            candidates.append((first, _statement_start(source, start), text, True))
+    for position, acting_from, text, concatenated in sorted(candidates):
+        if not _is_module(text) or concatenated and text in seen:  # ``kHlo + kHloRELU`` used twice is one module
+            continue
+        if concatenated:
+            seen.add(text)
         if _TEMPLATE.search(text):
             skipped += 1
             continue
-        # The code that acts on this string: up to the next raw string or the next test.
-        end = min([s for s in test_starts if s > match.end()], default=len(source))
-        if index + 1 < len(matches):
-            end = min(end, matches[index + 1].start())
-        valid = not _EXPECTS_FAILURE.search(source, match.end(), end)
-        line = source.count("\n", 0, match.start()) + 1
+        # The code that acts on this text: up to the next raw string or the next test.
+        end = min([s for s in test_starts if s > acting_from], default=len(source))
+        end = min([end, *[s for s in starts if s > max(acting_from, position)]])
+        valid = not _EXPECTS_FAILURE.search(source, acting_from, end)
+        line = source.count("\n", 0, position) + 1
         cases.append(Case(f"{path.relative_to(root)}:{line}", group, text, valid))
     return cases, skipped
+
+
+def _is_module(text: str) -> bool:
+    return ("ENTRY" in text or "HloModule" in text) and bool(_HAS_COMPUTATION.search(text))
+
+
+def _named_raw_strings(source: str, matches: list[re.Match]) -> dict[str, list[tuple[int, str]]]:
+    """``kHlo = R"(...)"`` (or ``kHlo[] = ...``): name -> [(where a raw string of that name starts, its text)].
+
+    A name may be defined again in a later test: a use means the definition before it.
+    """
+    named: dict[str, list[tuple[int, str]]] = {}
+    for match in matches:
+        before = re.search(r"(\w+)\s*(?:\[\])?\s*=\s*$", source[max(0, match.start() - 120) : match.start()])
+        if before:
+            named.setdefault(before.group(1), []).append((match.start(), match.group(2)))
+    return named
+
+
+def _definition(named: dict, name: str, position: int) -> tuple[int, str] | None:
+    """The definition of ``name`` that a use at ``position`` means: the last one before it."""
+    before = [d for d in named.get(name, []) if d[0] < position]
+    return before[-1] if before else None
+
+
+def _concatenation(source: str, position: int, matches: list[re.Match], named: dict) -> tuple:
+    """The ``StrCat(`` arguments from ``position``: (start, end, first piece's start, joined text or None)."""
+    by_start = {m.start(): m for m in matches}
+    opening = position
+    texts: list[str] = []
+    resolved = True
+    first = position
+    while True:
+        while source[position].isspace():
+            position += 1
+        if position in by_start:
+            first = position if not texts else first
+            texts.append(by_start[position].group(2))
+            position = by_start[position].end()
+        elif source[position] == '"':
+            literal = re.match(r'"((?:[^"\\]|\\.)*)"', source[position:])
+            texts.append(literal.group(1).encode().decode("unicode_escape"))
+            position += literal.end()
+        else:
+            expression = re.match(r"[^,()]*(?:\([^()]*\)[^,()]*)*", source[position:]).group(0)
+            definition = _definition(named, expression.strip(), position)
+            if definition is not None:
+                texts.append(definition[1])
+            else:
+                resolved = False
+            position += len(expression)
+        while source[position].isspace():
+            position += 1
+        if source[position] != ",":
+            break
+        position += 1
+    return opening, position + 1, first, "".join(texts) if resolved else None
+
+
+def _statement_start(source: str, position: int) -> int:
+    return max(source.rfind(";", 0, position), source.rfind("{", 0, position)) + 1
 
 
 def run(case: Case) -> tuple[str, str]:

@@ -4,6 +4,7 @@ Token kinds (``Token.kind``):
   NAME     an identifier, optionally ``%``-prefixed: ``%add.3``, ``get-tuple-element.1``, ``f32``, ``true``
   INT      ``3``, ``-1``
   FLOAT    ``1.5``, ``-2e-05``, ``inf``/``-inf``/``nan`` are NAMEs and become floats in literals
+           (as does a NaN with a payload, ``-nan(0x7f)``, one NAME)
   STRING   ``"..."`` with backslash escapes (value: the unquoted text)
   SHAPE    a plain array shape as one token: ``f32[8,16]{1,0}``, ``pred[]`` (dynamic dims and
            tiled layouts lex piece by piece)
@@ -48,6 +49,7 @@ _TOKEN_RE = re.compile(
       (?P<skip>/\*.*?\*/|//[^\n]*)
     | (?P<RECORD>\{[^{}"\[\]]*"(?:[^"\\\n]|\\.)*"(?:[^{}"\[\]]|"(?:[^"\\\n]|\\.)*")*\})
     | (?P<SHAPE>(?:TYPES)\[(?:[0-9]+(?:,[0-9]+)*)?\](?:\{(?:[0-9]+(?:,[0-9]+)*)?\})?(?![0-9A-Za-z_:{\[]))
+    | (?P<NANPAYLOAD>-?nan\(0x[0-9a-fA-F]+\))
     | (?P<LABELS>[0-9a-z?]+_[0-9a-z?]+->[0-9a-z?]+)
     | (?P<NAME>%?[A-Za-z_](?:[A-Za-z0-9_.]|-(?!>))*)
     | (?P<DIMS>-?[0-9]+(?:[_x]-?[0-9]+)+(?![0-9.eE]))
@@ -115,7 +117,7 @@ def iter_tokens(source: SourceText, start: int = 0, end: int | None = None) -> I
         value = match.group(kind)
         if kind == "punct":
             kind = value
-        elif kind == "NEGNAME":
+        elif kind in ("NEGNAME", "NANPAYLOAD"):  # words of literals: ``-inf``, ``-nan(0x7f)``
             kind = NAME
         yield Token(kind, value, expected - len(value))
     if expected != end and not text[expected:end].isspace():

@@ -7,7 +7,8 @@ import math
 import numpy as np
 
 from ..errors import HloSyntaxError, UnsupportedOperatorError
-from .module import ELIDED, HloInstruction
+from ..ir import dtypes
+from .module import ELIDED, HloInstruction, NanPayload
 from .shapes import ArrayShape
 
 _WORDS = {"true": True, "false": False, "inf": math.inf, "-inf": -math.inf, "nan": math.nan, "-nan": -math.nan}
@@ -20,6 +21,10 @@ _FLOAT_LIMITS = {
     "f8e4m3": (240.0, 16.0), "f8e3m4": (15.5, 0.5), "f8e4m3fnuz": (240.0, 16.0), "f8e5m2fnuz": (57344.0, 8192.0),
     "f8e4m3b11fnuz": (30.0, 2.0), "f4e2m1fn": (6.0, 2.0), "f8e8m0fnu": (1.7014118346046923e38, 2.0**126),
 }
+
+
+# Mantissa bits of the float types whose NaNs carry a payload (an all-ones exponent, as in IEEE 754).
+_MANTISSA_BITS = {"f16": 10, "bf16": 7, "f32": 23, "f64": 52}
 
 
 def _integer_range(element_type: str) -> tuple[int, int] | None:
@@ -79,6 +84,13 @@ def _value_problem(element_type: str, value) -> str | None:
         if element_type not in ("c64", "c128") or len(value) != 2:
             return f"a tuple {value} where a {element_type} value was expected"
         return _value_problem(element_type, value[0]) or _value_problem(element_type, value[1])
+    if isinstance(value, NanPayload):
+        bits = _MANTISSA_BITS.get(element_type)
+        if bits is None:
+            return f"a NaN payload where a {element_type} value was expected (f16, bf16, f32 and f64 NaNs carry one)"
+        if not 0 < value.payload < 2**bits:
+            return f"NaN payload 0x{value.payload:x} does not fit the {bits} mantissa bits of {element_type}"
+        return None
     limits = _FLOAT_LIMITS.get(element_type)
     if limits is not None:
         number = _WORDS.get(value, value) if isinstance(value, str) else value
@@ -115,7 +127,7 @@ def literal_array(instruction: HloInstruction, shape: ArrayShape | None = None, 
             "HloPrintOptions.print_large_constants = True)"
         )
     if shape.dtype is None:
-        raise UnsupportedOperatorError(f"{where}: element type {shape.element_type} has no NumPy equivalent")
+        raise UnsupportedOperatorError(f"{where}: element type {shape.element_type} holds no numbers")
     complex_type = shape.element_type in ("c64", "c128")
     if shape.rank and not isinstance(literal, (list, tuple)):  # ``s8[10] constant(1)``: one value for all
         literal = _filled(literal, shape.dims)
@@ -134,10 +146,22 @@ def literal_array(instruction: HloInstruction, shape: ArrayShape | None = None, 
             converted = [v % 2**64 if isinstance(v, int) and v < 0 else v for v in converted]
         if shape.dtype == "bool" and any(not isinstance(v, bool) and v not in (0, 1) for v in converted):
             raise ValueError("pred values must be true/false or 0/1")
-        array = np.array(converted, dtype=np.dtype(shape.dtype))
+        array = np.array(converted, dtype=dtypes.array_dtype(np, shape.dtype))
     except (ValueError, OverflowError, TypeError) as exc:
         raise HloSyntaxError(f"{where}: value does not fit {shape.element_type}: {exc}") from None
+    payloads = [(i, v) for i, v in enumerate(values) if isinstance(v, NanPayload)]
+    if payloads:
+        _set_nan_payloads(array, payloads, _MANTISSA_BITS[shape.element_type])
     return array.reshape(shape.dims)
+
+
+def _set_nan_payloads(array: np.ndarray, payloads: list[tuple[int, NanPayload]], mantissa_bits: int) -> None:
+    """Write each NaN's bits: its sign, an all-ones exponent and its payload as the mantissa."""
+    width = array.dtype.itemsize * 8
+    bits = array.view(f"uint{width}")
+    exponent = ((1 << (width - 1 - mantissa_bits)) - 1) << mantissa_bits
+    for index, nan in payloads:
+        bits[index] = (nan.negative << (width - 1)) | exponent | nan.payload
 
 
 def _filled(value, dims: tuple[int, ...]) -> list:
@@ -163,6 +187,8 @@ def _flatten(literal, out: list, complex_type: bool) -> int:
 
 
 def _scalar(value):
+    if isinstance(value, NanPayload):
+        return -math.nan if value.negative else math.nan  # its bits are written after (_set_nan_payloads)
     if isinstance(value, str):
         return _WORDS[value]
     return value

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GraphError, UnsupportedOperatorError
+from ..ir import dtypes
 from ..model_ir import ModelIR, OperandInfo, OpNode
 from .literals import literal_array
 from .module import HloComputation, HloInstruction, HloModule
@@ -33,6 +34,7 @@ from .shapes import ArrayShape, Shape
 from .site import Site
 from .translate_custom_call import registered_translator
 from .translators import TRANSLATORS, UNSUPPORTED
+from .widen_types import widen_extended_types
 
 INLINED = ("call", "fusion")
 # Elementwise opcodes whose operands may be scalars broadcast by the array rules instead.
@@ -75,7 +77,10 @@ def check_supported(module: HloModule) -> None:
             for shape in instruction.shape.leaves():
                 if shape.dtype is None and shape.element_type != "token":  # a token is held as a bool
                     problems.append(f"  {instruction.name} in {computation.name}: element type "
-                                    f"{shape.element_type} (NumPy has no such type)")
+                                    f"{shape.element_type} (it holds no numbers)")
+                elif shape.dtype is not None and not dtypes.is_available(shape.dtype):
+                    problems.append(f"  {instruction.name} in {computation.name}: element type "
+                                    f"{shape.element_type} (the installed ml_dtypes has no {shape.dtype})")
     if problems:
         raise UnsupportedOperatorError(
             f"{module.source or module.name}: {len(problems)} instruction(s) kuiper cannot run:\n" + "\n".join(problems)
@@ -301,4 +306,5 @@ def _post_order(computation: HloComputation) -> list[HloInstruction]:
 def lower_entry(module: HloModule) -> ModelIR:
     """The ENTRY computation as a ModelIR, after checking every reachable instruction can run."""
     check_supported(module)
+    module = widen_extended_types(module)  # bf16, f8, s4 ... compute in f32, s8 or u8, as on XLA's CPU backend
     return lower_computation(module, module.entry)

@@ -40,6 +40,14 @@ class Elided:
 ELIDED = Elided()
 
 
+@dataclass(frozen=True)
+class NanPayload:
+    """``nan(0x7f)`` / ``-nan(0x7f)`` in a literal: a NaN whose mantissa bits are ``payload``."""
+
+    negative: bool
+    payload: int
+
+
 @dataclass
 class HloInstruction:
     name: str

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from .lexer import DIMS, END, FLOAT, INT, LABELS, NAME, RECORD, SHAPE, STRING, Token, unquote
-from .module import ELIDED, Quoted, Slice
+from .module import ELIDED, NanPayload, Quoted, Slice
 from .parse_shapes import is_shape_start, parse_shape
 from .shapes import ELEMENT_TYPES, Shape
 from .token_stream import TokenStream
@@ -24,6 +24,7 @@ _CLOSE = {"{": "}", "[": "]", "(": ")"}
 # One pair of a RECORD: key (bare or quoted), '=' or ':', value (quoted, or up to a space, ',' or '}').
 _PAIR_RE = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([A-Za-z0-9_.\-]+))\s*[=:]\s*("(?:[^"\\]|\\.)*"|[^\s,}"]+)\s*,?')
 _INT_RE = re.compile(r"-?[0-9]+")
+_NAN_PAYLOAD = re.compile(r"-?nan\(0x([0-9a-fA-F]+)\)")
 _SKIPPED_IN_GROUPS = (",", "->", "*", "!", "@", "+", "|", "?", "<", ">", "...", "#", "~")
 
 
@@ -56,6 +57,10 @@ def parse_literal(stream: TokenStream, cache: dict[str, Shape]) -> Any:
     if token.kind == NAME and token.text in LITERAL_WORDS:
         stream.advance()
         return token.text
+    payload = _NAN_PAYLOAD.fullmatch(token.text) if token.kind == NAME else None
+    if payload:  # ``-nan(0x7f)``: one token
+        stream.advance()
+        return NanPayload(token.text.startswith("-"), int(payload.group(1), 16))
     raise stream.error(f"expected a literal value, found {stream.describe(token)}")
 
 

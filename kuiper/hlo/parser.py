@@ -23,19 +23,17 @@ from __future__ import annotations
 import gc
 from typing import Any
 
+from .infer_shapes import inferred_shape
 from .lexer import END, INT, NAME, SourceText, Token
 from .module import HloComputation, HloInstruction, HloModule
 from .parse_shapes import is_shape_start, parse_shape
 from .parse_values import parse_literal, parse_value
-from .shapes import ArrayShape, Shape, TupleShape
+from .shapes import Shape
 from .token_stream import TokenStream
 from .verify import verify_module
-from .verify_rules import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, module_attribute_problem
+from .verify_rules import module_attribute_problem
 
 PREAMBLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
-_COMPLEX_OF = {"f32": "c64", "f64": "c128"}
-# Elementwise opcodes whose result type is not their operand's (and cannot be told from it).
-_TYPE_CHANGING = frozenset(["convert", "real", "imag", "complex", "compare", "is-finite"])
 
 
 def parse(text: str, source: str = "", verify: bool = True) -> HloModule:
@@ -67,6 +65,7 @@ class _Parser:
         self.computation_name = ""
         self.instructions: list[HloInstruction] = []
         self.defined: dict[str, HloInstruction] = {}
+        self.computations: dict[str, HloComputation] = {}  # those parsed so far
 
     def error(self, message: str, token=None):
         return self.stream.error(message, token)
@@ -88,7 +87,7 @@ class _Parser:
                 while stream.token.kind == INT:
                     stream.advance()
                     parse_value(stream, self.shape_cache)
-        computations: dict[str, HloComputation] = {}
+        computations = self.computations
         while stream.token.kind != END:
             computation = self.computation(is_first=not computations and name is None)
             if computation.name in computations:
@@ -215,25 +214,14 @@ class _Parser:
         return name
 
     def inferred_shape(self, opcode: str, operands: list[str], attributes: dict, token: Token) -> Shape:
-        """The shape XLA would infer, for the opcodes whose result shape follows from the operands alone."""
-        known = [self.defined[o].shape for o in operands if o in self.defined]
-        if len(known) == len(operands) and opcode == "tuple":
-            return TupleShape(tuple(known))
-        index = attributes.get("index")
-        if opcode == "get-tuple-element" and len(known) == 1 and known[0].is_tuple and isinstance(index, int) \
-                and 0 <= index < len(known[0].elements):
-            return known[0].elements[index]
-        if len(known) == len(operands) and known and not known[0].is_tuple:
-            first: ArrayShape = known[-1] if opcode == "select" else known[0]
-            if opcode in ("compare", "is-finite"):
-                return ArrayShape("pred", first.dims, first.dynamic)
-            if opcode == "complex" and first.element_type in _COMPLEX_OF:
-                return ArrayShape(_COMPLEX_OF[first.element_type], first.dims, first.dynamic)
-            if opcode == "select" or opcode in ELEMENTWISE_BINARY | ELEMENTWISE_UNARY and opcode not in _TYPE_CHANGING:
-                return first
-        raise self.error(f"'{opcode}' needs its shape written out: kuiper infers the shape only of tuple, "
-                         "get-tuple-element and elementwise instructions whose operands are defined before them",
-                         token)
+        """The shape XLA would infer (kuiper/hlo/infer_shapes.py), or an error asking for it."""
+        known = [self.defined[o].shape if o in self.defined else None for o in operands]
+        shape = inferred_shape(opcode, known, attributes, self.computations, lambda message: self.error(message, token))
+        if shape is None:
+            raise self.error(f"'{opcode}' needs its shape written out: kuiper infers the shape of elementwise, tuple, "
+                             "get-tuple-element, dot, convolution and conditional instructions whose operands (and "
+                             "branch computations) are defined before them", token)
+        return shape
 
 
 def _compatible(written: Shape, defined: Shape) -> bool:

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# HLO element type -> NumPy dtype name, or None for types NumPy cannot hold (kept as data only).
+# HLO element type -> the dtype name kuiper computes with (kuiper.ir.dtypes resolves it: NumPy's
+# own names, or ml_dtypes' for the types NumPy lacks), None for types that hold no numbers.
 ELEMENT_TYPES: dict[str, str | None] = {
     "pred": "bool",
     "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64",
     "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
     "f16": "float16", "f32": "float32", "f64": "float64",
     "c64": "complex64", "c128": "complex128",
-    "s1": None, "s2": None, "s4": None, "u1": None, "u2": None, "u4": None,
-    "bf16": None,
-    "f4e2m1fn": None, "f8e3m4": None, "f8e4m3": None, "f8e4m3fn": None, "f8e4m3b11fnuz": None,
-    "f8e4m3fnuz": None, "f8e5m2": None, "f8e5m2fnuz": None, "f8e8m0fnu": None,
+    "s1": "int1", "s2": "int2", "s4": "int4", "u1": "uint1", "u2": "uint2", "u4": "uint4",
+    "bf16": "bfloat16",
+    "f4e2m1fn": "float4_e2m1fn", "f8e3m4": "float8_e3m4", "f8e4m3": "float8_e4m3", "f8e4m3fn": "float8_e4m3fn",
+    "f8e4m3b11fnuz": "float8_e4m3b11fnuz", "f8e4m3fnuz": "float8_e4m3fnuz", "f8e5m2": "float8_e5m2",
+    "f8e5m2fnuz": "float8_e5m2fnuz", "f8e8m0fnu": "float8_e8m0fnu",
     "token": None, "opaque": None,
 }
-NUMPY_TO_HLO = {numpy: hlo for hlo, numpy in ELEMENT_TYPES.items() if numpy is not None}
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class ArrayShape:
 
     @property
     def dtype(self) -> str | None:
-        """The NumPy dtype name, None when NumPy has no such type (bf16, f8, token)."""
+        """The dtype name (``float32``, ``bfloat16`` ...), None for a token or opaque value."""
         return ELEMENT_TYPES[self.element_type]
 
     def size(self) -> int:

@@ -31,22 +31,14 @@ from .translate_common import (
     with_dims,
     word,
 )
-from .windows import parse_window
+from .windows import parse_window, split_dim_labels
 
 
 def _labels(site: Site) -> tuple[list[int], list[int], list[int], int]:
     """(lhs dims as b, f, 0.., rhs dims as o, i, 0.., output dims in the canonical b, f, 0.. order, spatial)."""
-    text = word(site, "dim_labels", "")
-    try:
-        operands, out = text.split("->")
-        lhs, rhs = operands.split("_")
-    except ValueError:
-        raise site.error(f"dim_labels={text!r} is not like b01f_01io->b01f") from None
+    lhs, rhs, out = split_dim_labels(word(site, "dim_labels", ""), site.error)
     spatial = len(lhs) - 2
     digits = [str(d) for d in range(spatial)]
-    if sorted(lhs) != sorted(["b", "f", *digits]) or sorted(rhs) != sorted(["i", "o", *digits]) \
-            or sorted(out) != sorted(["b", "f", *digits]):
-        raise site.error(f"dim_labels={text!r} must name b, f / i, o and spatial dims 0..{spatial - 1}")
     canonical = ["b", "f", *digits]
     position = {label: i for i, label in enumerate(canonical)}
     return ([lhs.index(c) for c in canonical], [rhs.index(c) for c in ["o", "i", *digits]],

@@ -7,6 +7,7 @@ total-order compares ...) are the op set's own: see kuiper/ops/elementwise_ir.py
 
 from __future__ import annotations
 
+from ..ir import dtypes
 from ..model_ir import OpNode
 from .site import Site
 from .translate_common import integer, operand, result, word
@@ -46,6 +47,13 @@ def translate_elementwise(site: Site) -> list[OpNode]:
 
 
 def translate_bitcast_convert(site: Site) -> list[OpNode]:
+    source, target = operand(site, 0).dtype, result(site).dtype
+    if source != target and (dtypes.is_extended(source) or dtypes.is_extended(target)):
+        source_bits, target_bits = dtypes.bits(source), dtypes.bits(target)
+        if source_bits != target_bits and min(source_bits, target_bits) < 8:
+            # ml_dtypes holds an s4 or f4 value in a byte of its own; XLA packs them two to a byte.
+            raise site.error(f"bitcast-convert between {operand(site, 0).element_type} and "
+                             f"{result(site).element_type} packs sub-byte values, which kuiper does not")
     return [site.op("BitcastConvert", site.inputs, site.outputs, {"dtype": result(site).dtype})]
 
 

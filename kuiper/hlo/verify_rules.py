@@ -11,6 +11,7 @@ import re
 from .literals import literal_problem
 from .module import HloComputation, HloInstruction, Quoted
 from .shapes import ArrayShape, Shape
+from .windows import dim_labels_problem
 
 # Every opcode XLA's HLO text may name (kuiper parses them all; translators say which run).
 XLA_OPCODES = frozenset("""
@@ -252,6 +253,11 @@ def _attribute_problem(instruction: HloInstruction, operands: list[Shape], compu
     window = attributes.get("window")
     if isinstance(window, dict) and "pad" in window and not _WINDOW_PAD.fullmatch(str(window["pad"])):
         return f"window pad={window['pad']} must give low_high per dimension, such as 1_1x0_0"
+    labels = attributes.get("dim_labels")
+    if opcode == "convolution" and labels is not None:
+        problem = dim_labels_problem(labels) if isinstance(labels, str) else f"dim_labels={labels!r} is not a word"
+        if problem or not operands[0].is_tuple and len(labels.split("_")[0]) != operands[0].rank:
+            return problem or f"dim_labels={labels} do not fit the input {operands[0]}"
     if opcode in ("all-gather", "reduce-scatter", "all-gather-start") and attributes.get("dimensions") == []:
         return "dimensions={} is empty: it must name the dimension to gather or scatter"
     if "result_accuracy" in attributes and not _is_result_accuracy(attributes["result_accuracy"]):

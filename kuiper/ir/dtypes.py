@@ -19,11 +19,18 @@ The rules (torch.result_type):
     type stands (a Python float with a float16 tensor stays float16);
   * with only scalars, Python's own rules apply (pyint with pyfloat is pyfloat).
 0-d arrays count as tensors here (PyTorch ranks them between the two).
+
+Array dtypes NumPy lacks (bfloat16, the float8/float4 types, int4 ... int1) come from
+``ml_dtypes``, the package JAX uses for them: ``EXTENDED_DTYPES``. They are storage types for
+frontends that name them (XLA HLO), not part of the promotion rules or the tensor IR, and
+``array_dtype`` is the one place a dtype name becomes a backend's dtype object.
 """
 
 from __future__ import annotations
 
-from kuiper.errors import IRError
+import ml_dtypes
+
+from kuiper.errors import IRError, UnsupportedOperatorError
 
 BOOL, INT, FLOAT, COMPLEX = 0, 1, 2, 3  # categories
 
@@ -49,6 +56,73 @@ SCALAR_DTYPE = {BOOL: "pybool", INT: "pyint", FLOAT: "pyfloat", COMPLEX: "pycomp
 SCALAR_STORAGE = {"pybool": "bool", "pyint": "int64", "pyfloat": "float64", "pycomplex": "complex128"}
 # The real dtype of a complex one (abs, real and imaginary parts).
 REAL_PART = {"complex64": "float32", "complex128": "float64", "pycomplex": "pyfloat"}
+
+
+# ml_dtypes' names -> (category, bits). An older ml_dtypes may lack some (see extended_type).
+EXTENDED_DTYPES: dict[str, tuple[int, int]] = {
+    "bfloat16": (FLOAT, 16),
+    "float8_e5m2": (FLOAT, 8), "float8_e4m3fn": (FLOAT, 8), "float8_e4m3b11fnuz": (FLOAT, 8),
+    "float8_e5m2fnuz": (FLOAT, 8), "float8_e4m3fnuz": (FLOAT, 8), "float8_e4m3": (FLOAT, 8),
+    "float8_e3m4": (FLOAT, 8), "float8_e8m0fnu": (FLOAT, 8), "float4_e2m1fn": (FLOAT, 4),
+    "int4": (INT, 4), "uint4": (INT, 4), "int2": (INT, 2), "uint2": (INT, 2), "int1": (INT, 1), "uint1": (INT, 1),
+}
+# Widths of the array dtypes the promotion rules leave out (the IR has no such unsigned types).
+_WIDE = {"uint16": 16, "uint32": 32, "uint64": 64}
+# The namespaces whose arrays are NumPy arrays, which hold ml_dtypes' types.
+_NUMPY_NAMESPACES = ("numpy", "array_api_compat.numpy")
+
+
+def extended_type(name: str):
+    """ml_dtypes' scalar type for an EXTENDED_DTYPES name; an UnsupportedOperatorError if this ml_dtypes lacks it."""
+    found = getattr(ml_dtypes, name, None)
+    if found is None:
+        raise UnsupportedOperatorError(
+            f"dtype {name}: the installed ml_dtypes {ml_dtypes.__version__} has no such type (newer versions do)")
+    return found
+
+
+def is_available(name: str) -> bool:
+    """False for an extended dtype the installed ml_dtypes lacks."""
+    return name not in EXTENDED_DTYPES or hasattr(ml_dtypes, name)
+
+
+def array_dtype(xp, name: str):
+    """The dtype object of array namespace ``xp`` for the dtype name ``name``; None for an unknown name.
+
+    The one place a dtype name is resolved: NumPy's own names through ``xp``, the extended ones
+    through ml_dtypes, which extends NumPy only (CuPy has no such types: an UnsupportedOperatorError).
+    """
+    if name in EXTENDED_DTYPES:
+        namespace = getattr(xp, "__name__", str(xp))
+        if namespace not in _NUMPY_NAMESPACES:
+            raise UnsupportedOperatorError(
+                f"dtype {name} is not supported on the {namespace} backend: it has no such type "
+                "(ml_dtypes extends NumPy only); run the model on the NumPy backend")
+        return extended_type(name)
+    if name.startswith("_"):
+        return None
+    return getattr(xp, name, None)
+
+
+def is_extended(dtype) -> bool:
+    """An ml_dtypes dtype (given by name or as an array dtype)."""
+    return str(dtype) in EXTENDED_DTYPES
+
+
+def is_extended_float(dtype) -> bool:
+    return EXTENDED_DTYPES.get(str(dtype), (None,))[0] == FLOAT
+
+
+def bits(dtype: str) -> int:
+    """The width in bits of a tensor or extended dtype (int4: 4, though ml_dtypes stores it in a byte)."""
+    if dtype in EXTENDED_DTYPES:
+        return EXTENDED_DTYPES[dtype][1]
+    return TENSOR_DTYPES[dtype][1] if dtype in TENSOR_DTYPES else _WIDE[dtype]
+
+
+def integer_info(dtype):
+    """iinfo of an integer dtype, NumPy's or ml_dtypes' (int4 ...)."""
+    return ml_dtypes.iinfo(dtype)
 
 
 def is_known(dtype: str) -> bool:

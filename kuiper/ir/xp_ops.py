@@ -119,7 +119,7 @@ def _is_ufunc(fn) -> bool:
 
 
 def _cast(xp, dtype_name: str) -> XpOp:
-    target = getattr(xp, dtype_name)
+    target = dtypes.array_dtype(xp, dtype_name)
     copyto = getattr(xp, "copyto", None)
     if copyto is not None:
 

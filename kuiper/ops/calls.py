@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np  # to look at a constant param once, at build time; never to compute
 
+from ..ir.dtypes import array_dtype
 from ..limits import check_iterations, loop_budget
 from ..model_ir import ModelIR
 from .base import Op
@@ -40,7 +41,7 @@ class Map(Op):
     def forward(self, *inputs):
         xp = self.xp
         results = call_subgraph(xp, self.function, inputs)
-        return _single_or_tuple([r if d is None else xp.astype(xp.asarray(r), getattr(xp, d), copy=False)
+        return _single_or_tuple([r if d is None else xp.astype(xp.asarray(r), array_dtype(xp, d), copy=False)
                                  for r, d in zip(results, self.dtypes)])
 
 

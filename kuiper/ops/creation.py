@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from ..errors import ShapeError
+from ..ir.dtypes import array_dtype
 from .base import Op
 
 # The dtypes arange may be asked for (array-API names; the PNNX frontend translates torch.float & co).
@@ -66,7 +67,7 @@ class Arange(Op):
         count = max(0, math.ceil((end - start) / step))
         # start + i * step in float64, then cast: PyTorch's float arange is computed the same way.
         values = xp.arange(count, dtype=xp.float64) * step + start
-        return xp.astype(values, getattr(xp, dtype))
+        return xp.astype(values, array_dtype(xp, dtype))
 
 
 OPS = [Arange]

@@ -11,6 +11,7 @@ in shape.py, concat.py and io.py under those canonical types.
 from __future__ import annotations
 
 from ..errors import ShapeError
+from ..ir.dtypes import array_dtype
 from ..limits import check_size
 from .base import Op
 from .params import Float, Int, Ints
@@ -148,7 +149,7 @@ class Iota(Op):
     def setup(self):
         if self.dim >= len(self.shape):
             raise self.error(f"param 'dim'={self.dim} is out of range for shape {list(self.shape)}")
-        dtype = getattr(self.xp, self.str_param("dtype"), None)
+        dtype = array_dtype(self.xp, self.str_param("dtype"))
         if dtype is None:
             raise self.unsupported("dtype", self.param("dtype"), "a NumPy dtype name")
         line = self.xp.arange(self.shape[self.dim]).astype(dtype)

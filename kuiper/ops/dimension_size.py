@@ -8,6 +8,7 @@ reshape to that size.
 from __future__ import annotations
 
 from ..errors import ShapeError
+from ..ir.dtypes import array_dtype
 from .base import Op
 from .params import Int, Ints
 
@@ -21,7 +22,7 @@ class DimensionSize(Op):
     params = (Int("dim", low=0),)
 
     def setup(self):
-        self.dtype = getattr(self.xp, self.str_param("dtype", "int32"), None)
+        self.dtype = array_dtype(self.xp, self.str_param("dtype", "int32"))
         if self.dtype is None:
             raise self.unsupported("dtype", self.param("dtype"), "a NumPy dtype name")
 

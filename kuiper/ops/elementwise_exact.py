@@ -15,6 +15,8 @@ of floats is -NaN < -inf < -0 < +0 < inf < NaN.
 
 from __future__ import annotations
 
+from ..ir.dtypes import array_dtype, integer_info, is_extended, is_extended_float
+
 
 def _bits(x) -> int:
     return x.dtype.itemsize * 8
@@ -25,11 +27,11 @@ def _is_float(x) -> bool:
 
 
 def _unsigned(xp, x):
-    return getattr(xp, f"uint{_bits(x)}")
+    return array_dtype(xp, f"uint{_bits(x)}")
 
 
 def _signed(xp, x):
-    return getattr(xp, f"int{_bits(x)}")
+    return array_dtype(xp, f"int{_bits(x)}")
 
 
 def _full(xp, like, value):
@@ -218,12 +220,14 @@ def compare(xp, a, b, direction: str, order: str):
 def convert(xp, x, dtype):
     """To ``dtype`` (a backend dtype): float -> int saturates, NaN -> 0; -> bool is != 0; complex -> real drops imag."""
     target = xp.empty((), dtype=dtype).dtype
+    if is_extended_float(x.dtype):  # bfloat16, float8 ...: a float32 holds each of their values exactly
+        x = x.astype(xp.float32)
     if target.kind == "b":
         return xp.asarray(x != 0)
     if x.dtype.kind == "c" and target.kind != "c":
         x = xp.real(x)
-    if x.dtype.kind == "f" and target.kind in "iu":
-        info = xp.iinfo(dtype)
+    if x.dtype.kind == "f" and (target.kind in "iu" or is_extended(target) and not is_extended_float(target)):
+        info = integer_info(target)  # int4 ... too
         truncated = xp.trunc(xp.where(xp.isnan(x), xp.zeros_like(x), x))
         # Compare in float64 so the bounds themselves are exact.
         wide = truncated.astype(xp.float64)

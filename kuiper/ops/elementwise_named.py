@@ -9,6 +9,7 @@ else the exact array-API code (elementwise_exact).
 
 from __future__ import annotations
 
+from ..ir.dtypes import array_dtype
 from . import elementwise_exact as exact
 from .base import NodeParams
 from .elementwise import ElementwiseOp
@@ -44,7 +45,7 @@ class Elementwise(ElementwiseOp):
     def setup(self):
         self.function, operands, dtype_name, self.direction, self.order = _read(self)
         self.require_inputs(len(operands))
-        self.dtype = getattr(self.xp, dtype_name, None)
+        self.dtype = array_dtype(self.xp, dtype_name)
         if self.dtype is None:
             raise self.unsupported("dtype", dtype_name, "a NumPy dtype name")
         self.math = math_for(self.function, operands, dtype_name, self.direction, self.order)

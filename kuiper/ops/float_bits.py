@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from ..ir.dtypes import array_dtype
 from .base import Op
 from .params import Int
 
@@ -17,7 +18,7 @@ class BitcastConvert(Op):
     fresh_output = True
 
     def setup(self):
-        self.dtype = getattr(self.xp, self.str_param("dtype"), None)
+        self.dtype = array_dtype(self.xp, self.str_param("dtype"))
         if self.dtype is None:
             raise self.unsupported("dtype", self.param("dtype"), "a NumPy dtype name")
         self.itemsize = self.xp.empty((), dtype=self.dtype).itemsize
@@ -43,7 +44,7 @@ class ReducePrecision(Op):
     def forward(self, x):
         xp = self.xp
         source_exponent, source_mantissa = self.LAYOUT[x.dtype.itemsize]
-        unsigned_type = getattr(xp, f"uint{x.dtype.itemsize * 8}")
+        unsigned_type = array_dtype(xp, f"uint{x.dtype.itemsize * 8}")
         bits = x.view(unsigned_type)
 
         def const(value):

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 from ..errors import InputError
+from ..ir.dtypes import array_dtype
 from .base import Op
 from .shape import LikeOther, data_input_index, int_list
 from .slicing import check_index_range
@@ -101,7 +102,7 @@ class To(Op):
     arity = 1
 
     def setup(self):
-        self.dtype = getattr(self.xp, self.choice_param("dtype", CAST_DTYPES))
+        self.dtype = array_dtype(self.xp, self.choice_param("dtype", CAST_DTYPES))
 
     def forward(self, x):
         return cast(self, x, self.dtype)

@@ -18,6 +18,7 @@ and ``shape``. How words are laid out follows XLA's expansion of the instruction
 
 from __future__ import annotations
 
+from ..ir.dtypes import array_dtype
 from .base import Op, prod
 from .params import Choice, Ints
 
@@ -139,7 +140,7 @@ class RandomBits(Op):
         make = philox_bits if self.algorithm == "philox" else threefry_bits
         bits, new_state = make(xp, words, self.shape, self.wide)
         bits = xp.reshape(bits, self.shape)
-        return xp.asarray(new_state, dtype=xp.uint64), bits.view(getattr(xp, self.dtype))
+        return xp.asarray(new_state, dtype=xp.uint64), bits.view(array_dtype(xp, self.dtype))
 
 
 class RandomNumbers(Op):
@@ -173,7 +174,7 @@ class RandomNumbers(Op):
         if self.dtype.startswith("float"):
             mantissa = 52 if self.dtype == "float64" else 23
             width = 64 if self.dtype == "float64" else 32
-            fraction = (bits >> getattr(xp, self.bit_type)(width - mantissa)).astype(self.dtype) * 2.0 ** -mantissa
+            fraction = (bits >> array_dtype(xp, self.bit_type)(width - mantissa)).astype(self.dtype) * 2.0 ** -mantissa
             fraction = fraction.astype(self.dtype)
             if self.distribution == "uniform":
                 return xp.reshape(fraction * (b - a) + a, self.shape).astype(self.dtype)
@@ -182,7 +183,7 @@ class RandomNumbers(Op):
             angle = 2 * xp.pi * fraction[half:]
             normal = xp.concatenate([xp.sin(angle) * radius, xp.cos(angle) * radius])[:prod(self.shape)]
             return xp.reshape(normal * b + a, self.shape).astype(self.dtype)
-        unsigned = getattr(xp, self.bit_type)
+        unsigned = array_dtype(xp, self.bit_type)
         span = xp.asarray(b).astype(self.dtype).view(unsigned) - xp.asarray(a).astype(self.dtype).view(unsigned)
         if int(span) == 0:
             raise self.error(f"needs a < b for uniform integers, found a={a}, b={b}")

@@ -15,6 +15,7 @@ TopK orders floats by the same total order (NaN largest) and breaks ties by lowe
 
 from __future__ import annotations
 
+from ..ir.dtypes import array_dtype
 from .base import Op
 from .params import Bool, Choice, Int
 
@@ -127,7 +128,7 @@ class TopK(Op):
         if x.ndim == 0 or self.k > x.shape[-1]:
             raise self.error(f"k={self.k} is more than the last dim of shape {tuple(x.shape)}")
         order = stable_order(xp, x, -1, self.largest)[..., : self.k]
-        return xp.take_along_axis(x, order, axis=-1), xp.astype(order, getattr(xp, self.index_dtype))
+        return xp.take_along_axis(x, order, axis=-1), xp.astype(order, array_dtype(xp, self.index_dtype))
 
 
 OPS = [Sort, TopK]

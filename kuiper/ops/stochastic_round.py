@@ -8,6 +8,7 @@ past the type's limits give the limits.
 
 from __future__ import annotations
 
+from ..ir.dtypes import array_dtype
 from .base import Op
 from .params import Choice
 
@@ -24,7 +25,7 @@ class StochasticConvert(Op):
 
     def forward(self, x, random):
         xp = self.xp
-        info = xp.iinfo(getattr(xp, self.dtype))
+        info = xp.iinfo(array_dtype(xp, self.dtype))
         magnitude = xp.abs(x)
         whole = xp.floor(magnitude)
         fraction = (magnitude - whole).astype(xp.float32 if x.dtype == xp.float16 else x.dtype)

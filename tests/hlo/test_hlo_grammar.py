@@ -102,12 +102,29 @@ def test_inferred_shapes_change_type_where_the_opcode_does():
 
 
 def test_a_shape_that_cannot_be_inferred_is_asked_for():
-    with pytest.raises(HloSyntaxError, match="'dot' needs its shape written out") as info:
+    with pytest.raises(HloSyntaxError, match="'reshape' needs its shape written out") as info:
+        parse("ENTRY e {\n  a = f32[2,2] parameter(0)\n  ROOT d = reshape(a), dimensions={1}\n}")
+    assert (info.value.line, info.value.column) == (3, 12)
+    with pytest.raises(HloSyntaxError, match="as many contracting dims") as info:  # XLA's shape rule refuses it
         parse("ENTRY e {\n  a = f32[2,2] parameter(0)\n  ROOT d = dot(a, a), lhs_contracting_dims={1}\n}")
     assert (info.value.line, info.value.column) == (3, 12)
 
 
 # -- literals and attribute values -------------------------------------------------------------------
+def test_nan_payloads_are_kept_bit_for_bit_in_constants():
+    """XLA's NanPayload test: sign, an all-ones exponent, the payload as mantissa (bf16: 7 bits)."""
+    module = parse("ENTRY e {\n  ROOT c = bf16[3] constant({-nan(0x7f), -nan(0x3f), nan(0x1)})\n}")
+    bits = literal_array(module.entry.root).view(np.uint16)
+    np.testing.assert_array_equal(bits, [0x8000 | 0x7F80 | 0x7F, 0x8000 | 0x7F80 | 0x3F, 0x7F80 | 0x1])
+    f32 = parse("ENTRY e {\n  ROOT c = f32[1] constant({nan(0x400001)})\n}")
+    assert literal_array(f32.entry.root).view(np.uint32)[0] == 0x7F800000 | 0x400001
+    for literal, message in (("bf16[1] constant({nan(0x80)})", "does not fit the 7 mantissa bits"),
+                             ("f32[1] constant({nan(0x0)})", "does not fit"),
+                             ("f8e4m3fn[1] constant({nan(0x1)})", "NaN payload where a f8e4m3fn value")):
+        with pytest.raises(HloSyntaxError, match=message):
+            parse(f"ENTRY e {{\n  ROOT c = {literal}\n}}")
+
+
 def test_negative_nan_and_scalar_fill_literals():
     module = parse("ENTRY e {\n  n = f32[3] constant({-nan, nan, -inf})\n  ROOT f = s8[2,2] constant(7)\n}")
     values = literal_array(module.entry.by_name["n"])

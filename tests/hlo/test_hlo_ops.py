@@ -155,13 +155,14 @@ def test_reduce_precision_to_half():
 def test_unsupported_instructions_are_listed_in_one_error():
     text = ("HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n"
             "  r = f32[2] custom-call(x), custom_call_target=\"other\"\n"
-            "  c = f32[2] custom-call(x), custom_call_target=\"my_kernel\"\n  h = bf16[2] convert(x)\n"
-            "  ROOT t = (f32[2], f32[2], bf16[2]) tuple(r, c, h)\n}\n")
+            "  c = f32[2] custom-call(x), custom_call_target=\"my_kernel\"\n"
+            "  h = u64[2] rng-get-and-update-state(), delta=1\n"
+            "  ROOT t = (f32[2], f32[2], u64[2]) tuple(r, c, h)\n}\n")
     with pytest.raises(UnsupportedOperatorError) as info:
         kuiper.load_hlo(text)
     message = str(info.value)
     assert "3 instruction(s)" in message and "r in e: custom-call" in message and "'my_kernel'" in message
-    assert "h in e: element type bf16" in message
+    assert "h in e: rng-get-and-update-state" in message
 
 
 def test_an_elided_constant_says_how_to_dump_it():

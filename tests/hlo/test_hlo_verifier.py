@@ -134,6 +134,10 @@ def test_well_formed_aliasing_parses():
     (["p = f32[2] parameter(0)", "q = f32[3] parameter(1)",
       'ROOT c = f32[2] custom-call(p, q), custom_call_target="f", operand_layout_constraints={f32[2]{0}, f32[4]{0}}'],
      "operand 1 \\(f32\\[3\\]\\) is not compatible"),
+    # dim_labels name each dim once, with as many spatial dims in input, kernel and output (XLA's InvalidDimLabels).
+    *[(["p = f32[1,2,1] parameter(0)", "k = f32[1,1,1] parameter(1)",
+        f"ROOT c = f32[1,2,1] convolution(p, k), window={{size=1}}, dim_labels={labels}"], "dim_labels=")
+      for labels in ("00_01->10", "012_0123->210", "013_0123->210", "bf0_oi0->bf1", "b0f_0io->b0f0")],
 ])
 def test_attribute_values_that_xla_checks(lines, message):
     _rejected(_entry(*lines), message)

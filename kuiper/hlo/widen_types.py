@@ -1,0 +1,160 @@
+"""Compute on the element types NumPy lacks as XLA's CPU backend does: in a wider type.
+
+XLA's CPU backend has no bf16, f8 or f4 arithmetic. Its float normalization pass gives each
+instruction that computes on such a type converted operands, runs it in f32 and converts the
+result back, so every instruction rounds its result once; a computation that a reduction calls
+runs in f32 throughout, so a reduce accumulates in f32 and rounds at the end. Sub-byte integers
+(s4, u2 ...) compute here in s8/u8, whose wraparound agrees with theirs modulo 2^bits.
+
+``widen_extended_types`` rewrites a module the same way before it is lowered; data movement
+(reshape, slice, transpose, convert, bitcast-convert ...) keeps the narrow type, which ml_dtypes
+stores in NumPy arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..errors import UnsupportedOperatorError
+from .module import CALLED_ATTRIBUTES, HloComputation, HloInstruction, HloModule
+from .shapes import ArrayShape, Shape, TupleShape
+from .translate_elementwise import FUNCTIONS
+
+COMPUTE_TYPE = {
+    **{t: "f32" for t in ("bf16", "f4e2m1fn", "f8e3m4", "f8e4m3", "f8e4m3fn", "f8e4m3b11fnuz", "f8e4m3fnuz",
+                          "f8e5m2", "f8e5m2fnuz", "f8e8m0fnu")},
+    "s1": "s8", "s2": "s8", "s4": "s8", "u1": "u8", "u2": "u8", "u4": "u8",
+}
+# Opcodes that compute on their operands' values; every other opcode moves values as they are.
+COMPUTING = frozenset([
+    *(opcode for opcode in FUNCTIONS if opcode != "convert"),
+    "dot", "convolution", "reduce", "reduce-window", "map", "select-and-scatter", "scatter", "reduce-precision",
+    "cholesky", "triangular-solve", "fft", "batch-norm-inference", "batch-norm-training", "batch-norm-grad",
+])
+# Functions of the bits whose result depends on the width, so s8 cannot stand for s4: (opcode, signed types only).
+WIDTH_DEPENDENT = {"shift-right-logical": True, "popcnt": True, "count-leading-zeros": False, "clz": False}
+_CALLED_FOR_VALUES = ("to_apply", "select", "scatter")
+
+
+def widen_extended_types(module: HloModule) -> HloModule:
+    """``module`` with every computation on bf16/f8/f4/sub-byte values done in f32, s8 or u8."""
+    if not any(_narrow(i.shape) for c in module.computations.values() for i in c.instructions):
+        return module
+    widening = _Widening(module)
+    for name in list(module.computations):
+        widening.computations[name] = widening.convert_around(module.computations[name])
+    return replace(module, computations=widening.computations)
+
+
+def _narrow(shape: Shape) -> bool:
+    return any(leaf.element_type in COMPUTE_TYPE for leaf in shape.leaves())
+
+
+def _wide(shape: Shape) -> Shape:
+    if shape.is_tuple:
+        return TupleShape(tuple(_wide(element) for element in shape.elements))
+    return ArrayShape(COMPUTE_TYPE.get(shape.element_type, shape.element_type), shape.dims, shape.dynamic)
+
+
+class _Widening:
+    def __init__(self, module: HloModule):
+        self.module = module
+        self.computations = dict(module.computations)
+        self.wide_copies: dict[str, str] = {}  # computation -> its all-wide copy
+
+    def convert_around(self, computation: HloComputation) -> HloComputation:
+        """Each computing instruction on narrow values gets converted operands and a converted result."""
+        emitted: list[HloInstruction] = []
+        converted: dict[str, str] = {}  # narrow operand -> its widened copy
+        for instruction in computation.instructions:
+            operand_shapes = [computation.by_name[o].shape for o in instruction.operands]
+            if instruction.opcode not in COMPUTING or not any(map(_narrow, [instruction.shape, *operand_shapes])):
+                emitted.append(instruction)
+                continue
+            self._check_width(instruction, operand_shapes)
+            operands = []
+            for operand, shape in zip(instruction.operands, operand_shapes):
+                if _narrow(shape) and operand not in converted:
+                    converted[operand] = self._fresh(computation, f"{operand}.{_wide(shape)}".split("[")[0])
+                    emitted.append(_convert(converted[operand], operand, _wide(shape), instruction, computation.name))
+                operands.append(converted.get(operand, operand))
+            attributes = dict(instruction.attributes)
+            for key in _CALLED_FOR_VALUES:
+                if isinstance(attributes.get(key), str):
+                    attributes[key] = self.wide_copy(attributes[key])
+            widened = replace(instruction, operands=operands, attributes=attributes)
+            emitted += self._round_result(computation, widened)
+        return _rebuilt(computation, computation.name, emitted)
+
+    def _round_result(self, computation: HloComputation, instruction: HloInstruction) -> list[HloInstruction]:
+        """The instruction computing in the wide type, then its result converted back under its own name."""
+        if not _narrow(instruction.shape):
+            return [instruction]
+        wide_name = self._fresh(computation, f"{instruction.name}.wide")
+        wide = replace(instruction, name=wide_name, shape=_wide(instruction.shape), is_root=False)
+        if not instruction.shape.is_tuple:
+            return [wide, replace(_convert(instruction.name, wide_name, instruction.shape, instruction,
+                                           computation.name), is_root=instruction.is_root)]
+        emitted, parts = [wide], []
+        for index, element in enumerate(instruction.shape.elements):
+            part = self._fresh(computation, f"{wide_name}.{index}")
+            emitted.append(replace(instruction, name=part, opcode="get-tuple-element", shape=_wide(element),
+                                   operands=[wide_name], attributes={"index": index}, is_root=False))
+            parts.append(self._fresh(computation, f"{part}.rounded"))
+            emitted.append(_convert(parts[-1], part, element, instruction, computation.name))
+        emitted.append(replace(instruction, opcode="tuple", operands=parts, attributes={}))
+        return emitted
+
+    def wide_copy(self, name: str) -> str:
+        """A copy of computation ``name`` in which every value is wide (a reducer that accumulates in f32)."""
+        if name in self.wide_copies:
+            return self.wide_copies[name]
+        copy_name = f"{name}.wide"
+        while copy_name in self.computations:
+            copy_name += "_"
+        self.wide_copies[name] = copy_name
+        original = self.module.computations[name]
+        emitted: list[HloInstruction] = []
+        for instruction in original.instructions:
+            attributes = {key: self.wide_copy(value) if key in CALLED_ATTRIBUTES and isinstance(value, str)
+                          else value for key, value in instruction.attributes.items()}
+            if instruction.opcode == "constant" and _narrow(instruction.shape):  # its literal rounds to its type
+                narrow_name = self._fresh(original, f"{instruction.name}.narrow")
+                emitted.append(replace(instruction, name=narrow_name, is_root=False, computation=copy_name))
+                emitted.append(replace(_convert(instruction.name, narrow_name, _wide(instruction.shape), instruction,
+                                                copy_name), is_root=instruction.is_root))
+                continue
+            emitted.append(replace(instruction, shape=_wide(instruction.shape), attributes=attributes,
+                                   computation=copy_name))
+        copy = _rebuilt(original, copy_name, emitted)
+        copy.parameter_shapes = [(p, _wide(s)) for p, s in original.parameter_shapes or []] or None
+        copy.result_shape = _wide(original.result_shape) if original.result_shape is not None else None
+        self.computations[copy_name] = copy
+        return copy_name
+
+    def _check_width(self, instruction: HloInstruction, operand_shapes: list[Shape]) -> None:
+        signed_only = WIDTH_DEPENDENT.get(instruction.opcode)
+        if signed_only is None:
+            return
+        for shape in operand_shapes:
+            for leaf in shape.leaves():
+                if COMPUTE_TYPE.get(leaf.element_type, "f").startswith(("s",) if signed_only else ("s", "u")):
+                    raise UnsupportedOperatorError(
+                        f"{self.module.where(instruction)}: {instruction.opcode} '{instruction.name}' on "
+                        f"{leaf.element_type}: kuiper computes sub-byte integers in 8 bits, where this function "
+                        "of the bits differs; not supported")
+
+    @staticmethod
+    def _fresh(computation: HloComputation, name: str) -> str:
+        while name in computation.by_name:
+            name += "_"
+        return name
+
+
+def _convert(name: str, operand: str, shape: Shape, at: HloInstruction, computation: str) -> HloInstruction:
+    return HloInstruction(name, "convert", shape, [operand], position=at.position, computation=computation)
+
+
+def _rebuilt(original: HloComputation, name: str, instructions: list[HloInstruction]) -> HloComputation:
+    return HloComputation(name, instructions, original.is_entry and name == original.name, original.parameter_shapes,
+                          original.result_shape, original.position)
