@@ -29,6 +29,7 @@ frontends that name them (XLA HLO), not part of the promotion rules or the tenso
 from __future__ import annotations
 
 import ml_dtypes
+import numpy
 
 from kuiper.errors import IRError, UnsupportedOperatorError
 
@@ -101,7 +102,14 @@ def array_dtype(xp, name: str):
         return extended_type(name)
     if name.startswith("_"):
         return None
-    return getattr(xp, name, None)
+    found = getattr(xp, name, None)
+    if found is None:
+        return None
+    try:
+        numpy.dtype(found)  # xp.add or xp.linalg is no dtype
+    except TypeError:
+        return None
+    return found
 
 
 def is_extended(dtype) -> bool:

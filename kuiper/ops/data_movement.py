@@ -11,10 +11,9 @@ in shape.py, concat.py and io.py under those canonical types.
 from __future__ import annotations
 
 from ..errors import ShapeError
-from ..ir.dtypes import array_dtype
 from ..limits import check_size
 from .base import Op
-from .params import Float, Int, Ints
+from .params import DType, Float, Int, Ints
 
 
 def _clamped_start(index, size: int, dim: int) -> int:
@@ -144,15 +143,12 @@ class Iota(Op):
 
     types = ("Iota",)
     arity = 0
-    params = (Ints("shape", low=0), Int("dim", low=0))
+    params = (Ints("shape", low=0), Int("dim", low=0), DType("dtype"))
 
     def setup(self):
         if self.dim >= len(self.shape):
             raise self.error(f"param 'dim'={self.dim} is out of range for shape {list(self.shape)}")
-        dtype = array_dtype(self.xp, self.str_param("dtype"))
-        if dtype is None:
-            raise self.unsupported("dtype", self.param("dtype"), "a NumPy dtype name")
-        line = self.xp.arange(self.shape[self.dim]).astype(dtype)
+        line = self.xp.arange(self.shape[self.dim]).astype(self.dtype)
         column = [1] * len(self.shape)
         column[self.dim] = self.shape[self.dim]
         self.value = self.xp.broadcast_to(self.xp.reshape(line, tuple(column)), self.shape)

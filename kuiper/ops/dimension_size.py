@@ -8,9 +8,8 @@ reshape to that size.
 from __future__ import annotations
 
 from ..errors import ShapeError
-from ..ir.dtypes import array_dtype
 from .base import Op
-from .params import Int, Ints
+from .params import DType, Int, Ints
 
 
 class DimensionSize(Op):
@@ -19,12 +18,7 @@ class DimensionSize(Op):
     types = ("DimensionSize",)
     arity = 1
     fresh_output = True
-    params = (Int("dim", low=0),)
-
-    def setup(self):
-        self.dtype = array_dtype(self.xp, self.str_param("dtype", "int32"))
-        if self.dtype is None:
-            raise self.unsupported("dtype", self.param("dtype"), "a NumPy dtype name")
+    params = (Int("dim", low=0), DType("dtype", "int32"))
 
     def forward(self, x):
         if self.dim >= x.ndim:

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from ..ir.dtypes import array_dtype
 from .base import Op
-from .params import Int
+from .params import DType, Int
 
 
 class BitcastConvert(Op):
@@ -16,11 +16,9 @@ class BitcastConvert(Op):
     types = ("BitcastConvert",)
     arity = 1
     fresh_output = True
+    params = (DType("dtype"),)
 
     def setup(self):
-        self.dtype = array_dtype(self.xp, self.str_param("dtype"))
-        if self.dtype is None:
-            raise self.unsupported("dtype", self.param("dtype"), "a NumPy dtype name")
         self.itemsize = self.xp.empty((), dtype=self.dtype).itemsize
 
     def forward(self, x):

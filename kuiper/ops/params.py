@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ..ir.dtypes import array_dtype
+
 REQUIRED = object()  # a param with no default: missing is an error
 
 
@@ -118,6 +120,16 @@ class Str(Param):
         if not isinstance(value, str):
             raise op.error(f"param '{self.key}' must be a name, found {value!r}")
         return value
+
+
+class DType(Param):
+    """A dtype name, as the backend's dtype object (NumPy's names and ml_dtypes' bfloat16, float8_* ...)."""
+
+    def convert(self, op, value: Any) -> Any:
+        dtype = array_dtype(op.xp, value) if isinstance(value, str) else None
+        if dtype is None:
+            raise op.unsupported(self.key, value, "a dtype name (NumPy's, or ml_dtypes' for bfloat16, float8 ...)")
+        return dtype
 
 
 class Choice(Param):

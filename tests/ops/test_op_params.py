@@ -1,13 +1,15 @@
 """The typed param kinds (kuiper.ops.params): an op declares ``params`` and gets them read, checked
 and set before setup(), or one error naming the op, the param, what the file holds and what was expected."""
 
+import ml_dtypes
+import numpy as np
 import pytest
 
 from kuiper.backends import get_backend
 from kuiper.errors import OperatorParamError, UnsupportedOperatorError
 from kuiper.model_ir import OpNode
 from kuiper.ops.base import Op
-from kuiper.ops.params import Bool, Choice, Float, Int, Ints, Str
+from kuiper.ops.params import Bool, Choice, DType, Float, Int, Ints, Str
 
 
 class Declared(Op):
@@ -126,3 +128,26 @@ def test_named_inputs_require_that_many_inputs():
 def test_a_param_may_not_hide_a_method():
     with pytest.raises(TypeError, match=r"would hide the method 'forward'"):
         type("Hiding", (Op,), {"params": (Int("forward"),)})
+
+
+class Typed(Op):
+    types = ("Typed",)
+    arity = 1
+    params = (DType("dtype", "int32"),)
+
+
+@pytest.mark.parametrize("name, expected", [("int32", np.int32), ("float16", np.float16),
+                                            ("bfloat16", ml_dtypes.bfloat16), ("float8_e4m3fn", ml_dtypes.float8_e4m3fn)])
+def test_a_dtype_name_becomes_the_backends_dtype(name, expected):
+    assert np.dtype(make({"dtype": name}, Typed).dtype) == np.dtype(expected)
+
+
+def test_a_missing_dtype_takes_its_default():
+    assert np.dtype(make({}, Typed).dtype) == np.dtype(np.int32)
+
+
+@pytest.mark.parametrize("name", ["float31", "add", "linalg", "_private", 32])
+def test_a_name_that_is_no_dtype_is_unsupported(name):
+    # "add" and "linalg" are attributes of the array namespace, but no dtypes.
+    with pytest.raises(UnsupportedOperatorError, match=r"op 'd' .*model\.pnnx\.param:7.*dtype="):
+        make({"dtype": name}, Typed)
