@@ -101,8 +101,10 @@ class CompiledConv2d(reference.Conv2d):
         x = np.ascontiguousarray(x)
         if self.compiled == "depthwise":
             out = np.empty(out_shape, np.float32)
-            kernels.depthwise_conv2d(out.size * self.taps[0].size, x, self.taps, self.bias_vector, self.stride[0],
-                                     self.stride[1], top, left, out, _arguments(epilogue, out))
+            arguments = _arguments(epilogue, out)
+            work = out.size * (self.taps[0].size + len(arguments[0]))  # taps, then the epilogue's rows
+            kernels.depthwise_conv2d(work, x, self.taps, self.bias_vector, self.stride[0], self.stride[1], top, left,
+                                     out, arguments)
             return out
         if self.compiled == "pointwise":
             out = algorithms.pointwise_conv2d(np, x, weight.matrix, self.stride)
@@ -120,7 +122,7 @@ class CompiledConv2d(reference.Conv2d):
         if epilogue is None and bias is _NO_BIAS:
             return
         arguments = _arguments(epilogue, out, first_image)
-        kernels.bias_epilogue(out.size * (1 + arguments[0].shape[0]), out, bias, arguments)
+        kernels.bias_epilogue(out.size * (1 + len(arguments[0])), out, bias, arguments)
 
     def _winograd(self, x, m, out_h, out_w, epilogue):
         """F(m x m, 3 x 3) as algorithms.winograd_conv2d computes it, in chunks of whole images.
@@ -146,8 +148,9 @@ class CompiledConv2d(reference.Conv2d):
             products = np.matmul(prepared.filters, np.reshape(transformed, (alpha * alpha, channels, tiles)))
             result = np.matmul(prepared.output_transform, np.reshape(products, (alpha * alpha, -1)))
             part = out[start:stop]
-            kernels.winograd_scatter(result.size, np.reshape(result, (m * m, out_channels, tiles)), self.bias_vector, m,
-                                     tiles_h, tiles_w, part, _arguments(epilogue, part, start))
+            arguments = _arguments(epilogue, part, start)
+            kernels.winograd_scatter(result.size * (1 + len(arguments[0])), np.reshape(result, (m * m, out_channels, tiles)),
+                                     self.bias_vector, m, tiles_h, tiles_w, part, arguments)
         return out
 
     def _im2col(self, x, weight, out_h, out_w, epilogue):

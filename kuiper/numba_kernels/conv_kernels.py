@@ -20,12 +20,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, uintp
 
-from .elementwise_kernels import run_chunks, workspace
+from .elementwise_kernels import CHUNK, run_chunks, workspace
 from .runtime import kernel
 
 # Tasks a kernel that runs an epilogue splits its planes into: each makes the epilogue's registers
 # once (planes can be 7x7, too small to pay for a workspace each), and a few per thread balance them.
 PLANE_BLOCKS = 16
+# The epilogue runs once per this many output elements (whole planes, consecutive in memory), not
+# once per plane: a run costs ~50 ns per program row in views and calls, as much as a 7x7 plane's
+# math.  One register's width (16 KiB) stays in L1/L2 until the epilogue reads it.
+EPILOGUE_SPAN = CHUNK
 
 
 @njit(inline="always")
@@ -41,11 +45,18 @@ def _epilogue_workspace(epilogue, width):
 
 
 @njit(inline="always")
-def _run_epilogue(epilogue, regs, scratch, plane, size, flat):
-    """The epilogue program over output plane ``plane`` (``size`` elements of ``flat``), in place."""
+def _epilogue_due(pending, plane, stop_plane, size):
+    """Whether the planes [pending, plane] are worth one epilogue run now (see EPILOGUE_SPAN)."""
+    return (plane + 1 - pending) * size >= EPILOGUE_SPAN or plane + 1 == stop_plane
+
+
+@njit(inline="always")
+def _run_epilogue(epilogue, regs, scratch, first_plane, stop_plane, size, flat):
+    """The epilogue program over output planes [first_plane, stop_plane) (``size`` elements each
+    of ``flat``), in place."""
     code, _, _, _, x0, x1, x2, x3 = epilogue
     if code.shape[0] > 0:
-        run_chunks(code, regs, scratch, plane * size, (plane + 1) * size, x0, x1, x2, x3, flat)
+        run_chunks(code, regs, scratch, first_plane * size, stop_plane * size, x0, x1, x2, x3, flat)
 
 
 @njit(inline="always")
@@ -67,7 +78,7 @@ def _end_inside(size, pad_before, tap_offset, stride, out_size):
 @kernel()
 def depthwise_conv2d(x, taps, bias, stride_h, stride_w, top, left, out, epilogue):
     """out[n, c] = bias[c] + sum_ij taps[c, i, j] * x[n, c, oy*sh + i - top, ox*sw + j - left] (zeros outside),
-    then ``epilogue`` (see conv_epilogue.py) over each plane while it is in cache.
+    then ``epilogue`` (see conv_epilogue.py) over the planes while they are in cache.
 
     x (N, C, H, W), taps (C, kh, kw), bias (C,), out (N, C, Ho, Wo); blocks of (image, channel)
     planes per task.  Each tap adds into a whole output row.  The columns a tap reaches inside the
@@ -86,8 +97,9 @@ def depthwise_conv2d(x, taps, bias, stride_h, stride_w, top, left, out, epilogue
     planes = batch * channels
     blocks = min(planes, PLANE_BLOCKS)
     for block in prange(blocks):
-        regs, scratch = _epilogue_workspace(epilogue, out_h * out_w)
         first_plane, stop_plane = _block_planes(block, blocks, planes)
+        regs, scratch = _epilogue_workspace(epilogue, (stop_plane - first_plane) * out_h * out_w)
+        pending = first_plane
         for plane in range(first_plane, stop_plane):
             n = plane // channels
             c = plane % channels
@@ -112,7 +124,9 @@ def depthwise_conv2d(x, taps, bias, stride_h, stride_w, top, left, out, epilogue
                         else:
                             for t in range(counts[j]):
                                 row[uintp(first + t)] += weight * source[uintp(offset + t * stride_w)]
-            _run_epilogue(epilogue, regs, scratch, plane, out_h * out_w, flat)
+            if _epilogue_due(pending, plane, stop_plane, out_h * out_w):
+                _run_epilogue(epilogue, regs, scratch, pending, plane + 1, out_h * out_w, flat)
+                pending = plane + 1
 
 
 @kernel()
@@ -197,7 +211,7 @@ def winograd_gather(x, alpha, m, top, left, tiles_h, tiles_w, out):
 @kernel()
 def winograd_scatter(tiles, bias, m, tiles_h, tiles_w, out, epilogue):
     """out[n, o, ty*m + a, tx*m + b] = tiles[a * m + b, o, tile] + bias[o], cropped to out's size,
-    then ``epilogue`` (see conv_epilogue.py) over each plane while it is in cache.
+    then ``epilogue`` (see conv_epilogue.py) over the planes while they are in cache.
 
     tiles (m^2, O, N * th * tw) are the output-transformed tiles; out (N, O, Ho, Wo) with
     Ho <= th * m, Wo <= tw * m.  Blocks of (image, output channel) planes per task.
@@ -207,8 +221,9 @@ def winograd_scatter(tiles, bias, m, tiles_h, tiles_w, out, epilogue):
     planes = batch * out_channels
     blocks = min(planes, PLANE_BLOCKS)
     for block in prange(blocks):
-        regs, scratch = _epilogue_workspace(epilogue, out_h * out_w)
         first_plane, stop_plane = _block_planes(block, blocks, planes)
+        regs, scratch = _epilogue_workspace(epilogue, (stop_plane - first_plane) * out_h * out_w)
+        pending = first_plane
         for task in range(first_plane, stop_plane):
             n = task // out_channels
             o = task % out_channels
@@ -223,13 +238,15 @@ def winograd_scatter(tiles, bias, m, tiles_h, tiles_w, out, epilogue):
                     count = (out_w - b + m - 1) // m  # columns b, b + m, ... inside the row
                     for t in range(count):
                         row[uintp(t * m + b)] = values[t] + shift
-            _run_epilogue(epilogue, regs, scratch, task, out_h * out_w, flat)
+            if _epilogue_due(pending, task, stop_plane, out_h * out_w):
+                _run_epilogue(epilogue, regs, scratch, pending, task + 1, out_h * out_w, flat)
+                pending = task + 1
 
 
 @kernel()
 def bias_epilogue(out, bias, epilogue):
     """out[n, c] += bias[c] (when bias has C elements; an empty bias adds nothing), then ``epilogue``
-    over each plane while it is in cache: one pass after a GEMM instead of two or more.
+    over the planes while they are in cache: one pass after a GEMM instead of two or more.
 
     out (N, C, H, W), C-contiguous; blocks of (image, channel) planes per task.
     """
@@ -239,12 +256,15 @@ def bias_epilogue(out, bias, epilogue):
     planes = batch * channels
     blocks = min(planes, PLANE_BLOCKS)
     for block in prange(blocks):
-        regs, scratch = _epilogue_workspace(epilogue, size)
         first_plane, stop_plane = _block_planes(block, blocks, planes)
+        regs, scratch = _epilogue_workspace(epilogue, (stop_plane - first_plane) * size)
+        pending = first_plane
         for plane in range(first_plane, stop_plane):
             if bias.size > 0:
                 shift = bias[plane % channels]
                 start = plane * size
                 for t in range(size):
                     flat[uintp(start + t)] += shift
-            _run_epilogue(epilogue, regs, scratch, plane, size, flat)
+            if _epilogue_due(pending, plane, stop_plane, size):
+                _run_epilogue(epilogue, regs, scratch, pending, plane + 1, size, flat)
+                pending = plane + 1
