@@ -14,11 +14,8 @@ build time.  pnnx writes F.conv* only when the weight is not a constant (a
 graph input, or computed in the graph), so F.* ops get ``$weight`` (and
 ``$bias``) as inputs and prepare them on every call.
 
-A conv node may carry an ``epilogue`` (kuiper/graph/fusion.py: the math of the
-elementwise op that was its only reader, with that op's other inputs appended to
-the node's).  Here it runs after the conv, compiled by the backend exactly as the
-elementwise op would have run it; a backend's conv kernel may run it on each output
-plane instead (``compute_with_epilogue``).
+A conv node may carry an ``epilogue``: the math of the elementwise op that was its
+only reader (conv_epilogue.py).
 
 im2col is the reference (``ConvNd.compute_im2col``).  nn.Conv2d picks a faster
 algorithm at build time where one applies (1x1 as a plain matmul, depthwise as
@@ -33,7 +30,7 @@ from ..errors import ShapeError
 from ..limits import check_size
 from . import conv_algorithms as algorithms
 from .base import Op, prod, spatial_variants
-from .elementwise import ElementwiseMath, compile_shared, dtype_name, function_for
+from .conv_epilogue import ConvEpilogue
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 MAX_SPATIAL_DIMS = 3
@@ -54,6 +51,7 @@ class ConvBase(Op):
     """
 
     spatial = 2
+    epilogue_extras = 0  # inputs after the conv's own, for its epilogue (conv_epilogue.py)
 
     def setup(self):
         # The canonical Conv names its spatial rank; the PNNX classes have theirs in the type.
@@ -72,24 +70,7 @@ class ConvBase(Op):
             raise self.error(f"param 'groups' must be positive, found {self.groups}")
         if any(v > MAX_WINDOW_PARAM for v in self.stride + self.dilation):
             raise self.error(f"stride {self.stride} and dilation {self.dilation} must be at most {MAX_WINDOW_PARAM}")
-        self._read_epilogue()
         self._find_operands()
-
-    def _read_epilogue(self):
-        """The fusion pass's ``epilogue`` (only on nn.* convs with the kernel's consent), and its extra inputs."""
-        epilogue = self.node.params.get("epilogue")
-        self.epilogue = epilogue if isinstance(epilogue, ElementwiseMath) else None
-        self.epilogue_extras = 0
-        if self.epilogue is None:
-            return
-        if "weight" not in self.node.attrs:
-            raise self.error("an epilogue needs the weight as '@weight'")
-        self.epilogue_operand = self.int_param("epilogue_operand")
-        if not 0 <= self.epilogue_operand < self.epilogue.arity:
-            raise self.error(f"param 'epilogue_operand' must be below {self.epilogue.arity}, "
-                             f"found {self.epilogue_operand}")
-        self.epilogue_extras = self.epilogue.arity - 1
-        self._epilogue_compiled: dict[tuple[str, ...], object] = {}
 
     def _find_operands(self):
         """Positions of input/weight/bias among the op's inputs, or the @weight/@bias attrs."""
@@ -200,12 +181,13 @@ def _shape_of(value) -> str:
     return str(tuple(shape)) if shape is not None else f"a {type(value).__name__}"
 
 
-class ConvNd(ConvBase):
+class ConvNd(ConvEpilogue, ConvBase):
     """nn.ConvNd and F.convNd."""
 
     fresh_output = True  # every algorithm allocates its result per call
 
     def setup(self):
+        self.read_epilogue()
         super().setup()
         self.padding_mode = self.choice_param("padding_mode", PADDING_MODES, default="zeros")
         self.explicit_pads = self.pad_pairs() if self.has_param("pads") else None
@@ -221,46 +203,6 @@ class ConvNd(ConvBase):
         if self.static_weight is not None:
             self.static_pads = self.pads_for(self.static_weight.kernel)
             self.algorithm = self.choose_algorithm()
-
-    def forward(self, *inputs):
-        if self.epilogue is None:
-            return super().forward(*inputs)
-        extras = inputs[1:]
-        x = inputs[0]
-        if self.backend.is_array(x) and x.ndim == self.spatial + 2:
-            out = self.compute_with_epilogue(x, extras)
-            if out is not None:
-                return out
-        return self.run_epilogue(super().forward(x), extras)
-
-    def compute_with_epilogue(self, x, extras):
-        """The conv of batched x with the epilogue applied, where a kernel can fuse them; else None."""
-        return None
-
-    def epilogue_arguments(self, out, extras) -> list:
-        """The epilogue's inputs: the extras, with the conv's result at its place."""
-        arguments = list(extras)
-        arguments.insert(self.epilogue_operand, out)
-        return arguments
-
-    def compiled_epilogue(self, input_dtypes: tuple[str, ...]):
-        """(Function, the backend's compiled callable) of the epilogue for these input dtypes, made once."""
-        def compile_for_dtypes():
-            function = function_for(self.epilogue, input_dtypes)
-            return function, compile_shared(self.backend, function)  # shared as fused ops share theirs
-
-        return self.cached(self._epilogue_compiled, input_dtypes, compile_for_dtypes)
-
-    def run_epilogue(self, out, extras):
-        """The epilogue over the conv's result ``out``, as the elementwise op it replaces ran it."""
-        arguments = self.epilogue_arguments(out, extras)
-        function, run = self.compiled_epilogue(tuple(dtype_name(value) for value in arguments))
-        shapes = [value.shape for value in arguments if self.backend.is_array(value)]
-        result_fits = function.results[0].dtype == out.dtype and self.backend.native.broadcast_shapes(*shapes) == out.shape
-        result = run(*arguments, out=out) if result_fits else run(*arguments)  # out is this op's fresh array
-        if any(result is value for value in extras):
-            result = self.xp.asarray(result, copy=True)  # the math simplified to an input: outputs are fresh
-        return result
 
     def choose_algorithm(self) -> str:
         """The fast path for this op's constant weight (see conv_algorithms), prepared once; else im2col."""
