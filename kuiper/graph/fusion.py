@@ -60,16 +60,22 @@ def _elementwise_math(order: list[OpNode], backend_name: str) -> dict[str, Eleme
     return found
 
 
-def fuse_elementwise(
-    order: list[OpNode], model_outputs: list[str], backend_name: str
-) -> tuple[list[OpNode], list[list[str]]]:
-    """Return the new op order and, for `kuiper info`, the op names merged into each fused op."""
-    maths = _elementwise_math(order, backend_name)
+def _producers_and_readers(order: list[OpNode]) -> tuple[dict[str, OpNode], dict[str, int]]:
+    """{operand: the node making it}, {operand: how many inputs of nodes read it}."""
     producer = {operand: node for node in order for operand in node.outputs}
     readers: dict[str, int] = defaultdict(int)
     for node in order:
         for operand in node.inputs:
             readers[operand] += 1
+    return producer, readers
+
+
+def fuse_elementwise(
+    order: list[OpNode], model_outputs: list[str], backend_name: str
+) -> tuple[list[OpNode], list[list[str]]]:
+    """Return the new op order and, for `kuiper info`, the op names merged into each fused op."""
+    maths = _elementwise_math(order, backend_name)
+    producer, readers = _producers_and_readers(order)
     kept = set(model_outputs)
 
     # Pass 1, in topological order: which producer each elementwise op absorbs, and how deep
@@ -121,11 +127,7 @@ def attach_epilogues(order: list[OpNode], model_outputs: list[str], backend_name
     takes the reader's place in the order, where all of both nodes' inputs exist.
     """
     overridden = kernel_registry(backend_name)
-    producer = {operand: node for node in order for operand in node.outputs}
-    readers: dict[str, int] = defaultdict(int)
-    for node in order:
-        for operand in node.inputs:
-            readers[operand] += 1
+    producer, readers = _producers_and_readers(order)
     kept = set(model_outputs)
     position_in_order = {node.name: index for index, node in enumerate(order)}
     merged_into: dict[str, OpNode] = {}  # reader name -> the conv node that replaces it

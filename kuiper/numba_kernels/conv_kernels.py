@@ -33,15 +33,12 @@ EPILOGUE_SPAN = CHUNK
 
 
 @njit(inline="always")
-def _block_planes(block, blocks, planes):
-    """The planes [first, stop) of task ``block`` of ``blocks``."""
-    return block * planes // blocks, (block + 1) * planes // blocks
-
-
-@njit(inline="always")
-def _epilogue_workspace(epilogue, width):
+def _block_of_planes(block, blocks, planes, plane_size, epilogue):
+    """Task ``block`` of ``blocks``: its planes [first, stop) and the epilogue's registers for them."""
+    first_plane, stop_plane = block * planes // blocks, (block + 1) * planes // blocks
     _, constant_registers, constant_values, registers = epilogue[:4]
-    return workspace(constant_registers, constant_values, registers, width)
+    regs, scratch = workspace(constant_registers, constant_values, registers, (stop_plane - first_plane) * plane_size)
+    return first_plane, stop_plane, regs, scratch
 
 
 @njit(inline="always")
@@ -97,8 +94,7 @@ def depthwise_conv2d(x, taps, bias, stride_h, stride_w, top, left, out, epilogue
     planes = batch * channels
     blocks = min(planes, PLANE_BLOCKS)
     for block in prange(blocks):
-        first_plane, stop_plane = _block_planes(block, blocks, planes)
-        regs, scratch = _epilogue_workspace(epilogue, (stop_plane - first_plane) * out_h * out_w)
+        first_plane, stop_plane, regs, scratch = _block_of_planes(block, blocks, planes, out_h * out_w, epilogue)
         pending = first_plane
         for plane in range(first_plane, stop_plane):
             n = plane // channels
@@ -221,8 +217,7 @@ def winograd_scatter(tiles, bias, m, tiles_h, tiles_w, out, epilogue):
     planes = batch * out_channels
     blocks = min(planes, PLANE_BLOCKS)
     for block in prange(blocks):
-        first_plane, stop_plane = _block_planes(block, blocks, planes)
-        regs, scratch = _epilogue_workspace(epilogue, (stop_plane - first_plane) * out_h * out_w)
+        first_plane, stop_plane, regs, scratch = _block_of_planes(block, blocks, planes, out_h * out_w, epilogue)
         pending = first_plane
         for task in range(first_plane, stop_plane):
             n = task // out_channels
@@ -256,8 +251,7 @@ def bias_epilogue(out, bias, epilogue):
     planes = batch * channels
     blocks = min(planes, PLANE_BLOCKS)
     for block in prange(blocks):
-        first_plane, stop_plane = _block_planes(block, blocks, planes)
-        regs, scratch = _epilogue_workspace(epilogue, (stop_plane - first_plane) * size)
+        first_plane, stop_plane, regs, scratch = _block_of_planes(block, blocks, planes, size, epilogue)
         pending = first_plane
         for plane in range(first_plane, stop_plane):
             if bias.size > 0:
