@@ -15,6 +15,15 @@ Groups are at most ``MAX_GROUP_DEPTH`` ops deep, so a chain of 10,000 ops
 becomes a sequence of fused ops rather than one expression too deep to
 compile; nothing here recurses on the graph's depth.
 
+Then a convolution whose only reader is an elementwise op (fused or single) takes
+that op's math as its ``epilogue`` (``attach_epilogues``), where the backend's kernel
+for the conv says it can run one (``takes_epilogue(node)``): the conv node gains
+the elementwise op's other inputs and outputs, and params ``epilogue`` (the
+ElementwiseMath: data, like a fused op's ``math``) and ``epilogue_operand`` (where
+the conv's own result goes among the math's inputs).  The kernel runs the math on
+each output plane while it is in cache; where it cannot, the conv op runs it
+afterwards, as the elementwise op would have.
+
 This is a rewrite of OpNodes before ops are instantiated: it knows the op
 registry and the kernel overrides' names, nothing else about backends.
 """
@@ -51,16 +60,22 @@ def _elementwise_math(order: list[OpNode], backend_name: str) -> dict[str, Eleme
     return found
 
 
-def fuse_elementwise(
-    order: list[OpNode], model_outputs: list[str], backend_name: str
-) -> tuple[list[OpNode], list[list[str]]]:
-    """Return the new op order and, for `kuiper info`, the op names merged into each fused op."""
-    maths = _elementwise_math(order, backend_name)
+def _producers_and_readers(order: list[OpNode]) -> tuple[dict[str, OpNode], dict[str, int]]:
+    """{operand: the node making it}, {operand: how many inputs of nodes read it}."""
     producer = {operand: node for node in order for operand in node.outputs}
     readers: dict[str, int] = defaultdict(int)
     for node in order:
         for operand in node.inputs:
             readers[operand] += 1
+    return producer, readers
+
+
+def fuse_elementwise(
+    order: list[OpNode], model_outputs: list[str], backend_name: str
+) -> tuple[list[OpNode], list[list[str]]]:
+    """Return the new op order and, for `kuiper info`, the op names merged into each fused op."""
+    maths = _elementwise_math(order, backend_name)
+    producer, readers = _producers_and_readers(order)
     kept = set(model_outputs)
 
     # Pass 1, in topological order: which producer each elementwise op absorbs, and how deep
@@ -101,7 +116,68 @@ def fuse_elementwise(
         fused, members = _fused_node(node, maths, absorbed_at)
         new_order.append(fused)
         groups.append(members)
-    return new_order, groups
+    return attach_epilogues(new_order, model_outputs, backend_name, maths), groups
+
+
+def attach_epilogues(order: list[OpNode], model_outputs: list[str], backend_name: str,
+                     maths: dict[str, ElementwiseMath]) -> list[OpNode]:
+    """Merge each conv whose only reader is elementwise into one conv node with that math as its epilogue.
+
+    ``maths`` are the single ops' math by name (fused ops carry theirs).  The merged node
+    takes the reader's place in the order, where all of both nodes' inputs exist.
+    """
+    overridden = kernel_registry(backend_name)
+    producer, readers = _producers_and_readers(order)
+    kept = set(model_outputs)
+    position_in_order = {node.name: index for index, node in enumerate(order)}
+    merged_into: dict[str, OpNode] = {}  # reader name -> the conv node that replaces it
+    taken: set[str] = set()  # convs merged into a reader
+    for node in order:
+        math = node.params.get("math") if node.type == FUSED_TYPE else maths.get(node.name)
+        if not isinstance(math, ElementwiseMath) or len(node.outputs) != 1 or math.arity != len(node.inputs):
+            continue
+        candidates = [
+            (position_in_order[source.name], position)
+            for position, operand in enumerate(node.inputs)
+            for source in (producer.get(operand),)
+            if source is not None
+            and source.name not in taken
+            and _takes_epilogue(overridden, source)
+            and operand not in kept
+            and readers[operand] == 1
+            and position not in math.whole_inputs
+        ]
+        if not candidates:
+            continue
+        _, operand_position = max(candidates)  # the latest conv: its output is the one still in cache
+        conv = producer[node.inputs[operand_position]]
+        taken.add(conv.name)
+        others = [operand for position, operand in enumerate(node.inputs) if position != operand_position]
+        merged_into[node.name] = OpNode(
+            type=conv.type,
+            name=conv.name,
+            inputs=list(conv.inputs) + others,
+            outputs=list(node.outputs),
+            params={**conv.params, "epilogue": math, "epilogue_operand": operand_position,
+                    "epilogue_members": _members_of(node)},
+            attrs=conv.attrs,
+            input_keys=list(conv.input_keys) + [None] * len(others),
+            source=conv.source,
+        )
+    return [merged_into.get(node.name, node) for node in order if node.name not in taken]
+
+
+def _members_of(node: OpNode) -> list[str]:
+    """The op names an elementwise node stands for (a fused node lists its members)."""
+    members = node.params.get("members") if node.type == FUSED_TYPE else None
+    return list(members) if isinstance(members, list) else [node.name]
+
+
+def _takes_epilogue(overridden, node: OpNode) -> bool:
+    """Whether this backend's kernel for the node's type runs an epilogue for this node."""
+    registered = overridden.get(node.type)
+    takes = getattr(registered.obj, "takes_epilogue", None) if registered is not None else None
+    return takes is not None and len(node.outputs) == 1 and takes(node)
 
 
 def _fused_node(root: OpNode, maths, absorbed_at) -> tuple[OpNode, list[str]]:

@@ -111,6 +111,8 @@ def summarize(model, seen_shapes: dict | None = None) -> ModelSummary:
         # weights itself; its members may (e.g. a PReLU slope).
         members = [nodes_by_name[name] for name in _members(node) if name in nodes_by_name]
         holders = members or [node]
+        # A conv with an epilogue (graph/fusion.py) holds the weights of the ops merged into it too.
+        holders += [nodes_by_name[name] for name in _epilogue_members(node) if name in nodes_by_name]
         arrays = [array for holder in holders for array in holder.attrs.values()]
         if seen_shapes is not None and node.name in seen_shapes:
             shapes = tuple(None if s is None else tuple(s) for s in seen_shapes[node.name])
@@ -122,6 +124,11 @@ def summarize(model, seen_shapes: dict | None = None) -> ModelSummary:
     title = f"{os.path.basename(model.source) or 'model'} on backend {model.backend.name}"
     return ModelSummary(title, tuple(rows))
 
+
+
+def _epilogue_members(node) -> list[str]:
+    members = node.params.get("epilogue_members")
+    return members if isinstance(members, list) and all(isinstance(name, str) for name in members) else []
 
 
 def _members(node) -> list[str]:

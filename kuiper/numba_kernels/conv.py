@@ -1,16 +1,20 @@
 """nn.Conv2d on the NumPy backend: the reference algorithms with their gathers and transforms compiled.
 
 The op chooses its algorithm exactly as ``kuiper.ops.conv`` does (see
-conv_algorithms.py); this subclass only runs the non-GEMM parts of three of them
-with the multi-threaded loops in conv_kernels.py:
+conv_algorithms.py); this subclass runs the non-GEMM parts of four of them with the
+multi-threaded loops in conv_kernels.py:
 
 * ``depthwise``: one direct loop over the taps (no columns, no matmul);
 * ``winograd``: the tile gather (padding read as zeros) and the output scatter (crop, bias) in
   loops; the transforms and the alpha^2 products stay the same BLAS matmuls as the reference's;
-* ``im2col``: the column gather in a loop, the GEMM in BLAS (any stride, dilation, groups).
+* ``im2col``: the column gather in a loop, the GEMM in BLAS (any stride, dilation, groups);
+* ``pointwise`` (1x1): the GEMM in BLAS, then the bias in a compiled loop.
 
-``pointwise`` (1x1) is a plain GEMM already.  Everything else (a weight given as an
-input, another padding mode, a dtype other than float32) takes the reference path;
+Each adds the bias and runs the conv's epilogue (conv_epilogue.py) per output plane,
+in the same compiled loop: the depthwise taps and the Winograd scatter right after
+writing a plane, the GEMM paths right after each GEMM.  Everything else (a weight given
+as an input, another padding mode, a dtype other than float32) takes the reference path,
+and an epilogue the kernels cannot take runs after the conv (``reference.ConvNd``);
 ``kernel_note`` says which path an op takes and why, for ``kuiper info``.
 """
 
@@ -24,12 +28,19 @@ from ..limits import check_size
 from ..ops import conv as reference
 from ..ops import conv_algorithms as algorithms
 from . import conv_kernels as kernels
+from .conv_epilogue import NONE as NO_EPILOGUE
+from .conv_epilogue import Epilogue
 
-COMPILED = ("depthwise", "winograd", "im2col")
+COMPILED = ("depthwise", "winograd", "im2col", "pointwise")
 
 
 class CompiledConv2d(reference.Conv2d):
     """nn.Conv2d / F.conv2d with compiled loops around BLAS where the weight is constant float32."""
+
+    @classmethod
+    def takes_epilogue(cls, node) -> bool:
+        """The fusion pass may give this node an epilogue: nn.* form (constant weight, one input), 2-D."""
+        return "weight" in node.attrs and len(node.inputs) == 1 and node.params.get("spatial_dims", 2) == 2
 
     def setup(self):
         super().setup()
@@ -45,46 +56,80 @@ class CompiledConv2d(reference.Conv2d):
             self.kernel_note = f"{self.algorithm}: one BLAS GEMM"
         else:
             self.compiled = self.algorithm
-            few_tiles = " (im2col on maps with few tiles)" if self.algorithm == "winograd" else ""
-            self.kernel_note = f"{self.algorithm}: compiled{few_tiles}"
+            notes = {"winograd": " (im2col on maps with few tiles)", "pointwise": " (one BLAS GEMM, bias compiled)"}
+            self.kernel_note = f"{self.algorithm}: compiled{notes.get(self.algorithm, '')}"
             self.bias_vector = (np.zeros(weight.out_channels, np.float32) if self.static_bias_vector is None
                                 else np.ascontiguousarray(self.static_bias_vector, dtype=np.float32))
             if self.compiled == "depthwise":
                 self.taps = np.ascontiguousarray(np.reshape(weight.matrix, (weight.out_channels,) + weight.kernel))
+        if self.epilogue is not None:
+            members = ", ".join(self.node.params.get("epilogue_members", []))
+            where = "on each output plane" if self.compiled else "after the conv"
+            self.kernel_note = f"{self.kernel_note}; epilogue ({members}) {where}"
 
     def compute(self, x, weight, bias):
+        out = self._compiled_call(x, weight, None)
+        return super().compute(x, weight, bias) if out is None else out
+
+    def compute_with_epilogue(self, x, extras):
+        return self._compiled_call(x, self.static_weight, extras)
+
+    def _compiled_call(self, x, weight, extras):
+        """The compiled path's result (with the epilogue over ``extras`` unless that is None), or None
+        when the reference must run (and raise what it raises)."""
         if (self.compiled is None or weight is not self.static_weight or not isinstance(x, np.ndarray)
                 or x.dtype != np.float32 or x.ndim != 4 or x.shape[0] == 0):
-            return super().compute(x, weight, bias)  # the reference handles these (empty batches too)
+            return None  # the reference handles these (empty batches too)
         self.check_input(x, weight.in_channels)
         (top, bottom), (left, right) = self.static_pads
         height, width = x.shape[2] + top + bottom, x.shape[3] + left + right
         spans = [d * (k - 1) + 1 for k, d in zip(weight.kernel, self.dilation)]
         if spans[0] > height or spans[1] > width:
-            return super().compute(x, weight, bias)  # the reference raises its ShapeError
+            return None  # the reference raises its ShapeError
         out_h = (height - spans[0]) // self.stride[0] + 1
         out_w = (width - spans[1]) // self.stride[1] + 1
+        out_shape = (x.shape[0], weight.out_channels, out_h, out_w)
+        epilogue = None
+        if extras is not None:
+            _, run = self.compiled_epilogue(("float32",) * (len(extras) + 1))
+            epilogue = Epilogue.prepare(run, self.epilogue_operand, extras, out_shape)
+            if epilogue is None:
+                return None  # the caller runs the conv, then the epilogue as the elementwise op did
         # The same budget the reference path checks, before anything of that size is made.
         check_size((x.shape[0], x.shape[1], height, width), x.dtype.itemsize, self.node.describe())
-        check_size((x.shape[0], weight.out_channels, out_h, out_w), x.dtype.itemsize, self.node.describe())
+        check_size(out_shape, x.dtype.itemsize, self.node.describe())
         x = np.ascontiguousarray(x)
         if self.compiled == "depthwise":
-            out = np.empty((x.shape[0], weight.out_channels, out_h, out_w), np.float32)
-            kernels.depthwise_conv2d(out.size * self.taps[0].size, x, self.taps, self.bias_vector, self.stride[0],
-                                     self.stride[1], top, left, out)
+            out = np.empty(out_shape, np.float32)
+            arguments = _arguments(epilogue, out)
+            work = out.size * (self.taps[0].size + len(arguments[0]))  # taps, then the epilogue's rows
+            kernels.depthwise_conv2d(work, x, self.taps, self.bias_vector, self.stride[0], self.stride[1], top, left,
+                                     out, arguments)
+            return out
+        if self.compiled == "pointwise":
+            out = algorithms.pointwise_conv2d(np, x, weight.matrix, self.stride)
+            self._finish(out, epilogue)
             return out
         if self.compiled == "winograd":
             m = algorithms.winograd_tile_size(x.shape[0], out_h, out_w)
             if m is not None:
-                return self._winograd(x, m, out_h, out_w)
-        return self._im2col(x, weight, out_h, out_w)
+                return self._winograd(x, m, out_h, out_w, epilogue)
+        return self._im2col(x, weight, out_h, out_w, epilogue)
 
-    def _winograd(self, x, m, out_h, out_w):
+    def _finish(self, out, epilogue, first_image=0):
+        """Bias and epilogue over a GEMM's output planes, in one pass."""
+        bias = _NO_BIAS if self.static_bias_vector is None else self.bias_vector
+        if epilogue is None and bias is _NO_BIAS:
+            return
+        arguments = _arguments(epilogue, out, first_image)
+        kernels.bias_epilogue(out.size * (1 + len(arguments[0])), out, bias, arguments)
+
+    def _winograd(self, x, m, out_h, out_w, epilogue):
         """F(m x m, 3 x 3) as algorithms.winograd_conv2d computes it, in chunks of whole images.
 
-        The tile gather and the output scatter (with the bias) are compiled loops; the
-        transforms and the products stay the same BLAS matmuls, so the result is the
-        reference's up to where the bias is added.
+        The tile gather and the output scatter (with the bias and the epilogue) are compiled
+        loops; the transforms and the products stay the same BLAS matmuls, so the result is
+        the reference's up to where the bias is added.
         """
         prepared = self.winograd_weight(m)
         alpha = m + 2
@@ -102,12 +147,15 @@ class CompiledConv2d(reference.Conv2d):
             transformed = np.matmul(prepared.input_transform, np.reshape(data, (alpha * alpha, -1)))
             products = np.matmul(prepared.filters, np.reshape(transformed, (alpha * alpha, channels, tiles)))
             result = np.matmul(prepared.output_transform, np.reshape(products, (alpha * alpha, -1)))
-            kernels.winograd_scatter(result.size, np.reshape(result, (m * m, out_channels, tiles)), self.bias_vector, m,
-                                     tiles_h, tiles_w, out[start:stop])
+            part = out[start:stop]
+            arguments = _arguments(epilogue, part, start)
+            kernels.winograd_scatter(result.size * (1 + len(arguments[0])), np.reshape(result, (m * m, out_channels, tiles)),
+                                     self.bias_vector, m, tiles_h, tiles_w, part, arguments)
         return out
 
-    def _im2col(self, x, weight, out_h, out_w):
-        """Columns gathered by the compiled loop, in chunks of images that stay in cache, then one GEMM each."""
+    def _im2col(self, x, weight, out_h, out_w, epilogue):
+        """Columns gathered by the compiled loop, in chunks of images that stay in cache, then one GEMM
+        each, its bias and epilogue while the chunk's output is in cache."""
         (top, _), (left, _) = self.static_pads
         batch = x.shape[0]
         rows = weight.matrix.shape[-1] * self.groups
@@ -121,15 +169,21 @@ class CompiledConv2d(reference.Conv2d):
             kernels.im2col(part.size, x[start:stop], kh, kw, sh, sw, dh, dw, top, left, out_w, part)
             grouped = np.reshape(part, (stop - start, self.groups, rows // self.groups, out_h * out_w))
             products = np.reshape(np.matmul(weight.matrix, grouped), (stop - start, weight.out_channels, out_h, out_w))
+            self._finish(products, epilogue, start)
             if stop - start == batch:
                 out = products  # one chunk: the GEMM's result is the output
             else:
                 if out is None:
                     out = np.empty((batch, weight.out_channels, out_h, out_w), np.float32)
                 out[start:stop] = products
-        if self.static_bias is not None:
-            out += self.static_bias
         return out
+
+
+_NO_BIAS = np.empty(0, np.float32)
+
+
+def _arguments(epilogue, out, first_image=0) -> tuple:
+    return NO_EPILOGUE if epilogue is None else epilogue.arguments(out, first_image)
 
 
 KERNELS = [CompiledConv2d]

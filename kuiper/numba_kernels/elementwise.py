@@ -155,15 +155,20 @@ class Program:
         # A one-element input of higher rank would add leading dims to the result: NumPy's job.
         if full_shape is None or len(slots) > vm.INPUT_SLOTS or constant_rank > len(full_shape):
             return None
-        pattern = tuple(value.size == 1 for value in inputs)
-        tables = self._tables.get(pattern)
-        if tables is None:
-            tables = self._tables[pattern] = self._make_tables(pattern)
-        code, constant_registers, constant_values = tables
+        code, constant_registers, constant_values = self.tables(tuple(value.size == 1 for value in inputs))
         if one_element:
             constant_values = constant_values.copy()
             constant_values[len(self.constants):] = one_element
         return full_shape, code, constant_registers, constant_values, slots
+
+    def tables(self, pattern: tuple[bool, ...]):
+        """(code, constant registers, constant values) when the inputs flagged in ``pattern`` hold one
+        element (their values go at the end of the constant values) and the others stream from the
+        input slots, in order."""
+        tables = self._tables.get(pattern)
+        if tables is None:
+            tables = self._tables[pattern] = self._make_tables(pattern)
+        return tables
 
     def _make_tables(self, pattern: tuple[bool, ...]):
         loads, input_registers = [], []

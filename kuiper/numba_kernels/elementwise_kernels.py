@@ -47,12 +47,35 @@ def run_program(code, constant_registers, constant_values, registers, blocks, x0
 
 @njit(nogil=True, error_model="numpy")
 def _run_range(code, constant_registers, constant_values, registers, first, stop, x0, x1, x2, x3, out):
-    regs = np.empty((registers, CHUNK), np.float32)
-    scratch = np.empty((3, CHUNK), np.int32)  # exp's exponent bits, erf's exp argument
+    regs, scratch = workspace(constant_registers, constant_values, registers, CHUNK)
+    run_chunks(code, regs, scratch, first, stop, x0, x1, x2, x3, out)
+
+
+@njit(nogil=True, error_model="numpy")
+def workspace(constant_registers, constant_values, registers, width):
+    """Registers of ``width`` elements (at most CHUNK) with the constants filled in, and exp's scratch.
+
+    Made once per task: a caller that runs the program over many short ranges (a conv's output
+    planes) passes the same workspace to every ``run_chunks`` call.
+    """
+    width = max(1, min(CHUNK, width))
+    regs = np.empty((registers, width), np.float32)
+    scratch = np.empty((3, width), np.int32)  # exp's exponent bits, erf's exp argument
     for k in range(constant_registers.size):
         regs[constant_registers[k], :] = constant_values[k]
-    for start in range(first, stop, CHUNK):
-        count = min(CHUNK, stop - start)
+    return regs, scratch
+
+
+@njit(nogil=True, error_model="numpy")
+def run_chunks(code, regs, scratch, first, stop, x0, x1, x2, x3, out):
+    """Evaluate ``code`` over out[first:stop] (1-D), a register's width at a time.
+
+    Each chunk loads every input before it stores, so ``out`` may be one of the inputs
+    (a conv's epilogue runs in place on the conv's output).
+    """
+    width = regs.shape[1]
+    for start in range(first, stop, width):
+        count = min(width, stop - start)
         for row in range(code.shape[0]):
             _step(code[row, 0], regs, scratch, code[row, 1], code[row, 2], code[row, 3], code[row, 4],
                   count, start, x0, x1, x2, x3, out)

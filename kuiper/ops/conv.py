@@ -14,6 +14,9 @@ build time.  pnnx writes F.conv* only when the weight is not a constant (a
 graph input, or computed in the graph), so F.* ops get ``$weight`` (and
 ``$bias``) as inputs and prepare them on every call.
 
+A conv node may carry an ``epilogue``: the math of the elementwise op that was its
+only reader (conv_epilogue.py).
+
 im2col is the reference (``ConvNd.compute_im2col``).  nn.Conv2d picks a faster
 algorithm at build time where one applies (1x1 as a plain matmul, depthwise as
 im2col over contiguous slices with one small matmul per channel, 3x3 stride 1 by
@@ -27,6 +30,7 @@ from ..errors import ShapeError
 from ..limits import check_size
 from . import conv_algorithms as algorithms
 from .base import Op, prod, spatial_variants
+from .conv_epilogue import ConvEpilogue
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 MAX_SPATIAL_DIMS = 3
@@ -47,6 +51,7 @@ class ConvBase(Op):
     """
 
     spatial = 2
+    epilogue_extras = 0  # inputs after the conv's own, for its epilogue (conv_epilogue.py)
 
     def setup(self):
         # The canonical Conv names its spatial rank; the PNNX classes have theirs in the type.
@@ -71,8 +76,8 @@ class ConvBase(Op):
         """Positions of input/weight/bias among the op's inputs, or the @weight/@bias attrs."""
         node = self.node
         if "weight" in node.attrs:
-            # nn.* form: one input, constant weight.
-            self.require_inputs(1)
+            # nn.* form: one input, constant weight (and an epilogue's inputs after it).
+            self.require_inputs(1 + self.epilogue_extras)
             self.input_pos, self.weight_pos, self.bias_pos = 0, None, None
             weight = node.attrs["weight"]
             self._check_weight_rank(weight.shape)
@@ -176,12 +181,13 @@ def _shape_of(value) -> str:
     return str(tuple(shape)) if shape is not None else f"a {type(value).__name__}"
 
 
-class ConvNd(ConvBase):
+class ConvNd(ConvEpilogue, ConvBase):
     """nn.ConvNd and F.convNd."""
 
     fresh_output = True  # every algorithm allocates its result per call
 
     def setup(self):
+        self.read_epilogue()
         super().setup()
         self.padding_mode = self.choice_param("padding_mode", PADDING_MODES, default="zeros")
         self.explicit_pads = self.pad_pairs() if self.has_param("pads") else None

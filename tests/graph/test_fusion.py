@@ -139,9 +139,10 @@ def test_fused_relu_keeps_an_integer_dtype(tmp_path):
 
 # -- buffers lent to elementwise ops -----------------------------------------------------------
 
+# A Linear, not a conv: a conv takes the ReLU in as its epilogue (test_conv_epilogue_graph.py).
 CONV_RELU = """
-pnnx.Input in0 0 1 x #x=(1,1,3,3)f32
-nn.Conv2d c 1 1 x a bias=False kernel_size=(1,1) out_channels=1 in_channels=1 @weight=(1,1,1,1)f32
+pnnx.Input in0 0 1 x #x=(1,1,9,1)f32
+nn.Linear c 1 1 x a bias=False in_features=1 out_features=1 @weight=(1,1)f32
 nn.ReLU r 1 1 a b
 pnnx.Output out 1 0 b
 """
@@ -169,17 +170,17 @@ def _record_outputs(model):
 def test_an_activation_writes_into_the_dead_conv_output(tmp_path):
     model = _conv_relu(tmp_path, CONV_RELU)
     seen = _record_outputs(model)
-    x = np.arange(-4, 5, dtype=np.float32).reshape(1, 1, 3, 3)
+    x = np.arange(-4, 5, dtype=np.float32).reshape(1, 1, 9, 1)
     out = model(x)
     np.testing.assert_array_equal(out, np.maximum(-2 * x, 0))
     assert np.shares_memory(seen["r"][1], seen["c"][1])  # relu reused the conv's buffer
-    np.testing.assert_array_equal(x, np.arange(-4, 5, dtype=np.float32).reshape(1, 1, 3, 3))  # feed untouched
+    np.testing.assert_array_equal(x, np.arange(-4, 5, dtype=np.float32).reshape(1, 1, 9, 1))  # feed untouched
 
 
 def test_a_buffer_still_read_later_or_returned_is_not_lent(tmp_path):
     body = CONV_RELU.replace("pnnx.Output out 1 0 b", "pnnx.Output out0 1 0 a\npnnx.Output out1 1 0 b")
     model = _conv_relu(tmp_path, body)
-    x = np.arange(-4, 5, dtype=np.float32).reshape(1, 1, 3, 3)
+    x = np.arange(-4, 5, dtype=np.float32).reshape(1, 1, 9, 1)
     conv, relu = model(x)
     np.testing.assert_array_equal(conv, -2 * x)  # the conv output is returned, so relu must not overwrite it
     np.testing.assert_array_equal(relu, np.maximum(-2 * x, 0))

@@ -1,0 +1,72 @@
+"""A convolution's epilogue: the elementwise math the fusion pass gave it (kuiper/graph/fusion.py).
+
+The pass merges a conv with the elementwise op (fused or single) that was its only
+reader: the node gains that op's outputs, its other inputs after the conv's own, and
+params ``epilogue`` (the ElementwiseMath) and ``epilogue_operand`` (where the conv's
+result goes among the math's inputs).  Here the math runs after the conv, compiled by
+the backend exactly as the elementwise op would have run it; a backend's conv kernel
+may run it on each output plane instead (``compute_with_epilogue``, numba_kernels/conv.py).
+"""
+
+from __future__ import annotations
+
+from .elementwise import ElementwiseMath, compile_shared, dtype_name, function_for
+
+
+class ConvEpilogue:
+    """What ConvNd adds for an epilogue: reading it, running it after the conv, the kernel hook."""
+
+    def read_epilogue(self):
+        """The fusion pass's ``epilogue`` (only on nn.* convs with the kernel's consent), and its extra inputs."""
+        epilogue = self.node.params.get("epilogue")
+        self.epilogue = epilogue if isinstance(epilogue, ElementwiseMath) else None
+        if self.epilogue is None:
+            return
+        if "weight" not in self.node.attrs:
+            raise self.error("an epilogue needs the weight as '@weight'")
+        self.epilogue_operand = self.int_param("epilogue_operand")
+        if not 0 <= self.epilogue_operand < self.epilogue.arity:
+            raise self.error(f"param 'epilogue_operand' must be below {self.epilogue.arity}, "
+                             f"found {self.epilogue_operand}")
+        self.epilogue_extras = self.epilogue.arity - 1
+        self._epilogue_compiled: dict[tuple[str, ...], object] = {}
+
+    def forward(self, *inputs):
+        if self.epilogue is None:
+            return super().forward(*inputs)
+        extras = inputs[1:]
+        x = inputs[0]
+        if self.backend.is_array(x) and x.ndim == self.spatial + 2:
+            out = self.compute_with_epilogue(x, extras)
+            if out is not None:
+                return out
+        return self.run_epilogue(super().forward(x), extras)
+
+    def compute_with_epilogue(self, x, extras):
+        """The conv of batched x with the epilogue applied, where a kernel can fuse them; else None."""
+        return None
+
+    def epilogue_arguments(self, out, extras) -> list:
+        """The epilogue's inputs: the extras, with the conv's result at its place."""
+        arguments = list(extras)
+        arguments.insert(self.epilogue_operand, out)
+        return arguments
+
+    def compiled_epilogue(self, input_dtypes: tuple[str, ...]):
+        """(Function, the backend's compiled callable) of the epilogue for these input dtypes, made once."""
+        def compile_for_dtypes():
+            function = function_for(self.epilogue, input_dtypes)
+            return function, compile_shared(self.backend, function)  # shared as fused ops share theirs
+
+        return self.cached(self._epilogue_compiled, input_dtypes, compile_for_dtypes)
+
+    def run_epilogue(self, out, extras):
+        """The epilogue over the conv's result ``out``, as the elementwise op it replaces ran it."""
+        arguments = self.epilogue_arguments(out, extras)
+        function, run = self.compiled_epilogue(tuple(dtype_name(value) for value in arguments))
+        shapes = [value.shape for value in arguments if self.backend.is_array(value)]
+        result_fits = function.results[0].dtype == out.dtype and self.backend.native.broadcast_shapes(*shapes) == out.shape
+        result = run(*arguments, out=out) if result_fits else run(*arguments)  # out is this op's fresh array
+        if any(result is value for value in extras):
+            result = self.xp.asarray(result, copy=True)  # the math simplified to an input: outputs are fresh
+        return result
