@@ -138,9 +138,9 @@ class Recurrent(Op):
         h0, c0 = self._initial_states(states, batch, x.dtype)
         h_n, c_n = [], []
         d = self.directions
-        for layer, weights in enumerate(self.layers):
+        for layer in range(self.num_layers):
             states = slice(layer * d, (layer + 1) * d)
-            x, h, c = self._run(x, weights, h0[states], None if c0 is None else c0[states])
+            x, h, c = self._run(x, layer, h0[states], None if c0 is None else c0[states])
             h_n.append(h)
             c_n.append(c)
         output = x
@@ -171,9 +171,10 @@ class Recurrent(Op):
             c0 = xp.zeros((count, batch, self.hidden_size), dtype=dtype)
         return h0, c0
 
-    def _run(self, x, w: _Layer, h, c):
+    def _run(self, x, layer: int, h, c):
         """One layer, both directions at once: (layer output (L, N, directions * out), h_n, c_n)."""
         xp = self.xp
+        w = self.layers[layer]
         length, batch = x.shape[:2]
         projected = []
         for d, (ih_t, bias) in enumerate(zip(w.ih_t, w.input_bias)):
