@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import InputError, KuiperError, ShapeError
 from ..limits import check_feeds
-from ..model_ir import ModelIR, OpNode
+from ..model_ir import ModelIR
 from ..thread_limits import limited
 from .plan import ExecutionPlan, Step, StepObserver
 from .summary import ModelSummary, one_line, summarize

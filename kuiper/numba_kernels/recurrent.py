@@ -26,7 +26,7 @@ PER_STEP_WORK = 1 << 20
 class _KernelWeights:
     """One layer's recurrent weights as the kernels take them: contiguous float32, stacked over directions."""
 
-    def __init__(self, layer: reference._Layer, directions: int, hidden: int):
+    def __init__(self, layer: reference.LayerWeights, directions: int, hidden: int):
         self.hh_t = np.ascontiguousarray(layer.hh_t, dtype=np.float32)  # (D, P, G*H)
         self.hr_t = (np.zeros((directions, 0, 0), np.float32) if layer.hr_t is None
                      else np.ascontiguousarray(layer.hr_t, dtype=np.float32))  # (D, H, P)
