@@ -17,10 +17,12 @@ from ..ops import recurrent as reference
 from . import recurrent_kernels as kernels
 
 # Multiply-adds of one step's recurrent product (batch * directions * state width * gates * hidden)
-# up to which the compiled loop runs.  Its product reads each row's weights once per row and
-# step; past this size BLAS's blocked GEMM per step wins, and a step costs far more than the
-# ~40 us of Python the reference spends around it.
-PER_STEP_WORK = 1 << 20
+# up to which the compiled loop runs.  Its product reads a row's weights once per batch row and
+# step, where BLAS's blocked GEMM reads them once per step: large batches favour BLAS.  One LSTM
+# layer over 20 steps, 1 thread, compiled/reference time (tools/bench_call_overhead.py recurrent):
+# hidden 64 batch 1 (16K) 0.11; 256x1 (262K) 0.46; 128x32 (2M) 0.82; 1024x1 (4M) 0.68;
+# 512x8 (8M) 0.73; 128x128 (8M) 1.22; 256x64 (17M) 1.46.
+PER_STEP_WORK = 1 << 22
 
 
 class _KernelWeights:
