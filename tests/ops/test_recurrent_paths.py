@@ -17,7 +17,7 @@ from kuiper.numba_kernels import recurrent_kernels
 from kuiper.ops import recurrent as reference_op
 
 from conftest import pnnx_node
-from test_ops_recurrent import CASES, make_weights, reference
+from test_ops_recurrent import CASES, layer_params, make_weights, reference
 
 pytestmark = pytest.mark.usefixtures("kernel_variant")  # serial and parallel builds (conftest.py)
 
@@ -25,14 +25,9 @@ PATHS = {"reference": reference_op.Recurrent, "compiled": compiled.CompiledRecur
 
 
 def make_op(cls, case, weights=None, dtype=np.float32):
-    kind, size, hidden, layers, bidir, batch_first, bias, proj, nonlin, initial = CASES[case]
+    kind, size, hidden, layers, bidir, _, bias, proj, _, initial = CASES[case]
     weights = weights or make_weights(kind, size, hidden, layers, bidir, bias, proj)
-    params = {"batch_first": batch_first, "bias": bias, "bidirectional": bidir, "hidden_size": hidden,
-              "input_size": size, "num_layers": layers}
-    if kind == "nn.LSTM":
-        params["proj_size"] = proj
-    if kind == "nn.RNN":
-        params["nonlinearity"] = nonlin
+    params = layer_params(case)
     outputs = ["y", "h_n", "c_n"] if kind == "nn.LSTM" else ["y", "h_n"]
     attrs = {key: value.astype(dtype) for key, value in weights.items()}
     inputs = ["x"] + (["h0", "c0"][: 1 + (kind == "nn.LSTM")] if initial else [])
