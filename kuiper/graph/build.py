@@ -18,7 +18,8 @@ from ..errors import GraphError, UnsupportedOperatorError
 from ..limits import check_size
 from ..model_ir import ModelIR, OpNode
 from ..plugins import kernel_registry, op_registry
-from .model import Model, Step, TensorSpec
+from .model import Model, TensorSpec
+from .plan import Step
 
 
 def check_supported(ir: ModelIR, backend_name: str) -> None:

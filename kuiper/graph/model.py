@@ -18,8 +18,9 @@ import numpy as np
 
 from ..errors import InputError, KuiperError, ShapeError
 from ..limits import check_feeds
-from ..model_ir import ModelIR, OpNode
+from ..model_ir import ModelIR
 from ..thread_limits import limited
+from .plan import ExecutionPlan, Step, StepObserver
 from .summary import ModelSummary, one_line, summarize
 
 logger = logging.getLogger(__name__)
@@ -46,19 +47,6 @@ class TensorSpec:
         return f"{self.name}: {dims} {self.dtype or '?'}"
 
 
-@dataclass
-class Step:
-    op: Any
-    node: OpNode
-    input_slots: tuple[int, ...]
-    output_slots: tuple[int, ...]
-    free_slots: tuple[int, ...]
-
-
-class OpExecutionError(KuiperError):
-    """An op failed while running; the message names the op and the input shapes it saw."""
-
-
 @dataclass(frozen=True)
 class Origin:
     """How a Model was made: ``loader(**arguments)`` builds it again (used to pickle it).
@@ -73,22 +61,6 @@ class Origin:
 
 def _rebuild(loader: Callable, arguments: dict):
     return loader(**arguments)
-
-
-class StepObserver:
-    """Sees every executed step of ``Model.run(..., observer=...)``; override what you need.
-
-    ``node`` is the graph's OpNode (``node.name``, ``node.type``, ``node.source``);
-    ``inputs`` and ``outputs`` are the values as the backend holds them.  Use it
-    to time ops (``kuiper bench --profile`` does), trace shapes, or stop at the
-    first op whose output holds a NaN.
-    """
-
-    def before_step(self, node, inputs) -> None:
-        pass
-
-    def after_step(self, node, inputs, outputs) -> None:
-        pass
 
 
 @dataclass(repr=False)
@@ -112,6 +84,10 @@ class Model:
     origin: Origin | None = None
     threads: int | None = None
     _has_run: bool = field(default=False, init=False, compare=False)
+    plan: ExecutionPlan = field(init=False, compare=False)
+
+    def __post_init__(self):
+        self.plan = ExecutionPlan(self.steps, self.backend)
 
     # -- pickling -----------------------------------------------------------------
     def __reduce__(self):
@@ -197,40 +173,10 @@ class Model:
         for spec, slot, array in zip(self.inputs, self.input_slots, arrays):
             slots[slot] = self._check_feed(spec, array)
         check_feeds(self, [slots[slot] for slot in self.input_slots])  # kuiper.limits: size budget
-        for step in self.steps:
-            inputs = [slots[i] for i in step.input_slots]
-            if observer is not None:
-                observer.before_step(step.node, inputs)
-            try:
-                result = step.op.forward(*inputs)
-            except KuiperError as exc:
-                named = _naming_the_op(exc, step)
-                if named is exc:
-                    raise
-                raise named from exc
-            except Exception as exc:  # any failure inside an op becomes a KuiperError naming it
-                translated = self.backend.device_error(exc)
-                if translated is not None:
-                    raise translated from exc
-                shapes = ", ".join(_describe_value(value) for value in inputs)
-                reason = "out of memory" if isinstance(exc, MemoryError) else f"{type(exc).__name__}: {exc}"
-                raise OpExecutionError(f"{step.node.describe()} failed on inputs [{shapes}]: {reason}") from exc
-            if len(step.output_slots) == 1:
-                slots[step.output_slots[0]] = result
-                outputs = (result,)
-            else:
-                if not isinstance(result, (tuple, list)) or len(result) != len(step.output_slots):
-                    raise OpExecutionError(
-                        f"{step.node.describe()} returned {_count(result)} value(s) for {len(step.output_slots)} outputs"
-                    )
-                for slot, value in zip(step.output_slots, result):
-                    slots[slot] = value
-                outputs = tuple(result)
-            if observer is not None:
-                observer.after_step(step.node, inputs, outputs)
-            del inputs
-            for slot in step.free_slots:
-                slots[slot] = None
+        if observer is None:
+            self.plan.run(slots)
+        else:
+            self.plan.run_observed(slots, observer)
         results = [slots[slot] for slot in self.output_slots]
         if to_numpy:
             results = [self.backend.to_numpy(r) if self.backend.is_array(r) else np.asarray(r) for r in results]
@@ -325,24 +271,3 @@ def _noting_a_slow_first_run(where: str):
 
 def _fmt(shape) -> str:
     return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
-
-
-def _describe_value(value) -> str:
-    shape = getattr(value, "shape", None)
-    if shape is not None:
-        return f"{tuple(shape)} {getattr(value, 'dtype', '')}".strip()
-    return repr(value)
-
-
-def _naming_the_op(exc: KuiperError, step: Step) -> KuiperError:
-    """The same error, with the op named in front when the message does not name it yet."""
-    if f"'{step.node.name}'" in str(exc):
-        return exc
-    try:
-        return type(exc)(f"{step.node.describe()}: {exc}")
-    except TypeError:  # an error class with a constructor of its own
-        return exc
-
-
-def _count(result) -> int:
-    return len(result) if isinstance(result, (tuple, list)) else 1

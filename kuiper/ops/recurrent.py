@@ -6,7 +6,8 @@ recurrent matmul ``h @ W_hh^T`` and the gate math per step, writing each step's 
 into the preallocated layer output.  The two directions of a bidirectional layer are
 independent, so they step together: the backward projection is stored time-reversed
 beside the forward one, and one batched (directions, N, .) matmul and one set of gate
-ops serve both (half the per-step calls).
+ops serve both (half the per-step calls).  This Python loop is the reference; on
+NumPy-array backends with numba, kuiper/numba_kernels/recurrent.py runs it compiled.
 
 Weights are PyTorch's ``weight_ih_l{k}``, ``weight_hh_l{k}``, ``bias_ih_l{k}``,
 ``bias_hh_l{k}`` (and ``weight_hr_l{k}`` for an LSTM with proj_size), with suffix
@@ -32,7 +33,7 @@ def _shape(value) -> tuple:
 SIGMOID = ElementwiseMath(composites.sigmoid, 1)
 
 
-class _Layer:
+class LayerWeights:
     """The transposed weights of one layer, per direction (ih) or stacked over directions (the rest)."""
 
     def __init__(self, ih_t, input_bias, hh_t, hidden_bias, hr_t):
@@ -77,7 +78,7 @@ class Recurrent(Op):
         self.layers = [self._layer(layer) for layer in range(self.num_layers)]
         self._sigmoids = {}  # dtype -> the IR sigmoid compiled for it (looked up once, not per step)
 
-    def _layer(self, layer: int) -> _Layer:
+    def _layer(self, layer: int) -> LayerWeights:
         parts = [self._direction(layer, d) for d in range(self.directions)]
         xp = self.xp
 
@@ -88,7 +89,7 @@ class Recurrent(Op):
         hidden_bias = stacked(3)
         if hidden_bias is not None:
             hidden_bias = hidden_bias[:, None, :]
-        return _Layer([p[0] for p in parts], [p[1] for p in parts], stacked(2), hidden_bias, stacked(4))
+        return LayerWeights([p[0] for p in parts], [p[1] for p in parts], stacked(2), hidden_bias, stacked(4))
 
     def _direction(self, layer: int, direction: int) -> tuple:
         """(ih_t, input bias, hh_t, GRU hidden bias, hr_t) of one direction, checked."""
@@ -138,9 +139,9 @@ class Recurrent(Op):
         h0, c0 = self._initial_states(states, batch, x.dtype)
         h_n, c_n = [], []
         d = self.directions
-        for layer, weights in enumerate(self.layers):
+        for layer in range(self.num_layers):
             states = slice(layer * d, (layer + 1) * d)
-            x, h, c = self._run(x, weights, h0[states], None if c0 is None else c0[states])
+            x, h, c = self._run(x, layer, h0[states], None if c0 is None else c0[states])
             h_n.append(h)
             c_n.append(c)
         output = x
@@ -171,9 +172,10 @@ class Recurrent(Op):
             c0 = xp.zeros((count, batch, self.hidden_size), dtype=dtype)
         return h0, c0
 
-    def _run(self, x, w: _Layer, h, c):
+    def _run(self, x, layer: int, h, c):
         """One layer, both directions at once: (layer output (L, N, directions * out), h_n, c_n)."""
         xp = self.xp
+        w = self.layers[layer]
         length, batch = x.shape[:2]
         projected = []
         for d, (ih_t, bias) in enumerate(zip(w.ih_t, w.input_bias)):

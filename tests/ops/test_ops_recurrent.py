@@ -108,6 +108,18 @@ CASES = {
 }
 
 
+def layer_params(case) -> dict:
+    """The PNNX params of a CASES entry's layer."""
+    kind, size, hidden, layers, bidir, batch_first, bias, proj, nonlin, _ = CASES[case]
+    params = {"batch_first": batch_first, "bias": bias, "bidirectional": bidir, "hidden_size": hidden,
+              "input_size": size, "num_layers": layers}
+    if kind == "nn.LSTM":
+        params["proj_size"] = proj
+    if kind == "nn.RNN":
+        params["nonlinearity"] = nonlin
+    return params
+
+
 def run_case(tmp_path, case, x_shape=None, unbatched=False, n_out=None):
     kind, size, hidden, layers, bidir, batch_first, bias, proj, nonlin, initial = CASES[case]
     w = make_weights(kind, size, hidden, layers, bidir, bias, proj)
@@ -119,12 +131,7 @@ def run_case(tmp_path, case, x_shape=None, unbatched=False, n_out=None):
     state_lead = (layers * dirs,) if unbatched else (layers * dirs, n)
     h0 = r.standard_normal(state_lead + (proj or hidden,)).astype(np.float32) if initial else None
     c0 = r.standard_normal(state_lead + (hidden,)).astype(np.float32) if initial and kind == "nn.LSTM" else None
-    params = {"batch_first": batch_first, "bias": bias, "bidirectional": bidir, "hidden_size": hidden,
-              "input_size": size, "num_layers": layers}
-    if kind == "nn.LSTM":
-        params["proj_size"] = proj
-    if kind == "nn.RNN":
-        params["nonlinearity"] = nonlin
+    params = layer_params(case)
     arrays = [a for a in (x, h0, c0) if a is not None]
     n_out = n_out or (3 if kind == "nn.LSTM" else 2)
     got, _ = one_op(tmp_path, kind, arrays, params, weights=w, n_out=n_out)

@@ -1,0 +1,161 @@
+"""The execution plan of a Model: its steps as flat tuples, run in one tight loop.
+
+A small model spends its time between ops, not in them: building an argument list,
+checking for an observer, unpacking outputs, at every node of every call.  The plan
+decides all of that once, when the Model is made: each step becomes a tuple of the op,
+how many inputs it takes and from which value slots, where its output goes (one slot,
+or several for a multi-output op), and which slots die after it.  A call is then one
+loop over those tuples (``run``); running with a StepObserver takes a second, plainer
+loop (``run_observed``) so the common case pays nothing for it.
+
+The op is called as ``op.forward`` at run time, not as a method bound at build time,
+so wrapping an op's forward after the build (tests, tracing tools) still takes effect.
+Whatever fails inside an op leaves with the op's name: a KuiperError gets the op named
+in front, any other exception becomes an OpExecutionError with the input shapes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import KuiperError
+from ..model_ir import OpNode
+
+
+@dataclass
+class Step:
+    op: Any
+    node: OpNode
+    input_slots: tuple[int, ...]
+    output_slots: tuple[int, ...]
+    free_slots: tuple[int, ...]
+
+
+class OpExecutionError(KuiperError):
+    """An op failed while running; the message names the op and the input shapes it saw."""
+
+
+class StepObserver:
+    """Sees every executed step of ``Model.run(..., observer=...)``; override what you need.
+
+    ``node`` is the graph's OpNode (``node.name``, ``node.type``, ``node.source``);
+    ``inputs`` and ``outputs`` are the values as the backend holds them.  Use it
+    to time ops (``kuiper bench --profile`` does), trace shapes, or stop at the
+    first op whose output holds a NaN.
+    """
+
+    def before_step(self, node, inputs) -> None:
+        pass
+
+    def after_step(self, node, inputs, outputs) -> None:
+        pass
+
+
+MULTIPLE = -1  # the output slot of a step with several outputs: they are unpacked with a check
+
+
+class ExecutionPlan:
+    """``steps`` as flat tuples, and the loops that run them over a list of value slots."""
+
+    def __init__(self, steps: list[Step], backend):
+        self.steps = steps
+        self.backend = backend  # translates device failures (out of GPU memory) into KuiperErrors
+        self.entries = tuple(self._entry(index, step) for index, step in enumerate(steps))
+
+    @staticmethod
+    def _entry(index: int, step: Step) -> tuple:
+        """(op, input count, first input slot, second input slot, all input slots, output slot or MULTIPLE,
+        slots to free, step index): the unused slots of one-input ops are 0, never read."""
+        inputs = step.input_slots
+        first = inputs[0] if inputs else 0
+        second = inputs[1] if len(inputs) > 1 else 0
+        output = step.output_slots[0] if len(step.output_slots) == 1 else MULTIPLE
+        return step.op, len(inputs), first, second, inputs, output, step.free_slots, index
+
+    def run(self, slots: list) -> None:
+        """Run every step, reading and writing ``slots`` (the feeds already in their slots)."""
+        for op, count, first, second, inputs, output, frees, index in self.entries:
+            try:
+                if count == 1:
+                    result = op.forward(slots[first])
+                elif count == 2:
+                    result = op.forward(slots[first], slots[second])
+                else:
+                    result = op.forward(*[slots[i] for i in inputs])
+            except Exception as exc:
+                failure = self._failure(exc, self.steps[index], [slots[i] for i in inputs])
+                if failure is exc:
+                    raise
+                raise failure from exc
+            if output != MULTIPLE:
+                slots[output] = result
+            else:
+                self._unpack(self.steps[index], result, slots)
+            for slot in frees:
+                slots[slot] = None
+
+    def run_observed(self, slots: list, observer: StepObserver) -> None:
+        """``run``, telling ``observer`` before and after each step."""
+        for step in self.steps:
+            inputs = [slots[i] for i in step.input_slots]
+            observer.before_step(step.node, inputs)
+            try:
+                result = step.op.forward(*inputs)
+            except Exception as exc:
+                failure = self._failure(exc, step, inputs)
+                if failure is exc:
+                    raise
+                raise failure from exc
+            outputs = self._unpack(step, result, slots)
+            observer.after_step(step.node, inputs, outputs)
+            del inputs
+            for slot in step.free_slots:
+                slots[slot] = None
+
+    @staticmethod
+    def _unpack(step: Step, result, slots: list) -> tuple:
+        """Store ``result`` in the step's output slots; the outputs as a tuple."""
+        if len(step.output_slots) == 1:
+            slots[step.output_slots[0]] = result
+            return (result,)
+        if not isinstance(result, (tuple, list)) or len(result) != len(step.output_slots):
+            raise OpExecutionError(
+                f"{step.node.describe()} returned {_count(result)} value(s) for {len(step.output_slots)} outputs"
+            )
+        for slot, value in zip(step.output_slots, result):
+            slots[slot] = value
+        return tuple(result)
+
+    def _failure(self, exc: Exception, step: Step, inputs: list) -> Exception:
+        """The error to raise for ``exc`` from ``step``: it names the op (or is the backend's device error);
+        ``exc`` itself when it names the op already."""
+        if isinstance(exc, KuiperError):
+            return _naming_the_op(exc, step)
+        translated = self.backend.device_error(exc)
+        if translated is not None:
+            return translated
+        shapes = ", ".join(_describe_value(value) for value in inputs)
+        reason = "out of memory" if isinstance(exc, MemoryError) else f"{type(exc).__name__}: {exc}"
+        return OpExecutionError(f"{step.node.describe()} failed on inputs [{shapes}]: {reason}")
+
+
+def _describe_value(value) -> str:
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return f"{tuple(shape)} {getattr(value, 'dtype', '')}".strip()
+    return repr(value)
+
+
+def _naming_the_op(exc: KuiperError, step: Step) -> KuiperError:
+    """The same error, with the op named in front when the message does not name it yet."""
+    if f"'{step.node.name}'" in str(exc):
+        return exc
+    try:
+        return type(exc)(f"{step.node.describe()}: {exc}")
+    except TypeError:  # an error class with a constructor of its own
+        return exc
+
+
+def _count(result) -> int:
+    return len(result) if isinstance(result, (tuple, list)) else 1

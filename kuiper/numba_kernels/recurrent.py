@@ -1,0 +1,92 @@
+"""nn.RNN, nn.LSTM and nn.GRU on the NumPy backend: each layer's time loop in one compiled call.
+
+The reference op (kuiper.ops.recurrent) keeps params, weights, states, layout and
+errors; this subclass replaces only the per-layer run.  The input projection of the
+whole sequence stays one BLAS GEMM per direction; the recurrence then runs in
+recurrent_kernels.py instead of a Python loop over time steps.  Float32 inputs and
+weights take that path while a step's recurrent product is small (PER_STEP_WORK);
+other dtypes, and layers so wide or batches so large that a step's GEMM dwarfs the
+Python around it, take the reference path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ops import recurrent as reference
+from . import recurrent_kernels as kernels
+
+# Multiply-adds of one step's recurrent product (batch * directions * state width * gates * hidden)
+# up to which the compiled loop runs.  Its product reads a row's weights once per batch row and
+# step, where BLAS's blocked GEMM reads them once per step: large batches favour BLAS.  One LSTM
+# layer over 20 steps, 1 thread, compiled/reference time (tools/bench_call_overhead.py recurrent):
+# hidden 64 batch 1 (16K) 0.11; 256x1 (262K) 0.46; 128x32 (2M) 0.82; 1024x1 (4M) 0.68;
+# 512x8 (8M) 0.73; 128x128 (8M) 1.22; 256x64 (17M) 1.46.
+PER_STEP_WORK = 1 << 22
+
+
+class _KernelWeights:
+    """One layer's recurrent weights as the kernels take them: contiguous float32, stacked over directions."""
+
+    def __init__(self, layer: reference.LayerWeights, directions: int, hidden: int):
+        self.hh_t = np.ascontiguousarray(layer.hh_t, dtype=np.float32)  # (D, P, G*H)
+        self.hr_t = (np.zeros((directions, 0, 0), np.float32) if layer.hr_t is None
+                     else np.ascontiguousarray(layer.hr_t, dtype=np.float32))  # (D, H, P)
+        self.hidden_bias = (np.zeros((directions, hidden), np.float32) if layer.hidden_bias is None
+                            else np.ascontiguousarray(layer.hidden_bias[:, 0, :], dtype=np.float32))  # (D, H)
+
+
+class CompiledRecurrent(reference.Recurrent):
+    kernel_note = "compiled time loop (float32)"
+
+    def setup(self):
+        super().setup()
+        self.float32_weights = all(
+            np.asarray(array).dtype == np.float32
+            for layer in self.layers
+            for array in (*layer.ih_t, layer.hh_t)
+        )
+        if not self.float32_weights:
+            self.kernel_note = "reference path: weights are not float32"
+        self.kernel_weights = [_KernelWeights(layer, self.directions, self.hidden_size) for layer in self.layers]
+
+    def _run(self, x, layer: int, h, c):
+        batch = x.shape[1]
+        gate_width = self.gates * self.hidden_size
+        step_work = batch * self.directions * self.kernel_weights[layer].hh_t.shape[1] * gate_width
+        if (not self.float32_weights or step_work > PER_STEP_WORK
+                or not all(isinstance(v, np.ndarray) and v.dtype == np.float32 for v in (x, h, c) if v is not None)):
+            return super()._run(x, layer, h, c)
+        projected = self._project(x, layer)
+        weights = self.kernel_weights[layer]
+        length, size = x.shape[0], self.out_size
+        out = np.empty((length, batch, size * self.directions), np.float32)
+        h_n = np.empty((self.directions, batch, size), np.float32)
+        work = length * step_work if self.directions * batch > 1 else 0  # one task: nothing to share out
+        h = np.ascontiguousarray(h)
+        if self.kind == "LSTM":
+            c_n = np.empty((self.directions, batch, self.hidden_size), np.float32)
+            kernels.lstm_sequence(work, projected, weights.hh_t, weights.hr_t, h, np.ascontiguousarray(c),
+                                  out, h_n, c_n)
+            return out, h_n, c_n
+        if self.kind == "GRU":
+            kernels.gru_sequence(work, projected, weights.hh_t, weights.hidden_bias, h, out, h_n)
+        else:
+            kernels.rnn_sequence(work, projected, weights.hh_t, self.nonlinearity == "relu", h, out, h_n)
+        return out, h_n, None
+
+    def _project(self, x, layer: int):
+        """(D, L, N, G*H): x @ W_ih^T (+ the biases folded into it) per direction, each one GEMM."""
+        length, batch, width = x.shape
+        weights = self.layers[layer]
+        rows = np.reshape(x, (length * batch, width))
+        projected = np.empty((self.directions, length, batch, self.gates * self.hidden_size), np.float32)
+        for d, (ih_t, bias) in enumerate(zip(weights.ih_t, weights.input_bias)):
+            target = np.reshape(projected[d], (length * batch, -1))  # a view: projected is contiguous
+            np.matmul(rows, ih_t, out=target)
+            if bias is not None:
+                target += bias
+        return projected
+
+
+KERNELS = [CompiledRecurrent]
