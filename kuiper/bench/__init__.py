@@ -14,7 +14,10 @@ be resized once numpy is imported: start the process with
 ``OMP_NUM_THREADS=T OPENBLAS_NUM_THREADS=T`` instead (the report says so).
 
 ``--memory`` also starts one fresh process per engine that loads the model and
-runs it once, and reports its peak resident memory (VmHWM).
+runs it once, and reports its peak resident memory (VmHWM), load and first-run time, and its
+start-up (from launch to the end of the first run, wall and CPU time); kuiper gets a second
+row with its Numba kernels off (``KUIPER_NUMBA=0``), since Numba's import and cache loading are
+most of its start-up.
 
 One job per module:
 
@@ -25,7 +28,7 @@ One job per module:
 - ``run``: check the outputs once, then time the engines;
 - ``report``: what a run found, as a table;
 - ``op_profile``: kuiper's time op by op (``--profile``);
-- ``fresh_process``: peak memory of one fresh process per engine (``--memory``);
+- ``fresh_process``: peak memory and start-up of one fresh process per engine (``--memory``);
 - ``machine``: thread pools and load of the machine around the timings;
 - ``command``: the ``kuiper bench`` subcommand.
 """

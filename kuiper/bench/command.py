@@ -121,6 +121,6 @@ def add_bench_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--profile", action="store_true",
                    help="also time kuiper op by op and list the op types and single ops that take longest")
     p.add_argument("--memory", action="store_true",
-                   help="also report peak RSS, load and first-run time of a fresh process per engine")
+                   help="also start a fresh process per engine and report its peak RSS, load time, first-run time and start-up (launch to the end of the first run, wall and CPU); kuiper gets a second row without numba")
     p.set_defaults(func=cmd_bench)
     return p
