@@ -43,22 +43,43 @@ def requested() -> int | None:
     return _requested.get()
 
 
-@contextlib.contextmanager
 def limited(threads: int | None):
-    """Cap the BLAS pool and the compiled kernels to ``threads`` while the block runs."""
-    if threads is None:
-        yield
-        return
+    """A context that caps the BLAS pool and the compiled kernels to ``threads`` while it runs.
+
+    ``None`` gives a do-nothing context (one shared object: a model without a cap pays
+    nothing per call).
+    """
+    return _NO_CAP if threads is None else _capped(threads)
+
+
+_NO_CAP = contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _capped(threads: int):
     token = _requested.set(threads)
+    libraries = _blas_libraries()
+    before = [library.get_num_threads() for library in libraries]
     try:
-        with _blas_controller().limit(limits=threads, user_api="blas"):
-            yield
+        # Set only what differs: the models of a Dask worker run with threads=1 chunk after
+        # chunk, and each set is a call into the library (threadpoolctl's limit() costs about
+        # 50 us a call, a tenth of a small model's run).
+        for library, count in zip(libraries, before):
+            if count != threads:
+                library.set_num_threads(threads)
+        yield
     finally:
+        for library, count in zip(libraries, before):
+            if count != threads:
+                library.set_num_threads(count)
         _requested.reset(token)
 
 
 @functools.cache
-def _blas_controller() -> ThreadpoolController:
-    """Finding the loaded BLAS libraries takes ~15 ms, so it is done once (NumPy's is loaded by then;
-    two threads racing here at most find them twice)."""
-    return ThreadpoolController()
+def _blas_libraries() -> tuple:
+    """threadpoolctl's controllers of the loaded BLAS libraries.
+
+    Finding them takes ~15 ms, so it is done once (NumPy's is loaded by then; two threads
+    racing here at most find them twice).
+    """
+    return tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
