@@ -47,7 +47,7 @@ def run_in_a_task(spec, x):
 
 @pytest.fixture(scope="module")
 def client():
-    # A plain LocalCluster, as a user starts one: nothing in the workers' environment caps threads.
+    # A plain LocalCluster, as a user starts one (the task below gives its worker 2 BLAS threads).
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address="127.0.0.1:0") as cluster, distributed.Client(cluster) as dask_client:
         yield dask_client
