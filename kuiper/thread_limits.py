@@ -4,7 +4,11 @@ Two thread pools compute on the CPU, and both are capped for the duration of a r
 
 * the BLAS library NumPy calls (OpenBLAS, MKL, BLIS), through threadpoolctl: BLAS
   libraries keep one process-wide setting, so models running at the same time in
-  several threads share whichever cap was set last;
+  several threads share whichever cap was set last.  OpenBLAS's count is changed only
+  from one Python thread, the first that changed it (threadpoolctl ignores the others,
+  since resizing OpenBLAS's pool during another thread's call can crash it): a model run
+  from a second thread, such as Dask's threaded scheduler, caps its kernels but not
+  BLAS, so such a process is best started with ``OPENBLAS_NUM_THREADS=1``;
 * the compiled kernels' numba pool (kuiper.numba_kernels): numba's thread count is a
   per-calling-thread setting, so the kernels read ``requested()`` (a context variable)
   before each launch, and two models with different caps can run side by side.
