@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import threadpool_limits
 
 from kuiper import thread_limits
 from kuiper.numba_kernels import runtime
 
-
-def blas_threads() -> list[int]:
-    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+from test_load_options import blas_threads
 
 
 @pytest.mark.parametrize("cap", [1, 2])

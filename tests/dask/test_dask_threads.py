@@ -8,32 +8,16 @@ import pytest
 pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import threadpool_limits
 
 from conftest import model_dir, reference_batches
+from test_load_options import ThreadsSeen, blas_threads
 
 import kuiper
-from kuiper import thread_limits
 from kuiper.dask import predict, resolve_model
 from kuiper.dask.model_cache import cached_model
-from kuiper.numba_kernels import runtime
 
 RESNET = model_dir("resnet18_w8") / "model.pnnx.param"
-
-
-def blas_threads() -> list[int]:
-    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
-
-
-class ThreadsSeen(kuiper.StepObserver):
-    def __init__(self):
-        self.requested, self.blas, self.kernels = set(), set(), set()
-
-    def before_step(self, node, inputs):
-        self.requested.add(thread_limits.requested())
-        self.blas.update(blas_threads())
-        if runtime.available():
-            self.kernels.add(runtime.threads())
 
 
 def run_in_a_task(spec, x):
