@@ -65,16 +65,16 @@ def _capped(threads: int):
     libraries = _blas_libraries()
     before = [library.get_num_threads() for library in libraries]
     try:
-        # Set only what differs: the models of a Dask worker run with threads=1 chunk after
-        # chunk, and each set is a call into the library (threadpoolctl's limit() costs about
-        # 50 us a call, a tenth of a small model's run).
+        # Set only what differs (a Dask worker's models run with threads=1 chunk after chunk,
+        # its BLAS already at 1): threadpoolctl's limit() re-reads and sets every library on
+        # each call, 92-131 us a call on a loaded 2-core machine (docs/performance.md).
         for library, count in zip(libraries, before):
-            if count != threads:
+            if count is not None and count != threads:
                 library.set_num_threads(threads)
         yield
     finally:
         for library, count in zip(libraries, before):
-            if count != threads:
+            if count is not None and count != threads:
                 library.set_num_threads(count)
         _requested.reset(token)
 
