@@ -4,7 +4,11 @@ Two thread pools compute on the CPU, and both are capped for the duration of a r
 
 * the BLAS library NumPy calls (OpenBLAS, MKL, BLIS), through threadpoolctl: BLAS
   libraries keep one process-wide setting, so models running at the same time in
-  several threads share whichever cap was set last;
+  several threads share whichever cap was set last.  OpenBLAS's count is changed only
+  from one Python thread, the first that changed it (threadpoolctl ignores the others,
+  since resizing OpenBLAS's pool during another thread's call can crash it): a model run
+  from a second thread, such as Dask's threaded scheduler, caps its kernels but not
+  BLAS, so such a process is best started with ``OPENBLAS_NUM_THREADS=1``;
 * the compiled kernels' numba pool (kuiper.numba_kernels): numba's thread count is a
   per-calling-thread setting, so the kernels read ``requested()`` (a context variable)
   before each launch, and two models with different caps can run side by side.
@@ -43,22 +47,43 @@ def requested() -> int | None:
     return _requested.get()
 
 
-@contextlib.contextmanager
 def limited(threads: int | None):
-    """Cap the BLAS pool and the compiled kernels to ``threads`` while the block runs."""
-    if threads is None:
-        yield
-        return
+    """A context that caps the BLAS pool and the compiled kernels to ``threads`` while it runs.
+
+    ``None`` gives a do-nothing context (one shared object: a model without a cap pays
+    nothing per call).
+    """
+    return _NO_CAP if threads is None else _capped(threads)
+
+
+_NO_CAP = contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _capped(threads: int):
     token = _requested.set(threads)
+    libraries = _blas_libraries()
+    before = [library.get_num_threads() for library in libraries]
     try:
-        with _blas_controller().limit(limits=threads, user_api="blas"):
-            yield
+        # Set only what differs (a Dask worker's models run with threads=1 chunk after chunk,
+        # its BLAS already at 1): threadpoolctl's limit() re-reads and sets every library on
+        # each call, 92-131 us a call on a loaded 2-core machine (docs/performance.md).
+        for library, count in zip(libraries, before):
+            if count is not None and count != threads:
+                library.set_num_threads(threads)
+        yield
     finally:
+        for library, count in zip(libraries, before):
+            if count is not None and count != threads:
+                library.set_num_threads(count)
         _requested.reset(token)
 
 
 @functools.cache
-def _blas_controller() -> ThreadpoolController:
-    """Finding the loaded BLAS libraries takes ~15 ms, so it is done once (NumPy's is loaded by then;
-    two threads racing here at most find them twice)."""
-    return ThreadpoolController()
+def _blas_libraries() -> tuple:
+    """threadpoolctl's controllers of the loaded BLAS libraries.
+
+    Finding them takes ~15 ms, so it is done once (NumPy's is loaded by then; two threads
+    racing here at most find them twice).
+    """
+    return tuple(ThreadpoolController().select(user_api="blas").lib_controllers)

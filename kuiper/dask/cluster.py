@@ -5,6 +5,14 @@ BLAS thread, so workers never oversubscribe the cores.  The BLAS thread count mu
 the environment before the worker process starts (OpenBLAS and MKL read it once, at
 import), hence Dask's ``pre-spawn-environ`` rather than the worker's own env.
 
+Its workers also keep glibc's own memory settings: Dask's default pre-spawn environment
+sets ``MALLOC_TRIM_THRESHOLD_=65536`` (so that workers hand freed memory back to the
+system), and setting any trim threshold also freezes glibc's mmap threshold at 128 KiB.
+Every activation of a model run is then a fresh mmap, zero-filled by the kernel page by
+page and unmapped when freed: ResNet-18 at 16 images a chunk took 1.7-1.8x the CPU time
+per image (docs/performance.md, issue 27), which alone halves 2 workers' throughput.  With
+glibc's defaults, the buffers of one chunk are reused by the next, as in a plain process.
+
 GPU workers: start one worker per GPU with dask-cuda (``LocalCUDACluster()`` in Python or
 ``dask cuda worker ADDR`` on each machine) and run with backend ``cupy``; see the README.
 """
@@ -17,6 +25,7 @@ import os
 from ..errors import KuiperError
 
 BLAS_ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+GLIBC_DEFAULTS_KEPT = ("MALLOC_TRIM_THRESHOLD_",)  # left unset in the workers (see the module docstring)
 
 
 def local_cluster(workers: int | None = None, threads_per_worker: int = 1, blas_threads: int = 1,
@@ -32,15 +41,21 @@ def local_cluster(workers: int | None = None, threads_per_worker: int = 1, blas_
     # there), so both are set while the cluster is made.  Nannies keep what they read, so a
     # worker restarted after a crash gets the same values.
     spawn_config = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **environ}
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn_config}), _environment(environ):
+    for name in GLIBC_DEFAULTS_KEPT:
+        spawn_config.pop(name, None)
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": spawn_config}), \
+            _environment(environ, unset=GLIBC_DEFAULTS_KEPT):
         return LocalCluster(n_workers=workers, threads_per_worker=threads_per_worker, processes=True,
                             host="127.0.0.1", dashboard_address=dashboard_address)
 
 
 @contextlib.contextmanager
-def _environment(values: dict[str, str]):
-    saved = {name: os.environ.get(name) for name in values}
+def _environment(values: dict[str, str], unset: tuple[str, ...] = ()):
+    """This process's environment with ``values`` set and ``unset`` removed while the block runs."""
+    saved = {name: os.environ.get(name) for name in (*values, *unset)}
     os.environ.update(values)
+    for name in unset:
+        os.environ.pop(name, None)
     try:
         yield
     finally:

@@ -5,6 +5,12 @@ times, the backend name and the load options, a few hundred bytes) with every ta
 each worker process loads the model from that path once and reuses it for every chunk.
 The backend is resolved on the client, so a worker's environment variables or working
 directory (kuiper.config) cannot silently pick another one.
+
+Threads: a task's model runs with ``threads=1`` (BLAS and the compiled kernels on one
+core) unless the load options name ``threads``.  Dask already runs one task per worker
+thread; a model that threaded its own work too would put 2 x 2 threads on 2 cores (a
+cluster whose workers were started without ``OMP_NUM_THREADS=1``, as ``dask worker`` and
+``LocalCluster()`` start them), and every barrier would then wait for a time slice.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from typing import Any
 
 from ..config import choose_backend
 from ..errors import InputError, KuiperError
+
+TASK_THREADS = 1  # threads of one task's model run, unless the load options say otherwise
 
 
 @dataclass(frozen=True)
@@ -38,10 +46,12 @@ class ModelSpec:
     loader: Callable | None = None  # None: kuiper.load
 
     def load(self, backend: str | None = None):
+        """The model, built with ``threads=TASK_THREADS`` unless the options name threads."""
         import kuiper
 
         loader = self.loader or kuiper.load
-        return loader(path=self.path, backend=backend or self.backend, **dict(self.options))
+        options = {"threads": TASK_THREADS, **dict(self.options)}
+        return loader(path=self.path, backend=backend or self.backend, **options)
 
     def __str__(self) -> str:
         return f"{self.path} (backend '{self.backend}')"
@@ -101,7 +111,10 @@ def resolve_model(model, backend: str | None = None, load_options: dict | None =
     else:
         raise InputError(f"model must be a path or a kuiper Model, got {type(model).__name__}")
     if local is None:
-        local = spec.load(_backend_for_checking_here(spec.backend))
+        # From the cache: a second predict or map_files over the same model file (a client
+        # looping over datasets) does not load it again; the load is on the critical path,
+        # before any task is submitted.
+        local = cached_model(spec, _backend_for_checking_here(spec.backend))
     return spec, local
 
 
@@ -118,22 +131,26 @@ def _spec_of_built_model(model, backend: str | None, load_options: dict) -> Mode
     return make_spec(path, backend or recorded_backend, {**arguments, **load_options}, model.origin.loader)
 
 
-# -- the per-process cache (lives in each worker process) ------------------------------
-_models: dict[ModelSpec, Any] = {}
+# -- the per-process cache (in each worker process, and the client's checked models) ---
+_models: dict[tuple[ModelSpec, str], Any] = {}
 _loads: Counter = Counter()
 _lock = threading.Lock()
 
 
-def cached_model(spec: ModelSpec):
-    """The model for ``spec``, loaded at most once per process (threads wait for the first load)."""
+def cached_model(spec: ModelSpec, backend: str | None = None):
+    """The model for ``spec`` (on ``backend``, default the spec's), loaded at most once per process.
+
+    Threads wait for the first load.
+    """
+    key = (spec, backend or spec.backend)
     with _lock:
-        model = _models.get(spec)
+        model = _models.get(key)
         if model is None:
             # A new version of the same file replaces the old one instead of piling up.
-            for old in [s for s in _models if s.path == spec.path and s.mtimes_ns != spec.mtimes_ns]:
+            for old in [k for k in _models if k[0].path == spec.path and k[0].mtimes_ns != spec.mtimes_ns]:
                 del _models[old]
-            model = spec.load()
-            _models[spec] = model
+            model = spec.load(backend)
+            _models[key] = model
             _loads[spec] += 1
         return model
 

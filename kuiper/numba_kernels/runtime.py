@@ -129,14 +129,22 @@ def threads() -> int:
 
 @contextlib.contextmanager
 def launch_threads():
-    """Run the enclosed kernel calls with ``threads()`` threads, serialised if the layer needs it."""
+    """Run the enclosed kernel calls with ``threads()`` threads, serialised if the layer needs it.
+
+    Numba's count is restored afterwards: it is a setting of the calling thread, which the
+    caller's own numba code shares.
+    """
     numba = _numba()  # picks the threading layer before the first launch
+    callers = numba.get_num_threads()
     numba.set_num_threads(threads())
-    if _threading_layer() == "workqueue":
-        with _workqueue_lock:
+    try:
+        if _threading_layer() == "workqueue":
+            with _workqueue_lock:
+                yield
+        else:
             yield
-    else:
-        yield
+    finally:
+        numba.set_num_threads(callers)
 
 
 def _threading_layer() -> str:

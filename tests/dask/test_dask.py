@@ -267,17 +267,24 @@ def test_cli_reports_an_unloadable_model_and_bad_options(tmp_path, capsys):
         main(["run", str(DYNAMIC), "--inputs", "x", "--output-dir", "o", "--workers", "2", "--scheduler", "tcp://a:1"])
 
 
-def test_the_embedded_cluster_sets_the_blas_thread_count_in_each_worker(monkeypatch):
+def test_the_embedded_cluster_sets_the_blas_thread_count_and_keeps_glibcs_malloc_defaults(monkeypatch):
     # The default is one BLAS thread per worker; 2 here shows the setting (not Dask's default of 1) arrives,
     # even over the values an earlier cluster leaves in this process's environment (Dask's nanny does).
     from kuiper.dask import local_cluster
 
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         monkeypatch.setenv(name, "1")
+    # Dask's own default, which an earlier plain cluster leaves here; it makes every activation a fresh mmap.
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
 
     def blas_environment():
         return {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
 
+    def trim_threshold():
+        return os.environ.get("MALLOC_TRIM_THRESHOLD_")
+
     with local_cluster(workers=1, blas_threads=2, dashboard_address="127.0.0.1:0") as cluster, \
             distributed.Client(cluster, set_as_default=False) as other:
         assert list(other.run(blas_environment).values()) == [dict.fromkeys(blas_environment(), "2")]
+        assert list(other.run(trim_threshold).values()) == [None]  # glibc's defaults in the worker
+    assert trim_threshold() == "65536"  # this process's environment is given back
