@@ -76,6 +76,7 @@ class CompiledExpression:
         # Every call's registers: the inputs, then one per instruction, then the constants.
         self._register_tail = [None] * len(self._instructions) + self._constants
         self._tensor_params = [i for i, p in enumerate(self._params) if not dtypes.is_scalar(p.dtype)]
+        self._later_tensor_params = self._tensor_params[1:]  # compared with the first one's shape per call
         self._array_type = getattr(xp, "ndarray", None)  # inputs of this exact type skip _accept's checks
         result = self.fn.results[0]
         single_tensor = not (self.fn.returns_list or dtypes.is_scalar(result.dtype) or result.dtype == dtypes.SHAPE)
@@ -197,17 +198,22 @@ class CompiledExpression:
             raise InputError(f"expression {self.fn.name} takes {len(self._params)} inputs, got {len(inputs)}")
         if out is not None and (self._out_dtype is None or out.dtype != self._out_dtype):
             self._check_out(out)
-        regs = [
-            value if value.__class__ is self._array_type and value.dtype == expected else self._accept(i, value)
-            for i, (value, expected) in enumerate(zip(inputs, self._param_dtypes))
-        ]
-        shapes = [regs[i].shape for i in self._tensor_params]
-        common_shape = shapes[0] if shapes else ()
-        uniform = all(shape == common_shape for shape in shapes)
+        regs = list(inputs)
+        array_type = self._array_type
+        for index, expected in enumerate(self._param_dtypes):
+            value = regs[index]
+            if value.__class__ is not array_type or value.dtype != expected:
+                regs[index] = self._accept(index, value)
+        tensors = self._tensor_params
+        common_shape = regs[tensors[0]].shape if tensors else ()
+        uniform = True
+        for index in self._later_tensor_params:
+            if regs[index].shape != common_shape:
+                uniform = False
+                break
         regs.extend(self._register_tail)
         final_target = self._results[0] if out is not None else -1
-        plan = self._uniform_plan if uniform else self._general_plan
-        self._evaluate(plan, regs, out, final_target, common_shape)
+        self._evaluate(self._uniform_plan if uniform else self._general_plan, regs, out, final_target, common_shape)
         values = [self._result_value(result, regs) for result in self._results]
         if out is not None and values[0] is not out:
             out[...] = values[0]
