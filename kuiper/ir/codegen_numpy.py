@@ -28,7 +28,7 @@ costs a few microseconds over the NumPy functions themselves.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy
