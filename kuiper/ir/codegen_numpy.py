@@ -2,8 +2,8 @@
 
 ``compile_elementwise(fn, xp)(*inputs)`` evaluates the function on arrays of
 ``xp`` (NumPy, CuPy, or any array-API namespace) and Python scalars.  There is
-no eval/exec: the function is linearized and each assignment becomes a small
-closure; a call runs the closures in order over a register list.
+no eval/exec: the function is linearized and each assignment becomes a row of
+a step table; a call runs the rows in order over a register list.
 
 Buffers are planned like registers.  Each temporary's last use is known at
 compile time; when a temporary dies its buffer goes back to a free list and
@@ -17,12 +17,18 @@ simply allocate their result.
 
 Python-scalar values (``size()`` arithmetic) are computed on the host, with
 the same semantics (kuiper/ir/scalars.py).
+
+Everything that does not depend on the call is decided at construction: each
+assignment becomes a row of a step table (its array function, operand
+registers, buffer slot, dtype), constants get registers of their own, and a
+call only fills the registers and walks the table, so a call on a tiny array
+costs a few microseconds over the NumPy functions themselves.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy
@@ -62,9 +68,22 @@ class CompiledExpression:
         self._registers = {p: i for i, p in enumerate(self._params)}
         self._instructions = self._translate()
         self._results = [self._operand(_assigned(self.fn, r)) for r in self.fn.results]
-        self._slot_keys: dict[bool, list[tuple]] = {}
-        self._uniform_steps, self.uniform_buffers = self._plan(uniform=True)
-        self._general_steps, self.general_buffers = self._plan(uniform=False)
+        self._constants: list = []  # constant operands' values, in registers after the instructions'
+        self._uniform_plan = self._plan(uniform=True)
+        self._general_plan = self._plan(uniform=False)
+        self.uniform_buffers = len(self._uniform_plan.slot_dtypes)
+        self.general_buffers = len(self._general_plan.slot_dtypes)
+        # Every call's registers: the inputs, then one per instruction, then the constants.
+        self._register_tail = [None] * len(self._instructions) + self._constants
+        self._tensor_params = [i for i, p in enumerate(self._params) if not dtypes.is_scalar(p.dtype)]
+        self._later_tensor_params = self._tensor_params[1:]  # compared with the first one's shape per call
+        self._array_type = getattr(xp, "ndarray", None)  # inputs of this exact type skip _accept's checks
+        result = self.fn.results[0]
+        single_tensor = not (self.fn.returns_list or dtypes.is_scalar(result.dtype) or result.dtype == dtypes.SHAPE)
+        self._out_dtype = _xp_dtype(xp, result.dtype) if single_tensor else None  # what out= must be
+        # PyTorch neither warns on inf/nan nor on x/0.  The decorator form of errstate is made
+        # once and is thread-safe (each call sets and resets its own context token).
+        self._evaluate = numpy.errstate(all="ignore")(self._evaluate_steps)
 
     # --- compile time ---------------------------------------------------------------------
 
@@ -99,8 +118,8 @@ class CompiledExpression:
             return self._registers[leaf]
         raise ValueError(f"operand {leaf} is neither a constant nor a defined variable")
 
-    def _plan(self, uniform: bool) -> tuple[list[Callable], int]:
-        """Assign buffers to array temporaries, reusing dead ones; build the step closures."""
+    def _plan(self, uniform: bool) -> _Plan:
+        """Assign buffers to array temporaries, reusing dead ones; make the step table."""
         last_use: dict[int, int] = {}
         for index, inst in enumerate(self._instructions):
             for op in inst.operands:
@@ -128,8 +147,8 @@ class CompiledExpression:
                     slot_keys.append(key)
                 slot_of[inst.target] = slot
             steps.append(self._step(inst, xp_op, slot))
-        self._slot_keys[uniform] = slot_keys
-        return steps, len(slot_keys)
+        slot_dtypes = tuple(_xp_dtype(self.xp, dtype) for _, dtype in slot_keys)
+        return _Plan(tuple(steps), tuple(shape_key for shape_key, _ in slot_keys), slot_dtypes)
 
     @staticmethod
     def _shape_key(depends_on: frozenset[int], uniform: bool):
@@ -137,35 +156,34 @@ class CompiledExpression:
             return _ALL_INPUTS if depends_on else frozenset()
         return depends_on
 
-    def _step(self, inst: _Instruction, xp_op, slot: int | None) -> Callable:
+    def _step(self, inst: _Instruction, xp_op, slot: int | None) -> tuple:
+        """One row of the step table: ``(host, target, fn, sources, slot, dtype, first_dtype)``.
+
+        ``sources`` are register numbers (constants have registers of their own, filled once).
+        A host step (sizes, Python-scalar arithmetic) is ``fn(regs)``; an array step stores
+        ``fn(*operands)`` into ``target``, through ``out=`` when it has a buffer ``slot``.
+        """
         target, operands = inst.target, inst.operands
-        fetch = [_fetcher(op) for op in operands]
+        sources = tuple(self._source(op) for op in operands)
         if inst.kind == "size":
-            axis, source = inst.value.axis, operands[0]
+            axis, source = inst.value.axis, sources[0]
             if axis is None:
-                return lambda regs, run: regs.__setitem__(target, [int(n) for n in regs[source].shape])
-            return lambda regs, run: regs.__setitem__(target, _dim_size(regs[source], axis, source))
+                return (True, target, lambda regs: [int(n) for n in regs[source].shape], (), None, None, None)
+            return (True, target, lambda regs: _dim_size(regs[source], axis, source), (), None, None, None)
         if inst.kind == "scalar":
             node = inst.value
-            return lambda regs, run: regs.__setitem__(target, apply_to_scalars(node, [f(regs) for f in fetch]))
-        xp, fn = self.xp, xp_op.fn
-        dtype = _xp_dtype(xp, inst.value.dtype)
+            return (True, target, lambda regs: apply_to_scalars(node, [regs[i] for i in sources]), (), None, None, None)
         # With no array operand (e.g. a cast of a size), make one so the result has the dtype.
         needs_array = not any(isinstance(op, int) and self._is_array(op) for op in operands)
-        first_dtype = _xp_dtype(xp, _dtype_of(operands[0], self))
+        first_dtype = _xp_dtype(self.xp, _dtype_of(operands[0], self)) if needs_array else None
+        return (False, target, xp_op.fn, sources, slot, _xp_dtype(self.xp, inst.value.dtype), first_dtype)
 
-        def step(regs, run):
-            args = [f(regs) for f in fetch]
-            if needs_array:
-                args[0] = xp.asarray(args[0], dtype=first_dtype)
-            if slot is not None:
-                out = run.out if target == run.final_target else run.buffer(slot)
-                regs[target] = fn(*args, out=out)
-            else:
-                result = fn(*args)
-                regs[target] = result if result.dtype == dtype else xp.astype(result, dtype)
-
-        return step
+    def _source(self, operand: int | Const) -> int:
+        """The register an operand is read from; a constant gets one, filled in every call's registers."""
+        if isinstance(operand, int):
+            return operand
+        self._constants.append(operand.value)
+        return len(self._params) + len(self._instructions) + len(self._constants) - 1
 
     def _is_array(self, register: int) -> bool:
         if register < len(self._params):
@@ -178,20 +196,52 @@ class CompiledExpression:
     def __call__(self, *inputs, out=None):
         if len(inputs) != len(self._params):
             raise InputError(f"expression {self.fn.name} takes {len(self._params)} inputs, got {len(inputs)}")
-        if out is not None:
+        if out is not None and (self._out_dtype is None or out.dtype != self._out_dtype):
             self._check_out(out)
-        regs: list = [self._accept(i, value) for i, value in enumerate(inputs)]
-        regs.extend([None] * len(self._instructions))
-        run = _Run(self, regs, out)
-        steps = self._uniform_steps if run.uniform else self._general_steps
-        with numpy.errstate(all="ignore"):  # PyTorch neither warns on inf/nan nor on x/0
-            for step in steps:
-                step(regs, run)
+        regs = list(inputs)
+        array_type = self._array_type
+        for index, expected in enumerate(self._param_dtypes):
+            value = regs[index]
+            if value.__class__ is not array_type or value.dtype != expected:
+                regs[index] = self._accept(index, value)
+        tensors = self._tensor_params
+        common_shape = regs[tensors[0]].shape if tensors else ()
+        uniform = True
+        for index in self._later_tensor_params:
+            if regs[index].shape != common_shape:
+                uniform = False
+                break
+        regs.extend(self._register_tail)
+        final_target = self._results[0] if out is not None else -1
+        self._evaluate(self._uniform_plan if uniform else self._general_plan, regs, out, final_target, common_shape)
         values = [self._result_value(result, regs) for result in self._results]
         if out is not None and values[0] is not out:
             out[...] = values[0]
             values[0] = out
         return values if self.fn.returns_list else values[0]
+
+    def _evaluate_steps(self, plan: _Plan, regs: list, out, final_target: int, common_shape: tuple) -> None:
+        """Run the step table over ``regs`` (under numpy.errstate(all="ignore"), see __init__)."""
+        xp = self.xp
+        buffers = [None] * len(plan.slot_dtypes)
+        for host, target, fn, sources, slot, dtype, first_dtype in plan.steps:
+            if host:
+                regs[target] = fn(regs)
+                continue
+            args = [regs[i] for i in sources]
+            if first_dtype is not None:
+                args[0] = xp.asarray(args[0], dtype=first_dtype)
+            if slot is None:
+                result = fn(*args)
+                regs[target] = result if result.dtype == dtype else xp.astype(result, dtype)
+                continue
+            if target == final_target:
+                buffer = out
+            else:
+                buffer = buffers[slot]
+                if buffer is None:
+                    buffer = buffers[slot] = xp.empty(plan.shape(slot, regs, common_shape), dtype=plan.slot_dtypes[slot])
+            regs[target] = fn(*args, out=buffer)
 
     def _check_out(self, out) -> None:
         result = self.fn.results[0]
@@ -232,33 +282,19 @@ class CompiledExpression:
         return f"<compiled elementwise on {getattr(self.xp, '__name__', self.xp)}>\n{print_ir(self.fn)}"
 
 
-class _Run:
-    """Per-call state: lazily allocated buffers and the shapes they need."""
+@dataclass(frozen=True)
+class _Plan:
+    """The step table for one shape case, and the (shape key, dtype) of each buffer slot."""
 
-    def __init__(self, compiled: CompiledExpression, regs: list, out):
-        self.compiled = compiled
-        self.regs = regs
-        self.out = out
-        self.final_target = compiled._results[0] if out is not None else -1
-        tensor_shapes = [tuple(regs[i].shape) for i, p in enumerate(compiled._params) if not dtypes.is_scalar(p.dtype)]
-        self.uniform = len(set(tensor_shapes)) <= 1
-        self.common_shape = tensor_shapes[0] if tensor_shapes else ()
-        self.slot_keys = compiled._slot_keys[self.uniform]
-        self.buffers: list = [None] * len(self.slot_keys)
+    steps: tuple[tuple, ...]
+    slot_shape_keys: tuple
+    slot_dtypes: tuple
 
-    def buffer(self, slot: int):
-        buffer = self.buffers[slot]
-        if buffer is None:
-            shape_key, dtype = self.slot_keys[slot]
-            xp = self.compiled.xp
-            buffer = xp.empty(self._shape(shape_key), dtype=_xp_dtype(xp, dtype))
-            self.buffers[slot] = buffer
-        return buffer
-
-    def _shape(self, shape_key) -> tuple[int, ...]:
+    def shape(self, slot: int, regs: list, common_shape: tuple) -> tuple[int, ...]:
+        shape_key = self.slot_shape_keys[slot]
         if shape_key == _ALL_INPUTS:
-            return self.common_shape
-        return broadcast_shapes(*((i, tuple(self.regs[i].shape)) for i in sorted(shape_key)))
+            return common_shape
+        return broadcast_shapes(*((i, tuple(regs[i].shape)) for i in sorted(shape_key)))
 
 
 def broadcast_shapes(*indexed_shapes: tuple[int, tuple[int, ...]]) -> tuple[int, ...]:
@@ -280,13 +316,6 @@ def broadcast_shapes(*indexed_shapes: tuple[int, tuple[int, ...]]) -> tuple[int,
                 )
             result[position], owners[position] = size, index
     return tuple(result)
-
-
-def _fetcher(operand: int | Const) -> Callable:
-    if isinstance(operand, Const):
-        value = operand.value
-        return lambda regs: value
-    return lambda regs: regs[operand]
 
 
 def _dtype_of(operand: int | Const, compiled: CompiledExpression) -> str:

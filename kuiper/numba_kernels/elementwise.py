@@ -198,14 +198,18 @@ class CompiledElementwise:
         self.last_path = None  # "numpy", "serial" or "parallel": which path the latest call took (tests, notes)
 
     def __call__(self, *inputs, out=None):
+        # A call fits only if its output, the shape of its largest input, has MIN_ELEMENTS: smaller
+        # calls go straight to NumPy, without preparing the interpreter's arguments.
         fits = None
-        if self.program is not None and len(inputs) == self.program.param_count:
+        if self.program is not None and len(inputs) == self.program.param_count and any(
+            getattr(value, "size", 0) >= MIN_ELEMENTS for value in inputs
+        ):
             fits = self.program.arguments(inputs)
-        size = 0 if fits is None else int(np.prod(fits[0]))
-        if size < MIN_ELEMENTS:
+        if fits is None or fits[4][0].size < MIN_ELEMENTS:
             self.last_path = "numpy"
             return self.numpy_path(*inputs, out=out)
         shape, code, constant_registers, constant_values, slots = fits
+        size = slots[0].size
         if out is None or out.shape != shape or out.dtype != np.float32 or not out.flags.c_contiguous:
             result = np.empty(shape, np.float32)
         else:

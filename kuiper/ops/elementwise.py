@@ -84,46 +84,55 @@ class ElementwiseOp(Op):
             raise self.error("is not elementwise with these params")
         self.require_inputs(math.arity)
         self.math = math
-        self._compiled: dict[tuple[str, ...], tuple[Function, Callable]] = {}
+        self._compiled: dict[tuple[str, ...], tuple[Function, Callable, str | None]] = {}
 
-    def compiled(self, inputs) -> tuple[Function, Callable]:
-        key = tuple(dtype_name(value) for value in inputs)
+    def compiled(self, inputs) -> tuple[Function, Callable, str | None]:
+        """(function, compiled callable, the result's dtype if an array may hold it) for these inputs' dtypes."""
+        key = tuple(map(dtype_name, inputs))
+        entry = self._compiled.get(key)
+        if entry is not None:
+            return entry
 
         def compile_for_dtypes():
             function = function_for(self.math, key)
-            return function, compile_shared(self.backend, function)
+            result_dtype = function.results[0].dtype
+            lendable = result_dtype if result_dtype in dtypes.TENSOR_DTYPES else None
+            return function, compile_shared(self.backend, function), lendable
 
         return self.cached(self._compiled, key, compile_for_dtypes)
 
     def forward(self, *inputs):
-        function, run = self.compiled(inputs)
-        lent = self.lent_output(inputs, function.results[0].dtype)
-        result = run(*inputs, **lent)
-        if not lent and any(result is value for value in inputs):
+        function, run, result_dtype = self.compiled(inputs)
+        lent = self.lent_output(inputs, result_dtype) if self.donated_inputs and result_dtype is not None else None
+        if lent is not None:
+            return run(*inputs, out=lent)
+        result = run(*inputs)
+        if any(result is value for value in inputs):
             # The math simplified to one of its inputs: copy, so the output is always a fresh
             # array (the graph may lend it to the next op to overwrite).
             result = self.xp.asarray(result, copy=True)
         return result
 
-    def lent_output(self, inputs, dtype: str) -> dict:
-        """``{"out": buffer}`` when the graph lent an input buffer of the result's shape and dtype."""
-        if not self.donated_inputs or dtype not in dtypes.TENSOR_DTYPES:
-            return {}
-        arrays = [value for value in inputs if self.backend.is_array(value)]
-        if not arrays:
-            return {}
-        shape = self.backend.native.broadcast_shapes(*(value.shape for value in arrays))
+    def lent_output(self, inputs, dtype: str):
+        """An input buffer the graph lent of the result's shape and dtype, or None."""
+        is_array = self.backend.is_array
+        shapes = [value.shape for value in inputs if is_array(value)]
+        if not shapes:
+            return None
+        shape = shapes[0]
+        if any(other != shape for other in shapes):
+            shape = self.backend.native.broadcast_shapes(*shapes)
         for position in sorted(self.donated_inputs):
             buffer = inputs[position]
             if (
-                self.backend.is_array(buffer)
+                is_array(buffer)
                 and buffer.dtype == dtype
                 and tuple(buffer.shape) == shape
                 and buffer.flags.c_contiguous
                 and buffer.flags.writeable
             ):
-                return {"out": buffer}
-        return {}
+                return buffer
+        return None
 
 
 class FusedElementwise(ElementwiseOp):

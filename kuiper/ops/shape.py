@@ -110,10 +110,17 @@ class Reshape(ShapeArgOp):
     types = ("Reshape",)
     shape_key = "shape"
 
+    _last_resolved: tuple = ((), None, None)  # (input shape, shape argument, resolved shape) of the latest call
+
     def forward(self, *inputs):
         x, shape = self.data_and_shape_arg(inputs)
-        shape = resolve_shape(self, shape, prod(x.shape), f"shape {tuple(x.shape)}")
-        return self.xp.reshape(x, shape)
+        # A model reshapes the same input shape call after call: resolve the -1 once per new shape
+        # (one tuple swapped whole, so concurrent calls read a consistent entry).
+        last_input, last_argument, resolved = self._last_resolved
+        if x.shape != last_input or shape != last_argument:
+            resolved = resolve_shape(self, shape, prod(x.shape), f"shape {tuple(x.shape)}")
+            self._last_resolved = (x.shape, shape, resolved)
+        return self.xp.reshape(x, resolved)
 
 
 class LikeOther(Op):

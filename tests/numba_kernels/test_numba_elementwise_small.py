@@ -1,0 +1,70 @@
+"""Small calls of the compiled elementwise path (issue 27): straight to NumPy, same answers.
+
+Below ``MIN_ELEMENTS`` output elements a call must not prepare the interpreter's
+arguments at all (that cost more than the tiny NumPy passes); at and above it, the
+interpreter still runs.  Values are checked against float64 references.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from kuiper.ir import composites, make
+from kuiper.numba_kernels import elementwise as compiled
+from kuiper.ops.elementwise import ElementwiseMath, function_for
+
+RNG = np.random.default_rng(27)
+
+
+def compile_math(build, arity):
+    return compiled.CompiledElementwise(function_for(ElementwiseMath(build, arity), ("float32",) * arity))
+
+
+def silu64(x):
+    x = x.astype(np.float64)
+    return x / (1.0 + np.exp(-x))
+
+
+@pytest.mark.parametrize("shape", [(1, 8), (3, 5), (1023,), (2, 511)])
+def test_calls_below_the_threshold_skip_the_interpreter_arguments(shape, monkeypatch):
+    run = compile_math(composites.silu, 1)
+    assert run.program is not None  # the interpreter could run it; the size decides
+
+    def refuse(inputs):
+        raise AssertionError("arguments() prepared for a call below MIN_ELEMENTS")
+
+    monkeypatch.setattr(run.program, "arguments", refuse)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    got = run(x)
+    assert run.last_path == "numpy"
+    np.testing.assert_allclose(got, silu64(x), rtol=2e-6, atol=1e-7)
+
+
+def test_one_element_inputs_do_not_make_a_small_call_large():
+    run = compile_math(lambda x, s: make.mul(x, s), 2)
+    x = RNG.standard_normal((1, 8)).astype(np.float32)
+    got = run(x, np.float32([2.0]))
+    assert run.last_path == "numpy"
+    np.testing.assert_array_equal(got, x * np.float32(2.0))
+
+
+@pytest.mark.parametrize("shape", [(compiled.MIN_ELEMENTS,), (4, 300), (1, 1, 64, 64)])
+def test_calls_at_or_above_the_threshold_still_take_the_interpreter(shape):
+    run = compile_math(composites.silu, 1)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    out = np.empty_like(x)
+    assert run(x, out=out) is out
+    assert run.last_path in ("serial", "parallel")
+    np.testing.assert_allclose(out, silu64(x), rtol=2e-6, atol=1e-7)
+
+
+def test_a_large_broadcast_input_with_a_small_one_goes_to_numpy():
+    run = compile_math(make.add, 2)
+    big = RNG.standard_normal((4, 1024)).astype(np.float32)
+    row = RNG.standard_normal((1, 1024)).astype(np.float32)
+    got = run(big, row)
+    assert run.last_path == "numpy"  # full-size inputs of two shapes: not the interpreter's
+    np.testing.assert_array_equal(got, big + row)
