@@ -1,0 +1,42 @@
+"""Cases in the spirit of modules from XLA's tests that kuiper got wrong or failed on when run against XLA.
+
+(tools/hlo_corpus_against_xla.py runs the whole corpus; these are kuiper's own small cases, with
+hand-computed or float64 references.)
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+import kuiper
+
+
+def run(text: str, *inputs):
+    result = kuiper.load_hlo(text, backend="numpy")(*inputs, to_numpy=True)
+    return [np.asarray(r) for r in result] if isinstance(result, tuple) else np.asarray(result)
+
+
+def test_topk_of_bf16_orders_by_value_and_gives_positions():
+    text = """HloModule topk
+ENTRY e {
+  x = bf16[2,5] parameter(0)
+  ROOT t = (bf16[2,2], s32[2,2]) topk(x), k=2, largest=true
+}"""
+    x = np.array([[0.5, -1.0, 2.0, 0.25, -3.0], [-0.5, -0.25, -2.0, -0.125, -4.0]], ml_dtypes.bfloat16)
+    values, positions = run(text, x)
+    assert values.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(values.astype(np.float32), [[2.0, 0.5], [-0.125, -0.25]])
+    np.testing.assert_array_equal(positions, [[2, 0], [3, 1]])
+
+
+def test_smallest_topk_of_bf16_puts_negative_values_first():
+    text = """HloModule topk
+ENTRY e {
+  x = bf16[6] parameter(0)
+  ROOT t = (bf16[3], s32[3]) topk(x), k=3, largest=false
+}"""
+    x = np.array([0.0, -0.0078125, 1.5, -7.0, 3.0, -0.5], ml_dtypes.bfloat16)
+    values, positions = run(text, x)
+    np.testing.assert_array_equal(values.astype(np.float32), [-7.0, -0.5, -0.0078125])
+    np.testing.assert_array_equal(positions, [3, 5, 1])
