@@ -40,3 +40,21 @@ ENTRY e {
     values, positions = run(text, x)
     np.testing.assert_array_equal(values.astype(np.float32), [-7.0, -0.5, -0.0078125])
     np.testing.assert_array_equal(positions, [3, 5, 1])
+
+
+def test_atan2_of_complex_operands_is_minus_i_log_of_the_normalised_point():
+    """XLA defines complex atan2(y, x) as -i log((x + iy) / sqrt(x^2 + y^2)); for real y, x it is the angle."""
+    text = """HloModule atan2
+ENTRY e {
+  y = c64[3] parameter(0)
+  x = c64[3] parameter(1)
+  ROOT r = c64[3] atan2(y, x)
+}"""
+    y = np.array([1.0, 1.0 + 0.5j, -0.25j], np.complex64)
+    x = np.array([1.0, -0.5 + 0.25j, 0.75 + 1j], np.complex64)
+    got = run(text, y, x)
+    assert got.dtype == np.complex64
+    y64, x64 = y.astype(np.complex128), x.astype(np.complex128)
+    expected = -1j * np.log((x64 + 1j * y64) / np.sqrt(x64 * x64 + y64 * y64))
+    assert abs(expected[0] - np.pi / 4) < 1e-12  # real operands: the angle of (1, 1)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
