@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+import pytest
 
 import kuiper
+from kuiper.errors import OperatorParamError
 
 
 def run(text: str, *inputs):
@@ -58,3 +60,51 @@ ENTRY e {
     expected = -1j * np.log((x64 + 1j * y64) / np.sqrt(x64 * x64 + y64 * y64))
     assert abs(expected[0] - np.pi / 4) < 1e-12  # real operands: the angle of (1, 1)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_dot_of_s8_operands_with_an_s32_result_multiplies_in_s32():
+    """XLA converts the operands to the result type: 100 * 100 * 3 = 30000 does not fit s8 (nor s16 sums)."""
+    text = """HloModule dot
+ENTRY e {
+  a = s8[2,3] parameter(0)
+  b = s8[3,2] parameter(1)
+  ROOT d = s32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+    a = np.array([[100, 100, 100], [-128, 127, -1]], np.int8)
+    b = np.array([[100, 1], [100, -2], [100, 3]], np.int8)
+    got = run(text, a, b)
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, [[30000, 200], [-128 * 100 + 12700 - 100, -128 - 254 - 3]])
+
+
+def test_dot_of_u8_constant_and_u8_operand_with_a_u32_result():
+    text = """HloModule dot
+ENTRY e {
+  a = u8[1,2] parameter(0)
+  w = u8[2,1] constant({{255},{255}})
+  ROOT d = u32[1,1] dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+    np.testing.assert_array_equal(run(text, np.array([[255, 2]], np.uint8)), [[255 * 255 + 2 * 255]])
+
+
+def test_dot_of_f16_operands_with_an_f32_result_accumulates_in_f32():
+    """2048 + 1 + 1 is 2050 in f32; an f16 sum would stay at 2048 (its spacing there is 2)."""
+    text = """HloModule dot
+ENTRY e {
+  a = f16[1,3] parameter(0)
+  b = f16[3] parameter(1)
+  ROOT d = f32[1] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+    got = run(text, np.array([[2048, 1, 1]], np.float16), np.ones(3, np.float16))
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, [2050.0])
+
+
+def test_dot_to_a_narrower_result_type_is_still_refused():
+    text = """HloModule dot
+ENTRY e {
+  a = f32[2,2] parameter(0)
+  ROOT d = f16[2,2] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+    with pytest.raises(OperatorParamError, match="f32 and f32 with a f16 result"):
+        kuiper.load_hlo(text, backend="numpy")
