@@ -25,6 +25,8 @@ from .translate_common import (
     reshape,
     result,
     transpose,
+    widened_operand,
+    widens,
     with_dims,
 )
 
@@ -42,7 +44,7 @@ def translate_dot(site: Site) -> list[OpNode]:
         if lhs_shape.dims[left] != rhs_shape.dims[right]:
             raise site.error(f"lhs dim {left} ({lhs_shape.dims[left]}) and rhs dim {right} "
                              f"({rhs_shape.dims[right]}) are paired but differ")
-    if not all(_widens(shape.dtype, out_shape.dtype) for shape in (lhs_shape, rhs_shape)):
+    if not all(widens(shape.dtype, out_shape.dtype) for shape in (lhs_shape, rhs_shape)):
         raise site.error(f"a dot of {lhs_shape.element_type} and {rhs_shape.element_type} with a "
                          f"{out_shape.element_type} result is not supported")
     lhs_free = [d for d in range(lhs_shape.rank) if d not in lhs_batch and d not in lhs_contract]
@@ -63,20 +65,6 @@ def translate_dot(site: Site) -> list[OpNode]:
     return ops
 
 
-def _widens(source: str, target: str) -> bool:
-    """A dot of ``source`` operands may give a ``target`` result: the same type, or a wider one of the same kind.
-
-    XLA computes such a dot (s8 x s8 -> s32, f16 x f16 -> f32) on operands converted to the result type.
-    """
-    if source == target:
-        return True
-    if dtypes.is_extended(source) or dtypes.is_extended(target) or "bool" in (source, target):
-        return False
-    family = {"i": "integer", "u": "integer", "f": "float", "c": "complex"}
-    narrow, wide = np.dtype(source), np.dtype(target)
-    return family[narrow.kind] == family[wide.kind] and narrow.itemsize <= wide.itemsize
-
-
 def _as_matrix(site: Site, index: int, order: list[int], matrix_dims: list[int], suffix: str,
                ops: list[OpNode]) -> str:
     """Operand ``index`` in the result's type with its dims in ``order``, flattened to ``matrix_dims``.
@@ -91,13 +79,8 @@ def _as_matrix(site: Site, index: int, order: list[int], matrix_dims: list[int],
         name = site.temporary(suffix, ArrayShape(target, tuple(matrix_dims)))
         ops.append(site.op("Constant", [], [name], attrs={"data": laid_out}, suffix=suffix))
         return name
-    source = site.inputs[index]
-    if shape.element_type != target:
-        shape = ArrayShape(target, shape.dims)
-        source = site.temporary(f"{suffix}_widened", shape)
-        ops.append(site.op("Elementwise", [site.inputs[index]], [source], {
-            "function": "convert", "operand_dtypes": [operand(site, index).dtype], "dtype": shape.dtype,
-        }, suffix=f"{suffix}_widened"))
+    source, shape, emitted = widened_operand(site, index, suffix)
+    ops += emitted
     name, moved, emitted = transpose(site, source, shape, order, f"{suffix}_moved")
     ops += emitted
     if list(moved.dims) == matrix_dims:

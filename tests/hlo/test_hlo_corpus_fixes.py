@@ -108,3 +108,23 @@ ENTRY e {
 }"""
     with pytest.raises(OperatorParamError, match="f32 and f32 with a f16 result"):
         kuiper.load_hlo(text, backend="numpy")
+
+
+def _s8_conv_text(weight: str) -> str:
+    return f"""HloModule conv
+ENTRY e {{
+  x = s8[1,1,4] parameter(0)
+  w = {weight}
+  ROOT c = s32[1,1,3] convolution(x, w), window={{size=2}}, dim_labels=bf0_oi0->bf0
+}}"""
+
+
+def test_convolution_of_s8_operands_with_an_s32_result_multiplies_in_s32():
+    """127 * 127 + 127 * 127 = 32258 fits neither s8 nor an s8 accumulator; XLA widens first."""
+    x = np.array([[[127, 127, -128, 5]]], np.int8)
+    expected = [[[127 * 127 + 127 * 127, 127 * 127 - 128 * 127, -128 * 127 + 5 * 127]]]
+    weight = np.full((1, 1, 2), 127, np.int8)
+    np.testing.assert_array_equal(run(_s8_conv_text("s8[1,1,2] parameter(1)"), x, weight), expected)
+    constant = run(_s8_conv_text("s8[1,1,2] constant({{{127,127}}})"), x)
+    assert constant.dtype == np.int32
+    np.testing.assert_array_equal(constant, expected)
