@@ -128,3 +128,28 @@ def test_convolution_of_s8_operands_with_an_s32_result_multiplies_in_s32():
     constant = run(_s8_conv_text("s8[1,1,2] constant({{{127,127}}})"), x)
     assert constant.dtype == np.int32
     np.testing.assert_array_equal(constant, expected)
+
+
+def test_dynamic_slice_with_all_start_indices_in_one_vector_operand():
+    """XLA's parser still reads the old form; the starts clamp as the scalar form's do (19 -> 18 for size 2)."""
+    text = """HloModule old_form
+ENTRY e {
+  x = f32[4,20] parameter(0)
+  starts = s32[2] parameter(1)
+  ROOT s = f32[2,2] dynamic-slice(x, starts), dynamic_slice_sizes={2,2}
+}"""
+    x = np.arange(80, dtype=np.float32).reshape(4, 20)
+    np.testing.assert_array_equal(run(text, x, np.array([1, 19], np.int32)), [[38, 39], [58, 59]])
+    np.testing.assert_array_equal(run(text, x, np.array([-3, 5], np.int32)), [[5, 6], [25, 26]])
+
+
+def test_dynamic_update_slice_with_all_start_indices_in_one_vector_operand():
+    text = """HloModule old_form
+ENTRY e {
+  x = s32[3,3] parameter(0)
+  u = s32[1,2] parameter(1)
+  starts = s32[2] parameter(2)
+  ROOT s = s32[3,3] dynamic-update-slice(x, u, starts)
+}"""
+    got = run(text, np.zeros((3, 3), np.int32), np.array([[7, 8]], np.int32), np.array([2, 2], np.int32))
+    np.testing.assert_array_equal(got, [[0, 0, 0], [0, 0, 0], [0, 7, 8]])
