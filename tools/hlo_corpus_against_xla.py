@@ -270,7 +270,7 @@ def unspecified(module) -> str:
             init, opcode = computation.by_name.get(name), reducer_opcode(reducer, number)
             if init is not None and init.opcode == "constant" and opcode in IDENTITY_OF \
                     and not _is_identity(init, opcode):
-                return "a reduction whose init value is not the reducer's identity (XLA may apply it any number of times)"
+                return "a reduction whose init value is not the reducer's identity (XLA may apply it many times)"
     return ""
 
 
@@ -349,7 +349,8 @@ def main(argv: list[str] | None = None) -> int:
         outcomes.setdefault(outcome, []).append(f"{case.origin}: {detail}" if detail else case.origin)
     worker.stop()
     counts = Counter({outcome: len(items) for outcome, items in outcomes.items()})
-    listed = ("tool error", "disagree", "crash", "timeout", "kuiper fails at run time", "kuiper rejects the random inputs", "XLA crashes", "XLA fails")
+    listed = ("tool error", "disagree", "crash", "timeout", "kuiper fails at run time",
+              "kuiper rejects the random inputs", "XLA crashes", "XLA fails")
     for outcome in [*listed, *sorted(o for o in outcomes if o.startswith(("unspecified", "XLA's result")))]:
         for item in outcomes.get(outcome, [])[: args.show]:
             print(f"{outcome}: {item[:300]}")
