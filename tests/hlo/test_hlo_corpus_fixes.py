@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import kuiper
-from kuiper.errors import OperatorParamError
+from kuiper.errors import KuiperError, OperatorParamError
 
 
 def run(text: str, *inputs):
@@ -153,3 +153,22 @@ ENTRY e {
 }"""
     got = run(text, np.zeros((3, 3), np.int32), np.array([[7, 8]], np.int32), np.array([2, 2], np.int32))
     np.testing.assert_array_equal(got, [[0, 0, 0], [0, 0, 0], [0, 7, 8]])
+
+
+def test_an_empty_constant_printed_down_to_its_first_zero_dim():
+    """XLA prints f32[2,0,3] as { {}, {} }: the literal stops where the dims hold no element."""
+    text = """HloModule empty
+ENTRY e {
+  ROOT c = f32[2,0,3] constant({ { /*i0=0*/ }, { /*i0=1*/ } })
+}"""
+    got = run(text)
+    assert got.shape == (2, 0, 3) and got.dtype == np.float32
+
+
+def test_a_literal_that_stops_short_of_a_non_empty_shape_is_still_refused():
+    text = """HloModule short
+ENTRY e {
+  ROOT c = f32[2,1,3] constant({ { }, { } })
+}"""
+    with pytest.raises(KuiperError, match="holds 0 value"):
+        kuiper.load_hlo(text, backend="numpy")
