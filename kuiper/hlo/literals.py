@@ -136,7 +136,10 @@ def literal_array(instruction: HloInstruction, shape: ArrayShape | None = None, 
         depth = _flatten(literal, values, complex_type)
     except ValueError as exc:
         raise HloSyntaxError(f"{where}: {exc}") from None
-    if shape.rank and depth != shape.rank:
+    empty_at = next((axis for axis, dim in enumerate(shape.dims) if dim == 0), None)
+    # XLA prints an empty array's literal down to its first zero dim only: f32[2,0,4] is { {}, {} }.
+    printed_to_empty_dim = empty_at is not None and not values and depth == empty_at + 1
+    if shape.rank and depth != shape.rank and not printed_to_empty_dim:
         raise HloSyntaxError(f"{where}: the literal nests {depth} level(s) deep, the shape {shape} has rank {shape.rank}")
     if len(values) != shape.size():
         raise HloSyntaxError(f"{where}: the literal has {len(values)} value(s), the shape {shape} holds {shape.size()}")

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..ir import dtypes
 from ..model_ir import OpNode
 from .literals import literal_array
 from .module import HloInstruction
@@ -106,3 +107,29 @@ def reshape(site: Site, source: str, shape: ArrayShape, new_dims, suffix: str) -
     reshaped = with_dims(shape, new_dims)
     output = site.temporary(suffix, reshaped)
     return output, reshaped, [site.op("Reshape", [source], [output], {"shape": list(new_dims)}, suffix=suffix)]
+
+
+def widens(source: str, target: str) -> bool:
+    """An operand of dtype ``source`` may give a ``target`` result: the same type, or a wider one of its kind.
+
+    XLA computes a dot or convolution of narrower operands (s8 x s8 -> s32, f16 x f16 -> f32) on
+    operands converted to the result type.
+    """
+    if source == target:
+        return True
+    if dtypes.is_extended(source) or dtypes.is_extended(target) or "bool" in (source, target):
+        return False
+    family = {"i": "integer", "u": "integer", "f": "float", "c": "complex"}
+    narrow, wide = np.dtype(source), np.dtype(target)
+    return family[narrow.kind] == family[wide.kind] and narrow.itemsize <= wide.itemsize
+
+
+def widened_operand(site: Site, index: int, suffix: str) -> tuple[str, ArrayShape, list[OpNode]]:
+    """Operand ``index`` converted to the result's element type (nothing when it has it already)."""
+    shape, target = operand(site, index), result(site)
+    if shape.element_type == target.element_type:
+        return site.inputs[index], shape, []
+    widened = ArrayShape(target.element_type, shape.dims)
+    name = site.temporary(f"{suffix}_widened", widened)
+    params = {"function": "convert", "operand_dtypes": [shape.dtype], "dtype": widened.dtype}
+    return name, widened, [site.op("Elementwise", [site.inputs[index]], [name], params, suffix=f"{suffix}_widened")]

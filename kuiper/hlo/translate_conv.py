@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ir.dtypes import array_dtype
 from ..model_ir import OpNode
 from .site import Site
 from .translate_common import (
@@ -28,6 +29,8 @@ from .translate_common import (
     reshape,
     result,
     transpose,
+    widened_operand,
+    widens,
     with_dims,
     word,
 )
@@ -65,11 +68,11 @@ def translate_convolution(site: Site) -> list[OpNode]:
         raise site.error(f"feature_group_count={groups} and batch_group_count={batch_groups}: both must be "
                          "positive, and at most one above 1")
     out_shape = result(site)
-    if operand(site, 0).element_type != out_shape.element_type:
+    if not all(widens(operand(site, i).dtype, out_shape.dtype) for i in (0, 1)):
         raise site.error(f"a {operand(site, 0).element_type} convolution with a {out_shape.element_type} result "
                          "is not supported")
-    ops: list[OpNode] = []
-    x, x_shape, emitted = transpose(site, site.inputs[0], operand(site, 0), lhs_order, "lhs")
+    x, x_shape, ops = widened_operand(site, 0, "lhs")
+    x, x_shape, emitted = transpose(site, x, x_shape, lhs_order, "lhs")
     ops += emitted
     pads = [tuple(p) for p in window["pad"]]
     if any(d > 1 for d in window["lhs_dilate"]) or any(v < 0 for p in pads for v in p):
@@ -125,11 +128,13 @@ def _kernel(site: Site, rhs_order: list[int], reversal) -> tuple[list[str], dict
     reversed_axes = [2 + axis for axis, flip in enumerate(reversal) if flip]
     weight = constant_operand(site, 1)
     if weight is not None:
-        weight = np.transpose(weight, rhs_order)
+        weight = np.transpose(weight, rhs_order).astype(array_dtype(np, result(site).dtype))
         if reversed_axes:
             weight = np.flip(weight, axis=reversed_axes)
         return [], {"weight": np.ascontiguousarray(weight)}, []
-    kernel, shape, ops = transpose(site, site.inputs[1], operand(site, 1), rhs_order, "kernel")
+    kernel, shape, ops = widened_operand(site, 1, "kernel")
+    kernel, shape, emitted = transpose(site, kernel, shape, rhs_order, "kernel")
+    ops += emitted
     if reversed_axes:
         flipped = site.temporary("kernel_reversed", shape)
         ops.append(site.op("Reverse", [kernel], [flipped], {"dims": reversed_axes}, suffix="kernel_reversed"))

@@ -14,7 +14,9 @@ from math import prod
 
 import numpy as np
 
+from ..ir import dtypes
 from ..model_ir import OpNode
+from .shapes import ArrayShape
 from .site import Site
 from .translate_common import (
     constant_operand,
@@ -23,6 +25,8 @@ from .translate_common import (
     reshape,
     result,
     transpose,
+    widened_operand,
+    widens,
     with_dims,
 )
 
@@ -40,7 +44,7 @@ def translate_dot(site: Site) -> list[OpNode]:
         if lhs_shape.dims[left] != rhs_shape.dims[right]:
             raise site.error(f"lhs dim {left} ({lhs_shape.dims[left]}) and rhs dim {right} "
                              f"({rhs_shape.dims[right]}) are paired but differ")
-    if {lhs_shape.element_type, rhs_shape.element_type} != {out_shape.element_type}:
+    if not all(widens(shape.dtype, out_shape.dtype) for shape in (lhs_shape, rhs_shape)):
         raise site.error(f"a dot of {lhs_shape.element_type} and {rhs_shape.element_type} with a "
                          f"{out_shape.element_type} result is not supported")
     lhs_free = [d for d in range(lhs_shape.rank) if d not in lhs_batch and d not in lhs_contract]
@@ -63,15 +67,21 @@ def translate_dot(site: Site) -> list[OpNode]:
 
 def _as_matrix(site: Site, index: int, order: list[int], matrix_dims: list[int], suffix: str,
                ops: list[OpNode]) -> str:
-    """Operand ``index`` with its dims in ``order``, flattened to ``matrix_dims`` (ops appended to ``ops``)."""
+    """Operand ``index`` in the result's type with its dims in ``order``, flattened to ``matrix_dims``.
+
+    (ops appended to ``ops``)"""
     shape = operand(site, index)
+    target = result(site).element_type
     value = constant_operand(site, index)
     if value is not None:  # a weight: laid out now, once
-        laid_out = np.ascontiguousarray(np.reshape(np.transpose(value, order), matrix_dims))
-        name = site.temporary(suffix, with_dims(shape, matrix_dims))
+        laid_out = np.reshape(np.transpose(value, order), matrix_dims)
+        laid_out = np.ascontiguousarray(laid_out.astype(dtypes.array_dtype(np, result(site).dtype)))
+        name = site.temporary(suffix, ArrayShape(target, tuple(matrix_dims)))
         ops.append(site.op("Constant", [], [name], attrs={"data": laid_out}, suffix=suffix))
         return name
-    name, moved, emitted = transpose(site, site.inputs[index], shape, order, f"{suffix}_moved")
+    source, shape, emitted = widened_operand(site, index, suffix)
+    ops += emitted
+    name, moved, emitted = transpose(site, source, shape, order, f"{suffix}_moved")
     ops += emitted
     if list(moved.dims) == matrix_dims:
         return name

@@ -132,11 +132,36 @@ def translate_reverse(site: Site) -> list[OpNode]:
 
 
 def translate_dynamic_slice(site: Site) -> list[OpNode]:
-    return [site.op("DynamicSlice", site.inputs, site.outputs, {"sizes": list(ints(site, "dynamic_slice_sizes"))})]
+    inputs, ops = _scalar_start_indices(site, 1)
+    sizes = list(ints(site, "dynamic_slice_sizes"))
+    return ops + [site.op("DynamicSlice", inputs, site.outputs, {"sizes": sizes})]
 
 
 def translate_dynamic_update_slice(site: Site) -> list[OpNode]:
-    return [site.op("DynamicUpdateSlice", site.inputs, site.outputs)]
+    inputs, ops = _scalar_start_indices(site, 2)
+    return ops + [site.op("DynamicUpdateSlice", inputs, site.outputs)]
+
+
+def _scalar_start_indices(site: Site, first: int) -> tuple[list[str], list[OpNode]]:
+    """The operands with start indices as scalars, one per dim of operand 0.
+
+    XLA's parser still reads the old form, all start indices in one rank-1 operand
+    (``dynamic-slice(f32[20,20] p, s32[2] starts)``): it is split here into scalars.
+    """
+    if len(site.inputs) != first + 1 or operand(site, first).rank != 1:
+        return site.inputs, []
+    vector = operand(site, first)
+    if vector.dims[0] != operand(site, 0).rank:
+        raise site.error(f"start indices {vector} must hold one index per dim of {operand(site, 0)}")
+    scalars, ops = [], []
+    for dim in range(vector.dims[0]):
+        piece = site.temporary(f"start{dim}_slice", ArrayShape(vector.element_type, (1,)))
+        scalar = site.temporary(f"start{dim}", ArrayShape(vector.element_type, ()))
+        ops.append(site.op("Slice", [site.inputs[first]], [piece],
+                           {"starts": [dim], "limits": [dim + 1], "strides": [1]}, suffix=f"start{dim}_slice"))
+        ops.append(site.op("Reshape", [piece], [scalar], {"shape": []}, suffix=f"start{dim}"))
+        scalars.append(scalar)
+    return [*site.inputs[:first], *scalars], ops
 
 
 def translate_pass_through(site: Site) -> list[OpNode]:

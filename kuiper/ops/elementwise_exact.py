@@ -148,6 +148,13 @@ def total_order_key(xp, x):
     return xp.where(as_int < 0, as_int ^ xp.iinfo(as_int.dtype).max, as_int)
 
 
+def atan2(xp, y, x):
+    """atan2(y, x); of complex operands XLA's definition, -i log((x + iy) / sqrt(x^2 + y^2))."""
+    if y.dtype.kind == "c":  # (NumPy's arctan2 takes real operands only)
+        return -1j * xp.log((x + 1j * y) / xp.sqrt(x * x + y * y))
+    return xp.atan2(y, x)
+
+
 UNARY = {
     "abs": lambda xp, x: xp.abs(x),
     "negate": lambda xp, x: -x,
@@ -184,7 +191,7 @@ BINARY = {
     "power": power,
     "maximum": lambda xp, a, b: xp.maximum(a, b),
     "minimum": lambda xp, a, b: xp.minimum(a, b),
-    "atan2": lambda xp, a, b: xp.atan2(a, b),
+    "atan2": atan2,
     "and": lambda xp, a, b: a & b,
     "or": lambda xp, a, b: a | b,
     "xor": lambda xp, a, b: a ^ b,

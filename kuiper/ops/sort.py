@@ -15,7 +15,7 @@ TopK orders floats by the same total order (NaN largest) and breaks ties by lowe
 
 from __future__ import annotations
 
-from ..ir.dtypes import array_dtype
+from ..ir.dtypes import array_dtype, is_extended, is_extended_float
 from .base import Op
 from .params import Bool, Choice, Int
 
@@ -26,9 +26,11 @@ def total_order_key(xp, x):
     """Keys whose order is the total order of ``x``: floats as signed integers, bools as int8."""
     if x.dtype == xp.bool:
         return xp.astype(x, xp.int8)
-    if not xp.isdtype(x.dtype, "real floating"):
+    if is_extended(x.dtype) and not is_extended_float(x.dtype):  # int4 ...: NumPy's isdtype does not know them
         return x
-    signed = {2: xp.int16, 4: xp.int32, 8: xp.int64}[x.dtype.itemsize]
+    if not (is_extended_float(x.dtype) or xp.isdtype(x.dtype, "real floating")):
+        return x
+    signed = {1: xp.int8, 2: xp.int16, 4: xp.int32, 8: xp.int64}[x.dtype.itemsize]
     as_int = x.view(signed)
     return xp.where(as_int < 0, as_int ^ xp.iinfo(signed).max, as_int)
 
