@@ -17,27 +17,27 @@ from __future__ import annotations
 
 from ..ir.dtypes import array_dtype, is_extended, is_extended_float
 from .base import Op
+from .elementwise_exact import total_order_key
 from .params import Bool, Choice, Int
 
 INDEX_DTYPES = ("int32", "int64", "uint32", "uint64", "int16", "uint16", "int8", "uint8")
 
 
-def total_order_key(xp, x):
-    """Keys whose order is the total order of ``x``: floats as signed integers, bools as int8."""
+def sort_key(xp, x):
+    """Keys whose order is the total order of ``x``: floats as signed integers (XLA's total order of
+    floats, elementwise_exact.total_order_key), bools as int8, integers as they are."""
     if x.dtype == xp.bool:
         return xp.astype(x, xp.int8)
     if is_extended(x.dtype) and not is_extended_float(x.dtype):  # int4 ...: NumPy's isdtype does not know them
         return x
     if not (is_extended_float(x.dtype) or xp.isdtype(x.dtype, "real floating")):
         return x
-    signed = {1: xp.int8, 2: xp.int16, 4: xp.int32, 8: xp.int64}[x.dtype.itemsize]
-    as_int = x.view(signed)
-    return xp.where(as_int < 0, as_int ^ xp.iinfo(signed).max, as_int)
+    return total_order_key(xp, x)
 
 
 def stable_order(xp, keys, axis: int, descending: bool):
     """Positions that sort ``keys`` along ``axis``, equal keys in their original order."""
-    key = total_order_key(xp, keys)
+    key = sort_key(xp, keys)
     return xp.argsort(~key if descending else key, axis=axis, stable=True)
 
 
