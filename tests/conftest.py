@@ -128,6 +128,19 @@ def kernel_variant(request, monkeypatch):
     runtime.set_threads(None)
 
 
+@pytest.fixture(params=["compiled", "onednn"])
+def conv_engine(request, monkeypatch):
+    """Build the compiled convs of a test twice: on the Numba/BLAS paths (oneDNN hidden), and on
+    oneDNN (skipped where it is not installed)."""
+    from kuiper import onednn
+
+    if request.param == "compiled":
+        monkeypatch.setattr(onednn, "library", lambda: None)
+    elif not onednn.available():
+        pytest.skip(onednn.describe())
+    return request.param
+
+
 @pytest.fixture
 def install_distribution(tmp_path, monkeypatch):
     """``install_distribution(module, source, {entry point: target})``: a one-module distribution

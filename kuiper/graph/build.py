@@ -19,6 +19,7 @@ from ..limits import check_size
 from ..model_ir import ModelIR, OpNode
 from ..plugins import kernel_registry, op_registry
 from .model import Model, TensorSpec
+from .native_layouts import agree_on_layouts
 from .plan import Step
 
 
@@ -222,6 +223,7 @@ def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) 
         for i, node in enumerate(compute)
     ]
     _lend_dead_buffers(steps, keep)
+    agree_on_layouts(steps, keep)
     return Model(
         backend=backend,
         inputs=[_tensor_spec(ir, operand) for operand in ir.inputs],

@@ -14,6 +14,7 @@ path is taken and why.
 
 from __future__ import annotations
 
+from .. import onednn
 from ..backends.base import NUMPY_ARRAYS
 from ..hookspecs import hookimpl
 from .runtime import availability, available, describe, set_threads
@@ -54,7 +55,7 @@ def kuiper_add_primitives(capabilities):
 
 def kernel_notes(model) -> list[str]:
     """Lines for ``kuiper info``: whether the kernels are on, and the path each replaced op takes."""
-    lines = [describe()]
+    lines = [describe(), onednn.describe()]
     if available():
         lines.append("  elementwise ops and chains of them, softmax over the last dim: compiled (float32)")
     for step in model.steps:

@@ -10,6 +10,11 @@ multi-threaded loops in conv_kernels.py:
 * ``im2col``: the column gather in a loop, the GEMM in BLAS (any stride, dilation, groups);
 * ``pointwise`` (1x1): the GEMM in BLAS, then the bias in a compiled loop.
 
+Where oneDNN is installed (kuiper.onednn), it runs every one of these convolutions instead:
+its kernels (direct, SIMD-blocked, the ones PyTorch's CPU convolutions use) beat the four
+paths below on every layer of ResNet-18, MobileNetV2 and the YOLO fixture
+(docs/performance.md); an input shape oneDNN refuses takes them as before.
+
 Each adds the bias and runs the conv's epilogue (conv_epilogue.py) per output plane,
 in the same compiled loop: the depthwise taps and the Winograd scatter right after
 writing a plane, the GEMM paths right after each GEMM.  Everything else (a weight given
@@ -24,14 +29,18 @@ import math
 
 import numpy as np
 
+from .. import onednn
 from ..limits import check_size
+from ..thread_limits import requested as model_threads
 from ..ops import conv as reference
 from ..ops import conv_algorithms as algorithms
 from . import conv_kernels as kernels
+from . import conv_native
 from .conv_epilogue import NONE as NO_EPILOGUE
 from .conv_epilogue import Epilogue
 
 COMPILED = ("depthwise", "winograd", "im2col", "pointwise")
+NATIVE_LAYOUT = "onednn"  # the name other ops know oneDNN's blocked layout by (Op.native_layout)
 
 
 class CompiledConv2d(reference.Conv2d):
@@ -45,6 +54,8 @@ class CompiledConv2d(reference.Conv2d):
     def setup(self):
         super().setup()
         self.compiled = None
+        self.native = None  # the oneDNN convolution, when it runs this conv
+        self.native_post_ops = False  # whether its post-ops compute the whole epilogue
         weight = self.static_weight
         if weight is None:
             self.kernel_note = "reference path: the weight is an input"
@@ -62,10 +73,79 @@ class CompiledConv2d(reference.Conv2d):
                                 else np.ascontiguousarray(self.static_bias_vector, dtype=np.float32))
             if self.compiled == "depthwise":
                 self.taps = np.ascontiguousarray(np.reshape(weight.matrix, (weight.out_channels,) + weight.kernel))
+            self._use_onednn()
         if self.epilogue is not None:
             members = ", ".join(self.node.params.get("epilogue_members", []))
-            where = "on each output plane" if self.compiled else "after the conv"
+            where = "after the conv"
+            if self.native is not None:
+                where = "as oneDNN post-ops" if self.native_post_ops else "after the conv, compiled"
+            elif self.compiled:
+                where = "on each output plane"
             self.kernel_note = f"{self.kernel_note}; epilogue ({members}) {where}"
+
+    def _use_onednn(self):
+        """Run this conv on oneDNN when the library is there (its primitives are made per input shape),
+        with the epilogue as post-ops where oneDNN has them (conv_native.py)."""
+        library = onednn.library()
+        if library is None:
+            return
+        post_ops = conv_native.post_ops_for(self.epilogue, getattr(self, "epilogue_operand", 0))
+        self.native_post_ops = post_ops is not None
+        weight = self.static_weight
+        raw = np.reshape(weight.matrix, (weight.out_channels, weight.in_channels // self.groups) + weight.kernel)
+        self.native = onednn.Convolution(library, raw, self.static_bias_vector, self.stride, self.dilation,
+                                         self.static_pads, self.groups, post_ops or ())
+        self.kernel_note = "oneDNN (its layout and kernel chosen per input shape)"
+
+    def native_layout(self) -> str | None:
+        """oneDNN's blocked layout, when this conv runs there with its whole epilogue as post-ops."""
+        return NATIVE_LAYOUT if self.native is not None and self.native_post_ops else None
+
+    def takes_layout(self, position: int, layout: str) -> bool:
+        """The input, and the residual of a sum post-op, may arrive in oneDNN's layout."""
+        if layout != NATIVE_LAYOUT or self.native is None:
+            return False
+        return position == 0 or (position == 1 and self.native_post_ops and self.native.adds_residual)
+
+    def forward(self, *inputs):
+        if self.native is not None:
+            out = self._onednn_forward(inputs)
+            if out is not None:
+                return out
+        # The other paths take plain arrays (and raise the reference's errors on bad inputs).
+        return super().forward(*(np.asarray(v) if isinstance(v, onednn.Blocked) else v for v in inputs))
+
+    def _onednn_forward(self, inputs):
+        """The conv (and its epilogue) on oneDNN, or None where it does not apply to these inputs."""
+        x, extras = inputs[0], inputs[1:]
+        if not isinstance(x, onednn.Blocked) and not (isinstance(x, np.ndarray) and x.dtype == np.float32):
+            return None
+        if x.ndim != 4 or x.shape[0] == 0 or x.shape[1] != self.static_weight.in_channels:
+            return None  # the reference handles unbatched and empty inputs, and raises the shape error
+        out_shape = self.native.output_shape(x.shape)
+        if min(out_shape[2:]) < 1:
+            return None
+        (top, bottom), (left, right) = self.static_pads
+        check_size((x.shape[0], x.shape[1], x.shape[2] + top + bottom, x.shape[3] + left + right), 4,
+                   self.node.describe())
+        check_size(out_shape, 4, self.node.describe())
+        residual = None
+        if self.native.adds_residual:
+            residual = extras[0]
+            if tuple(residual.shape) != out_shape or residual.dtype != np.float32:
+                return None  # a broadcast or another dtype: the compiled epilogue takes it
+        try:
+            out = self.native(x, model_threads(), residual=residual, blocked=self.output_layout == NATIVE_LAYOUT)
+        except onednn.OneDnnError:
+            return None  # oneDNN refused this input shape (once: it remembers)
+        if self.epilogue is not None and not self.native_post_ops:
+            _, run = self.compiled_epilogue(("float32",) * (len(extras) + 1))
+            epilogue = Epilogue.prepare(run, self.epilogue_operand, extras, out_shape)
+            if epilogue is None:
+                return self.run_epilogue(out, extras)
+            arguments = _arguments(epilogue, out)
+            kernels.bias_epilogue(out.size * (1 + len(arguments[0])), out, _NO_BIAS, arguments)
+        return out
 
     def compute(self, x, weight, bias):
         out = self._compiled_call(x, weight, None)

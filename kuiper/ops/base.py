@@ -43,6 +43,18 @@ class Op:
     # Set by the graph: positions of inputs nobody reads after this op, whose buffers
     # this op may overwrite (e.g. as out= of an elementwise result).
     donated_inputs: frozenset = frozenset()
+    # Set by the graph (kuiper/graph/native_layouts.py) to the kernel's own layout named by
+    # ``native_layout()`` when every reader of this op's output takes that layout.
+    output_layout: str | None = None
+
+    def native_layout(self) -> str | None:
+        """The name of a memory layout of this op's kernel (e.g. "onednn": channels in SIMD blocks)
+        in which it can hand its output to readers that take it, skipping two conversions; None: none."""
+        return None
+
+    def takes_layout(self, position: int, layout: str) -> bool:
+        """Whether input ``position`` may arrive in ``layout`` (a ``native_layout()`` of another op)."""
+        return False
 
     def __init__(self, node: OpNode, backend, subgraphs: Mapping[str, Any] | None = None):
         self.node = node

@@ -83,14 +83,18 @@ def test_each_conv_takes_the_elementwise_math_after_it(tmp_path):
     assert np.max(np.abs(model(x) - expected)) <= 1e-5
 
 
-def test_fused_unfused_and_numba_off_give_the_same_numbers(tmp_path, numba_off):
+def test_fused_unfused_and_numba_off_give_the_same_numbers(tmp_path, numba_off, conv_engine):
     x = RNG.standard_normal((1, 4, 20, 20)).astype(np.float32)
     fused = _load(tmp_path, BLOCK)(x)
-    np.testing.assert_array_equal(fused, _load(tmp_path, BLOCK, fuse=False)(x))
+    unfused = _load(tmp_path, BLOCK, fuse=False)(x)
+    if conv_engine == "compiled":  # the kernels run the elementwise op's own program: equal bits
+        np.testing.assert_array_equal(fused, unfused)
+    else:  # oneDNN's post-ops are its own float32 math: a few float32 ulps apart (outputs reach ~3)
+        np.testing.assert_allclose(fused, unfused, atol=1e-6, rtol=2e-6)
     numba_off()
     off = _load(tmp_path, BLOCK)
     assert len(off.steps) == 4  # c1, s, c2, add + r: no kernel takes an epilogue
-    np.testing.assert_allclose(off(x), fused, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(off(x), fused, atol=1e-6, rtol=2e-6)  # float32 rounding, outputs up to ~3
 
 
 def test_a_conv_output_read_twice_or_returned_keeps_its_own_node(tmp_path):

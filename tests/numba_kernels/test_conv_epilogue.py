@@ -23,7 +23,8 @@ from kuiper.ops.elementwise import ElementwiseMath
 
 from test_numba_kernels import TOLERANCE, conv_node, float64_im2col, inputs
 
-pytestmark = pytest.mark.usefixtures("kernel_variant")  # both builds of every kernel (conftest.py)
+# Both builds of every kernel, and both conv engines (conftest.py).
+pytestmark = pytest.mark.usefixtures("kernel_variant", "conv_engine")
 
 
 def _silu(x):
@@ -81,11 +82,12 @@ def expected_and_arguments(node, case, epilogue):
 
 @pytest.mark.parametrize("epilogue", EPILOGUES)
 @pytest.mark.parametrize("case", CASES)
-def test_conv_with_epilogue_matches_float64_conv_then_math(case, epilogue, monkeypatch):
+def test_conv_with_epilogue_matches_float64_conv_then_math(case, epilogue, monkeypatch, conv_engine):
     node, fused = epilogue_node(case, epilogue)
     op = compiled_conv.CompiledConv2d(fused, get_backend("numpy"))
     assert op.compiled == CASES[case][-1], op.kernel_note
-    assert "epilogue (act) on each output plane" in op.kernel_note
+    where = "as oneDNN post-ops" if conv_engine == "onednn" else "on each output plane"
+    assert f"epilogue (act) {where}" in op.kernel_note
 
     def not_fused(*args):
         raise AssertionError("the epilogue ran after the conv, not in its kernel")
@@ -109,8 +111,10 @@ def test_epilogue_after_gemms_in_chunks_of_images_reads_each_chunks_residual(cas
 
 
 @pytest.mark.parametrize("case", ["depthwise 3x3 s1", "winograd F(4x4)", "im2col 3x3 s2", "pointwise"])
-def test_fused_and_separate_give_the_same_numbers(case):
+def test_fused_and_separate_give_the_same_numbers(case, conv_engine):
     """The kernel runs the same interpreter program the elementwise op runs afterwards: equal bits."""
+    if conv_engine == "onednn":
+        pytest.skip("oneDNN's post-ops are its own math: compared with float64 above")
     _, fused = epilogue_node(case, "residual add + relu")
     op = compiled_conv.CompiledConv2d(fused, get_backend("numpy"))
     node, _ = epilogue_node(case, "silu")

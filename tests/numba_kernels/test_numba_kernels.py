@@ -73,6 +73,7 @@ CONV_CASES = {
 }
 
 
+@pytest.mark.usefixtures("conv_engine")
 @pytest.mark.parametrize("case", CONV_CASES)
 def test_compiled_conv_matches_float64_im2col(case):
     batch, cin, cout, height, width, kernel, stride, padding, groups, dilation, path = CONV_CASES[case]
@@ -86,6 +87,7 @@ def test_compiled_conv_matches_float64_im2col(case):
     assert np.max(np.abs(got - expected)) <= TOLERANCE
 
 
+@pytest.mark.usefixtures("conv_engine")
 def test_compiled_conv_unbatched_input():
     node = conv_node(6, 6, 3, groups=6)
     op = compiled_conv.CompiledConv2d(node, get_backend("numpy"))
@@ -93,6 +95,7 @@ def test_compiled_conv_unbatched_input():
     np.testing.assert_allclose(op.forward(x), float64_im2col(node, x[None])[0], atol=TOLERANCE)
 
 
+@pytest.mark.usefixtures("conv_engine")
 def test_results_do_not_depend_on_the_thread_count():
     x = inputs((2, 16, 13, 11))
     ops = [compiled_conv.CompiledConv2d(conv_node(16, 16, 3, groups=16), get_backend("numpy")),
@@ -112,14 +115,15 @@ def test_results_do_not_depend_on_the_thread_count():
             assert np.array_equal(a, b)
 
 
-def test_conv_falls_back_to_the_reference_with_a_reason():
+def test_conv_falls_back_to_the_reference_with_a_reason(conv_engine):
     backend = get_backend("numpy")
     float64 = compiled_conv.CompiledConv2d(conv_node(4, 4, 3, dtype=np.float64), backend)
     assert float64.compiled is None and "float64" in float64.kernel_note
     reflect = compiled_conv.CompiledConv2d(conv_node(4, 4, 3, padding_mode="reflect"), backend)
     assert reflect.compiled is None and "reflect" in reflect.kernel_note
     pointwise = compiled_conv.CompiledConv2d(conv_node(4, 8, 1, padding=0), backend)
-    assert pointwise.compiled == "pointwise" and "GEMM" in pointwise.kernel_note
+    assert pointwise.compiled == "pointwise"
+    assert ("oneDNN" if conv_engine == "onednn" else "GEMM") in pointwise.kernel_note
     # A float64 input to a float32 weight runs the reference path, as Conv2d does.
     op = compiled_conv.CompiledConv2d(conv_node(4, 4, 3, groups=4), backend)
     x = inputs((1, 4, 6, 6)).astype(np.float64)
@@ -308,7 +312,7 @@ def test_without_numba_the_reference_ops_run_and_info_says_why(monkeypatch, tmp_
         reset_registries()
 
 
-def test_info_notes_name_the_compiled_paths(tmp_path):
+def test_info_notes_name_the_compiled_paths(tmp_path, conv_engine):
     from conftest import op_model
 
     from kuiper.numba_kernels import kernel_notes
@@ -318,7 +322,9 @@ def test_info_notes_name_the_compiled_paths(tmp_path):
                      "stride=(1,1) padding=(1,1) groups=4 bias=False", weights={"weight": weight})
     notes = "\n".join(kernel_notes(model))
     assert "compiled CPU kernels: on" in notes
-    assert "elementwise ops and chains" in notes and "depthwise: compiled" in notes
+    assert "elementwise ops and chains" in notes
+    assert ("oneDNN (its layout" if conv_engine == "onednn" else "depthwise: compiled") in notes
+    assert "oneDNN convolutions: " in notes
 
 
 def test_a_bad_parallel_work_setting_is_a_config_error(monkeypatch):

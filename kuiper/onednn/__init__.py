@@ -1,0 +1,31 @@
+"""oneDNN, the library under PyTorch's CPU convolutions, called through ctypes.
+
+An optional dependency (``pip install kuiper[onednn]``, the ``onednn-cpu-gomp`` wheel): when
+it is found, the compiled CPU kernels (kuiper.numba_kernels) run float32 convolutions with
+it; without it they keep their own algorithms.  ``KUIPER_ONEDNN=0`` switches it off.
+
+Nothing here knows an op's params: ``Convolution`` takes arrays and numbers.
+"""
+
+from __future__ import annotations
+
+from .blocked import Blocked
+from .conv import Convolution
+from .library import OneDnnError, loaded
+
+__all__ = ["Blocked", "Convolution", "OneDnnError", "available", "describe", "library"]
+
+
+def library():
+    """The loaded library, or None (``describe()`` says why)."""
+    return loaded()[0]
+
+
+def available() -> bool:
+    return library() is not None
+
+
+def describe() -> str:
+    """One line for ``kuiper info``."""
+    found, text = loaded()
+    return f"oneDNN convolutions: {'on' if found is not None else 'off'} ({text})"

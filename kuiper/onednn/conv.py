@@ -1,0 +1,185 @@
+"""A float32 convolution (1-3 spatial dims, any stride, dilation, zero padding, groups) run by oneDNN.
+
+oneDNN's fast kernels want activations with channels in blocks of 8 or 16 (the SIMD width)
+and a weight laid out to match.  The weight is reordered once per layout and kept.  An
+input may be a plain array, reordered on the way in, or a ``Blocked`` tensor that another
+convolution left in its own layout; the output is plain, or ``Blocked`` when the caller
+says that only oneDNN convolutions read it (kuiper/graph/native_layouts.py decides), which
+saves two passes over memory per convolution.  Post-ops (``primitives.Attributes``) run on
+the output while it is in cache: element-wise functions, and a sum with a ``residual``.  A primitive is made for each input shape and thread count the first time
+it is seen (oneDNN fixes a primitive's thread count when it makes it: run on fewer threads,
+it waits for the missing ones); at most ``MAX_PLANS`` are kept per convolution, the oldest
+going first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .blocked import Blocked
+from .library import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
+from .primitives import Attributes, Layout, Primitive, dims, reorder
+
+MAX_PLANS = 8
+
+
+@dataclass
+class _Plan:
+    """What one input shape runs: the convolution, its weight, and the reorders around it."""
+
+    convolution: Primitive
+    weight: tuple[Layout, np.ndarray]
+    source: Layout  # the convolution's input layout
+    result: Layout  # its output layout
+    plain_out: Layout
+    out_shape: tuple[int, ...]
+    reorder_out: Primitive | None  # None: the convolution writes plain NCHW itself
+
+
+class Convolution:
+    """``Convolution(...)(x)``: the convolution of float32 x (plain or Blocked), as a fresh tensor."""
+
+    def __init__(self, library: Library, weight: np.ndarray, bias: np.ndarray | None, stride, dilation, pads,
+                 groups: int, post_ops=()):
+        """``weight`` is (out, in/groups, *kernel); ``pads`` a (before, after) pair per spatial dim;
+        ``post_ops`` the steps applied to the output (``primitives.Attributes``)."""
+        self.library = library
+        self.out_channels, group_in, *kernel = weight.shape
+        self.in_channels = group_in * groups
+        self.kernel = tuple(kernel)
+        self.stride, self.dilation, self.pads, self.groups = tuple(stride), tuple(dilation), tuple(pads), groups
+        self.post_ops = tuple(post_ops)
+        self.adds_residual = ("sum",) in self.post_ops
+        shape = weight.shape if groups == 1 else (groups, self.out_channels // groups) + weight.shape[1:]
+        self.plain_weight = (Layout.plain(library, shape), np.ascontiguousarray(weight, dtype=np.float32))
+        self.bias = None if bias is None else (Layout.plain(library, bias.shape),
+                                               np.ascontiguousarray(bias, dtype=np.float32))
+        self.weights: list[tuple[Layout, np.ndarray]] = []  # the weight in each layout a plan wanted
+        self.plans: dict[tuple[int, ...], _Plan] = {}
+        self.reorders: list[tuple[Layout, Layout, int, Primitive]] = []  # (from, to, threads, primitive)
+        self.refused: dict[tuple[int, ...], str] = {}  # input shapes oneDNN would not take, and why
+
+    def output_shape(self, shape) -> tuple[int, ...]:
+        spatial = tuple((size + before + after - d * (k - 1) - 1) // s + 1
+                        for size, k, s, d, (before, after) in zip(shape[2:], self.kernel, self.stride, self.dilation,
+                                                                 self.pads))
+        return (shape[0], self.out_channels) + spatial
+
+    def __call__(self, x, threads: int | None = None, residual=None, blocked: bool = False):
+        """Run on ``threads`` (None: OpenMP's default, ``OMP_NUM_THREADS`` or every core).
+
+        ``residual`` (plain or Blocked, the output's shape) is what a sum post-op adds;
+        ``blocked`` asks for the output in the convolution's own layout.
+        """
+        threads = self.library.threads(threads)
+        plan = self.plan(x.shape, threads)
+        if self.adds_residual != (residual is not None):
+            raise OneDnnError("a residual is needed by a sum post-op, and only then")
+        source = self._in_layout(x, plan.source, threads)
+        if residual is not None:
+            result = self._in_layout(residual, plan.result, threads, fresh=True)
+        else:
+            result = (plan.result, plan.result.empty())
+        arguments = {ARG_SRC: source, ARG_WEIGHTS: plan.weight, ARG_DST: result}
+        if self.bias is not None:
+            arguments[ARG_BIAS] = self.bias
+        plan.convolution.run(arguments, threads)
+        if blocked:
+            return Blocked(self.library, plan.out_shape, *result)
+        if plan.reorder_out is None:
+            return np.reshape(result[1], plan.out_shape)  # the convolution wrote plain NCHW itself
+        out = np.empty(plan.out_shape, np.float32)
+        plan.reorder_out.run({ARG_SRC: result, ARG_DST: (plan.plain_out, out)}, threads)
+        return out
+
+    def _in_layout(self, value, layout: Layout, threads: int, fresh: bool = False) -> tuple[Layout, np.ndarray]:
+        """``value`` (plain or Blocked) as a (layout, buffer) pair in ``layout``; ``fresh``: a buffer of its own."""
+        if isinstance(value, Blocked):
+            if value.layout == layout:
+                return layout, (value.buffer.copy() if fresh else value.buffer)
+            source = (value.layout, value.buffer)
+        else:
+            value = np.ascontiguousarray(value, dtype=np.float32)
+            source = (Layout.plain(self.library, value.shape), value)
+            if source[0] == layout:
+                return layout, (value.copy() if fresh else value)
+        target = (layout, layout.empty())
+        self._reorder(source[0], layout, threads).run({ARG_SRC: source, ARG_DST: target}, threads)
+        return target
+
+    def _reorder(self, source: Layout, target: Layout, threads: int) -> Primitive:
+        """A reorder between two layouts for ``threads``, made once and kept (at most ``MAX_PLANS`` of them)."""
+        for kept_source, kept_target, kept_threads, step in self.reorders:
+            if kept_threads == threads and kept_source == source and kept_target == target:
+                return step
+        self.library.set_threads(threads)
+        step = reorder(self.library, source, target)
+        self.reorders = [*self.reorders[1 - MAX_PLANS:], (source, target, threads, step)]
+        return step
+
+    def plan(self, shape, threads: int) -> _Plan:
+        """The plan for inputs of ``shape`` on ``threads``, made on first use (OneDnnError: oneDNN cannot run it)."""
+        shape = tuple(shape)
+        plan = self.plans.get((shape, threads))
+        if plan is None:
+            if shape in self.refused:
+                raise OneDnnError(self.refused[shape])
+            try:
+                plan = self._make_plan(shape, threads)
+            except OneDnnError as exc:
+                self.refused[shape] = str(exc)  # asked once per shape: a refusal costs a primitive search
+                raise
+            if len(self.plans) >= MAX_PLANS:
+                self.plans.pop(next(iter(self.plans)))
+            self.plans[(shape, threads)] = plan
+        return plan
+
+    def _make_plan(self, shape, threads: int) -> _Plan:
+        library = self.library
+        library.set_threads(threads)  # the primitives below are made for this many threads
+        out_shape = self.output_shape(shape)
+        if min(out_shape[2:], default=1) < 1:
+            raise OneDnnError(f"convolution of {shape} has an empty output {out_shape}")
+        # oneDNN checks out = (in + before + after - span) / stride + 1 exactly: the right padding it
+        # is given is the part the last window uses (PyTorch drops the rest by flooring).
+        pads_after = [(o - 1) * s + d * (k - 1) + 1 - size - before
+                      for o, s, d, k, size, (before, _) in zip(out_shape[2:], self.stride, self.dilation, self.kernel,
+                                                               shape[2:], self.pads)]
+        plain_out = Layout.plain(library, out_shape)
+        any_in, any_out = Layout.any(library, shape), Layout.any(library, out_shape)
+        any_weight = Layout.any(library, self._weight_shape())
+        bias = self.bias[0].handle if self.bias is not None else None
+        with Attributes(library, self.post_ops) as attributes:
+            convolution = Primitive(library, lambda pointer: library.convolution_forward_primitive_desc_create(
+                pointer, library.engine, library.forward_inference, library.convolution_direct, any_in.handle,
+                any_weight.handle, bias, any_out.handle, dims(self.stride), dims(d - 1 for d in self.dilation),
+                dims(before for before, _ in self.pads), dims(pads_after), attributes.handle),
+                f"convolution of {shape} by {self.plain_weight[1].shape}")
+        source, result = convolution.layout(ARG_SRC), convolution.layout(ARG_DST)
+        return _Plan(
+            convolution=convolution,
+            weight=self._weight_in(convolution.layout(ARG_WEIGHTS)),
+            source=source, result=result, plain_out=plain_out, out_shape=out_shape,
+            reorder_out=None if result == plain_out else reorder(library, result, plain_out),
+        )
+
+    def _weight_shape(self) -> tuple[int, ...]:
+        if self.groups == 1:
+            return (self.out_channels, self.in_channels) + self.kernel
+        return (self.groups, self.out_channels // self.groups, self.in_channels // self.groups) + self.kernel
+
+    def _weight_in(self, layout: Layout) -> tuple[Layout, np.ndarray]:
+        """The weight reordered into ``layout``: once per layout, shared by the plans that want it."""
+        for kept in self.weights:
+            if kept[0] == layout:
+                return kept
+        buffer = layout.empty()
+        reorder(self.library, self.plain_weight[0], layout).run({ARG_SRC: self.plain_weight, ARG_DST: (layout, buffer)},
+                                                               threads=self.library.threads(None))
+        self.weights.append((layout, buffer))
+        return self.weights[-1]
+
+    def implementation(self, shape, threads: int | None = None) -> str:
+        return self.plan(shape, self.library.threads(threads)).convolution.implementation()

@@ -1,0 +1,153 @@
+"""Memory descriptors and primitives of oneDNN, owned by Python objects that free them.
+
+A memory descriptor says how an array lies in memory: plain row-major (``Layout.plain``), or
+whatever a primitive chose (``Layout.chosen``, e.g. channels in blocks of 8 or 16).  Arrays
+are NumPy buffers of that descriptor's byte size: oneDNN only ever sees their addresses,
+wrapped in memory objects made for one call, so one primitive can run in several threads
+at once (each call also brings its own scratchpad).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from .library import ARG_SCRATCHPAD, QUERY_EXEC_ARG_MD, QUERY_IMPL_INFO, Dims, ExecArg, Handle, Library
+
+
+def dims(values) -> Dims:
+    return Dims(*(int(v) for v in values))
+
+
+class Layout:
+    """A memory descriptor: float32 data of ``shape`` laid out in a way oneDNN knows."""
+
+    def __init__(self, library: Library, handle: Handle, owner=None):
+        self.library = library
+        self.handle = handle
+        self.owner = owner  # a descriptor read from a primitive lives as long as the primitive
+
+    @classmethod
+    def plain(cls, library: Library, shape) -> Layout:
+        """Row-major (C-contiguous), as NumPy lays out ``np.empty(shape, np.float32)``."""
+        strides = [int(np.prod(shape[axis + 1:], dtype=np.int64)) for axis in range(len(shape))]
+        handle = Handle()
+        library.check(library.memory_desc_create_with_strides(ctypes.byref(handle), len(shape), dims(shape),
+                                                              library.f32, dims(strides)), f"plain layout {shape}")
+        return cls(library, handle)
+
+    @classmethod
+    def any(cls, library: Library, shape) -> Layout:
+        """No layout yet: the primitive made with it picks the one it is fastest with."""
+        handle = Handle()
+        library.check(library.memory_desc_create_with_tag(ctypes.byref(handle), len(shape), dims(shape),
+                                                          library.f32, library.format_any), f"layout {shape}")
+        return cls(library, handle)
+
+    @property
+    def nbytes(self) -> int:
+        return self.library.memory_desc_get_size(self.handle)
+
+    def empty(self) -> np.ndarray:
+        """A fresh buffer for data in this layout."""
+        return np.empty(self.nbytes // 4, np.float32)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Layout) and bool(self.library.memory_desc_equal(self.handle, other.handle))
+
+    __hash__ = None  # compared, never hashed
+
+    def __del__(self):
+        if self.owner is None and self.handle:
+            self.library.memory_desc_destroy(self.handle)
+
+
+class Primitive:
+    """A created primitive and its descriptor; ``run`` executes it on NumPy buffers."""
+
+    def __init__(self, library: Library, create_descriptor, what: str):
+        """``create_descriptor(pointer)`` fills in a primitive descriptor; errors name ``what``."""
+        self.library = library
+        self.descriptor = Handle()
+        self.handle = Handle()
+        library.check(create_descriptor(ctypes.byref(self.descriptor)), what)
+        library.check(library.primitive_create(ctypes.byref(self.handle), self.descriptor), what)
+        self.scratchpad = self.layout(ARG_SCRATCHPAD)
+
+    def layout(self, argument: int) -> Layout:
+        """The layout this primitive wants for one of its arguments."""
+        return Layout(self.library, Handle(self.library.primitive_desc_query_md(self.descriptor, QUERY_EXEC_ARG_MD,
+                                                                                 argument)), owner=self)
+
+    def implementation(self) -> str:
+        """oneDNN's name for the code it runs (e.g. ``brg:avx512_core``), for ``kuiper info``."""
+        text = ctypes.c_char_p()
+        self.library.primitive_desc_query(self.descriptor, QUERY_IMPL_INFO, 0, ctypes.byref(text))
+        return text.value.decode() if text.value else "?"
+
+    def run(self, arguments: dict[int, tuple[Layout, np.ndarray]], threads: int) -> None:
+        """Execute on ``{argument number: (layout, buffer)}``, with its own scratchpad, on ``threads``
+        (the count it was made for)."""
+        library = self.library
+        if self.scratchpad.nbytes:
+            arguments = {**arguments, ARG_SCRATCHPAD: (self.scratchpad, self.scratchpad.empty())}
+        memories = []
+        try:
+            for layout, buffer in arguments.values():
+                memory = Handle()
+                library.check(library.memory_create(ctypes.byref(memory), layout.handle, library.engine,
+                                                    Handle(buffer.ctypes.data)), "memory")
+                memories.append(memory)
+            table = (ExecArg * len(memories))(*(ExecArg(number, memory)
+                                                for number, memory in zip(arguments, memories)))
+            library.set_threads(threads)
+            library.check(library.primitive_execute(self.handle, library.stream, len(memories), table), "execute")
+            library.check(library.stream_wait(library.stream), "wait")
+        finally:
+            for memory in memories:
+                library.memory_destroy(memory)
+
+    def __del__(self):
+        if self.handle:
+            self.library.primitive_destroy(self.handle)
+        if self.descriptor:
+            self.library.primitive_desc_destroy(self.descriptor)
+
+
+def reorder(library: Library, source: Layout, target: Layout) -> Primitive:
+    """A primitive that copies data from one layout into another."""
+    with Attributes(library) as attributes:
+        return Primitive(library, lambda pointer: library.reorder_primitive_desc_create(
+            pointer, source.handle, library.engine, target.handle, library.engine, attributes.handle), "reorder")
+
+
+class Attributes:
+    """A primitive's attributes, for the time the primitive is made: the scratchpad passed per call, and
+    the post-ops applied to its output in order: ``("sum",)`` adds what the output buffer held before
+    the call, ``(algorithm, alpha, beta)`` an element-wise function (oneDNN's names: ``eltwise_relu``)."""
+
+    def __init__(self, library: Library, post_ops=()):
+        self.library = library
+        self.handle = Handle()
+        self.post_ops = Handle()
+        library.check(library.primitive_attr_create(ctypes.byref(self.handle)), "attributes")
+        library.check(library.primitive_attr_set_scratchpad_mode(self.handle, library.scratchpad_user), "scratchpad")
+        if post_ops:
+            library.check(library.post_ops_create(ctypes.byref(self.post_ops)), "post-ops")
+            for step in post_ops:
+                if step[0] == "sum":
+                    status = library.post_ops_append_sum(self.post_ops, 1.0, 0, library.undefined_type)
+                else:
+                    name, alpha, beta = step
+                    status = library.post_ops_append_eltwise(self.post_ops, library.alg_kind(name), alpha, beta)
+                library.check(status, f"post-op {step[0]}")
+            library.check(library.primitive_attr_set_post_ops(self.handle, self.post_ops), "post-ops")
+
+    def __enter__(self) -> Attributes:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self.post_ops:
+            self.library.post_ops_destroy(self.post_ops)
+        self.library.primitive_attr_destroy(self.handle)
