@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .blocked import Blocked
 from .conv import Convolution
-from .library import OneDnnError, loaded
+from .binding import OneDnnError, loaded
 
 __all__ = ["Blocked", "Convolution", "OneDnnError", "available", "describe", "library"]
 

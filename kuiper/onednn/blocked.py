@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .library import ARG_DST, ARG_SRC, Library
+from .binding import ARG_DST, ARG_SRC, Library
 from .primitives import Layout, reorder
 
 

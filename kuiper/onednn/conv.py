@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .blocked import Blocked
-from .library import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
+from .binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
 from .primitives import Attributes, Layout, Primitive, dims, reorder
 
 MAX_PLANS = 8

@@ -13,7 +13,7 @@ import ctypes
 
 import numpy as np
 
-from .library import ARG_SCRATCHPAD, QUERY_EXEC_ARG_MD, QUERY_IMPL_INFO, Dims, ExecArg, Handle, Library
+from .binding import ARG_SCRATCHPAD, QUERY_EXEC_ARG_MD, QUERY_IMPL_INFO, Dims, ExecArg, Handle, Library
 
 
 def dims(values) -> Dims:

@@ -1,0 +1,171 @@
+"""Conv epilogues as oneDNN post-ops (kuiper/numba_kernels/conv_native.py), and the layouts between convs.
+
+The mapping is checked on the IR alone (no oneDNN needed): each recognised form gives the
+steps that compute it, and look-alikes that compute something else give None.  Models
+then run with oneDNN against a float64 reference, with blocked tensors between convs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+import kuiper
+from kuiper import onednn
+from kuiper.ir import composites, make
+from kuiper.numba_kernels.conv_native import post_ops_for
+from kuiper.ops.elementwise import ElementwiseMath
+
+from conftest import write_model
+
+RELU = ("eltwise_relu", 0.0, 0.0)
+SWISH = ("eltwise_swish", 1.0, 0.0)
+
+
+def _add(a, b):
+    return make.arith("add", a, b)
+
+
+MAPPED = {
+    # name: (math, position of the conv's result, expected post-op steps)
+    "relu": (ElementwiseMath(composites.relu, 1), 0, (RELU,)),
+    "relu6": (ElementwiseMath(lambda x: composites.clamp(x, 0.0, 6.0), 1), 0, (("eltwise_clip", 0.0, 6.0),)),
+    "hardtanh": (ElementwiseMath(lambda x: composites.clamp(x, -1.0, 1.0), 1), 0, (("eltwise_clip", -1.0, 1.0),)),
+    "silu": (ElementwiseMath(composites.silu, 1), 0, (SWISH,)),
+    "x * sigmoid(x)": (ElementwiseMath(lambda x: make.arith("mul", x, composites.sigmoid(x)), 1), 0, (SWISH,)),
+    "sigmoid": (ElementwiseMath(composites.sigmoid, 1), 0, (("eltwise_logistic", 0.0, 0.0),)),
+    "hardswish": (ElementwiseMath(composites.hardswish, 1), 0, (("eltwise_hardswish", 1 / 6, 0.5),)),
+    "gelu": (ElementwiseMath(composites.gelu, 1), 0, (("eltwise_gelu_erf", 0.0, 0.0),)),
+    "c + r": (ElementwiseMath(_add, 2), 0, (("sum",),)),
+    "r + c": (ElementwiseMath(_add, 2), 1, (("sum",),)),
+    "relu(r + c)": (ElementwiseMath(lambda r, c: composites.relu(_add(r, c)), 2), 1, (("sum",), RELU)),
+    "r + silu(c)": (ElementwiseMath(lambda c, r: _add(r, composites.silu(c)), 2), 0, (SWISH, ("sum",))),
+}
+
+NOT_MAPPED = {
+    "c * c": (ElementwiseMath(lambda c: make.arith("mul", c, c), 1), 0),
+    "c * r": (ElementwiseMath(lambda c, r: make.arith("mul", c, r), 2), 0),
+    # silu's shape over c + r, but with c outside the sum too: not f(c + r) for any f
+    "(c + r) / (exp(-c) + 1)": (ElementwiseMath(lambda c, r: make.arith(
+        "div", _add(c, r), _add(make.call("exp", make.neg(c)), 1.0)), 2), 0),
+    "relu(c) + relu(r)": (ElementwiseMath(lambda c, r: _add(composites.relu(c), composites.relu(r)), 2), 0),
+    "leaky relu": (ElementwiseMath(lambda c: composites.leaky_relu(c, 0.1), 1), 0),
+    "three inputs": (ElementwiseMath(lambda c, a, b: _add(_add(c, a), b), 3), 0),
+}
+
+
+@pytest.mark.parametrize("name", MAPPED)
+def test_recognised_epilogues_become_post_ops(name):
+    math, operand, steps = MAPPED[name]
+    assert post_ops_for(math, operand) == steps
+
+
+@pytest.mark.parametrize("name", NOT_MAPPED)
+def test_other_math_is_not_taken_for_a_post_op(name):
+    math, operand = NOT_MAPPED[name]
+    assert post_ops_for(math, operand) is None
+
+
+def test_no_epilogue_needs_no_post_ops():
+    assert post_ops_for(None, 0) == ()
+
+
+# conv1 (3x3) -> relu -> conv2 (1x1) -> add(conv2, conv1's relu) -> relu -> conv3 (3x3) -> output
+CHAIN = """7767517
+9 8
+pnnx.Input in0 0 1 x
+nn.Conv2d c1 1 1 x a bias=True kernel_size=(3,3) in_channels=8 out_channels=16 padding=(1,1) @weight=(16,8,3,3)f32 @bias=(16)f32
+nn.ReLU r1 1 1 a b
+nn.Conv2d c2 1 1 b c bias=False kernel_size=(1,1) in_channels=16 out_channels=16 @weight=(16,16,1,1)f32
+pnnx.Expression add 2 1 c b d expr=add(@0,@1)
+nn.ReLU r2 1 1 d e
+nn.Conv2d c3 1 1 e f bias=False kernel_size=(3,3) in_channels=16 out_channels=8 padding=(1,1) stride=(2,2) @weight=(8,16,3,3)f32
+nn.MaxPool2d p 1 1 f g kernel_size=(2,2) stride=(2,2)
+pnnx.Output out 1 0 g
+"""
+RNG = np.random.default_rng(1)
+W1 = (RNG.standard_normal((16, 8, 3, 3)) / 8).astype(np.float32)
+B1 = RNG.standard_normal(16).astype(np.float32)
+W2 = (RNG.standard_normal((16, 16, 1, 1)) / 4).astype(np.float32)
+W3 = (RNG.standard_normal((8, 16, 3, 3)) / 12).astype(np.float32)
+
+
+def _float64_conv(x, weight, pad=0, stride=1):
+    x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    kh, kw = weight.shape[2:]
+    height, width = (x.shape[2] - kh) // stride + 1, (x.shape[3] - kw) // stride + 1
+    out = np.zeros((x.shape[0], weight.shape[0], height, width))
+    for i in range(kh):
+        for j in range(kw):
+            window = x[:, :, i:i + stride * (height - 1) + 1:stride, j:j + stride * (width - 1) + 1:stride]
+            out += np.einsum("oc,nchw->nohw", weight[:, :, i, j].astype(np.float64), window)
+    return out
+
+
+def _chain_reference(x):
+    b = np.maximum(_float64_conv(x.astype(np.float64), W1, pad=1) + B1[None, :, None, None], 0)
+    e = np.maximum(_float64_conv(b, W2) + b, 0)
+    f = _float64_conv(e, W3, pad=1, stride=2)
+    n, c, h, w = f.shape
+    return f[:, :, :h // 2 * 2, :w // 2 * 2].reshape(n, c, h // 2, 2, w // 2, 2).max(axis=(3, 5))
+
+
+@pytest.fixture
+def chain(tmp_path):
+    weights = {"c1.weight": W1.tobytes(), "c1.bias": B1.tobytes(), "c2.weight": W2.tobytes(), "c3.weight": W3.tobytes()}
+    return write_model(tmp_path, CHAIN, weights)
+
+
+@pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
+@pytest.mark.parametrize("threads", [1, 2])
+def test_convs_pass_blocked_tensors_to_convs_and_plain_arrays_to_everything_else(chain, threads):
+    model = kuiper.load(chain, threads=threads)
+    convs = {step.node.name: step.op for step in model.steps if step.node.type == "Conv2d"}
+    assert [step.node.name for step in model.steps] == ["c1", "c2", "c3", "p"]  # relus and the add fused
+    assert sorted(convs["c2"].node.params["epilogue_members"]) == ["add", "r2"]
+    # c1's output feeds c2 twice (input and residual): blocked; c2's feeds c3: blocked;
+    # c3's feeds the max pool: plain.
+    assert [convs[name].output_layout for name in ("c1", "c2", "c3")] == ["onednn", "onednn", None]
+    seen = {}
+
+    class Observer:
+        def before_step(self, node, inputs):
+            seen[node.name] = inputs
+
+        def after_step(self, node, inputs, outputs):
+            pass
+
+    x = RNG.standard_normal((2, 8, 14, 12)).astype(np.float32)
+    got = model(x, observer=Observer())
+    assert isinstance(got, np.ndarray)
+    assert np.max(np.abs(got - _chain_reference(x))) <= 2e-5
+    assert isinstance(seen["c3"][0], onednn.Blocked) and isinstance(seen["p"][0], np.ndarray)
+    # What an observer meets converts itself to plain data.
+    c2_input = np.asarray(seen["c2"][0])
+    assert c2_input.shape == (2, 16, 14, 12)
+    np.testing.assert_allclose(c2_input, np.maximum(_float64_conv(x.astype(np.float64), W1, pad=1)
+                                                    + B1[None, :, None, None], 0), atol=2e-5)
+
+
+@pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
+def test_a_shape_onednn_refuses_takes_the_compiled_paths_even_from_a_blocked_input(chain, monkeypatch):
+    model = kuiper.load(chain)
+    c3 = next(step.op for step in model.steps if step.node.name == "c3")
+
+    def refuse(shape, threads):
+        raise onednn.OneDnnError("oneDNN convolution: unimplemented")
+
+    monkeypatch.setattr(c3.native, "_make_plan", refuse)
+    x = RNG.standard_normal((1, 8, 10, 10)).astype(np.float32)
+    assert np.max(np.abs(model(x) - _chain_reference(x))) <= 2e-5
+    assert list(c3.native.refused) == [(1, 16, 10, 10)]  # asked once, remembered
+
+
+def test_without_onednn_the_model_runs_on_the_compiled_paths(chain, monkeypatch):
+    monkeypatch.setattr(onednn, "library", lambda: None)
+    model = kuiper.load(chain)
+    assert all(step.op.output_layout is None for step in model.steps)
+    x = RNG.standard_normal((1, 8, 9, 11)).astype(np.float32)
+    assert np.max(np.abs(model(x) - _chain_reference(x))) <= 2e-5

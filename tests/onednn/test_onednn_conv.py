@@ -1,0 +1,139 @@
+"""kuiper.onednn: oneDNN's convolutions against a float64 reference, its blocked layout, post-ops, threads.
+
+The reference is a direct float64 loop over the kernel taps (NumPy, written out here), so
+nothing here trusts oneDNN or kuiper's other conv paths.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from kuiper import onednn
+from kuiper.onednn import conv as onednn_conv
+
+pytestmark = pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
+
+RNG = np.random.default_rng(0)
+TOLERANCE = 2e-5  # float32 accumulation over up to a few hundred products of unit-scale values
+
+
+def float64_conv(x, weight, bias, stride, dilation, pads, groups):
+    """A direct convolution in float64 of any spatial rank: out[n, o] = sum over taps of w * shifted x."""
+    spatial = x.ndim - 2
+    x = np.pad(x.astype(np.float64), ((0, 0), (0, 0)) + tuple((max(b, 0), max(a, 0)) for b, a in pads))
+    out_channels, group_in = weight.shape[:2]
+    kernel = weight.shape[2:]
+    out_size = [(x.shape[2 + d] - dilation[d] * (kernel[d] - 1) - 1) // stride[d] + 1 for d in range(spatial)]
+    out = np.zeros((x.shape[0], out_channels, *out_size))
+    group_out = out_channels // groups
+    for g in range(groups):
+        inputs = x[:, g * group_in:(g + 1) * group_in]
+        for tap in itertools.product(*(range(k) for k in kernel)):
+            window = tuple(slice(t * dil, t * dil + (o - 1) * s + 1, s)
+                           for t, dil, o, s in zip(tap, dilation, out_size, stride))
+            taps = weight[(slice(g * group_out, (g + 1) * group_out), slice(None)) + tap].astype(np.float64)
+            out[:, g * group_out:(g + 1) * group_out] += np.einsum("oc,nc...->no...", taps, inputs[(Ellipsis,) + window])
+    if bias is not None:
+        out += bias.astype(np.float64).reshape((1, -1) + (1,) * spatial)
+    return out
+
+
+CASES = {
+    # name: (input shape, out channels, kernel, stride, dilation, pads per dim, groups)
+    "3x3 s1 p1": ((2, 16, 13, 11), 24, (3, 3), (1, 1), (1, 1), ((1, 1), (1, 1)), 1),
+    "7x7 s2 p3, 3 channels (a stem)": ((1, 3, 23, 19), 8, (7, 7), (2, 2), (1, 1), ((3, 3), (3, 3)), 1),
+    "1x1 s2": ((1, 24, 9, 8), 16, (1, 1), (2, 2), (1, 1), ((0, 0), (0, 0)), 1),
+    "depthwise 3x3 s2": ((2, 32, 15, 9), 32, (3, 3), (2, 2), (1, 1), ((1, 1), (1, 1)), 32),
+    "grouped, dilated, unequal pads": ((1, 8, 12, 10), 12, (3, 3), (2, 1), (2, 2), ((2, 0), (1, 3)), 2),
+    "floor drops the last row (negative right pad)": ((1, 16, 9, 9), 24, (2, 2), (2, 2), (1, 1), ((0, 0), (0, 0)), 1),
+    "1-D, k5 s2": ((3, 8, 40), 16, (5,), (2,), (1,), ((2, 2),), 1),
+    "3-D 3x3x3": ((1, 8, 5, 6, 7), 8, (3, 3, 3), (1, 1, 1), (1, 1, 1), ((1, 1), (1, 1), (1, 1)), 1),
+}
+
+
+def make_case(name, bias=True):
+    shape, out_channels, kernel, stride, dilation, pads, groups = CASES[name]
+    x = RNG.standard_normal(shape).astype(np.float32)
+    weight = (RNG.standard_normal((out_channels, shape[1] // groups) + kernel) / 3).astype(np.float32)
+    b = RNG.standard_normal(out_channels).astype(np.float32) if bias else None
+    conv = onednn.Convolution(onednn.library(), weight, b, stride, dilation, pads, groups)
+    return conv, x, float64_conv(x, weight, b, stride, dilation, pads, groups)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_convolution_matches_a_float64_direct_loop(name):
+    conv, x, expected = make_case(name)
+    got = conv(x)
+    assert isinstance(got, np.ndarray) and got.dtype == np.float32 and got.shape == expected.shape
+    assert np.max(np.abs(got - expected)) <= TOLERANCE
+    assert conv.implementation(x.shape)  # oneDNN names the kernel it picked
+
+
+@pytest.mark.parametrize("name", ["3x3 s1 p1", "depthwise 3x3 s2", "1-D, k5 s2"])
+def test_a_blocked_output_holds_the_same_numbers_and_feeds_the_next_convolution(name):
+    conv, x, expected = make_case(name)
+    blocked = conv(x, blocked=True)
+    assert isinstance(blocked, onednn.Blocked) and blocked.shape == expected.shape and blocked.ndim == x.ndim
+    np.testing.assert_array_equal(np.asarray(blocked), conv(x))  # the same result, reordered on demand
+    channels = expected.shape[1]
+    weight = (RNG.standard_normal((channels, channels) + (1,) * (x.ndim - 2)) / 3).astype(np.float32)
+    spatial = x.ndim - 2
+    second = onednn.Convolution(onednn.library(), weight, None, (1,) * spatial, (1,) * spatial, ((0, 0),) * spatial, 1)
+    from_blocked, from_plain = second(blocked), second(conv(x))
+    np.testing.assert_array_equal(from_blocked, from_plain)
+    reference = float64_conv(expected.astype(np.float32), weight, None, (1,) * spatial, (1,) * spatial,
+                             ((0, 0),) * spatial, 1)
+    assert np.max(np.abs(from_blocked - reference)) <= TOLERANCE
+
+
+@pytest.mark.parametrize("residual_blocked", [False, True], ids=["plain residual", "blocked residual"])
+def test_post_ops_sum_then_relu_and_clip(residual_blocked):
+    shape, out_channels, kernel, stride, dilation, pads, groups = CASES["3x3 s1 p1"]
+    x = RNG.standard_normal(shape).astype(np.float32)
+    weight = (RNG.standard_normal((out_channels, shape[1]) + kernel) / 3).astype(np.float32)
+    plain = float64_conv(x, weight, None, stride, dilation, pads, groups)
+    residual = RNG.standard_normal(plain.shape).astype(np.float32)
+    library = onednn.library()
+    add_relu = onednn.Convolution(library, weight, None, stride, dilation, pads, groups,
+                                  post_ops=(("sum",), ("eltwise_relu", 0.0, 0.0)))
+    given = residual
+    if residual_blocked:  # a residual another convolution left blocked: the identity 1x1 conv of it
+        identity = np.eye(out_channels, dtype=np.float32).reshape(out_channels, out_channels, 1, 1)
+        given = onednn.Convolution(library, identity, None, (1, 1), (1, 1), ((0, 0), (0, 0)), 1)(residual, blocked=True)
+    got = add_relu(x, residual=given)
+    assert np.max(np.abs(got - np.maximum(plain + residual, 0))) <= TOLERANCE
+    np.testing.assert_array_equal(np.asarray(given), residual)  # the residual is read, never written
+    relu6 = onednn.Convolution(library, weight, None, stride, dilation, pads, groups,
+                               post_ops=(("eltwise_clip", 0.0, 6.0),))
+    assert np.max(np.abs(relu6(x) - np.clip(plain, 0, 6))) <= TOLERANCE
+    with pytest.raises(onednn.OneDnnError, match="residual"):
+        relu6(x, residual=residual)
+
+
+def test_results_do_not_depend_on_the_thread_count_and_plans_are_kept_per_shape_and_threads():
+    conv, x, expected = make_case("3x3 s1 p1")
+    one, two = conv(x, threads=1), conv(x, threads=2)
+    np.testing.assert_array_equal(one, two)
+    assert set(conv.plans) == {(x.shape, 1), (x.shape, 2)}
+    for batch in range(1, onednn_conv.MAX_PLANS + 3):
+        conv(np.repeat(x[:1], batch, axis=0), threads=1)
+    assert len(conv.plans) == onednn_conv.MAX_PLANS  # the oldest plans went first
+    assert (x.shape, 1) not in conv.plans
+
+
+def test_a_refused_shape_is_asked_once(monkeypatch):
+    conv, x, _ = make_case("3x3 s1 p1")
+    calls = []
+
+    def refuse(shape, threads):
+        calls.append(shape)
+        raise onednn.OneDnnError("oneDNN convolution: unimplemented")
+
+    monkeypatch.setattr(conv, "_make_plan", refuse)
+    for _ in range(3):
+        with pytest.raises(onednn.OneDnnError, match="unimplemented"):
+            conv(x)
+    assert calls == [x.shape]
