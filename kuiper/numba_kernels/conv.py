@@ -29,21 +29,18 @@ import math
 
 import numpy as np
 
-from .. import onednn
 from ..limits import check_size
-from ..thread_limits import requested as model_threads
 from ..ops import conv as reference
 from ..ops import conv_algorithms as algorithms
 from . import conv_kernels as kernels
-from . import conv_native
+from .conv_native import OneDnnConv
 from .conv_epilogue import NONE as NO_EPILOGUE
 from .conv_epilogue import Epilogue
 
 COMPILED = ("depthwise", "winograd", "im2col", "pointwise")
-NATIVE_LAYOUT = "onednn"  # the name other ops know oneDNN's blocked layout by (Op.native_layout)
 
 
-class CompiledConv2d(reference.Conv2d):
+class CompiledConv2d(OneDnnConv, reference.Conv2d):
     """nn.Conv2d / F.conv2d with compiled loops around BLAS where the weight is constant float32."""
 
     @classmethod
@@ -54,8 +51,6 @@ class CompiledConv2d(reference.Conv2d):
     def setup(self):
         super().setup()
         self.compiled = None
-        self.native = None  # the oneDNN convolution, when it runs this conv
-        self.native_post_ops = False  # whether its post-ops compute the whole epilogue
         weight = self.static_weight
         if weight is None:
             self.kernel_note = "reference path: the weight is an input"
@@ -73,7 +68,8 @@ class CompiledConv2d(reference.Conv2d):
                                 else np.ascontiguousarray(self.static_bias_vector, dtype=np.float32))
             if self.compiled == "depthwise":
                 self.taps = np.ascontiguousarray(np.reshape(weight.matrix, (weight.out_channels,) + weight.kernel))
-            self._use_onednn()
+            if self.use_onednn():
+                self.kernel_note = "oneDNN (its layout and kernel chosen per input shape)"
         if self.epilogue is not None:
             members = ", ".join(self.node.params.get("epilogue_members", []))
             where = "after the conv"
@@ -83,68 +79,14 @@ class CompiledConv2d(reference.Conv2d):
                 where = "on each output plane"
             self.kernel_note = f"{self.kernel_note}; epilogue ({members}) {where}"
 
-    def _use_onednn(self):
-        """Run this conv on oneDNN when the library is there (its primitives are made per input shape),
-        with the epilogue as post-ops where oneDNN has them (conv_native.py)."""
-        library = onednn.library()
-        if library is None:
-            return
-        post_ops = conv_native.post_ops_for(self.epilogue, getattr(self, "epilogue_operand", 0))
-        self.native_post_ops = post_ops is not None
-        weight = self.static_weight
-        raw = np.reshape(weight.matrix, (weight.out_channels, weight.in_channels // self.groups) + weight.kernel)
-        self.native = onednn.Convolution(library, raw, self.static_bias_vector, self.stride, self.dilation,
-                                         self.static_pads, self.groups, post_ops or ())
-        self.kernel_note = "oneDNN (its layout and kernel chosen per input shape)"
-
-    def native_layout(self) -> str | None:
-        """oneDNN's blocked layout, when this conv runs there with its whole epilogue as post-ops."""
-        return NATIVE_LAYOUT if self.native is not None and self.native_post_ops else None
-
-    def takes_layout(self, position: int, layout: str) -> bool:
-        """The input, and the residual of a sum post-op, may arrive in oneDNN's layout."""
-        if layout != NATIVE_LAYOUT or self.native is None:
-            return False
-        return position == 0 or (position == 1 and self.native_post_ops and self.native.adds_residual)
-
-    def forward(self, *inputs):
-        if self.native is not None:
-            out = self._onednn_forward(inputs)
-            if out is not None:
-                return out
-        # The other paths take plain arrays (and raise the reference's errors on bad inputs).
-        return super().forward(*(np.asarray(v) if isinstance(v, onednn.Blocked) else v for v in inputs))
-
-    def _onednn_forward(self, inputs):
-        """The conv (and its epilogue) on oneDNN, or None where it does not apply to these inputs."""
-        x, extras = inputs[0], inputs[1:]
-        if not isinstance(x, onednn.Blocked) and not (isinstance(x, np.ndarray) and x.dtype == np.float32):
-            return None
-        if x.ndim != 4 or x.shape[0] == 0 or x.shape[1] != self.static_weight.in_channels:
-            return None  # the reference handles unbatched and empty inputs, and raises the shape error
-        out_shape = self.native.output_shape(x.shape)
-        if min(out_shape[2:]) < 1:
-            return None
-        (top, bottom), (left, right) = self.static_pads
-        check_size((x.shape[0], x.shape[1], x.shape[2] + top + bottom, x.shape[3] + left + right), 4,
-                   self.node.describe())
-        check_size(out_shape, 4, self.node.describe())
-        residual = None
-        if self.native.adds_residual:
-            residual = extras[0]
-            if tuple(residual.shape) != out_shape or residual.dtype != np.float32:
-                return None  # a broadcast or another dtype: the compiled epilogue takes it
-        try:
-            out = self.native(x, model_threads(), residual=residual, blocked=self.output_layout == NATIVE_LAYOUT)
-        except onednn.OneDnnError:
-            return None  # oneDNN refused this input shape (once: it remembers)
-        if self.epilogue is not None and not self.native_post_ops:
-            _, run = self.compiled_epilogue(("float32",) * (len(extras) + 1))
-            epilogue = Epilogue.prepare(run, self.epilogue_operand, extras, out_shape)
-            if epilogue is None:
-                return self.run_epilogue(out, extras)
-            arguments = _arguments(epilogue, out)
-            kernels.bias_epilogue(out.size * (1 + len(arguments[0])), out, _NO_BIAS, arguments)
+    def epilogue_after_native(self, out, extras):
+        """An epilogue oneDNN has no post-ops for: compiled, in one pass over its plain output."""
+        _, run = self.compiled_epilogue(("float32",) * (len(extras) + 1))
+        epilogue = Epilogue.prepare(run, self.epilogue_operand, extras, out.shape)
+        if epilogue is None:
+            return self.run_epilogue(out, extras)
+        arguments = _arguments(epilogue, out)
+        kernels.bias_epilogue(out.size * (1 + len(arguments[0])), out, _NO_BIAS, arguments)
         return out
 
     def compute(self, x, weight, bias):

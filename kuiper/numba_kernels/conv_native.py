@@ -1,137 +1,113 @@
-"""A conv epilogue as oneDNN post-ops, where its math is one oneDNN knows.
+"""Convolutions of every rank on oneDNN (kuiper.onednn), for the NumPy backend's kernels.
 
-The fusion pass gives a conv the elementwise math that read its output (conv_epilogue.py).
-oneDNN can apply some of it while the output is in cache: an element-wise function, and a
-sum with another tensor of the output's shape.  This module reads the epilogue's IR
-(float32 inputs, simplified) and returns the post-op steps that compute the same thing, or
-None when it is something else (then the compiled epilogue runs after the conv).
+``OneDnnConv`` is mixed into a ConvNd subclass: a float32 conv with a constant weight and zero
+padding runs on oneDNN when the library is found, with its epilogue as post-ops where oneDNN
+has them (conv_post_ops.py), and hands its output to other oneDNN convs in oneDNN's blocked
+layout when the graph allows (kuiper/graph/native_layouts.py).  Anything else (another
+dtype, an unbatched or empty input, a shape oneDNN refuses) takes the class's other paths,
+which also raise the reference's errors.
 
-Recognised, with c the conv's result and r the other input:
-``f(c)``, ``f(c + r)``, ``c + r`` and ``r + f(c)`` (in either order of the sums), where f is
-one of the activations below, built here from the same composites the ops use, so a match
-is structural equality of IR and never a guess.
+nn.Conv1d and nn.Conv3d have no compiled paths of their own, so here they are the reference
+op plus oneDNN; nn.Conv2d's class (conv.py) puts oneDNN in front of its compiled paths.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
+import numpy as np
 
-from ..ir import composites, make
-from ..ir.nodes import Assign, Binary, Const, Node, Var
-from ..ops.elementwise import ElementwiseMath, function_for
+from .. import onednn
+from ..limits import check_size
+from ..ops import conv as reference
+from ..thread_limits import requested as model_threads
+from . import conv_post_ops
 
-FLOAT32 = "float32"
-SUM = ("sum",)
-
-# Activations over one float32 input, as composites builds them (and as HLO from JAX spells SiLU),
-# and the oneDNN post-op (algorithm, alpha, beta) that computes each.
-_ACTIVATIONS = (
-    (composites.relu, ("eltwise_relu", 0.0, 0.0)),
-    (composites.silu, ("eltwise_swish", 1.0, 0.0)),  # x * sigmoid(alpha * x)
-    (lambda x: make.arith("mul", x, composites.sigmoid(x)), ("eltwise_swish", 1.0, 0.0)),
-    (composites.sigmoid, ("eltwise_logistic", 0.0, 0.0)),
-    (composites.hardswish, ("eltwise_hardswish", 1.0 / 6.0, 0.5)),  # x * clip(alpha * x + beta, 0, 1)
-    (composites.gelu, ("eltwise_gelu_erf", 0.0, 0.0)),
-)
+NATIVE_LAYOUT = "onednn"  # the name other ops know oneDNN's blocked layout by (Op.native_layout)
 
 
-@functools.cache
-def _activation_table() -> tuple:
-    """((IR of the activation over x0, post-op step), ...), built once."""
-    return tuple((_value(function_for(ElementwiseMath(build, 1), (FLOAT32,))), step) for build, step in _ACTIVATIONS)
+class OneDnnConv:
+    """The oneDNN path of a convolution op (mixed in before the op class)."""
+
+    native = None  # the oneDNN convolution, when it runs this conv
+    native_post_ops = False  # whether its post-ops compute the whole epilogue
+
+    def use_onednn(self) -> bool:
+        """Run on oneDNN from now on if it is installed and takes this conv; whether it does."""
+        weight = self.static_weight
+        library = onednn.library()
+        if library is None or weight is None or self.padding_mode != "zeros" or weight.matrix.dtype != np.float32:
+            return False
+        post_ops = conv_post_ops.post_ops_for(self.epilogue, getattr(self, "epilogue_operand", 0))
+        self.native_post_ops = post_ops is not None
+        raw = np.reshape(weight.matrix, (weight.out_channels, weight.in_channels // self.groups) + weight.kernel)
+        self.native = onednn.Convolution(library, raw, self.static_bias_vector, self.stride, self.dilation,
+                                         self.static_pads, self.groups, post_ops or ())
+        return True
+
+    def native_layout(self) -> str | None:
+        """oneDNN's blocked layout, when this conv runs there with its whole epilogue as post-ops."""
+        return NATIVE_LAYOUT if self.native is not None and self.native_post_ops else None
+
+    def takes_layout(self, position: int, layout: str) -> bool:
+        """The input, and the residual of a sum post-op, may arrive in oneDNN's layout."""
+        if layout != NATIVE_LAYOUT or self.native is None:
+            return False
+        return position == 0 or (position == 1 and self.native_post_ops and self.native.adds_residual)
+
+    def forward(self, *inputs):
+        if self.native is not None:
+            out = self._onednn_forward(inputs)
+            if out is not None:
+                return out
+        # The other paths take plain arrays (and raise the reference's errors on bad inputs).
+        return super().forward(*(np.asarray(v) if isinstance(v, onednn.Blocked) else v for v in inputs))
+
+    def _onednn_forward(self, inputs):
+        """The conv (and its epilogue) on oneDNN, or None where it does not apply to these inputs."""
+        x, extras = inputs[0], inputs[1:]
+        if not isinstance(x, onednn.Blocked) and not (isinstance(x, np.ndarray) and x.dtype == np.float32):
+            return None
+        if x.ndim != self.spatial + 2 or x.shape[0] == 0 or x.shape[1] != self.static_weight.in_channels:
+            return None  # the reference handles unbatched and empty inputs, and raises the shape error
+        out_shape = self.native.output_shape(x.shape)
+        if min(out_shape[2:]) < 1:
+            return None
+        # The budget the reference checks, before anything of that size is made.
+        padded = tuple(x.shape[:2]) + tuple(size + sum(p) for size, p in zip(x.shape[2:], self.static_pads))
+        check_size(padded, 4, self.node.describe())
+        check_size(out_shape, 4, self.node.describe())
+        residual = None
+        if self.native.adds_residual:
+            residual = extras[0]
+            if tuple(residual.shape) != out_shape or residual.dtype != np.float32:
+                return None  # a broadcast or another dtype: the other paths take it
+        try:
+            out = self.native(x, model_threads(), residual=residual, blocked=self.output_layout == NATIVE_LAYOUT)
+        except onednn.OneDnnError:
+            return None  # oneDNN refused this input shape (once: it remembers)
+        if self.epilogue is not None and not self.native_post_ops:
+            return self.epilogue_after_native(out, extras)
+        return out
+
+    def epilogue_after_native(self, out, extras):
+        """The epilogue oneDNN could not take, over its plain output (the elementwise op's own way)."""
+        return self.run_epilogue(out, extras)
 
 
-def _value(function):
-    """The expression a one-result elementwise Function assigns."""
-    statements = function.body.stmts
-    return statements[0].value if len(statements) == 1 and isinstance(statements[0], Assign) else None
+class OneDnnOrReference(OneDnnConv):
+    """A conv on oneDNN where it applies, else the reference op (mixed in before the op class)."""
+
+    def setup(self):
+        super().setup()
+        self.kernel_note = ("oneDNN (its layout and kernel chosen per input shape)" if self.use_onednn()
+                            else "reference path (im2col + one BLAS GEMM)")
 
 
-def post_ops_for(epilogue: ElementwiseMath | None, operand: int) -> tuple | None:
-    """The post-op steps computing ``epilogue`` with the conv's result as input ``operand``; () for none."""
-    if epilogue is None:
-        return ()
-    if epilogue.arity > 2:
-        return None
-    function = function_for(epilogue, (FLOAT32,) * epilogue.arity)
-    value = _value(function)
-    if value is None:
-        return None
-    conv = function.params[operand]
-    residual = function.params[1 - operand] if epilogue.arity == 2 else None
-    return _match(value, conv, residual)
+class NativeConv1d(OneDnnOrReference, reference.Conv1d):
+    """nn.Conv1d."""
 
 
-def _match(value, conv: Var, residual: Var | None) -> tuple | None:
-    if residual is None:
-        return _activation(value, conv)
-    if isinstance(value, Binary) and value.op == "add":
-        for this, other in ((value.lhs, value.rhs), (value.rhs, value.lhs)):
-            if other == residual:  # r + f(c): the function first, then the sum
-                steps = _activation(this, conv)
-                if steps is not None:
-                    return steps + (SUM,)
-    # f(c + r): the sum first, then the function over it
-    for total in (Binary("add", conv, residual, FLOAT32), Binary("add", residual, conv, FLOAT32)):
-        steps = _activation(_replaced(value, total, _SUM_VALUE), _SUM_VALUE)
-        if steps is not None:
-            return (SUM,) + steps
-    return None
+class NativeConv3d(OneDnnOrReference, reference.Conv3d):
+    """nn.Conv3d."""
 
 
-_X0 = Var("x0", FLOAT32)
-_SUM_VALUE = Var("sum of conv and residual", FLOAT32)
-
-
-def _activation(value, x: Var) -> tuple | None:
-    """The steps computing ``value`` from x alone: () for x itself, one eltwise step, or None."""
-    if _variables(value) != {x}:
-        return None  # reads something besides x (e.g. c outside the sum it was matched in)
-    if value == x:
-        return ()
-    value = _replaced(value, x, _X0)
-    for candidate, step in _activation_table():
-        if value == candidate:
-            return (step,)
-    bounds = _clip_bounds(value)
-    return None if bounds is None else (("eltwise_clip", *bounds),)
-
-
-def _replaced(value: Node, pattern: Node, replacement: Node) -> Node:
-    """``value`` with every occurrence of the subtree ``pattern`` replaced by ``replacement``."""
-    if value == pattern:
-        return replacement
-    changes = {}
-    for field in dataclasses.fields(value):
-        old = getattr(value, field.name)
-        if isinstance(old, Node):
-            new = _replaced(old, pattern, replacement)
-        elif isinstance(old, tuple) and any(isinstance(item, Node) for item in old):
-            new = tuple(_replaced(item, pattern, replacement) if isinstance(item, Node) else item for item in old)
-        else:
-            continue
-        if new != old:
-            changes[field.name] = new
-    return dataclasses.replace(value, **changes) if changes else value
-
-
-def _variables(value: Node) -> set[Var]:
-    if isinstance(value, Var):
-        return {value}
-    found: set[Var] = set()
-    for child in value.children():
-        found |= _variables(child)
-    return found
-
-
-def _clip_bounds(value) -> tuple[float, float] | None:
-    """(low, high) when value is min(max(x0, low), high) with constant bounds (ReLU6, hardtanh)."""
-    if not (isinstance(value, Binary) and value.op == "min" and isinstance(value.rhs, Const)):
-        return None
-    inner = value.lhs
-    if not (isinstance(inner, Binary) and inner.op == "max" and isinstance(inner.rhs, Const)):
-        return None
-    if inner.lhs != _X0:
-        return None
-    return float(inner.rhs.value), float(value.rhs.value)
+KERNELS = [NativeConv1d, NativeConv3d]

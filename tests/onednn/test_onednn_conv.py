@@ -137,3 +137,27 @@ def test_a_refused_shape_is_asked_once(monkeypatch):
         with pytest.raises(onednn.OneDnnError, match="unimplemented"):
             conv(x)
     assert calls == [x.shape]
+
+
+@pytest.mark.parametrize("rank", [1, 3])
+def test_conv1d_and_conv3d_models_run_on_onednn(tmp_path, rank):
+    from conftest import op_model
+
+    from kuiper.numba_kernels import available as numba_available
+
+    if not numba_available():
+        pytest.skip("oneDNN convolutions come with the compiled CPU kernels (numba)")
+    kernel = (3,) * rank
+    weight = (RNG.standard_normal((6, 4) + kernel) / 4).astype(np.float32)
+    bias = RNG.standard_normal(6).astype(np.float32)
+    sizes = ",".join(["3"] * rank)
+    stride = ",".join(["2"] * rank)
+    pad = ",".join(["1"] * rank)
+    model = op_model(tmp_path, f"nn.Conv{rank}d c 1 1 x y bias=True in_channels=4 out_channels=6 "
+                     f"kernel_size=({sizes}) stride=({stride}) padding=({pad})", weights={"weight": weight, "bias": bias})
+    assert "oneDNN" in model.steps[0].op.kernel_note
+    x = RNG.standard_normal((2, 4) + (9,) * rank).astype(np.float32)
+    expected = float64_conv(x, weight, bias, (2,) * rank, (1,) * rank, ((1, 1),) * rank, 1)
+    assert np.max(np.abs(model(x) - expected)) <= TOLERANCE
+    unbatched = model(x[0])  # the reference path, as PyTorch allows
+    assert np.max(np.abs(unbatched - expected[0])) <= TOLERANCE

@@ -1,4 +1,4 @@
-"""Conv epilogues as oneDNN post-ops (kuiper/numba_kernels/conv_native.py), and the layouts between convs.
+"""Conv epilogues as oneDNN post-ops (kuiper/numba_kernels/conv_post_ops.py, conv_native.py), and the layouts between convs.
 
 The mapping is checked on the IR alone (no oneDNN needed): each recognised form gives the
 steps that compute it, and look-alikes that compute something else give None.  Models
@@ -15,7 +15,7 @@ pytest.importorskip("numba")
 import kuiper
 from kuiper import onednn
 from kuiper.ir import composites, make
-from kuiper.numba_kernels.conv_native import post_ops_for
+from kuiper.numba_kernels.conv_post_ops import post_ops_for
 from kuiper.ops.elementwise import ElementwiseMath
 
 from conftest import write_model

@@ -1,0 +1,137 @@
+"""A conv epilogue as oneDNN post-ops, where its math is one oneDNN knows.
+
+The fusion pass gives a conv the elementwise math that read its output (conv_epilogue.py).
+oneDNN can apply some of it while the output is in cache: an element-wise function, and a
+sum with another tensor of the output's shape.  This module reads the epilogue's IR
+(float32 inputs, simplified) and returns the post-op steps that compute the same thing, or
+None when it is something else (then the compiled epilogue runs after the conv).
+
+Recognised, with c the conv's result and r the other input:
+``f(c)``, ``f(c + r)``, ``c + r`` and ``r + f(c)`` (in either order of the sums), where f is
+one of the activations below, built here from the same composites the ops use, so a match
+is structural equality of IR and never a guess.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+from ..ir import composites, make
+from ..ir.nodes import Assign, Binary, Const, Node, Var
+from ..ops.elementwise import ElementwiseMath, function_for
+
+FLOAT32 = "float32"
+SUM = ("sum",)
+
+# Activations over one float32 input, as composites builds them (and as HLO from JAX spells SiLU),
+# and the oneDNN post-op (algorithm, alpha, beta) that computes each.
+_ACTIVATIONS = (
+    (composites.relu, ("eltwise_relu", 0.0, 0.0)),
+    (composites.silu, ("eltwise_swish", 1.0, 0.0)),  # x * sigmoid(alpha * x)
+    (lambda x: make.arith("mul", x, composites.sigmoid(x)), ("eltwise_swish", 1.0, 0.0)),
+    (composites.sigmoid, ("eltwise_logistic", 0.0, 0.0)),
+    (composites.hardswish, ("eltwise_hardswish", 1.0 / 6.0, 0.5)),  # x * clip(alpha * x + beta, 0, 1)
+    (composites.gelu, ("eltwise_gelu_erf", 0.0, 0.0)),
+)
+
+
+@functools.cache
+def _activation_table() -> tuple:
+    """((IR of the activation over x0, post-op step), ...), built once."""
+    return tuple((_value(function_for(ElementwiseMath(build, 1), (FLOAT32,))), step) for build, step in _ACTIVATIONS)
+
+
+def _value(function):
+    """The expression a one-result elementwise Function assigns."""
+    statements = function.body.stmts
+    return statements[0].value if len(statements) == 1 and isinstance(statements[0], Assign) else None
+
+
+def post_ops_for(epilogue: ElementwiseMath | None, operand: int) -> tuple | None:
+    """The post-op steps computing ``epilogue`` with the conv's result as input ``operand``; () for none."""
+    if epilogue is None:
+        return ()
+    if epilogue.arity > 2:
+        return None
+    function = function_for(epilogue, (FLOAT32,) * epilogue.arity)
+    value = _value(function)
+    if value is None:
+        return None
+    conv = function.params[operand]
+    residual = function.params[1 - operand] if epilogue.arity == 2 else None
+    return _match(value, conv, residual)
+
+
+def _match(value, conv: Var, residual: Var | None) -> tuple | None:
+    if residual is None:
+        return _activation(value, conv)
+    if isinstance(value, Binary) and value.op == "add":
+        for this, other in ((value.lhs, value.rhs), (value.rhs, value.lhs)):
+            if other == residual:  # r + f(c): the function first, then the sum
+                steps = _activation(this, conv)
+                if steps is not None:
+                    return steps + (SUM,)
+    # f(c + r): the sum first, then the function over it
+    for total in (Binary("add", conv, residual, FLOAT32), Binary("add", residual, conv, FLOAT32)):
+        steps = _activation(_replaced(value, total, _SUM_VALUE), _SUM_VALUE)
+        if steps is not None:
+            return (SUM,) + steps
+    return None
+
+
+_X0 = Var("x0", FLOAT32)
+_SUM_VALUE = Var("sum of conv and residual", FLOAT32)
+
+
+def _activation(value, x: Var) -> tuple | None:
+    """The steps computing ``value`` from x alone: () for x itself, one eltwise step, or None."""
+    if _variables(value) != {x}:
+        return None  # reads something besides x (e.g. c outside the sum it was matched in)
+    if value == x:
+        return ()
+    value = _replaced(value, x, _X0)
+    for candidate, step in _activation_table():
+        if value == candidate:
+            return (step,)
+    bounds = _clip_bounds(value)
+    return None if bounds is None else (("eltwise_clip", *bounds),)
+
+
+def _replaced(value: Node, pattern: Node, replacement: Node) -> Node:
+    """``value`` with every occurrence of the subtree ``pattern`` replaced by ``replacement``."""
+    if value == pattern:
+        return replacement
+    changes = {}
+    for field in dataclasses.fields(value):
+        old = getattr(value, field.name)
+        if isinstance(old, Node):
+            new = _replaced(old, pattern, replacement)
+        elif isinstance(old, tuple) and any(isinstance(item, Node) for item in old):
+            new = tuple(_replaced(item, pattern, replacement) if isinstance(item, Node) else item for item in old)
+        else:
+            continue
+        if new != old:
+            changes[field.name] = new
+    return dataclasses.replace(value, **changes) if changes else value
+
+
+def _variables(value: Node) -> set[Var]:
+    if isinstance(value, Var):
+        return {value}
+    found: set[Var] = set()
+    for child in value.children():
+        found |= _variables(child)
+    return found
+
+
+def _clip_bounds(value) -> tuple[float, float] | None:
+    """(low, high) when value is min(max(x0, low), high) with constant bounds (ReLU6, hardtanh)."""
+    if not (isinstance(value, Binary) and value.op == "min" and isinstance(value.rhs, Const)):
+        return None
+    inner = value.lhs
+    if not (isinstance(inner, Binary) and inner.op == "max" and isinstance(inner.rhs, Const)):
+        return None
+    if inner.lhs != _X0:
+        return None
+    return float(inner.rhs.value), float(value.rhs.value)
