@@ -11,6 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from kuiper.backends import numpy_namespace
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 PNNX_CONV = FIXTURES / "models" / "conv2d_same"
@@ -28,7 +30,7 @@ def _fresh(code: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_a_pnnx_model_loads_and_runs_without_importing_the_hlo_reader():
+def test_a_pnnx_model_loads_and_runs_without_importing_the_hlo_reader_or_array_api_compat():
     ran = _fresh(f"""
         import numpy as np
         import kuiper
@@ -43,6 +45,8 @@ def test_a_pnnx_model_loads_and_runs_without_importing_the_hlo_reader():
     assert ran["result"]["formats"] == ["hlo", "pnnx"]  # still listed: only its reading code waits
     assert ran["result"]["hlo_plugin"]
     assert not set(HLO_READER) & set(ran["modules"])
+    if numpy_namespace.array_namespace() is numpy_namespace:  # NumPy 2.1 or later
+        assert "array_api_compat" not in ran["modules"]
 
 
 def test_the_hlo_frontend_reads_a_file_and_text_after_a_deferred_start():
