@@ -1,7 +1,7 @@
 """The Backend interface: where arrays live and the few primitives the array API lacks.
 
 A backend knows nothing of operators, kernels or their params.  Ops compute with
-``backend.xp`` (an array-API namespace from array-api-compat) plus the
+``backend.xp`` (an array-API namespace: see numpy_namespace.py, array-api-compat for CuPy) plus the
 primitives below.  Kernel plugins (kuiper.numba_kernels, third parties) replace
 whole op types (``kuiper_add_kernels``) or primitives (``kuiper_add_primitives``)
 on the backends whose ``capabilities`` suit them; callers likewise choose a path

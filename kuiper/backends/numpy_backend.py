@@ -7,11 +7,11 @@ CPU kernels (kuiper.numba_kernels, a plugin of their own) replace ops and primit
 from __future__ import annotations
 
 import numpy as np
-from array_api_compat import numpy as numpy_namespace
 
 from ..hookspecs import hookimpl
 from .base import NUMPY_ARRAYS
 from .numpy_like import NumPyLikeBackend
+from .numpy_namespace import array_namespace
 
 # A cache line; also what MKL/OpenBLAS ask for.  NumPy's matmul skips BLAS entirely for an
 # operand that is not aligned to its itemsize (a float32 weight mapped from a zip entry at
@@ -24,7 +24,7 @@ class NumpyBackend(NumPyLikeBackend):
     description = "CPU reference backend (NumPy; BLAS threads follow OMP_NUM_THREADS)"
     capabilities = frozenset({NUMPY_ARRAYS})
     native = np
-    xp = numpy_namespace
+    xp = array_namespace()
 
     def asarray(self, array, dtype=None):
         return np.asarray(array, dtype=dtype)

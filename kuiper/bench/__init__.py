@@ -22,13 +22,15 @@ most of its start-up.
 One job per module:
 
 - ``inputs``: the model file, the peer files beside it, seeded random inputs;
-- ``engines``: kuiper, PyTorch and ONNX Runtime behind one ``Engine`` interface;
+- ``engines``: kuiper as an engine, and the ``--compare`` option;
+- ``peers``: PyTorch and ONNX Runtime, and the ``Engine`` interface all three share;
 - ``timing``: interleaved rounds and their statistics;
 - ``agreement``: whether a peer's outputs match kuiper's beyond float32 noise;
 - ``run``: check the outputs once, then time the engines;
 - ``report``: what a run found, as a table;
 - ``op_profile``: kuiper's time op by op (``--profile``);
-- ``fresh_process``: peak memory and start-up of one fresh process per engine (``--memory``);
+- ``fresh_process``: peak memory and start-up of one fresh process per engine (``--memory``),
+  each running ``fresh_child`` by path;
 - ``machine``: thread pools and load of the machine around the timings;
 - ``command``: the ``kuiper bench`` subcommand.
 """

@@ -10,11 +10,12 @@ import kuiper
 
 from ..errors import InputError, UsageError
 from .agreement import agrees
-from .engines import PeerUnavailable, kuiper_engine, onnxruntime_engine, parse_compare, torch_engine
+from .engines import kuiper_engine, parse_compare
 from .fresh_process import measure_fresh_processes
 from .inputs import peer_file, random_inputs, resolve_param
 from .machine import limit_numpy_threads, machine_note
 from .op_profile import format_profile, profile_steps
+from .peers import PeerUnavailable, onnxruntime_engine, torch_engine
 from .report import format_report
 from .run import run_benchmark
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .agreement import agreement_tolerance, agrees
-from .engines import Engine
+from .peers import Engine
 from .timing import Stats
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .agreement import max_abs_difference
-from .engines import Engine, first_line
+from .peers import Engine, first_line
 from .report import Report
 from .timing import interleaved_timings, summarise
 

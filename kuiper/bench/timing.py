@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .engines import Engine
+from .peers import Engine
 
 PROGRESS_AFTER_S = 2.0  # runs shorter than this print no progress line
 

@@ -70,7 +70,7 @@ EXTENDED_DTYPES: dict[str, tuple[int, int]] = {
 # Widths of the array dtypes the promotion rules leave out (the IR has no such unsigned types).
 _WIDE = {"uint16": 16, "uint32": 32, "uint64": 64}
 # The namespaces whose arrays are NumPy arrays, which hold ml_dtypes' types.
-_NUMPY_NAMESPACES = ("numpy", "array_api_compat.numpy")
+_NUMPY_NAMESPACES = ("numpy", "array_api_compat.numpy", "kuiper.backends.numpy_namespace")
 
 
 def extended_type(name: str):

@@ -151,7 +151,7 @@ def _erf(xp) -> XpOp:
 def _special_erf(namespace_name: str):
     """SciPy's (or CuPy's) erf ufunc for the namespaces they work on, if installed."""
     try:
-        if namespace_name in ("numpy", "array_api_compat.numpy"):
+        if namespace_name in ("numpy", "array_api_compat.numpy", "kuiper.backends.numpy_namespace"):
             from scipy.special import erf
         elif namespace_name in ("cupy", "array_api_compat.cupy"):
             from cupyx.scipy.special import erf

@@ -57,6 +57,9 @@ _requested_threads: int | None = None
 # The workqueue threading layer (numba's fallback when neither OpenMP nor TBB is
 # found) aborts the process on concurrent launches: serialise them there.
 _workqueue_lock = threading.Lock()
+# Kernels are decorated on first use, maybe by two threads at once; numba's cache-folder
+# setting is swapped around each decoration (Kernel._dispatcher), so one at a time.
+_decorate_lock = threading.Lock()
 
 
 @functools.cache
@@ -171,22 +174,38 @@ class Kernel:
     wanted and ``work`` reaches PARALLEL_WORK, else runs the serial one, which costs
     under a microsecond to enter.  Both give every output element the same operations
     in the same order, so the result does not depend on the choice.
+
+    Each version's numba dispatcher is made on its first use, not when the kernel modules
+    are imported: a model uses a few of the kernels, mostly in one version (at batch 1 the
+    serial one), and making all of them cost 12-17 ms of every start-up.
     """
 
     def __init__(self, function, options: dict):
-        numba = _numba()
         self.__doc__ = function.__doc__
+        self._function = function
+        self._options = options
+
+    @functools.cached_property
+    def parallel(self):
+        return self._dispatcher(self._function, parallel=True)
+
+    @functools.cached_property
+    def serial(self):
+        # A second name: numba's on-disk cache is named after the function.
+        return self._dispatcher(_renamed(self._function, self._function.__name__ + "_serial"))
+
+    def _dispatcher(self, function, **extra):
+        numba = _numba()
         folder, cache = cache_location()
         # Numba picks a function's cache folder when it is decorated, from its global setting:
-        # point that at kuiper's folder for these two only, leaving the user's own functions alone.
-        user_setting = numba.config.CACHE_DIR
-        numba.config.CACHE_DIR = folder
-        try:
-            self.parallel = numba.njit(parallel=True, cache=cache, nogil=True, **options)(function)
-            serial = _renamed(function, function.__name__ + "_serial")
-            self.serial = numba.njit(cache=cache, nogil=True, **options)(serial)
-        finally:
-            numba.config.CACHE_DIR = user_setting
+        # point that at kuiper's folder for these functions only, leaving the user's own alone.
+        with _decorate_lock:
+            user_setting = numba.config.CACHE_DIR
+            numba.config.CACHE_DIR = folder
+            try:
+                return numba.njit(cache=cache, nogil=True, **extra, **self._options)(function)
+            finally:
+                numba.config.CACHE_DIR = user_setting
 
     @staticmethod
     def takes_parallel(work: int) -> bool:

@@ -1,0 +1,61 @@
+"""The NumPy backend's array namespace: NumPy's own, plus array_api_compat where NumPy is not the standard.
+
+Ops compute with an array-API namespace (``backend.xp``).  array_api_compat.numpy is one, but
+importing it costs 110-130 ms of CPU and 16 MiB in every process that builds a NumPy model: it
+reads every attribute of numpy, which imports numpy.f2py, numpy.testing, numpy.ma and the other
+submodules NumPy itself loads only when asked (docs/performance.md, "Start-up and memory").
+
+From NumPy 2.1 on, NumPy's main namespace follows the standard for everything kuiper's ops call
+(permute_dims, astype, concat, isdtype, creation functions with ``device=``, integer-keeping
+ceil/floor/trunc, var's ``correction``), except the names in FROM_ARRAY_API_COMPAT: NumPy's sort
+and argsort take no ``descending`` and are not stable by default, its clip promotes where the
+standard keeps the input's dtype, its sign of a complex number differs from x/|x| in the last
+bit, and its linalg and fft differ in signatures and result types.
+This module is that namespace: NumPy's attributes, and array_api_compat.numpy's for those names,
+imported the first time one of them is asked for.  With an older NumPy,
+``array_namespace()`` gives array_api_compat.numpy itself.
+"""
+
+from __future__ import annotations
+
+import importlib as _importlib
+import sys as _sys
+from types import ModuleType as _ModuleType
+
+import numpy as _numpy
+
+# Names taken from array_api_compat.numpy, where NumPy's own differ from the standard.
+FROM_ARRAY_API_COMPAT = frozenset({"argsort", "sort", "clip", "sign", "linalg", "fft"})
+# The first NumPy whose namespace serves (np.astype, reshape's copy=, ... arrived in 2.1).
+FIRST_SERVING_NUMPY = (2, 1)
+
+
+def array_namespace() -> _ModuleType:
+    """This module on NumPy 2.1 or later, else array_api_compat.numpy."""
+    if _numpy_version() >= FIRST_SERVING_NUMPY:
+        return _sys.modules[__name__]
+    return _array_api_compat()
+
+
+def _numpy_version() -> tuple[int, int]:
+    major, minor = _numpy.__version__.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _array_api_compat() -> _ModuleType:
+    return _importlib.import_module("array_api_compat.numpy")
+
+
+def __getattr__(name: str):
+    """A name not copied from NumPy below: array_api_compat's (then kept), or a NumPy submodule
+    that loads on first use (numpy.random, ...)."""
+    if name in FROM_ARRAY_API_COMPAT:
+        value = getattr(_array_api_compat(), name)
+        globals()[name] = value
+        return value
+    return getattr(_numpy, name)
+
+
+# NumPy's attributes loaded so far (``vars``, not ``dir``: asking for the others imports them).
+globals().update({name: value for name, value in vars(_numpy).items()
+                  if not name.startswith("_") and name not in FROM_ARRAY_API_COMPAT})

@@ -1,0 +1,79 @@
+"""Start-up: what a fresh process imports to load and run a model, and that what is deferred still works.
+
+Each test runs a fresh interpreter (an import made by an earlier test would hide a regression) and
+reports ``sys.modules`` back as JSON; the model's outputs are compared with the fixture's saved
+PyTorch / JAX references, so a deferred import that broke a path fails here.
+"""
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from kuiper.backends import numpy_namespace
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures"
+PNNX_CONV = FIXTURES / "models" / "conv2d_same"
+HLO_MLP = FIXTURES / "hlo" / "mlp"
+# The HLO reader: lexer, parser, verifier and translators.
+HLO_READER = ("kuiper.hlo.lexer", "kuiper.hlo.parser", "kuiper.hlo.verify", "kuiper.hlo.lower", "kuiper.hlo.translators")
+
+
+def _fresh(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter; it sets ``result`` (JSON-able), returned with the imported modules."""
+    script = textwrap.dedent(code) + "\nimport json, sys\nprint(json.dumps({'result': result, 'modules': sorted(sys.modules)}))\n"
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_pnnx_model_loads_and_runs_without_importing_the_hlo_reader_or_array_api_compat():
+    ran = _fresh(f"""
+        import numpy as np
+        import kuiper
+        from kuiper.plugins import frontend_registry, plugin_manager
+        reference = np.load({str(PNNX_CONV / "ref.npz")!r})
+        model = kuiper.load({str(PNNX_CONV / "model.pnnx.param")!r})
+        got = model(reference["b1_input0"], to_numpy=True)
+        result = {{"error": float(np.max(np.abs(got - reference["b1_output0"]))),
+                   "formats": sorted(frontend_registry()), "hlo_plugin": plugin_manager().has_plugin("hlo")}}
+    """)
+    assert ran["result"]["error"] < 1e-4
+    assert ran["result"]["formats"] == ["hlo", "pnnx"]  # still listed: only its reading code waits
+    assert ran["result"]["hlo_plugin"]
+    assert not set(HLO_READER) & set(ran["modules"])
+    if numpy_namespace.array_namespace() is numpy_namespace:  # NumPy 2.1 or later
+        assert "array_api_compat" not in ran["modules"]
+
+
+def test_the_hlo_frontend_reads_a_file_and_text_after_a_deferred_start():
+    ran = _fresh(f"""
+        import numpy as np
+        import kuiper
+        data = np.load({str(HLO_MLP) + ".npz"!r})
+        path = {str(HLO_MLP) + ".hlo.txt"!r}
+        from_file = kuiper.load(path)(data["input0"], to_numpy=True)
+        from_text = kuiper.load(open(path).read())(data["input0"], to_numpy=True)
+        result = [float(np.max(np.abs(out - data["output0"]))) for out in (from_file, from_text)]
+    """)
+    assert max(ran["result"]) < 1e-4
+    assert set(HLO_READER) <= set(ran["modules"])
+
+
+def test_the_hlo_package_names_resolve_on_first_use():
+    ran = _fresh("""
+        import kuiper.hlo as hlo
+        module = hlo.parse("HloModule m\\nENTRY e { ROOT p = f32[2] parameter(0) }")
+        result = {"type": type(module).__name__, "is_module": isinstance(module, hlo.HloModule),
+                  "dfg": type(hlo.build_dfg(module)).__name__, "listed": sorted(set(hlo.__all__) - set(dir(hlo)))}
+        try:
+            hlo.no_such_name
+        except AttributeError as exc:
+            result["missing"] = str(exc)
+    """)
+    assert ran["result"]["type"] == "HloModule" and ran["result"]["is_module"]
+    assert ran["result"]["listed"] == []
+    assert ran["result"]["missing"] == "module 'kuiper.hlo' has no attribute 'no_such_name'"
