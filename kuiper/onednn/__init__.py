@@ -1,8 +1,8 @@
 """oneDNN, the library under PyTorch's CPU convolutions, called through ctypes.
 
-An optional dependency (``pip install kuiper[onednn]``, the ``onednn-cpu-gomp`` wheel): when
-it is found, the compiled CPU kernels (kuiper.numba_kernels) run float32 convolutions with
-it; without it they keep their own algorithms.  ``KUIPER_ONEDNN=0`` switches it off.
+Installed with kuiper on Linux x86-64 (the ``onednn-cpu-gomp`` wheel): when it is found, the
+compiled CPU kernels (kuiper.numba_kernels) run float32 convolutions with it; without it
+(another platform, no libgomp, ``KUIPER_ONEDNN=0``) they keep their own algorithms.
 
 Nothing here knows an op's params: ``Convolution`` takes arrays and numbers.
 """

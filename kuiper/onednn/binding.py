@@ -1,7 +1,7 @@
 """Finding and loading oneDNN (libdnnl.so.3), and the part of its C API kuiper calls, through ctypes.
 
-The library comes from the ``onednn-cpu-gomp`` wheel (``pip install kuiper[onednn]``), which
-puts it in ``<prefix>/lib``; ``KUIPER_ONEDNN_LIBRARY`` names another build.  ``KUIPER_ONEDNN=0``
+The library comes from the ``onednn-cpu-gomp`` wheel (installed with kuiper on Linux x86-64),
+which puts it in ``<prefix>/lib``; ``KUIPER_ONEDNN_LIBRARY`` names another build.  ``KUIPER_ONEDNN=0``
 switches it off.  Only oneDNN 3.x is taken: its C API and its argument numbers are stable
 within a major version.
 
@@ -212,5 +212,6 @@ def loaded() -> tuple[Library | None, str]:
             failures.append(f"{path}: {exc}")
             continue
         return library, f"oneDNN {library.version_text} ({path})"
-    return None, ("oneDNN not found (`pip install kuiper[onednn]` for the fast CPU convolutions); tried "
+    return None, ("oneDNN not found (`pip install onednn-cpu-gomp==2023.2.0` for the fast CPU convolutions, "
+                  "Linux x86-64); tried "
                   + "; ".join(failures))

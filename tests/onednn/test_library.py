@@ -38,7 +38,7 @@ def test_a_missing_library_names_where_it_looked_and_how_to_install(fresh_lookup
     assert onednn.library() is None
     text = onednn.describe()
     assert text.startswith("oneDNN convolutions: off (oneDNN not found")
-    assert "pip install kuiper[onednn]" in text and str(missing) in text
+    assert "pip install onednn-cpu-gomp" in text and str(missing) in text
 
 
 def test_a_library_that_is_not_onednn_is_refused(fresh_lookup):
