@@ -60,6 +60,8 @@ def kernel_notes(model) -> list[str]:
         lines.append("  elementwise ops and chains of them, softmax over the last dim: compiled (float32)")
     for step in model.steps:
         note = getattr(step.op, "kernel_note", None)
+        if note and step.op.output_layout:
+            note = f"{note}; output kept in the {step.op.output_layout} layout"
         if note:
             lines.append(f"  {step.node.name:<28} {step.node.type:<18} {note}")
     return lines

@@ -17,6 +17,7 @@ import functools
 import os
 import site
 import sys
+import threading
 
 from ..config import switch_from_env
 from ..errors import BackendUnavailableError
@@ -34,6 +35,7 @@ ARG_BIAS = 41
 ARG_SCRATCHPAD = 80
 QUERY_IMPL_INFO = 8  # dnnl_query_impl_info_str
 QUERY_EXEC_ARG_MD = 255  # dnnl_query_exec_arg_md: the memory descriptor of an argument
+STREAM_IN_ORDER = 1  # dnnl_stream_in_order, the default flags
 
 Handle = ctypes.c_void_p
 Dims = ctypes.c_int64 * MAX_DIMS
@@ -105,7 +107,7 @@ def _candidates() -> list[str]:
 
 
 class Library:
-    """The loaded libdnnl: its functions, the enum values kuiper uses, one CPU engine and stream."""
+    """The loaded libdnnl: its functions, the enum values kuiper uses, one CPU engine, a stream per thread."""
 
     def __init__(self, cdll: ctypes.CDLL, path: str):
         self.path = path
@@ -127,8 +129,18 @@ class Library:
         self.default_threads = self.openmp.omp_get_max_threads() if self.openmp is not None else None
         self.engine = Handle()
         self.check(self.engine_create(ctypes.byref(self.engine), self.enum(self.engine_kind2str, "cpu"), 0), "engine")
-        self.stream = Handle()
-        self.check(self.stream_create(ctypes.byref(self.stream), self.engine, 0), "stream")
+        self._streams = threading.local()
+
+    @property
+    def stream(self) -> Handle:
+        """This thread's stream: oneDNN streams are not to be shared by threads running at once (a model
+        may run in several threads, e.g. Dask's); one per thread, kept for the thread's life."""
+        stream = getattr(self._streams, "handle", None)
+        if stream is None:
+            stream = Handle()
+            self.check(self.stream_create(ctypes.byref(stream), self.engine, STREAM_IN_ORDER), "stream")
+            self._streams.handle = stream
+        return stream
 
     @staticmethod
     def enum(to_text, name: str, limit: int = 256) -> int:

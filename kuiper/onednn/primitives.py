@@ -102,8 +102,9 @@ class Primitive:
             table = (ExecArg * len(memories))(*(ExecArg(number, memory)
                                                 for number, memory in zip(arguments, memories)))
             library.set_threads(threads)
-            library.check(library.primitive_execute(self.handle, library.stream, len(memories), table), "execute")
-            library.check(library.stream_wait(library.stream), "wait")
+            stream = library.stream
+            library.check(library.primitive_execute(self.handle, stream, len(memories), table), "execute")
+            library.check(library.stream_wait(stream), "wait")
         finally:
             for memory in memories:
                 library.memory_destroy(memory)

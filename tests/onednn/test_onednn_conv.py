@@ -161,3 +161,16 @@ def test_conv1d_and_conv3d_models_run_on_onednn(tmp_path, rank):
     assert np.max(np.abs(model(x) - expected)) <= TOLERANCE
     unbatched = model(x[0])  # the reference path, as PyTorch allows
     assert np.max(np.abs(unbatched - expected[0])) <= TOLERANCE
+
+
+def test_one_convolution_runs_in_several_threads_at_once():
+    from concurrent.futures import ThreadPoolExecutor
+
+    conv, x, expected = make_case("3x3 s1 p1")
+    inputs = [x * scale for scale in (1.0, -2.0, 0.5, 3.0) * 4]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda value: conv(value, threads=1), inputs))
+    bias = conv.bias[1].astype(np.float64)[None, :, None, None]
+    for value, result in zip(inputs, results):
+        scale = value.flat[0] / x.flat[0]
+        assert np.max(np.abs(result - ((expected - bias) * scale + bias))) <= 4 * TOLERANCE
