@@ -12,6 +12,7 @@ no such function (argument and query numbers) are fixed by the 3.x ABI and writt
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
@@ -197,17 +198,26 @@ def _openmp(cpu_runtime: int):
 WAIT_POLICY_SETTINGS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
 
 
-def _let_idle_threads_sleep() -> None:
-    """OpenMP threads sleep between parallel regions unless the user chose otherwise.
+@contextlib.contextmanager
+def _idle_threads_sleep():
+    """While libdnnl (and the OpenMP runtime it needs) loads: OpenMP threads sleep between parallel
+    regions, unless the user chose a wait policy.
 
     libgomp's default is to spin for a while after each region.  Numba's workers and
     OpenBLAS's share the same cores, and a spinning thread takes the time slice another
     pool needs: a ResNet-18 layer at threads=1 burned 22 ms of CPU instead of 5 with the
     default, on a 2-core machine with other work (docs/performance.md).  The runtime reads
-    this when it loads, so it is set before libdnnl (and the OpenMP it needs) is loaded.
+    the setting once, when it loads; the environment is given back afterwards, so that
+    another OpenMP runtime loaded later (PyTorch's own copy) keeps its defaults.
     """
-    if not any(os.environ.get(name) for name in WAIT_POLICY_SETTINGS):
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    if any(os.environ.get(name) for name in WAIT_POLICY_SETTINGS):
+        yield
+        return
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    try:
+        yield
+    finally:
+        del os.environ["OMP_WAIT_POLICY"]
 
 
 @functools.cache
@@ -215,11 +225,12 @@ def loaded() -> tuple[Library | None, str]:
     """(the library, "oneDNN X.Y.Z (path)") or (None, why it is off)."""
     if not switch_from_env(DISABLE_ENV, default=True):
         return None, f"switched off by {DISABLE_ENV}={os.environ[DISABLE_ENV]}"
-    _let_idle_threads_sleep()
     failures = []
     for path in _candidates():
         try:
-            library = Library(ctypes.CDLL(path), path)
+            with _idle_threads_sleep():
+                cdll = ctypes.CDLL(path)
+            library = Library(cdll, path)
         except (OSError, AttributeError, OneDnnError) as exc:
             failures.append(f"{path}: {exc}")
             continue

@@ -53,12 +53,12 @@ def test_found_it_reports_version_and_path():
     assert text.startswith("oneDNN convolutions: on (oneDNN 3.") and onednn.library().path in text
 
 
-def test_idle_openmp_threads_sleep_unless_the_user_chose(monkeypatch):
+def test_idle_openmp_threads_sleep_while_it_loads_unless_the_user_chose(monkeypatch):
     for name in binding.WAIT_POLICY_SETTINGS:
         monkeypatch.delenv(name, raising=False)
-    binding._let_idle_threads_sleep()
-    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
-    monkeypatch.delenv("OMP_WAIT_POLICY")
+    with binding._idle_threads_sleep():
+        assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"  # what libgomp reads as it loads
+    assert "OMP_WAIT_POLICY" not in os.environ  # given back: PyTorch's OpenMP, loaded later, keeps its own
     monkeypatch.setenv("GOMP_SPINCOUNT", "10000")
-    binding._let_idle_threads_sleep()
-    assert "OMP_WAIT_POLICY" not in os.environ  # a spin count of the user's own is left alone
+    with binding._idle_threads_sleep():
+        assert "OMP_WAIT_POLICY" not in os.environ  # a spin count of the user's own is left alone
