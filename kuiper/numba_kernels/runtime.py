@@ -42,16 +42,17 @@ NUMBA_CACHE_ENV = "NUMBA_CACHE_DIR"
 PARALLEL_WORK_ENV = "KUIPER_PARALLEL_WORK"
 
 
-def _parallel_work() -> int:
-    text = os.environ.get(PARALLEL_WORK_ENV, "").strip()
+def work_threshold(name: str, default: int) -> int:
+    """A threshold of work (element operations) from environment variable ``name``, else ``default``."""
+    text = os.environ.get(name, "").strip()
     if not text:
-        return 1 << 22
+        return default
     if not text.isdigit():
-        raise ConfigError(f"{PARALLEL_WORK_ENV}={text!r}: expected a whole number of element operations (0 or more)")
+        raise ConfigError(f"{name}={text!r}: expected a whole number of element operations (0 or more)")
     return int(text)
 
 
-PARALLEL_WORK = _parallel_work()
+PARALLEL_WORK = work_threshold(PARALLEL_WORK_ENV, 1 << 22)
 
 _requested_threads: int | None = None
 # The workqueue threading layer (numba's fallback when neither OpenMP nor TBB is
