@@ -28,6 +28,7 @@ NATIVE_LAYOUT = "onednn"  # the name other ops know oneDNN's blocked layout by (
 # oneDNN's OpenMP pool wakes its sleeping threads (the passive wait policy, kuiper.onednn.binding):
 # about 0.25 ms on this project's 2-core VMs, the time one core takes for ~15 million multiply-adds.
 # Below the threshold the convolution runs on the calling thread alone (docs/performance.md).
+BLOCK_CHANNELS = 16  # oneDNN's widest channel block (AVX-512); a blocked buffer rounds channels up to it
 PARALLEL_WORK_ENV = "KUIPER_ONEDNN_PARALLEL_WORK"
 PARALLEL_WORK = work_threshold(PARALLEL_WORK_ENV, 32_000_000)
 
@@ -79,10 +80,12 @@ class OneDnnConv:
         out_shape = self.native.output_shape(x.shape)
         if min(out_shape[2:]) < 1:
             return None
-        # The budget the reference checks, before anything of that size is made.
+        # The size budget, before anything of that size is made: the padded input (what the reference
+        # makes) and the output, with channels rounded up to oneDNN's widest block (its buffers' size).
         padded = tuple(x.shape[:2]) + tuple(size + sum(p) for size, p in zip(x.shape[2:], self.static_pads))
-        check_size(padded, 4, self.node.describe())
-        check_size(out_shape, 4, self.node.describe())
+        for shape in (padded, out_shape):
+            check_size((shape[0], -(-shape[1] // BLOCK_CHANNELS) * BLOCK_CHANNELS) + tuple(shape[2:]), 4,
+                       self.node.describe())
         residual = None
         if self.native.adds_residual:
             residual = extras[0]

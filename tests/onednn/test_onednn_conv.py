@@ -174,3 +174,21 @@ def test_one_convolution_runs_in_several_threads_at_once():
     for value, result in zip(inputs, results):
         scale = value.flat[0] / x.flat[0]
         assert np.max(np.abs(result - ((expected - bias) * scale + bias))) <= 4 * TOLERANCE
+
+
+def test_the_size_budget_counts_the_channels_a_blocked_buffer_rounds_up_to(tmp_path, monkeypatch):
+    """A one-channel conv's blocked buffers hold 16 channels: the budget is checked for those."""
+    from conftest import op_model
+
+    from kuiper.errors import SizeLimitError
+    from kuiper.numba_kernels import available as numba_available
+
+    if not numba_available():
+        pytest.skip("oneDNN convolutions come with the compiled CPU kernels (numba)")
+    weight = np.ones((1, 1, 3, 3), np.float32)
+    model = op_model(tmp_path, "nn.Conv2d c 1 1 x y bias=False in_channels=1 out_channels=1 kernel_size=(3,3) "
+                     "padding=(1,1)", weights={"weight": weight})
+    x = np.ones((1, 1, 64, 64), np.float32)  # 16 KiB plain; 256 KiB (and the padded input more) blocked
+    monkeypatch.setenv("KUIPER_MEMORY_BUDGET", str(100 * 1024))
+    with pytest.raises(SizeLimitError, match="c"):
+        model(x)
