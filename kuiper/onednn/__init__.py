@@ -10,10 +10,11 @@ Nothing here knows an op's params: ``Convolution`` takes arrays and numbers.
 from __future__ import annotations
 
 from .blocked import Blocked
+from .concat import Concatenation
 from .conv import Convolution
 from .binding import OneDnnError, loaded
 
-__all__ = ["Blocked", "Convolution", "OneDnnError", "available", "describe", "library"]
+__all__ = ["Blocked", "Concatenation", "Convolution", "OneDnnError", "available", "describe", "library"]
 
 
 def library():

@@ -34,6 +34,7 @@ ARG_DST = 17
 ARG_WEIGHTS = 33
 ARG_BIAS = 41
 ARG_SCRATCHPAD = 80
+ARG_MULTIPLE_SRC = 1024  # the first of a concatenation's inputs (1024 + i)
 QUERY_IMPL_INFO = 8  # dnnl_query_impl_info_str
 QUERY_EXEC_ARG_MD = 255  # dnnl_query_exec_arg_md: the memory descriptor of an argument
 STREAM_IN_ORDER = 1  # dnnl_stream_in_order, the default flags
@@ -83,6 +84,8 @@ _FUNCTIONS = {
     "dnnl_convolution_forward_primitive_desc_create": (
         _STATUS, [ctypes.POINTER(Handle), Handle, ctypes.c_int, ctypes.c_int, Handle, Handle, Handle, Handle,
                   Dims, Dims, Dims, Dims, Handle]),
+    "dnnl_concat_primitive_desc_create": (
+        _STATUS, [ctypes.POINTER(Handle), Handle, Handle, ctypes.c_int, ctypes.c_int, ctypes.POINTER(Handle), Handle]),
     "dnnl_reorder_primitive_desc_create": (_STATUS, [ctypes.POINTER(Handle), Handle, Handle, Handle, Handle, Handle]),
     "dnnl_primitive_desc_query": (_STATUS, [Handle, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]),
     "dnnl_primitive_desc_query_md": (Handle, [Handle, ctypes.c_int, ctypes.c_int]),

@@ -1,0 +1,74 @@
+"""Concatenation on oneDNN: exact joins of plain and blocked tensors, and a C3-style block that stays blocked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kuiper
+from kuiper import onednn
+
+from conftest import write_model
+
+pytestmark = pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
+
+RNG = np.random.default_rng(3)
+
+
+def _blocked(x):
+    """x in oneDNN's blocked layout: the output of an identity 1x1 convolution asked to stay blocked."""
+    channels = x.shape[1]
+    identity = np.eye(channels, dtype=np.float32).reshape(channels, channels, 1, 1)
+    return onednn.Convolution(onednn.library(), identity, None, (1, 1), (1, 1), ((0, 0), (0, 0)), 1)(x, blocked=True)
+
+
+@pytest.mark.parametrize("kinds", [("plain", "plain"), ("blocked", "plain"), ("blocked", "blocked")])
+def test_joins_are_exact_whatever_the_layouts(kinds):
+    a = RNG.standard_normal((2, 16, 5, 7)).astype(np.float32)
+    b = RNG.standard_normal((2, 24, 5, 7)).astype(np.float32)
+    inputs = [_blocked(t) if kind == "blocked" else t for t, kind in zip((a, b), kinds)]
+    join = onednn.Concatenation(onednn.library(), 1)
+    np.testing.assert_array_equal(join(inputs), np.concatenate([a, b], axis=1))
+    kept = join(inputs, blocked=True)
+    assert isinstance(kept, onednn.Blocked) and kept.shape == (2, 40, 5, 7)
+    np.testing.assert_array_equal(np.asarray(kept), np.concatenate([a, b], axis=1))
+
+
+# x -> c1 (1x1) -> c2 (3x3) \
+#   -> c3 (1x1) ------------ cat -> c4 (1x1) -> output
+C3_BLOCK = """7767517
+7 6
+pnnx.Input in0 0 1 x
+nn.Conv2d c1 1 1 x a bias=False kernel_size=(1,1) in_channels=8 out_channels=16 @weight=(16,8,1,1)f32
+nn.Conv2d c2 1 1 a b bias=False kernel_size=(3,3) in_channels=16 out_channels=16 padding=(1,1) @weight=(16,16,3,3)f32
+nn.Conv2d c3 1 1 x c bias=False kernel_size=(1,1) in_channels=8 out_channels=8 @weight=(8,8,1,1)f32
+torch.cat cat 2 1 b c d dim=1
+nn.Conv2d c4 1 1 d e bias=False kernel_size=(1,1) in_channels=24 out_channels=8 @weight=(8,24,1,1)f32
+pnnx.Output out 1 0 e
+"""
+WEIGHTS = {name: (RNG.standard_normal(shape) / np.sqrt(np.prod(shape[1:]))).astype(np.float32)
+           for name, shape in (("c1", (16, 8, 1, 1)), ("c2", (16, 16, 3, 3)), ("c3", (8, 8, 1, 1)), ("c4", (8, 24, 1, 1)))}
+
+
+def _conv(x, weight, pad=0):
+    x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    kh, kw = weight.shape[2:]
+    height, width = x.shape[2] - kh + 1, x.shape[3] - kw + 1
+    return sum(np.einsum("oc,nchw->nohw", weight[:, :, i, j].astype(np.float64), x[:, :, i:i + height, j:j + width])
+               for i in range(kh) for j in range(kw))
+
+
+def test_a_c3_block_joins_its_branches_in_onednn_layout(tmp_path):
+    from kuiper.numba_kernels import available as numba_available
+
+    if not numba_available():
+        pytest.skip("oneDNN ops come with the compiled CPU kernels (numba)")
+    model = kuiper.load(write_model(tmp_path, C3_BLOCK, {f"{k}.weight": v.tobytes() for k, v in WEIGHTS.items()}))
+    layouts = {step.node.name: step.op.output_layout for step in model.steps}
+    assert layouts == {"c1": "onednn", "c2": "onednn", "c3": "onednn", "cat": "onednn", "c4": None}
+    x = RNG.standard_normal((2, 8, 9, 11)).astype(np.float32)
+    x64 = x.astype(np.float64)
+    joined = np.concatenate([_conv(_conv(x64, WEIGHTS["c1"]), WEIGHTS["c2"], pad=1), _conv(x64, WEIGHTS["c3"])], axis=1)
+    expected = _conv(joined, WEIGHTS["c4"])
+    got = model(x)
+    assert isinstance(got, np.ndarray) and np.max(np.abs(got - expected)) <= 2e-5
