@@ -47,34 +47,40 @@ def requested() -> int | None:
     return _requested.get()
 
 
-def limited(threads: int | None):
-    """A context that caps the BLAS pool and the compiled kernels to ``threads`` while it runs.
+def limited(threads: int | None, blas: int | None = None):
+    """A context that caps the compiled kernels to ``threads``, and the BLAS pool to ``blas`` (else
+    ``threads``), while it runs.
 
-    ``None`` gives a do-nothing context (one shared object: a model without a cap pays
-    nothing per call).
+    A model whose kernels compute on a pool of their own (oneDNN's OpenMP threads) runs BLAS on
+    one thread (``blas=1``): OpenBLAS's worker spins for a long while after each call, and on
+    2 cores it took the core oneDNN's next convolution needed (ResNet-18 at 2 threads: 57-65 ms
+    with OpenBLAS at 2 threads, 34-43 ms at 1; docs/performance.md).  Both None gives a
+    do-nothing context (one shared object: a model without a cap pays nothing per call).
     """
-    return _NO_CAP if threads is None else _capped(threads)
+    if threads is None and blas is None:
+        return _NO_CAP
+    return _capped(threads, threads if blas is None else blas)
 
 
 _NO_CAP = contextlib.nullcontext()
 
 
 @contextlib.contextmanager
-def _capped(threads: int):
+def _capped(threads: int | None, blas: int | None):
     token = _requested.set(threads)
-    libraries = _blas_libraries()
+    libraries = _blas_libraries() if blas is not None else ()
     before = [library.get_num_threads() for library in libraries]
     try:
         # Set only what differs (a Dask worker's models run with threads=1 chunk after chunk,
         # its BLAS already at 1): threadpoolctl's limit() re-reads and sets every library on
         # each call, 92-131 us a call on a loaded 2-core machine (docs/performance.md).
         for library, count in zip(libraries, before):
-            if count is not None and count != threads:
-                library.set_num_threads(threads)
+            if count is not None and count != blas:
+                library.set_num_threads(blas)
         yield
     finally:
         for library, count in zip(libraries, before):
-            if count is not None and count != threads:
+            if count is not None and count != blas:
                 library.set_num_threads(count)
         _requested.reset(token)
 

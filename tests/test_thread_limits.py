@@ -29,6 +29,16 @@ def test_limited_restores_after_an_error():
     assert thread_limits.requested() is None and blas_threads() == before
 
 
+@pytest.mark.parametrize("cap", [None, 2])
+def test_a_separate_blas_cap_holds_blas_to_it_and_the_kernels_to_the_cap(cap):
+    with threadpool_limits(3, user_api="blas"):
+        outside = blas_threads()
+        with thread_limits.limited(cap, blas=1):
+            assert thread_limits.requested() == cap
+            assert blas_threads() == [1] * len(outside)
+        assert thread_limits.requested() is None and blas_threads() == outside
+
+
 def test_no_cap_touches_nothing():
     with threadpool_limits(3, user_api="blas"):
         outside = blas_threads()

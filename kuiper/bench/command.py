@@ -15,7 +15,7 @@ from .fresh_process import measure_fresh_processes
 from .inputs import peer_file, random_inputs, resolve_param
 from .machine import limit_numpy_threads, machine_note
 from .op_profile import format_profile, profile_steps
-from .peers import PeerUnavailable, onnxruntime_engine, torch_engine
+from .peers import PeerUnavailable, load_peer_first, onnxruntime_engine, torch_engine
 from .report import format_report
 from .run import run_benchmark
 
@@ -55,6 +55,13 @@ def _load(args, param: Path):
 
 
 def _bench(args, param: Path, compare: list[str], thread_note: str) -> int:
+    notes = [machine_note(), thread_note]
+    if "torch" in compare and load_peer_first("torch"):
+        # PyTorch and kuiper's oneDNN both need an OpenMP runtime named libgomp.so.1, and a process
+        # holds one: the first to load it sets how its idle threads wait.  PyTorch goes first, so
+        # that it runs as it does in a process of its own; oneDNN then runs on PyTorch's runtime.
+        notes.append("PyTorch loaded first: kuiper's oneDNN convolutions share its OpenMP runtime and its "
+                     "wait policy (docs/performance.md)")
     # The kuiper model declares the input shapes every engine gets.  This first load also
     # warms the process (imports, plugin discovery), so the engine's load time below is warm.
     probe = _load(args, param)
@@ -78,7 +85,7 @@ def _bench(args, param: Path, compare: list[str], thread_note: str) -> int:
 
     progress = sys.stderr if sys.stderr.isatty() else None
     report = run_benchmark(engines, args.batch, args.runs, args.warmup, model=str(param),
-                           notes=[machine_note(), thread_note], unavailable=unavailable, progress=progress,
+                           notes=notes, unavailable=unavailable, progress=progress,
                            pause=args.pause / 1e3)
     print(format_report(report))
     if args.profile:

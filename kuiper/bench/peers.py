@@ -61,6 +61,15 @@ def _peer_library(module: str, path: Path, missing_file: str):
     return library
 
 
+def load_peer_first(name: str) -> bool:
+    """Import a peer library now, before kuiper loads its own native libraries; whether it is installed."""
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return False
+    return True
+
+
 def torch_engine(path: Path, inputs: list[np.ndarray], threads: int | None) -> Engine:
     torch = _peer_library("torch", path, f"TorchScript file {path} (pnnx writes it; or pass --torchscript)")
     if threads is not None:

@@ -85,9 +85,12 @@ class Model:
     threads: int | None = None
     _has_run: bool = field(default=False, init=False, compare=False)
     plan: ExecutionPlan = field(init=False, compare=False)
+    blas_threads: int | None = field(init=False, compare=False, default=None)  # see __post_init__
 
     def __post_init__(self):
         self.plan = ExecutionPlan(self.steps, self.backend)
+        # Ops on a thread pool of their own (oneDNN's) own the cores: BLAS runs on the calling thread.
+        self.blas_threads = 1 if any(step.op.owns_thread_pool for step in self.steps) else None
 
     # -- pickling -----------------------------------------------------------------
     def __reduce__(self):
@@ -165,7 +168,7 @@ class Model:
     def _execute(self, arrays: list, to_numpy: bool, observer: StepObserver | None = None) -> list:
         first_run, self._has_run = not self._has_run, True
         note = _noting_a_slow_first_run(self._where()) if first_run else contextlib.nullcontext()
-        with limited(self.threads), note:
+        with limited(self.threads, self.blas_threads), note:
             return self._run_steps(arrays, to_numpy, observer)
 
     def _run_steps(self, arrays: list, to_numpy: bool, observer: StepObserver | None) -> list:

@@ -72,3 +72,31 @@ def test_a_c3_block_joins_its_branches_in_onednn_layout(tmp_path):
     expected = _conv(joined, WEIGHTS["c4"])
     got = model(x)
     assert isinstance(got, np.ndarray) and np.max(np.abs(got - expected)) <= 2e-5
+
+
+def test_a_model_with_onednn_ops_runs_blas_on_one_thread_and_others_keep_the_default(tmp_path, monkeypatch):
+    """oneDNN's pool owns the cores: OpenBLAS's spinning worker would take the one its next op needs."""
+    from threadpoolctl import threadpool_info
+
+    from kuiper.numba_kernels import available as numba_available
+
+    if not numba_available():
+        pytest.skip("oneDNN ops come with the compiled CPU kernels (numba)")
+    weights = {f"{k}.weight": v.tobytes() for k, v in WEIGHTS.items()}
+    seen = []
+
+    class BlasThreads:
+        def before_step(self, node, inputs):
+            seen.append({pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"})
+
+        def after_step(self, node, inputs, outputs):
+            pass
+
+    x = RNG.standard_normal((1, 8, 6, 6)).astype(np.float32)
+    on = kuiper.load(write_model(tmp_path, C3_BLOCK, weights), threads=2)
+    assert on.blas_threads == 1
+    on(x, observer=BlasThreads())
+    assert seen and all(counts == {1} for counts in seen)
+    monkeypatch.setattr(onednn, "library", lambda: None)
+    off = kuiper.load(write_model(tmp_path, C3_BLOCK, weights, name="off"), threads=2)
+    assert off.blas_threads is None
