@@ -17,20 +17,12 @@ import numpy as np
 
 from .. import onednn
 from ..limits import check_size
-from ..ops.base import prod
 from ..ops import conv as reference
 from ..thread_limits import requested as model_threads
 from . import conv_post_ops
-from .runtime import work_threshold
 
 NATIVE_LAYOUT = "onednn"  # the name other ops know oneDNN's blocked layout by (Op.native_layout)
-# Multiply-adds from which a convolution runs on more than one thread.  Each parallel region of
-# oneDNN's OpenMP pool wakes its sleeping threads (the passive wait policy, kuiper.onednn.binding):
-# about 0.25 ms on this project's 2-core VMs, the time one core takes for ~15 million multiply-adds.
-# Below the threshold the convolution runs on the calling thread alone (docs/performance.md).
 BLOCK_CHANNELS = 16  # oneDNN's widest channel block (AVX-512); a blocked buffer rounds channels up to it
-PARALLEL_WORK_ENV = "KUIPER_ONEDNN_PARALLEL_WORK"
-PARALLEL_WORK = work_threshold(PARALLEL_WORK_ENV, 32_000_000)
 
 
 class OneDnnConv:
@@ -92,12 +84,8 @@ class OneDnnConv:
             residual = extras[0]
             if tuple(residual.shape) != out_shape or residual.dtype != np.float32:
                 return None  # a broadcast or another dtype: the other paths take it
-        threads = model_threads()
-        work = prod(out_shape) * prod(self.static_weight.kernel) * self.static_weight.in_channels // self.groups
-        if work < PARALLEL_WORK:
-            threads = 1
         try:
-            out = self.native(x, threads, residual=residual, blocked=self.output_layout == NATIVE_LAYOUT)
+            out = self.native(x, model_threads(), residual=residual, blocked=self.output_layout == NATIVE_LAYOUT)
         except onednn.OneDnnError:
             return None  # oneDNN refused this input shape (once: it remembers)
         if self.epilogue is not None and not self.native_post_ops:

@@ -12,7 +12,6 @@ no such function (argument and query numbers) are fixed by the 3.x ABI and writt
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
 import os
@@ -198,31 +197,6 @@ def _openmp(cpu_runtime: int):
     return None
 
 
-WAIT_POLICY_SETTINGS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
-
-
-@contextlib.contextmanager
-def _idle_threads_sleep():
-    """While libdnnl (and the OpenMP runtime it needs) loads: OpenMP threads sleep between parallel
-    regions, unless the user chose a wait policy.
-
-    libgomp's default is to spin for a while after each region.  Numba's workers and
-    OpenBLAS's share the same cores, and a spinning thread takes the time slice another
-    pool needs: a ResNet-18 layer at threads=1 burned 22 ms of CPU instead of 5 with the
-    default, on a 2-core machine with other work (docs/performance.md).  The runtime reads
-    the setting once, when it loads; the environment is given back afterwards, so that
-    another OpenMP runtime loaded later (PyTorch's own copy) keeps its defaults.
-    """
-    if any(os.environ.get(name) for name in WAIT_POLICY_SETTINGS):
-        yield
-        return
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-    try:
-        yield
-    finally:
-        del os.environ["OMP_WAIT_POLICY"]
-
-
 @functools.cache
 def loaded() -> tuple[Library | None, str]:
     """(the library, "oneDNN X.Y.Z (path)") or (None, why it is off)."""
@@ -231,9 +205,7 @@ def loaded() -> tuple[Library | None, str]:
     failures = []
     for path in _candidates():
         try:
-            with _idle_threads_sleep():
-                cdll = ctypes.CDLL(path)
-            library = Library(cdll, path)
+            library = Library(ctypes.CDLL(path), path)
         except (OSError, AttributeError, OneDnnError) as exc:
             failures.append(f"{path}: {exc}")
             continue

@@ -330,11 +330,10 @@ def test_info_notes_name_the_compiled_paths(tmp_path, conv_engine):
 def test_a_bad_parallel_work_setting_is_a_config_error(monkeypatch):
     from kuiper.errors import ConfigError
 
-    for name in ("KUIPER_PARALLEL_WORK", "KUIPER_ONEDNN_PARALLEL_WORK"):
-        monkeypatch.setenv(name, "lots")
-        with pytest.raises(ConfigError, match=f"{name}='lots'"):
-            runtime.work_threshold(name, 5)
-        monkeypatch.setenv(name, "0")
-        assert runtime.work_threshold(name, 5) == 0
-        monkeypatch.delenv(name)
-        assert runtime.work_threshold(name, 5) == 5
+    monkeypatch.setenv("KUIPER_PARALLEL_WORK", "lots")
+    with pytest.raises(ConfigError, match="KUIPER_PARALLEL_WORK='lots'"):
+        runtime.work_threshold("KUIPER_PARALLEL_WORK", 5)
+    monkeypatch.setenv("KUIPER_PARALLEL_WORK", "0")
+    assert runtime.work_threshold("KUIPER_PARALLEL_WORK", 5) == 0
+    monkeypatch.delenv("KUIPER_PARALLEL_WORK")
+    assert runtime.work_threshold("KUIPER_PARALLEL_WORK", 5) == 5

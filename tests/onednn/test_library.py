@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from kuiper import onednn
@@ -51,14 +49,3 @@ def test_a_library_that_is_not_onednn_is_refused(fresh_lookup):
 def test_found_it_reports_version_and_path():
     text = onednn.describe()
     assert text.startswith("oneDNN convolutions: on (oneDNN 3.") and onednn.library().path in text
-
-
-def test_idle_openmp_threads_sleep_while_it_loads_unless_the_user_chose(monkeypatch):
-    for name in binding.WAIT_POLICY_SETTINGS:
-        monkeypatch.delenv(name, raising=False)
-    with binding._idle_threads_sleep():
-        assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"  # what libgomp reads as it loads
-    assert "OMP_WAIT_POLICY" not in os.environ  # given back: PyTorch's OpenMP, loaded later, keeps its own
-    monkeypatch.setenv("GOMP_SPINCOUNT", "10000")
-    with binding._idle_threads_sleep():
-        assert "OMP_WAIT_POLICY" not in os.environ  # a spin count of the user's own is left alone
