@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from .. import onednn
 from ..limits import check_size
 from ..ops import conv as reference
 from ..ops import conv_algorithms as algorithms
@@ -70,24 +71,16 @@ class CompiledConv2d(OneDnnConv, reference.Conv2d):
                 self.taps = np.ascontiguousarray(np.reshape(weight.matrix, (weight.out_channels,) + weight.kernel))
             if self.use_onednn():
                 self.kernel_note = "oneDNN (its layout and kernel chosen per input shape)"
+            elif onednn.available() and self.epilogue is not None:
+                self.kernel_note += " (not on oneDNN: it has no post-ops for this epilogue)"
         if self.epilogue is not None:
             members = ", ".join(self.node.params.get("epilogue_members", []))
             where = "after the conv"
             if self.native is not None:
-                where = "as oneDNN post-ops" if self.native_post_ops else "after the conv, compiled"
+                where = "as oneDNN post-ops"
             elif self.compiled:
                 where = "on each output plane"
             self.kernel_note = f"{self.kernel_note}; epilogue ({members}) {where}"
-
-    def epilogue_after_native(self, out, extras):
-        """An epilogue oneDNN has no post-ops for: compiled, in one pass over its plain output."""
-        _, run = self.compiled_epilogue(("float32",) * (len(extras) + 1))
-        epilogue = Epilogue.prepare(run, self.epilogue_operand, extras, out.shape)
-        if epilogue is None:
-            return self.run_epilogue(out, extras)
-        arguments = _arguments(epilogue, out)
-        kernels.bias_epilogue(out.size * (1 + len(arguments[0])), out, _NO_BIAS, arguments)
-        return out
 
     def compute(self, x, weight, bias):
         out = self._compiled_call(x, weight, None)

@@ -1,8 +1,8 @@
 """Convolutions of every rank on oneDNN (kuiper.onednn), for the NumPy backend's kernels.
 
 ``OneDnnConv`` is mixed into a ConvNd subclass: a float32 conv with a constant weight and zero
-padding runs on oneDNN when the library is found, with its epilogue as post-ops where oneDNN
-has them (conv_post_ops.py), and hands its output to other oneDNN convs in oneDNN's blocked
+padding runs on oneDNN when the library is found and has post-ops for its whole epilogue
+(conv_post_ops.py), and hands its output to other oneDNN convs in oneDNN's blocked
 layout when the graph allows (kuiper/graph/native_layouts.py).  Anything else (another
 dtype, an unbatched or empty input, a shape oneDNN refuses) takes the class's other paths,
 which also raise the reference's errors.
@@ -28,32 +28,39 @@ BLOCK_CHANNELS = 16  # oneDNN's widest channel block (AVX-512); a blocked buffer
 class OneDnnConv:
     """The oneDNN path of a convolution op (mixed in before the op class)."""
 
-    native = None  # the oneDNN convolution, when it runs this conv
-    native_post_ops = False  # whether its post-ops compute the whole epilogue
+    native = None  # the oneDNN convolution (with the epilogue as post-ops), when it runs this conv
 
     def use_onednn(self) -> bool:
-        """Run on oneDNN from now on if it is installed and takes this conv; whether it does."""
+        """Run on oneDNN from now on if it is installed and takes this conv with its whole epilogue
+        (as post-ops); whether it does.
+
+        An epilogue oneDNN has no post-ops for stays on the class's other paths, which run it
+        while each output plane is in cache: on oneDNN it would take a pass of its own over a
+        plain copy of the output, which made the HLO conv net (bias added as a broadcast tensor,
+        ReLU against a constant input) 1.3-1.4x slower (docs/performance.md).
+        """
         weight = self.static_weight
         library = onednn.library()
         if library is None or weight is None or self.padding_mode != "zeros" or weight.matrix.dtype != np.float32:
             return False
         post_ops = conv_post_ops.post_ops_for(self.epilogue, getattr(self, "epilogue_operand", 0))
-        self.native_post_ops = post_ops is not None
+        if post_ops is None:
+            return False
         raw = np.reshape(weight.matrix, (weight.out_channels, weight.in_channels // self.groups) + weight.kernel)
         self.native = onednn.Convolution(library, raw, self.static_bias_vector, self.stride, self.dilation,
-                                         self.static_pads, self.groups, post_ops or ())
+                                         self.static_pads, self.groups, post_ops)
         self.owns_thread_pool = True
         return True
 
     def native_layout(self) -> str | None:
-        """oneDNN's blocked layout, when this conv runs there with its whole epilogue as post-ops."""
-        return NATIVE_LAYOUT if self.native is not None and self.native_post_ops else None
+        """oneDNN's blocked layout, when this conv runs there."""
+        return NATIVE_LAYOUT if self.native is not None else None
 
     def takes_layout(self, position: int, layout: str) -> bool:
         """The input, and the residual of a sum post-op, may arrive in oneDNN's layout."""
         if layout != NATIVE_LAYOUT or self.native is None:
             return False
-        return position == 0 or (position == 1 and self.native_post_ops and self.native.adds_residual)
+        return position == 0 or (position == 1 and self.native.adds_residual)
 
     def forward(self, *inputs):
         if self.native is not None:
@@ -85,16 +92,9 @@ class OneDnnConv:
             if tuple(residual.shape) != out_shape or residual.dtype != np.float32:
                 return None  # a broadcast or another dtype: the other paths take it
         try:
-            out = self.native(x, model_threads(), residual=residual, blocked=self.output_layout == NATIVE_LAYOUT)
+            return self.native(x, model_threads(), residual=residual, blocked=self.output_layout == NATIVE_LAYOUT)
         except onednn.OneDnnError:
             return None  # oneDNN refused this input shape (once: it remembers)
-        if self.epilogue is not None and not self.native_post_ops:
-            return self.epilogue_after_native(out, extras)
-        return out
-
-    def epilogue_after_native(self, out, extras):
-        """The epilogue oneDNN could not take, over its plain output (the elementwise op's own way)."""
-        return self.run_epilogue(out, extras)
 
 
 class OneDnnOrReference(OneDnnConv):

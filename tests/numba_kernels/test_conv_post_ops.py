@@ -169,3 +169,22 @@ def test_without_onednn_the_model_runs_on_the_compiled_paths(chain, monkeypatch)
     assert all(step.op.output_layout is None for step in model.steps)
     x = RNG.standard_normal((1, 8, 9, 11)).astype(np.float32)
     assert np.max(np.abs(model(x) - _chain_reference(x))) <= 2e-5
+
+
+@pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
+def test_an_epilogue_without_post_ops_keeps_the_conv_on_the_compiled_paths(tmp_path):
+    """A leaky ReLU has no post-op here: the conv stays where its epilogue runs on each output plane."""
+    text = """7767517
+4 3
+pnnx.Input in0 0 1 x
+nn.Conv2d c1 1 1 x a bias=True kernel_size=(3,3) in_channels=8 out_channels=16 padding=(1,1) @weight=(16,8,3,3)f32 @bias=(16)f32
+nn.LeakyReLU act 1 1 a b negative_slope=0.1
+pnnx.Output out 1 0 b
+"""
+    model = kuiper.load(write_model(tmp_path, text, {"c1.weight": W1.tobytes(), "c1.bias": B1.tobytes()}))
+    conv = model.steps[0].op
+    assert conv.native is None and conv.native_layout() is None
+    assert "not on oneDNN" in conv.kernel_note and "on each output plane" in conv.kernel_note
+    x = RNG.standard_normal((1, 8, 9, 7)).astype(np.float32)
+    y = _float64_conv(x.astype(np.float64), W1, pad=1) + B1[None, :, None, None]
+    assert np.max(np.abs(model(x) - np.where(y > 0, y, 0.1 * y))) <= 2e-5
