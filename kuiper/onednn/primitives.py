@@ -1,7 +1,7 @@
 """Memory descriptors and primitives of oneDNN, owned by Python objects that free them.
 
 A memory descriptor says how an array lies in memory: plain row-major (``Layout.plain``), or
-whatever a primitive chose (``Layout.chosen``, e.g. channels in blocks of 8 or 16).  Arrays
+whatever a primitive chose (``Primitive.layout``, e.g. channels in blocks of 8 or 16).  Arrays
 are NumPy buffers of that descriptor's byte size: oneDNN only ever sees their addresses,
 wrapped in memory objects made for one call, so one primitive can run in several threads
 at once (each call also brings its own scratchpad).
