@@ -48,6 +48,8 @@ OUT = ROOT / "build" / "survey"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
+from survey_small_models import SMALL_MODELS, build_small  # noqa: E402 - found through the path above
+
 
 def import_torchvision():
     """CPU torch lacks torchvision's nms kernels, whose fake registration fails on import
@@ -93,6 +95,7 @@ MODELS = [
     nn_model("nn_transformer", (1, 10, 64)), nn_model("nn_transformer_encoder", (1, 20, 64)),
     nn_model("nn_transformer_decoder", (1, 12, 64)), nn_model("nn_lstm_classifier", (1, 30, 40)),
     nn_model("nn_gru_bidir", (1, 30, 40)),
+    *(nn_model(name, shape) for name, shape in SMALL_MODELS.items()),
 ]
 
 
@@ -138,6 +141,8 @@ def build(source, name, kwargs):
 
         return timm.create_model(name, pretrained=False, **kwargs)
     torch.backends.mha.set_fastpath_enabled(False)  # ordinary ops in the trace
+    if name in SMALL_MODELS:
+        return build_small(name, import_torchvision)
     if name == "nn_transformer":
         return NNTransformer()
     if name == "nn_transformer_encoder":
