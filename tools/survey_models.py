@@ -48,6 +48,8 @@ OUT = ROOT / "build" / "survey"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
+from survey_small_models import SMALL_MODELS, build_small  # noqa: E402 - found through the path above
+
 
 def import_torchvision():
     """CPU torch lacks torchvision's nms kernels, whose fake registration fails on import
@@ -93,6 +95,7 @@ MODELS = [
     nn_model("nn_transformer", (1, 10, 64)), nn_model("nn_transformer_encoder", (1, 20, 64)),
     nn_model("nn_transformer_decoder", (1, 12, 64)), nn_model("nn_lstm_classifier", (1, 30, 40)),
     nn_model("nn_gru_bidir", (1, 30, 40)),
+    *(nn_model(name, shape) for name, shape in SMALL_MODELS.items()),
 ]
 
 
@@ -138,6 +141,8 @@ def build(source, name, kwargs):
 
         return timm.create_model(name, pretrained=False, **kwargs)
     torch.backends.mha.set_fastpath_enabled(False)  # ordinary ops in the trace
+    if name in SMALL_MODELS:
+        return build_small(name, import_torchvision)
     if name == "nn_transformer":
         return NNTransformer()
     if name == "nn_transformer_encoder":
@@ -342,8 +347,8 @@ def summary(records) -> str:
         if ratios:
             worst = max((r["kuiper_s"] / r[key], n) for n, r in records.items() if "kuiper_s" in r and key in r)
             parts.append(f"kuiper / {label}: {len(ratios)} models, median {np.median(ratios):.2f}, "
-                         f"{sum(x <= 1.0 for x in ratios)} at or below 1.0, {sum(x > 2.0 for x in ratios)} above 2.0 "
-                         f"(worst {worst[1]} {worst[0]:.2f})")
+                         f"{sum(x <= 1.0 for x in ratios)} at or below 1.0, {sum(x > 1.5 for x in ratios)} above 1.5 "
+                         f"(issue 27's bar), {sum(x > 2.0 for x in ratios)} above 2.0 (worst {worst[1]} {worst[0]:.2f})")
     return "\n".join(parts)
 
 

@@ -13,11 +13,12 @@ from collections import defaultdict
 import numpy as np
 
 from ..backends import get_backend
-from ..backends.base import Backend
+from ..backends.base import NUMPY_ARRAYS, Backend
 from ..errors import GraphError, UnsupportedOperatorError
 from ..limits import check_size
 from ..model_ir import ModelIR, OpNode
 from ..plugins import kernel_registry, op_registry
+from .heap import keep_freed_memory
 from .model import Model, TensorSpec
 from .native_layouts import agree_on_layouts
 from .plan import Step
@@ -224,6 +225,8 @@ def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) 
     ]
     _lend_dead_buffers(steps, keep)
     agree_on_layouts(steps, keep)
+    if NUMPY_ARRAYS in backend.capabilities:
+        keep_freed_memory()  # activations live in the process heap: keep it between calls
     return Model(
         backend=backend,
         inputs=[_tensor_spec(ir, operand) for operand in ir.inputs],

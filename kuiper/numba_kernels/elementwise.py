@@ -131,13 +131,19 @@ class Program:
         self.registers += 1
         return self.registers - 1
 
-    def arguments(self, inputs):
-        """(shape, code, constant registers, constant values, slots) for these inputs, or None if
+    def arguments(self, inputs, memory_order: bool = False):
+        """(shape, code, constant registers, constant values, slots, order) for these inputs, or None if
         they do not fit.  The tables depend only on which inputs hold one element, and are made
-        once per such pattern."""
+        once per such pattern.
+
+        ``order`` is None when the slots are the inputs in C order.  With ``memory_order``, full-size
+        inputs that share one dense but permuted layout (a transposed view: a permute before GELU)
+        stream in memory order instead, without a copy: ``order`` is the axis permutation that
+        makes them C-contiguous, and the result must be laid out the same way.
+        """
         full_shape = None
         constant_rank = 0
-        slots: list[np.ndarray] = []
+        full: list[np.ndarray] = []
         one_element: list[float] = []
         for value in inputs:
             if not isinstance(value, np.ndarray) or value.dtype != np.float32:
@@ -149,17 +155,22 @@ class Program:
             if full_shape is not None and value.shape != full_shape:
                 return None
             full_shape = value.shape
+            full.append(value)
+        # A one-element input of higher rank would add leading dims to the result: NumPy's job.
+        if full_shape is None or len(full) > vm.INPUT_SLOTS or constant_rank > len(full_shape):
+            return None
+        order = dense_order(full) if memory_order else None
+        if order is None:
             # A strided input (a permuted view) is copied: one pass, where NumPy's evaluation of
             # the same program on the strided view makes several (GELU: 40 ms against 4).
-            slots.append(np.ascontiguousarray(value).reshape(-1))
-        # A one-element input of higher rank would add leading dims to the result: NumPy's job.
-        if full_shape is None or len(slots) > vm.INPUT_SLOTS or constant_rank > len(full_shape):
-            return None
+            slots = [np.ascontiguousarray(value).reshape(-1) for value in full]
+        else:
+            slots = [np.transpose(value, order).reshape(-1) for value in full]  # views
         code, constant_registers, constant_values = self.tables(tuple(value.size == 1 for value in inputs))
         if one_element:
             constant_values = constant_values.copy()
             constant_values[len(self.constants):] = one_element
-        return full_shape, code, constant_registers, constant_values, slots
+        return full_shape, code, constant_registers, constant_values, slots, order
 
     def tables(self, pattern: tuple[bool, ...]):
         """(code, constant registers, constant values) when the inputs flagged in ``pattern`` hold one
@@ -204,26 +215,44 @@ class CompiledElementwise:
         if self.program is not None and len(inputs) == self.program.param_count and any(
             getattr(value, "size", 0) >= MIN_ELEMENTS for value in inputs
         ):
-            fits = self.program.arguments(inputs)
+            fits = self.program.arguments(inputs, memory_order=out is None)
         if fits is None or fits[4][0].size < MIN_ELEMENTS:
             self.last_path = "numpy"
             return self.numpy_path(*inputs, out=out)
-        shape, code, constant_registers, constant_values, slots = fits
-        size = slots[0].size
+        shape, code, constant_registers, constant_values, slots, order = fits
+        if order is not None:
+            # The inputs' own layout: the result is a permuted view of a dense buffer, as they are.
+            dense = np.empty(tuple(shape[axis] for axis in order), np.float32)
+            self._run(code, constant_registers, constant_values, slots, dense.reshape(-1))
+            return np.transpose(dense, np.argsort(order))
         if out is None or out.shape != shape or out.dtype != np.float32 or not out.flags.c_contiguous:
             result = np.empty(shape, np.float32)
         else:
             result = out
+        self._run(code, constant_registers, constant_values, slots, result.reshape(-1))
+        if out is not None and result is not out:
+            out[...] = result
+            return out
+        return result
+
+    def _run(self, code, constant_registers, constant_values, slots, flat_out):
+        size = flat_out.size
         padded = slots + [slots[0]] * (vm.INPUT_SLOTS - len(slots))
         work = size * len(code)
         self.last_path = "parallel" if vm.run_program.takes_parallel(work) else "serial"
         blocks = min(-(-size // vm.CHUNK), 4 * threads())
         vm.run_program(work, code, constant_registers, constant_values, self.program.registers, blocks,
-                       *padded, result.reshape(-1))
-        if out is not None and result is not out:
-            out[...] = result
-            return out
-        return result
+                       *padded, flat_out)
+
+
+def dense_order(arrays: list[np.ndarray]) -> tuple[int, ...] | None:
+    """The axis order in which the arrays, which share one shape, all lie densely in memory (their
+    strides sorted from largest), if it is not C order and they share it; else None."""
+    first = arrays[0]
+    if first.flags.c_contiguous or any(value.strides != first.strides for value in arrays[1:]):
+        return None
+    order = tuple(sorted(range(first.ndim), key=lambda axis: -first.strides[axis]))
+    return order if np.transpose(first, order).flags.c_contiguous else None
 
 
 def compile_elementwise(default, function: Function) -> CompiledElementwise:

@@ -121,10 +121,14 @@ LOG2E = _F(1.4426950408889634)
 LN2_HIGH, LN2_LOW = _F(0.693359375), _F(-2.12194440e-4)
 T7, T6, T5, T4, T3, T2 = _F(1 / 5040), _F(1 / 720), _F(1 / 120), _F(1 / 24), _F(1 / 6), _F(0.5)
 ONE, HALF = _F(1.0), _F(0.5)
+# The polynomials may fuse a multiply and an add into one FMA (one rounding instead of two):
+# no less accurate, and 1.4x faster for erf (GELU) and exp (sigmoid, SiLU, softmax).  Only
+# contraction: no reassociation, and NaN and inf keep their meaning.
+CONTRACT = {"contract"}
 ERFC_C = tuple(_F(c) for c in ERFC_FIT)
 
 
-@njit(error_model="numpy")
+@njit(error_model="numpy", fastmath=CONTRACT)
 def vector_exp(target, x, count, scratch):
     low_bits, high_bits = scratch[0], scratch[1]
     for i in range(count):
@@ -145,7 +149,7 @@ def vector_exp(target, x, count, scratch):
         target[i] = v if v != v else scaled
 
 
-@njit(error_model="numpy")
+@njit(error_model="numpy", fastmath=CONTRACT)
 def _erf(target, x, count, scratch):
     """erf by the same erfc fit as the NumPy path's float32 erf (kuiper/ir/erf.py), with _exp."""
     argument = scratch[2].view(np.float32)

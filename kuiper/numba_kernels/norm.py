@@ -1,4 +1,4 @@
-"""nn.LayerNorm, and the NumPy backend's softmax, through the row loops in norm_kernels.py.
+"""nn.LayerNorm, nn.InstanceNorm, and the NumPy backend's softmax, through the row loops in norm_kernels.py.
 
 Layer norm: float32 inputs normalised over their trailing dims with constant or no
 affine weights take the compiled loop; everything else (weights given as inputs,
@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from ..ops import norm_layer as reference_norm
+from ..ops.norm_batch import InstanceNorm
 from . import norm_kernels as kernels
 from .runtime import threads
 
@@ -56,7 +57,34 @@ class CompiledLayerNorm(reference_norm.LayerNorm):
         return np.reshape(out, x.shape)
 
 
-KERNELS = [CompiledLayerNorm]
+class CompiledInstanceNorm(InstanceNorm):
+    """Instance norm without affine weights (RAFT's encoders) on batched float32 (N, C, *spatial)
+    inputs: each (image, channel) plane is one row of ``layer_norm_rows`` with weight 1 and bias 0.
+    Affine weights, running statistics, unbatched inputs and other dtypes: the reference."""
+
+    def setup(self):
+        super().setup()
+        self.compiled = (not self.use_running_stats
+                         and self.weight_source[0] == "none" and self.bias_source[0] == "none")
+        self.kernel_note = "compiled (float32)" if self.compiled else "reference path: affine or running statistics"
+        self._rows: dict = {}  # plane size -> (ones, zeros)
+
+    def forward(self, *inputs):
+        x = inputs[self.input_position()]
+        batched_ranks = (3, 4, 5) if self.spatial is None else (self.spatial + 2,)
+        if (not self.compiled or not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim not in batched_ranks
+                or x.size == 0 or (self.channels is not None and x.shape[1] != self.channels)):
+            return super().forward(*inputs)  # the reference checks shapes and runs everything else
+        width = math.prod(x.shape[2:])
+        ones, zeros = self.cached(self._rows, width,
+                                  lambda: (np.ones(width, np.float32), np.zeros(width, np.float32)))
+        rows = np.ascontiguousarray(np.reshape(x, (-1, width)))
+        out = np.empty_like(rows)
+        kernels.layer_norm_rows(3 * rows.size, rows, ones, zeros, self.eps, out)
+        return np.reshape(out, x.shape)
+
+
+KERNELS = [CompiledLayerNorm, CompiledInstanceNorm]
 
 
 def softmax_last_axis(x) -> bool:

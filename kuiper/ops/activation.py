@@ -218,7 +218,11 @@ class Softmax(Op):
             return xp.zeros_like(x) if self.log else xp.ones_like(x)
         dim = implicit_softmax_dim(x.ndim) if self.dim is None else self.dim
         axis = normalize_axis(dim, x.ndim, self)
-        fresh = -x if self.negate else xp.asarray(x, copy=True)  # softmax_in_place writes over it
+        # A C-ordered copy for softmax_in_place to write over: a copy that kept a permuted input's
+        # strides (CaiT's talking-heads scores, heads innermost) missed the compiled row kernel
+        # and took NumPy's reductions over strided rows, 10x slower.
+        fresh = xp.empty(x.shape, dtype=x.dtype)
+        fresh[...] = -x if self.negate else x
         if self.log:
             fresh -= xp.max(fresh, axis=axis, keepdims=True)
             return fresh - xp.log(xp.sum(xp.exp(fresh), axis=axis, keepdims=True))

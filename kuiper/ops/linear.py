@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from .base import Op
+from .einsum_matmul import matmul_plan, run_plan
 
 
 def _shape(value) -> tuple:
@@ -233,7 +234,8 @@ class AddMM(KeyedInputs):
 
 
 class Einsum(Op):
-    """torch.einsum(equation, *operands) via the backend's einsum."""
+    """torch.einsum(equation, *operands): batched matrix products as one matmul
+    (kuiper/ops/einsum_matmul.py), everything else via the backend's einsum."""
 
     types = ("Einsum",)
 
@@ -247,8 +249,13 @@ class Einsum(Op):
             raise self.error(
                 f"equation '{equation}' names {len(operands)} operand(s), the file gives {len(self.node.inputs)}"
             )
+        self.plan = matmul_plan(self.equation)
 
     def forward(self, *operands):
+        if self.plan is not None:
+            product = run_plan(self.xp, self.plan, *operands)
+            if product is not None:
+                return product
         return self.backend.einsum(self.equation, *operands)
 
 

@@ -161,9 +161,11 @@ class Norm(Reduction):
         axes = self.axes(x)
         if axes == ():
             axes = None  # a 0-d input: reduce it (identity up to abs/power)
-        magnitude = xp.abs(x)
         kw = {"axis": axes, "keepdims": self.keepdim}
         p = self.p
+        if p == 2:  # the common case (GRN, L2 normalisation): no |x| pass
+            return self.array(xp.sqrt(xp.sum(x * x, **kw)))
+        magnitude = xp.abs(x)
         if p == math.inf:
             out = xp.max(magnitude, **kw)
         elif p == -math.inf:
@@ -172,8 +174,6 @@ class Norm(Reduction):
             out = xp.sum(xp.astype(magnitude != 0, x.dtype), **kw)
         elif p == 1:
             out = xp.sum(magnitude, **kw)
-        elif p == 2:
-            out = xp.sqrt(xp.sum(x * x, **kw))
         else:
             out = xp.sum(magnitude**p, **kw) ** (1.0 / p)
         return self.array(out)

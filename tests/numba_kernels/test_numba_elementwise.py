@@ -174,6 +174,33 @@ def test_strided_inputs_are_taken():
     np.testing.assert_allclose(got, reference(permuted), rtol=1e-5, atol=3e-7)
 
 
+def test_permuted_inputs_run_in_memory_order_and_keep_their_layout():
+    """Inputs that are the same permutation of dense buffers (a transpose before GELU) stream
+    without a copy; the result has their layout and the values of the C-ordered run."""
+    rng = np.random.default_rng(7)
+    a = np.transpose(rng.standard_normal((2, 40, 70)).astype(np.float32), (0, 2, 1))
+    b = np.transpose(rng.standard_normal((2, 40, 70)).astype(np.float32), (0, 2, 1))
+    run, reference = compile_math(lambda x, y: make.add(composites.gelu(x), make.mul(y, 0.5)), 2)
+    got = run(a, b)
+    assert run.last_path in ("serial", "parallel")
+    assert got.shape == a.shape and got.strides == a.strides and not np.shares_memory(got, a)
+    np.testing.assert_array_equal(got, run(np.ascontiguousarray(a), np.ascontiguousarray(b)))
+    np.testing.assert_allclose(got, reference(a, b), rtol=1e-5, atol=3e-7)
+
+
+def test_inputs_of_different_layouts_or_an_out_buffer_give_c_order():
+    rng = np.random.default_rng(8)
+    c_ordered = rng.standard_normal((70, 40)).astype(np.float32)
+    transposed = np.transpose(rng.standard_normal((40, 70)).astype(np.float32))
+    run, reference = compile_math(lambda x, y: make.mul(x, y), 2)
+    mixed = run(c_ordered, transposed)
+    assert mixed.flags.c_contiguous
+    np.testing.assert_array_equal(mixed, reference(c_ordered, transposed))
+    out = np.empty((70, 40), np.float32)
+    assert run(transposed, transposed, out=out) is out
+    np.testing.assert_array_equal(out, transposed * transposed)
+
+
 def test_out_may_be_an_input_buffer():
     x = np.random.default_rng(4).standard_normal(SIZE).astype(np.float32)
     run, reference = compile_math(composites.silu, 1)

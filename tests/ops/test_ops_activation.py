@@ -209,6 +209,26 @@ def test_softmax_family_along_each_dim(tmp_path, shape, dim, op_type, backend_na
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("op_type", ["nn.Softmax", "nn.Softmin"])
+def test_softmax_of_a_permuted_view_runs_on_a_c_ordered_copy(op_type, monkeypatch):
+    """A view with the softmax dim strided (CaiT's talking-heads scores) is copied in C order, so the
+    backend's in-place softmax gets rows it can take; the values are the float64 softmax's."""
+    from kuiper.backends import get_backend
+    from kuiper.ops.activation import Softmax
+
+    backend = get_backend("numpy")
+    seen = []
+    real = backend.softmax_in_place
+    monkeypatch.setattr(backend, "softmax_in_place",
+                        lambda scores, axis: seen.append(scores.flags.c_contiguous) or real(scores, axis))
+    x = np.transpose(np.random.default_rng(3).standard_normal((1, 9, 10, 4)).astype(np.float32) * 3, (0, 3, 1, 2))
+    got = Softmax(pnnx_node(op_type, "s", ["x"], ["y"], {"dim": -1}), backend).forward(x)
+    assert seen == [True]
+    want = softmax_reference(-x if op_type == "nn.Softmin" else x, 3)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    assert not np.shares_memory(got, x)
+
+
 def test_softmax_is_stable_for_large_inputs(tmp_path):
     x = np.array([[1000.0, 1001.0, 1002.0], [-1000.0, -1001.0, -1e30]], dtype=np.float32)
     (soft,), _ = one_op(tmp_path, "nn.Softmax", [x], {"dim": -1})

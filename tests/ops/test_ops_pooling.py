@@ -131,6 +131,22 @@ def test_adaptive_avg_pool_zero_output_size_keeps_that_dim(tmp_path):
     np.testing.assert_allclose(got, [[[[4, 5, 6, 7]]]])
 
 
+@pytest.mark.parametrize("line, shape", [
+    ("nn.AdaptiveAvgPool1d p 1 1 x y output_size=(1)", (2, 3, 1000)),
+    ("nn.AdaptiveAvgPool2d p 1 1 x y output_size=(1,1)", (2, 5, 112, 112)),
+    ("F.adaptive_avg_pool2d p 1 1 x y output_size=(1,1)", (7, 9, 3)),  # unbatched (C, H, W)
+    ("nn.AdaptiveAvgPool3d p 1 1 x y output_size=(1,1,1)", (1, 4, 3, 5, 6)),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_global_adaptive_avg_pool_is_the_float64_mean(tmp_path, line, shape, dtype):
+    x = np.random.default_rng(0).normal(1.0, 1.0, shape).astype(dtype)  # offset: a sum that grows
+    spatial = 1 if "1d" in line else 3 if "3d" in line else 2
+    want = x.astype(np.float64).mean(axis=tuple(range(-spatial, 0)), keepdims=True)
+    got = kuiper.to_numpy(op_model(tmp_path, line)(x))
+    assert got.shape == want.shape and got.dtype == dtype
+    np.testing.assert_allclose(got, want, rtol=2e-6 if dtype == np.float32 else 1e-13)
+
+
 # -- build-time errors ------------------------------------------------------------
 
 
