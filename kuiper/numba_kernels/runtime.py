@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import os
 import threading
 import types
+from pathlib import Path
 
 from ..config import cache_dir, switch_from_env
 from ..errors import ConfigError
@@ -96,15 +98,28 @@ def _numba():
 def cache_location() -> tuple[str, bool]:
     """(the folder for numba's on-disk cache of the kernels, whether it can be written).
 
-    Unwritable: the kernels compile in every process instead, since numba would otherwise
-    fall back to ``__pycache__`` beside the module, inside the installed package.
+    The folder is named after the kernels' sources (``kernels_folder``).  Numba checks a cached
+    function against its own file only, but a kernel inlines functions of other files
+    (``conv_kernels`` calls ``elementwise_kernels``' exp): after an edit of one, or a kuiper
+    upgrade, the others would load stale code.  A new folder per version of the sources
+    cannot.  Unwritable: the kernels compile in every process instead, since numba would
+    otherwise fall back to ``__pycache__`` beside the module, inside the installed package.
     """
-    folder = os.environ.get(NUMBA_CACHE_ENV, "").strip() or os.path.join(cache_dir(), "numba")
+    base = os.environ.get(NUMBA_CACHE_ENV, "").strip() or os.path.join(cache_dir(), "numba")
+    folder = os.path.join(base, kernels_folder(Path(__file__).parent))
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError:
         return folder, False
     return folder, os.access(folder, os.W_OK)
+
+
+def kernels_folder(package: Path) -> str:
+    """``kernels-<digest>``: a digest of every Python source in ``package``."""
+    digest = hashlib.sha256()
+    for path in sorted(package.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"kernels-{digest.hexdigest()[:16]}"
 
 
 def available() -> bool:

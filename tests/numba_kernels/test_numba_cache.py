@@ -55,19 +55,30 @@ def test_the_cache_folder_follows_numba_cache_dir_then_kuiper_cache_dir_then_the
         monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba-own"))
         monkeypatch.setenv("KUIPER_CACHE_DIR", str(tmp_path / "kuiper"))
         runtime.cache_location.cache_clear()
-        assert runtime.cache_location() == (str(tmp_path / "numba-own"), True)
+        kernels = runtime.kernels_folder(PACKAGE / "numba_kernels")
+        assert runtime.cache_location() == (str(tmp_path / "numba-own" / kernels), True)
         monkeypatch.delenv("NUMBA_CACHE_DIR")
         runtime.cache_location.cache_clear()
-        assert runtime.cache_location() == (str(tmp_path / "kuiper" / "numba"), True)
+        assert runtime.cache_location() == (str(tmp_path / "kuiper" / "numba" / kernels), True)
         monkeypatch.delenv("KUIPER_CACHE_DIR")
         assert "kuiper" in cache_dir().parts and PACKAGE not in cache_dir().parents
         (tmp_path / "a-file").write_text("")
         monkeypatch.setenv("KUIPER_CACHE_DIR", str(tmp_path / "a-file"))
         runtime.cache_location.cache_clear()
-        assert runtime.cache_location() == (str(tmp_path / "a-file" / "numba"), False)  # then nothing is cached
+        assert runtime.cache_location() == (str(tmp_path / "a-file" / "numba" / kernels), False)  # nothing cached
     finally:
         monkeypatch.undo()
         runtime.cache_location.cache_clear()
+
+
+def test_the_cache_folder_changes_with_any_kernel_source(tmp_path):
+    """A kernel inlines other files' functions: an edit of any source must not load stale code."""
+    (tmp_path / "a_kernels.py").write_text("def exp(x):\n    return x\n")
+    (tmp_path / "b_kernels.py").write_text("from .a_kernels import exp\n")
+    before = runtime.kernels_folder(tmp_path)
+    assert before == runtime.kernels_folder(tmp_path) and before.startswith("kernels-")
+    (tmp_path / "a_kernels.py").write_text("def exp(x):\n    return x * 1.0\n")
+    assert runtime.kernels_folder(tmp_path) != before
 
 
 def test_decorating_kuiper_kernels_leaves_numbas_own_setting_for_the_users_functions():
