@@ -6,12 +6,11 @@ loaded at every plugin discovery) imports numba in one place and only when asked
 
 from __future__ import annotations
 
-from . import concat_native, conv, conv_native, norm, pooling, recurrent
+from . import concat_native, conv, conv_native, grid_sample, norm, pooling, recurrent
 from .elementwise import compile_elementwise
 from .norm import softmax_in_place
 
-KERNELS: dict[str, type] = {
-    op_type: cls for module in (conv, conv_native, concat_native, pooling, norm, recurrent) for cls in module.KERNELS for op_type in cls.types
-}
+MODULES = (conv, conv_native, concat_native, grid_sample, pooling, norm, recurrent)
+KERNELS: dict[str, type] = {op_type: cls for module in MODULES for cls in module.KERNELS for op_type in cls.types}
 
 PRIMITIVES = {"compile_elementwise": compile_elementwise, "softmax_in_place": softmax_in_place}

@@ -12,7 +12,6 @@ from ..ops.pooling_average import AvgPool2d
 from ..ops.pooling_max import MaxPool2d
 from ..ops.pooling_window import pool_output_size
 from . import pool_kernels as kernels
-from .grid_sample import KERNELS as GRID_SAMPLE_KERNELS
 
 
 class CompiledMaxPool2d(MaxPool2d):
@@ -54,4 +53,4 @@ class CompiledAvgPool2d(AvgPool2d):
 
 # Grid sampling rides on this module's list because compiled.py gathers the kernel modules;
 # it belongs in that list of modules when compiled.py next changes.
-KERNELS = [CompiledMaxPool2d, CompiledAvgPool2d, *GRID_SAMPLE_KERNELS]
+KERNELS = [CompiledMaxPool2d, CompiledAvgPool2d]
