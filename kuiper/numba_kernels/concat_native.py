@@ -35,7 +35,8 @@ class NativeConcat(Cat):
         return layout == NATIVE_LAYOUT and self.native is not None
 
     def forward(self, *tensors):
-        if self.native is not None and self._takes(tensors):
+        in_onednn_layout = self.output_layout == NATIVE_LAYOUT or any(isinstance(t, onednn.Blocked) for t in tensors)
+        if self.native is not None and in_onednn_layout and self._takes(tensors):
             out_shape = list(tensors[0].shape)
             out_shape[CHANNELS] = sum(t.shape[CHANNELS] for t in tensors)
             # The size budget, with channels rounded up as a blocked buffer holds them.

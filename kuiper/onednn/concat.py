@@ -39,7 +39,11 @@ class Concatenation:
         arguments[ARG_DST] = (result, buffer)
         step.run(arguments, threads)
         out = Blocked(self.library, tuple(shape), result, buffer)
-        return out if blocked else out.plain(threads)
+        if blocked:
+            return out
+        if result == Layout.plain(self.library, shape):
+            return np.reshape(buffer, shape)  # oneDNN joined plain inputs into a plain result
+        return out.plain(threads)
 
     def _primitive(self, layouts: list[Layout], threads: int) -> Primitive:
         for kept_layouts, kept_threads, step in self.plans:

@@ -100,3 +100,25 @@ def test_a_model_with_onednn_ops_runs_blas_on_one_thread_and_others_keep_the_def
     monkeypatch.setattr(onednn, "library", lambda: None)
     off = kuiper.load(write_model(tmp_path, C3_BLOCK, weights, name="off"), threads=2)
     assert off.blas_threads is None
+
+
+def test_plain_inputs_to_a_plain_reader_take_the_reference_join(tmp_path, monkeypatch):
+    """Only joins that involve oneDNN's layout go to oneDNN: plain ones stay one np.concatenate."""
+    from conftest import op_model
+
+    from kuiper.numba_kernels import available as numba_available
+
+    if not numba_available():
+        pytest.skip("oneDNN ops come with the compiled CPU kernels (numba)")
+    model = op_model(tmp_path, "torch.cat cat 2 1 a b y dim=1", inputs=("a", "b"))
+    assert model.steps[0].op.native is not None
+    calls = []
+    monkeypatch.setattr(onednn.Concatenation, "__call__", lambda *args, **kwargs: calls.append(args))
+    a = RNG.standard_normal((1, 3, 4, 4)).astype(np.float32)
+    b = RNG.standard_normal((1, 5, 4, 4)).astype(np.float32)
+    np.testing.assert_array_equal(model(a, b), np.concatenate([a, b], axis=1))
+    assert not calls
+    monkeypatch.undo()
+    plain = onednn.Concatenation(onednn.library(), 1)([a, b])
+    assert isinstance(plain, np.ndarray)
+    np.testing.assert_array_equal(plain, np.concatenate([a, b], axis=1))
