@@ -51,6 +51,4 @@ class CompiledAvgPool2d(AvgPool2d):
         return np.reshape(out, tuple(x.shape[:-2]) + outs)
 
 
-# Grid sampling rides on this module's list because compiled.py gathers the kernel modules;
-# it belongs in that list of modules when compiled.py next changes.
 KERNELS = [CompiledMaxPool2d, CompiledAvgPool2d]
