@@ -33,6 +33,7 @@ class _Plan:
     weight: tuple[Layout, np.ndarray]
     source: Layout  # the convolution's input layout
     result: Layout  # its output layout
+    plain_in: Layout  # plain NCHW of the input's shape, made once
     plain_out: Layout
     out_shape: tuple[int, ...]
     reorder_out: Primitive | None  # None: the convolution writes plain NCHW itself
@@ -77,9 +78,11 @@ class Convolution:
         plan = self.plan(x.shape, threads)
         if self.adds_residual != (residual is not None):
             raise OneDnnError("a residual is needed by a sum post-op, and only then")
-        source = self._in_layout(x, plan.source, threads)
+        if residual is not None and tuple(residual.shape) != plan.out_shape:
+            raise OneDnnError(f"the residual has shape {tuple(residual.shape)}, the output {plan.out_shape}")
+        source = self._in_layout(x, plan.plain_in, plan.source, threads)
         if residual is not None:
-            result = self._in_layout(residual, plan.result, threads, fresh=True)
+            result = self._in_layout(residual, plan.plain_out, plan.result, threads, fresh=True)
         else:
             result = (plan.result, plan.result.empty())
         arguments = {ARG_SRC: source, ARG_WEIGHTS: plan.weight, ARG_DST: result}
@@ -94,15 +97,17 @@ class Convolution:
         plan.reorder_out.run({ARG_SRC: result, ARG_DST: (plan.plain_out, out)}, threads)
         return out
 
-    def _in_layout(self, value, layout: Layout, threads: int, fresh: bool = False) -> tuple[Layout, np.ndarray]:
-        """``value`` (plain or Blocked) as a (layout, buffer) pair in ``layout``; ``fresh``: a buffer of its own."""
+    def _in_layout(self, value, plain: Layout, layout: Layout, threads: int,
+                   fresh: bool = False) -> tuple[Layout, np.ndarray]:
+        """``value`` (plain, of the layout ``plain``, or Blocked) as a (layout, buffer) pair in ``layout``;
+        ``fresh``: a buffer of its own."""
         if isinstance(value, Blocked):
             if value.layout == layout:
                 return layout, (value.buffer.copy() if fresh else value.buffer)
             source = (value.layout, value.buffer)
         else:
             value = np.ascontiguousarray(value, dtype=np.float32)
-            source = (Layout.plain(self.library, value.shape), value)
+            source = (plain, value)
             if source[0] == layout:
                 return layout, (value.copy() if fresh else value)
         target = (layout, layout.empty())
@@ -147,7 +152,7 @@ class Convolution:
         pads_after = [(o - 1) * s + d * (k - 1) + 1 - size - before
                       for o, s, d, k, size, (before, _) in zip(out_shape[2:], self.stride, self.dilation, self.kernel,
                                                                shape[2:], self.pads)]
-        plain_out = Layout.plain(library, out_shape)
+        plain_in, plain_out = Layout.plain(library, shape), Layout.plain(library, out_shape)
         any_in, any_out = Layout.any(library, shape), Layout.any(library, out_shape)
         any_weight = Layout.any(library, self._weight_shape())
         bias = self.bias[0].handle if self.bias is not None else None
@@ -161,7 +166,7 @@ class Convolution:
         return _Plan(
             convolution=convolution,
             weight=self._weight_in(convolution.layout(ARG_WEIGHTS)),
-            source=source, result=result, plain_out=plain_out, out_shape=out_shape,
+            source=source, result=result, plain_in=plain_in, plain_out=plain_out, out_shape=out_shape,
             reorder_out=None if result == plain_out else reorder(library, result, plain_out),
         )
 

@@ -13,7 +13,7 @@ import numpy as np  # only to build constant tables (averaging matrices, bins) o
 
 from ..errors import ShapeError
 from ..limits import check_size
-from .base import Op, spatial_variants
+from .base import Op, prod, spatial_variants
 from .pooling_window import read_return_indices, spatial_sizes
 
 MAX_ADAPTIVE_BINS = 1 << 20  # per axis; the bin tables are built in Python
@@ -85,9 +85,7 @@ class AdaptiveAvgPoolNd(_AdaptivePoolNd):
         MobileNetV3 (float32 accumulation, as PyTorch's)."""
         xp = self.xp
         n = self.spatial
-        count = 1
-        for size in x.shape[x.ndim - n:]:
-            count *= size
+        count = prod(x.shape[x.ndim - n:])
         ones = self.cached(self._ones, (count, str(x.dtype)), lambda: xp.ones((count,), dtype=x.dtype))
         sums = xp.matmul(xp.reshape(x, (-1, count)), ones)
         return xp.reshape(sums / count, tuple(x.shape[: x.ndim - n]) + (1,) * n)

@@ -111,6 +111,8 @@ def test_post_ops_sum_then_relu_and_clip(residual_blocked):
     assert np.max(np.abs(relu6(x) - np.clip(plain, 0, 6))) <= TOLERANCE
     with pytest.raises(onednn.OneDnnError, match="residual"):
         relu6(x, residual=residual)
+    with pytest.raises(onednn.OneDnnError, match="the residual has shape"):
+        add_relu(x, residual=residual[:, :1])
 
 
 def test_results_do_not_depend_on_the_thread_count_and_plans_are_kept_per_shape_and_threads():
