@@ -77,3 +77,26 @@ def test_the_hlo_package_names_resolve_on_first_use():
     assert ran["result"]["type"] == "HloModule" and ran["result"]["is_module"]
     assert ran["result"]["listed"] == []
     assert ran["result"]["missing"] == "module 'kuiper.hlo' has no attribute 'no_such_name'"
+
+
+def test_a_conv_net_on_onednn_builds_and_runs_without_importing_numba_and_a_pooling_one_imports_it_when_run():
+    ran = _fresh(f"""
+        import sys
+        import numpy as np
+        import kuiper
+        from kuiper import onednn
+        result = {{"onednn": onednn.available()}}
+        for name in ("conv2d_same", "layernorm_2d"):
+            reference = np.load({str(FIXTURES / "models")!r} + "/" + name + "/ref.npz")
+            model = kuiper.load({str(FIXTURES / "models")!r} + "/" + name + "/model.pnnx.param")
+            built = "numba" in sys.modules
+            got = model(reference["b1_input0"], to_numpy=True)
+            result[name] = {{"after_build": built, "after_run": "numba" in sys.modules,
+                             "error": float(np.max(np.abs(got - reference["b1_output0"])))}}
+    """)
+    result = ran["result"]
+    assert result["conv2d_same"]["error"] < 1e-4 and result["layernorm_2d"]["error"] < 1e-4
+    assert not result["conv2d_same"]["after_build"] and not result["layernorm_2d"]["after_build"]
+    if result["onednn"]:  # else the conv ran the compiled Winograd loops, which need numba
+        assert not result["conv2d_same"]["after_run"]
+    assert result["layernorm_2d"]["after_run"]  # its compiled row loop ran: numba came in then

@@ -25,9 +25,9 @@ __all__ = ["availability", "available", "describe", "kernel_notes", "kernels", "
 def _compiled():
     """The module holding the compiled classes and primitives.
 
-    Imported here, on first need, and nowhere else: it imports numba (0.6 s), which a
-    process that builds no NumPy-array model, or runs without numba, never needs; and
-    this module is loaded at every plugin discovery (``import kuiper`` stays free of numba).
+    Imported here, on first need, and nowhere else: it imports every op class of the
+    plugin, which a process that builds no NumPy-array model never needs; and this module
+    is loaded at every plugin discovery.
     """
     from . import compiled
 

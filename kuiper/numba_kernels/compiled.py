@@ -1,7 +1,9 @@
 """What this plugin hands to kuiper once numba is known to be there: the compiled op classes and primitives.
 
 One module that gathers them, so that ``kuiper.numba_kernels`` (the plugin module,
-loaded at every plugin discovery) imports numba in one place and only when asked.
+loaded at every plugin discovery) imports the op classes only when a NumPy-array backend
+asks for them.  None of this imports numba: the loops' modules are imported when one first
+runs (``runtime.KernelModule``).
 """
 
 from __future__ import annotations

@@ -33,10 +33,12 @@ from .. import onednn
 from ..limits import check_size
 from ..ops import conv as reference
 from ..ops import conv_algorithms as algorithms
-from . import conv_kernels as kernels
 from .conv_native import OneDnnConv
 from .conv_epilogue import NONE as NO_EPILOGUE
 from .conv_epilogue import Epilogue
+from .runtime import KernelModule
+
+kernels = KernelModule("conv_kernels")
 
 COMPILED = ("depthwise", "winograd", "im2col", "pointwise")
 

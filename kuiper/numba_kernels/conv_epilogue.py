@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import elementwise_kernels as vm
+from .kernel_codes import INPUT_SLOTS
 
 _NO_INPUT = np.empty(0, np.float32)
-NONE = (np.empty((0, 5), np.int64), np.empty(0, np.int64), np.empty(0, np.float32), 0) + (_NO_INPUT,) * vm.INPUT_SLOTS
+NONE = (np.empty((0, 5), np.int64), np.empty(0, np.int64), np.empty(0, np.float32), 0) + (_NO_INPUT,) * INPUT_SLOTS
 
 
 class Epilogue:
@@ -36,7 +36,7 @@ class Epilogue:
         """The epilogue for a conv output of ``out_shape``, or None when the kernels cannot run it:
         the math is not an interpreter program, or an extra input is not a float32 array of that shape."""
         program = getattr(compiled, "program", None)
-        if program is None or len(extras) + 1 > vm.INPUT_SLOTS:
+        if program is None or len(extras) + 1 > INPUT_SLOTS:
             return None
         flat = []
         for value in extras:
@@ -51,5 +51,5 @@ class Epilogue:
         start = first_image * (size // out.shape[0])
         slots = [value[start : start + size] for value in self.extras]
         slots.insert(self.operand, out.reshape(-1))
-        slots += [_NO_INPUT] * (vm.INPUT_SLOTS - len(slots))
+        slots += [_NO_INPUT] * (INPUT_SLOTS - len(slots))
         return self.head + tuple(slots)

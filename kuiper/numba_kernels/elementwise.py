@@ -21,18 +21,20 @@ import numpy as np
 from ..ir.codegen_numpy import compile_elementwise as compile_numpy
 from ..ir.linearize import linearize
 from ..ir.nodes import Binary, Call, Cast, Compare, Const, Function, Select, Unary, Var
-from . import elementwise_kernels as vm
-from .runtime import threads
+from . import kernel_codes as codes
+from .runtime import KernelModule, threads
+
+vm = KernelModule("elementwise_kernels")
 
 MIN_ELEMENTS = 1024
 VALUE_DTYPES = ("float32", "bool")
 
-_UNARY = {"neg": vm.NEG, "not": vm.NOT}
-_CALLS = {"abs": vm.ABS, "sqrt": vm.SQRT, "exp": vm.EXP, "expm1": vm.EXPM1, "log": vm.LOG, "log1p": vm.LOG1P,
-          "tanh": vm.TANH, "erf": vm.ERF, "floor": vm.FLOOR, "ceil": vm.CEIL, "trunc": vm.TRUNC,
-          "sin": vm.SIN, "cos": vm.COS}
-_BINARY = {"add": vm.ADD, "sub": vm.SUB, "mul": vm.MUL, "div": vm.DIV, "pow": vm.POW, "max": vm.MAX, "min": vm.MIN}
-_COMPARE = {"gt": vm.GT, "ge": vm.GE, "lt": vm.LT, "le": vm.LE, "eq": vm.EQ, "ne": vm.NE}
+_UNARY = {"neg": codes.NEG, "not": codes.NOT}
+_CALLS = {"abs": codes.ABS, "sqrt": codes.SQRT, "exp": codes.EXP, "expm1": codes.EXPM1, "log": codes.LOG, "log1p": codes.LOG1P,
+          "tanh": codes.TANH, "erf": codes.ERF, "floor": codes.FLOOR, "ceil": codes.CEIL, "trunc": codes.TRUNC,
+          "sin": codes.SIN, "cos": codes.COS}
+_BINARY = {"add": codes.ADD, "sub": codes.SUB, "mul": codes.MUL, "div": codes.DIV, "pow": codes.POW, "max": codes.MAX, "min": codes.MIN}
+_COMPARE = {"gt": codes.GT, "ge": codes.GE, "lt": codes.LT, "le": codes.LE, "eq": codes.EQ, "ne": codes.NE}
 
 
 class Unsupported(Exception):
@@ -75,7 +77,7 @@ class Program:
             self._release_dead(operands, index)
             self._value_register[stmt.target] = dest
             rows.append((opcode, dest, *(sources + [0, 0, 0])[:3]))
-        rows.append((vm.STORE, 0, self._operand(result_value), 0, 0))
+        rows.append((codes.STORE, 0, self._operand(result_value), 0, 0))
         self.body = rows
 
     @staticmethod
@@ -101,9 +103,9 @@ class Program:
         if isinstance(value, Compare) and value.op in _COMPARE and value.lhs.dtype == "float32":
             return _COMPARE[value.op], (value.lhs, value.rhs)
         if isinstance(value, Select):
-            return vm.SELECT, (value.cond, value.true_value, value.false_value)
+            return codes.SELECT, (value.cond, value.true_value, value.false_value)
         if isinstance(value, Cast) and value.operand.dtype in VALUE_DTYPES:
-            return (vm.TO_BOOL if value.dtype == "bool" else vm.COPY), (value.operand,)
+            return (codes.TO_BOOL if value.dtype == "bool" else codes.COPY), (value.operand,)
         raise Unsupported(type(value).__name__)
 
     def _operand(self, operand) -> int:
@@ -157,7 +159,7 @@ class Program:
             full_shape = value.shape
             full.append(value)
         # A one-element input of higher rank would add leading dims to the result: NumPy's job.
-        if full_shape is None or len(full) > vm.INPUT_SLOTS or constant_rank > len(full_shape):
+        if full_shape is None or len(full) > codes.INPUT_SLOTS or constant_rank > len(full_shape):
             return None
         order = dense_order(full) if memory_order else None
         if order is None:
@@ -187,7 +189,7 @@ class Program:
             if is_constant:
                 input_registers.append(register)
             else:
-                loads.append((vm.LOAD, register, len(loads), 0, 0))
+                loads.append((codes.LOAD, register, len(loads), 0, 0))
         code = np.array(loads + self.body, dtype=np.int64)
         registers = [r for r, _ in self.constants] + input_registers
         values = [v for _, v in self.constants] + [0.0] * len(input_registers)  # inputs' values per call
@@ -237,10 +239,10 @@ class CompiledElementwise:
 
     def _run(self, code, constant_registers, constant_values, slots, flat_out):
         size = flat_out.size
-        padded = slots + [slots[0]] * (vm.INPUT_SLOTS - len(slots))
+        padded = slots + [slots[0]] * (codes.INPUT_SLOTS - len(slots))
         work = size * len(code)
         self.last_path = "parallel" if vm.run_program.takes_parallel(work) else "serial"
-        blocks = min(-(-size // vm.CHUNK), 4 * threads())
+        blocks = min(-(-size // codes.CHUNK), 4 * threads())
         vm.run_program(work, code, constant_registers, constant_values, self.program.registers, blocks,
                        *padded, flat_out)
 

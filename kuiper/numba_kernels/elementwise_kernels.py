@@ -21,17 +21,10 @@ import numpy as np
 from numba import njit, prange
 
 from ..ir.erf import ERFC_FIT
+from .kernel_codes import (ABS, ADD, CEIL, CHUNK, COPY, COS, DIV, EQ, ERF, EXP, EXPM1, FLOOR, GE, GT, LE, LOAD, LOG,
+                           LOG1P, LT, MAX, MIN, MUL, NE, NEG, NOT, POW, SELECT, SIN, SQRT, STORE, SUB, TANH, TO_BOOL,
+                           TRUNC)
 from .runtime import kernel
-
-CHUNK = 4096  # elements per register: 16 KiB, so a program's registers stay in L2
-
-# Opcodes.  A row of the code table is (opcode, destination, a, b, c): register numbers,
-# or for LOAD the input slot.  The last row is STORE a (the result).
-LOAD, STORE = 0, 1
-NEG, ABS, SQRT, EXP, EXPM1, LOG, LOG1P, TANH, ERF, FLOOR, CEIL, TRUNC, SIN, COS, NOT, TO_BOOL, COPY = range(2, 19)
-ADD, SUB, MUL, DIV, POW, MAX, MIN, GT, GE, LT, LE, EQ, NE = range(19, 32)
-SELECT = 32
-INPUT_SLOTS = 4  # streamed inputs per program (x0..x3)
 
 
 @kernel(error_model="numpy")

@@ -10,10 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.grid_sample import GridSample
-from . import grid_sample_kernels as kernels
+from . import kernel_codes as codes
+from .runtime import KernelModule
 
-_MODES = {"bilinear": kernels.BILINEAR, "nearest": kernels.NEAREST}
-_PADDINGS = {"zeros": kernels.ZEROS, "border": kernels.BORDER, "reflection": kernels.REFLECTION}
+kernels = KernelModule("grid_sample_kernels")
+
+_MODES = {"bilinear": codes.BILINEAR, "nearest": codes.NEAREST}
+_PADDINGS = {"zeros": codes.ZEROS, "border": codes.BORDER, "reflection": codes.REFLECTION}
 
 
 class CompiledGridSample(GridSample):

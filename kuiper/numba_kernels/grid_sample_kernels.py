@@ -14,10 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .kernel_codes import BILINEAR, BORDER, NEAREST, REFLECTION, ZEROS
 from .runtime import kernel
-
-BILINEAR, NEAREST = 0, 1
-ZEROS, BORDER, REFLECTION = 0, 1, 2
 
 
 @njit(inline="always")

@@ -15,8 +15,9 @@ import numpy as np
 
 from ..ops import norm_layer as reference_norm
 from ..ops.norm_batch import InstanceNorm
-from . import norm_kernels as kernels
-from .runtime import threads
+from .runtime import KernelModule, threads
+
+kernels = KernelModule("norm_kernels")
 
 
 class CompiledLayerNorm(reference_norm.LayerNorm):

@@ -11,7 +11,9 @@ import numpy as np
 from ..ops.pooling_average import AvgPool2d
 from ..ops.pooling_max import MaxPool2d
 from ..ops.pooling_window import pool_output_size
-from . import pool_kernels as kernels
+from .runtime import KernelModule
+
+kernels = KernelModule("pool_kernels")
 
 
 class CompiledMaxPool2d(MaxPool2d):

@@ -14,7 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops import recurrent as reference
-from . import recurrent_kernels as kernels
+from .runtime import KernelModule
+
+kernels = KernelModule("recurrent_kernels")
 
 # Multiply-adds of one step's recurrent product (batch * directions * state width * gates * hidden)
 # up to which the compiled loop runs.  Its product reads a row's weights once per batch row and

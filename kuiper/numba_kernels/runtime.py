@@ -1,7 +1,9 @@
 """Whether the compiled CPU kernels can run here, with how many threads, and where they are cached.
 
-Numba is imported lazily, the first time a NumPy-backend model is built, so that
-``import kuiper`` stays cheap and a machine without numba only loses speed.
+Numba is imported when a compiled loop first runs (``KernelModule``), not when a model
+is built: its import costs 0.4-0.5 s and about 100 MiB, which a model whose ops all run on
+oneDNN and BLAS (ResNet, MobileNetV2) need never pay.  A machine without numba only loses
+speed.
 ``KUIPER_NUMBA=0`` (or off/false/no) switches the kernels off (to compare with, or to
 rule them out); 1/on/true/yes or unset leaves them on.
 
@@ -23,13 +25,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
 import os
 import threading
 import types
 from pathlib import Path
 
 from ..config import cache_dir, switch_from_env
-from ..errors import ConfigError
+from ..errors import BackendUnavailableError, ConfigError
 from ..thread_limits import requested as model_threads
 
 DISABLE_ENV = "KUIPER_NUMBA"
@@ -67,23 +72,27 @@ _decorate_lock = threading.Lock()
 
 @functools.cache
 def availability() -> tuple[bool, str]:
-    """(True, "numba X.Y") or (False, the reason the kernels are off)."""
+    """(True, "numba X.Y") or (False, the reason the kernels are off), without importing numba."""
     if not switch_from_env(DISABLE_ENV, default=True):
         return False, f"switched off by {DISABLE_ENV}={os.environ[DISABLE_ENV]}"
-    try:
-        numba = _numba()
-    except ImportError as exc:
-        return False, f"numba is not installed ({exc}); `pip install numba` for the multi-threaded CPU kernels"
-    except Exception as exc:  # noqa: BLE001 - a broken numba (e.g. built for another numpy) must not break kuiper
-        return False, f"numba failed to import: {type(exc).__name__}: {exc}"
-    return True, f"numba {numba.__version__}"
+    if importlib.util.find_spec("numba") is None:
+        return False, "numba is not installed; `pip install numba` for the multi-threaded CPU kernels"
+    return True, f"numba {importlib.metadata.version('numba')}"
+
+
+class KernelsUnavailableError(BackendUnavailableError):
+    """numba is installed but does not import (e.g. built for another NumPy)."""
 
 
 @functools.cache
 def _numba():
-    """numba, imported and set up for kuiper once."""
-    import numba
-
+    """numba, imported and set up for kuiper once (KernelsUnavailableError: it does not import)."""
+    try:
+        import numba
+    except Exception as exc:  # noqa: BLE001 - a broken numba names itself and the way around it
+        raise KernelsUnavailableError(
+            f"the compiled CPU kernels need numba, which is installed but failed to import "
+            f"({type(exc).__name__}: {exc}); repair it, or set {DISABLE_ENV}=0 to run without them") from exc
     if "NUMBA_THREADING_LAYER" not in os.environ:
         # Numba's own pool: its workers sleep between launches.  OpenMP's spin after each
         # parallel region and take the core that OpenBLAS's worker needs for the next GEMM:
@@ -92,6 +101,26 @@ def _numba():
         # function has already run in this process.
         numba.config.THREADING_LAYER = "workqueue"
     return numba
+
+
+class KernelModule:
+    """A module of compiled loops (``*_kernels.py``), imported on its first use.
+
+    Those modules import numba.  The op classes name them through it, so that building a
+    model imports numba only if one of its ops runs a compiled loop.  After the import the
+    module's names are copied in, so later lookups cost what a module's do.
+    """
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attribute: str):
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)  # copy, pickle and inspect probe these: no import for them
+        _numba()
+        module = importlib.import_module(f"{__package__}.{self._name}")
+        self.__dict__.update(vars(module))
+        return getattr(module, attribute)
 
 
 @functools.cache

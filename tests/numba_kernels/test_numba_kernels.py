@@ -11,6 +11,8 @@ once numba's on-disk cache is warm.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -211,6 +213,21 @@ def test_kernels_register_through_the_hooks_for_numpy_array_backends_and_switch_
         runtime.availability.cache_clear()
     assert "compiled CPU kernels: on" in numba_kernels.describe()
     runtime.availability.cache_clear()  # back to what the environment of this session says
+
+
+def test_a_numba_that_fails_to_import_is_named_with_the_way_around_it_when_a_loop_first_runs(monkeypatch):
+    from kuiper.errors import BackendUnavailableError
+
+    monkeypatch.setitem(sys.modules, "numba", None)  # what a numba built for another NumPy does: import fails
+    runtime._numba.cache_clear()
+    try:
+        loops = runtime.KernelModule("pool_kernels")
+        with pytest.raises(BackendUnavailableError, match=r"failed to import .*set KUIPER_NUMBA=0"):
+            loops.max_pool2d
+    finally:
+        monkeypatch.delitem(sys.modules, "numba")
+        runtime._numba.cache_clear()
+    assert callable(runtime.KernelModule("pool_kernels").max_pool2d)
 
 
 def test_a_kuiper_numba_value_that_is_neither_on_nor_off_is_a_config_error(monkeypatch):
