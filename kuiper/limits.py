@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from .errors import ConfigError, SizeLimitError
@@ -59,6 +59,7 @@ def parse_size(text: str | int, where: str) -> int:
     return int(float(match.group(1)) * unit)
 
 
+@cache  # the machine's memory does not change; checked twice per op call on the hot path
 def default_budget() -> int:
     try:
         physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -72,6 +72,7 @@ _FUNCTIONS = {
     "dnnl_memory_desc_get_size": (ctypes.c_size_t, [Handle]),
     "dnnl_memory_create": (_STATUS, [ctypes.POINTER(Handle), Handle, Handle, Handle]),
     "dnnl_memory_destroy": (_STATUS, [Handle]),
+    "dnnl_memory_set_data_handle": (_STATUS, [Handle, Handle]),
     "dnnl_post_ops_create": (_STATUS, [ctypes.POINTER(Handle)]),
     "dnnl_post_ops_append_eltwise": (_STATUS, [Handle, ctypes.c_int, ctypes.c_float, ctypes.c_float]),
     "dnnl_post_ops_append_sum": (_STATUS, [Handle, ctypes.c_float, ctypes.c_int32, ctypes.c_int]),

@@ -178,6 +178,40 @@ def test_one_convolution_runs_in_several_threads_at_once():
         assert np.max(np.abs(result - ((expected - bias) * scale + bias))) <= 4 * TOLERANCE
 
 
+def test_memory_objects_are_made_once_per_thread_and_pointed_at_each_calls_buffers(monkeypatch):
+    """Later calls reuse the first call's memory objects (new buffers each time, right results); a second
+    thread makes its own, so two threads never point one object at their buffers."""
+    import threading
+
+    conv, x, expected = make_case("3x3 s1 p1")
+    library = conv.library
+    made = []
+    create = library.memory_create
+    monkeypatch.setattr(library, "memory_create", lambda *args: made.append(args) or create(*args))
+    conv(x, threads=1)  # the plan's first run makes them
+    first = len(made)
+    assert first >= 3  # source, weight, bias, output (and the reorders around it)
+    for scale in (2.0, -1.0, 0.25):
+        assert np.max(np.abs(conv(x * scale, threads=1) - conv(x, threads=1) * scale
+                             - conv.bias[1][None, :, None, None] * (1 - scale))) <= 4 * TOLERANCE
+    assert len(made) == first
+    result = []
+    worker = threading.Thread(target=lambda: result.append(conv(x, threads=1)))
+    worker.start()
+    worker.join()
+    assert first < len(made) < 2 * first  # its own objects; the weight's reorder at the first plan is not redone
+    assert np.max(np.abs(result[0] - expected)) <= TOLERANCE
+
+
+def test_a_buffers_address_is_found_for_writable_read_only_and_empty_arrays():
+    from kuiper.onednn.primitives import address
+
+    writable = np.arange(6, dtype=np.float32)
+    read_only = np.frombuffer(writable.tobytes(), np.float32)
+    for array in (writable, read_only, np.empty(0, np.float32)):
+        assert address(array) == array.ctypes.data
+
+
 def test_the_size_budget_counts_the_channels_a_blocked_buffer_rounds_up_to(tmp_path, monkeypatch):
     """A one-channel conv's blocked buffers hold 16 channels: the budget is checked for those."""
     from conftest import op_model
