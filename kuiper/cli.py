@@ -231,7 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def model_command(name, help_text):
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("model", help="path to the .pnnx.param file (the .pnnx.bin is found beside it)")
+        p.add_argument("model", help="the model: a .pnnx.param file (its .pnnx.bin found beside it), an XLA HLO "
+                       "text file (.hlo.txt), or a folder holding one")
         p.add_argument("--bin", help="the .pnnx.bin file, when it is not beside the param file")
         p.add_argument("--backend", help="backend name (see `kuiper backends`)")
         p.add_argument("--no-fuse", action="store_true", help="keep elementwise ops separate")

@@ -150,8 +150,36 @@ def read_model(source, format: str | None = None, **options) -> tuple[type[Front
     frontend = text_frontend(source, format)
     if frontend is not None:
         return frontend, frontend.load_text(source, **options)
-    frontend = frontend_for(source, format)
-    return frontend, frontend.load(Path(source), **options)
+    path = Path(source)
+    if path.is_dir():
+        path = model_in_folder(path, format)
+    frontend = frontend_for(path, format)
+    return frontend, frontend.load(path, **options)
+
+
+def model_in_folder(folder: Path, format: str | None = None) -> Path:  # noqa: A002
+    """The one model file in ``folder`` that a frontend (the one named ``format``) claims.
+
+    A pnnx export folder holds ``model.pnnx.param`` beside ``model.ncnn.param``: where several
+    files are claimed, those with the longest matching suffix (``.pnnx.param`` over ``.param``)
+    win, and a tie is an error naming them.
+    """
+    registry = frontend_registry()
+    frontends = [registry[format].obj] if format in registry else [r.obj for r in registry.values()]
+    matches: list[tuple[int, Path]] = []
+    for path in sorted(folder.iterdir()):
+        lengths = [len(suffix) for frontend in frontends for suffix in frontend.suffixes
+                   if path.is_file() and path.name.endswith(suffix)]
+        if lengths:
+            matches.append((max(lengths), path))
+    if not matches:
+        raise ModelFormatError(f"{folder}: a folder with no model file an installed frontend reads; give the file")
+    longest = max(length for length, _ in matches)
+    chosen = [path for length, path in matches if length == longest]
+    if len(chosen) > 1:
+        names = ", ".join(path.name for path in chosen)
+        raise ModelFormatError(f"{folder}: a folder with several model files ({names}); give the one to read")
+    return chosen[0]
 
 
 def load_ir(source, format: str | None = None, **options) -> ModelIR:  # noqa: A002

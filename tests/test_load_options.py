@@ -144,3 +144,23 @@ def test_a_model_loaded_from_memory_does_not_pickle():
     model = kuiper.load(RESNET.read_bytes(), bin_path=RESNET_BIN.read_bytes())
     with pytest.raises(KuiperError, match="cannot be pickled"):
         pickle.dumps(model)
+
+
+def test_a_folder_loads_the_one_model_file_in_it_preferring_pnnx_param_over_other_param_files(tmp_path):
+    import shutil
+
+    folder = tmp_path / "export"
+    shutil.copytree(MODELS / "conv2d_same", folder)
+    (folder / "model.ncnn.param").write_text("7767517\n")  # what pnnx writes beside its own files
+    reference = np.load(folder / "ref.npz")
+    got = kuiper.load(folder)(reference["b1_input0"], to_numpy=True)
+    np.testing.assert_allclose(got, reference["b1_output0"], atol=1e-4)
+
+
+def test_a_folder_with_no_model_file_or_two_alike_names_what_it_found(tmp_path):
+    with pytest.raises(ModelFormatError, match=r"no model file an installed frontend reads"):
+        kuiper.load(tmp_path)
+    for name in ("a.pnnx.param", "b.pnnx.param"):
+        (tmp_path / name).write_text("7767518\n0 0\n")
+    with pytest.raises(ModelFormatError, match=r"several model files \(a.pnnx.param, b.pnnx.param\)"):
+        kuiper.load(tmp_path)

@@ -9,16 +9,17 @@ import numpy as np
 
 from ..errors import InputError
 from ..formats.pnnx import neutral_ir
+from ..frontends import model_in_folder
 from ..formats.pnnx_param import parse_param
 from ..graph.model import TensorSpec
 from ..limits import check_size
 
 
 def resolve_param(model: str | os.PathLike) -> Path:
-    """MODEL may be the .pnnx.param file or a folder holding ``model.pnnx.param``."""
+    """MODEL may be the .pnnx.param file or a folder holding one (``frontends.model_in_folder``)."""
     path = Path(model)
     if path.is_dir():
-        path = path / "model.pnnx.param"
+        path = model_in_folder(path, "pnnx")
     if not path.exists():
         raise InputError(f"{path}: model file not found")
     return path
