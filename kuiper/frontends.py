@@ -133,6 +133,13 @@ def content_frontend(content: bytes, name: str, format: str | None = None) -> ty
     return claimed[0]
 
 
+def _is_folder(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):  # text that is no file name: too long, or a NUL byte
+        return False
+
+
 def _is_existing_path(source: str) -> bool:
     try:
         return "\n" not in source and Path(source).exists()
@@ -151,7 +158,7 @@ def read_model(source, format: str | None = None, **options) -> tuple[type[Front
     if frontend is not None:
         return frontend, frontend.load_text(source, **options)
     path = Path(source)
-    if path.is_dir():
+    if _is_folder(path):
         path = model_in_folder(path, format)
     frontend = frontend_for(path, format)
     return frontend, frontend.load(path, **options)

@@ -100,6 +100,13 @@ class OneDnnConv:
 class OneDnnOrReference(OneDnnConv):
     """A conv on oneDNN where it applies, else the reference op (mixed in before the op class)."""
 
+    @classmethod
+    def takes_epilogue(cls, node) -> bool:
+        """The fusion pass may give an nn.* conv (constant weight, one input) its elementwise reader:
+        oneDNN runs it as post-ops, the reference after the conv (kuiper/ops/conv_epilogue.py).  In
+        small 1-D nets (M5 audio) a separate ReLU per conv was a fifth of the call."""
+        return "weight" in node.attrs and len(node.inputs) == 1
+
     def setup(self):
         super().setup()
         self.kernel_note = ("oneDNN (its layout and kernel chosen per input shape)" if self.use_onednn()

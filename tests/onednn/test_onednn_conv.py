@@ -165,6 +165,33 @@ def test_conv1d_and_conv3d_models_run_on_onednn(tmp_path, rank):
     assert np.max(np.abs(unbatched - expected[0])) <= TOLERANCE
 
 
+@pytest.mark.parametrize("rank", [1, 3])
+def test_conv1d_and_conv3d_run_their_relu_as_a_post_op(tmp_path, rank):
+    from conftest import write_model
+
+    import kuiper
+    from kuiper.numba_kernels import available as numba_available
+
+    if not numba_available():
+        pytest.skip("oneDNN convolutions come with the compiled CPU kernels (numba)")
+    kernel = (3,) * rank
+    weight = (RNG.standard_normal((6, 4) + kernel) / 4).astype(np.float32)
+    bias = RNG.standard_normal(6).astype(np.float32)
+    sizes = ",".join(["3"] * rank)
+    text = (f"7767517\n4 3\npnnx.Input in0 0 1 x\n"
+            f"nn.Conv{rank}d c 1 1 x h bias=True in_channels=4 out_channels=6 kernel_size=({sizes}) "
+            f"@weight=({','.join(map(str, weight.shape))})f32 @bias=(6)f32\n"
+            "nn.ReLU r 1 1 h y\npnnx.Output out0 1 0 y\n")
+    param = write_model(tmp_path, text, {"c.weight": weight.tobytes(), "c.bias": bias.tobytes()})
+    model = kuiper.load(param)
+    assert [step.node.type for step in model.steps] == [f"Conv{rank}d"]  # the ReLU went into the conv
+    assert "oneDNN" in model.steps[0].op.kernel_note and model.steps[0].op.native.post_ops == (("eltwise_relu", 0.0, 0.0),)
+    x = RNG.standard_normal((2, 4) + (7,) * rank).astype(np.float32)
+    expected = np.maximum(float64_conv(x, weight, bias, (1,) * rank, (1,) * rank, ((0, 0),) * rank, 1), 0)
+    assert np.max(np.abs(model(x) - expected)) <= TOLERANCE
+    assert np.max(np.abs(model(x[0]) - expected[0])) <= TOLERANCE  # unbatched: the reference conv, then the ReLU
+
+
 def test_one_convolution_runs_in_several_threads_at_once():
     from concurrent.futures import ThreadPoolExecutor
 
