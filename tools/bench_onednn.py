@@ -4,6 +4,9 @@
     PYTHONPATH=. python tools/bench_onednn.py ab MODEL.pnnx.param [--threads 1] [--rounds 10]
         the model with oneDNN and without it (compiled paths), loaded twice in one process,
         interleaved; CPU time per run at 1 thread (holds up under load), wall time otherwise
+    PYTHONPATH=. python tools/bench_onednn.py pools MODEL.pnnx.param [--threads 1] [--rounds 10]
+        the same, but only the pooling ops switched between oneDNN and their compiled loops
+        (the convolutions on oneDNN in both)
     PYTHONPATH=. python tools/bench_onednn.py scaling MODEL.pnnx.param [--batch 1] [--rounds 30]
         the model at threads=1 and threads=2 in one process, interleaved: the 1 -> 2 thread scaling
     PYTHONPATH=. python tools/bench_onednn.py convs MODEL.pnnx.param [--threads 1]
@@ -29,14 +32,15 @@ def _inputs(path: str, batch: int) -> list[np.ndarray]:
     return random_inputs(input_specs(resolve_param(path)), batch)
 
 
-def _with_and_without_onednn(path: str, threads: int):
+def _with_and_without_onednn(path: str, threads: int, module=onednn, name: str = "library"):
+    """The model loaded as is and with ``module.name`` answering None (the compiled paths)."""
     with_it = kuiper.load(path, threads=threads)
-    found = onednn.library
-    onednn.library = lambda: None  # the next build takes the compiled paths
+    found = getattr(module, name)
+    setattr(module, name, lambda *args: None)  # the next build takes the compiled paths
     try:
         without = kuiper.load(path, threads=threads)
     finally:
-        onednn.library = found
+        setattr(module, name, found)
     return with_it, without
 
 
@@ -44,9 +48,9 @@ def _median_ms(samples) -> str:
     return f"{np.median(samples) * 1e3:.1f} ms (p10 {np.percentile(samples, 10) * 1e3:.1f})"
 
 
-def ab(args) -> None:
+def ab(args, models=None) -> None:
     clock = time.process_time if args.threads == 1 else time.perf_counter
-    models = _with_and_without_onednn(args.model, args.threads)
+    models = models or _with_and_without_onednn(args.model, args.threads)
     inputs = _inputs(args.model, args.batch)
     outputs = [np.asarray(model(*inputs)) for model in models]
     print(f"max |difference| {np.max(np.abs(outputs[0] - outputs[1])):.3g} (output scale {np.max(np.abs(outputs[1])):.3g})")
@@ -59,6 +63,10 @@ def ab(args) -> None:
     kind = "CPU" if clock is time.process_time else "wall"
     print(f"{kind} time per run: oneDNN {_median_ms(samples[0])}, compiled paths {_median_ms(samples[1])}, "
           f"ratio {np.median(samples[0]) / np.median(samples[1]):.2f}")
+
+
+def pools(args) -> None:
+    ab(args, _with_and_without_onednn(args.model, args.threads, onednn, "Pooling"))
 
 
 def scaling(args) -> None:
@@ -112,7 +120,7 @@ def convs(args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("ab", "scaling", "convs"))
+    parser.add_argument("what", choices=("ab", "pools", "scaling", "convs"))
     parser.add_argument("model", help="a .pnnx.param file")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--batch", type=int, default=1)
@@ -120,7 +128,7 @@ def main() -> None:
     args = parser.parse_args()
     if not onednn.available():
         parser.error(onednn.describe())
-    {"ab": ab, "scaling": scaling, "convs": convs}[args.what](args)
+    {"ab": ab, "pools": pools, "scaling": scaling, "convs": convs}[args.what](args)
 
 
 if __name__ == "__main__":

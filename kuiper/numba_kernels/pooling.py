@@ -53,4 +53,4 @@ class CompiledAvgPool2d(AvgPool2d):
         return np.reshape(out, tuple(x.shape[:-2]) + outs)
 
 
-KERNELS = [CompiledMaxPool2d, CompiledAvgPool2d]
+KERNELS = []  # pool_native.py registers their subclasses, which add oneDNN's path

@@ -120,14 +120,15 @@ def chain(tmp_path):
 
 @pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
 @pytest.mark.parametrize("threads", [1, 2])
-def test_convs_pass_blocked_tensors_to_convs_and_plain_arrays_to_everything_else(chain, threads):
+def test_convs_pass_blocked_tensors_to_oneDNN_readers_and_the_model_gives_plain_arrays(chain, threads):
     model = kuiper.load(chain, threads=threads)
     convs = {step.node.name: step.op for step in model.steps if step.node.type == "Conv2d"}
     assert [step.node.name for step in model.steps] == ["c1", "c2", "c3", "p"]  # relus and the add fused
     assert sorted(convs["c2"].node.params["epilogue_members"]) == ["add", "r2"]
-    # c1's output feeds c2 twice (input and residual): blocked; c2's feeds c3: blocked;
-    # c3's feeds the max pool: plain.
-    assert [convs[name].output_layout for name in ("c1", "c2", "c3")] == ["onednn", "onednn", None]
+    # c1's output feeds c2 twice (input and residual): blocked; c2's feeds c3: blocked; c3's feeds
+    # the max pool, which pools on oneDNN (pool_native.py): blocked; the pool's is the model's: plain.
+    assert [convs[name].output_layout for name in ("c1", "c2", "c3")] == ["onednn", "onednn", "onednn"]
+    assert model.steps[-1].op.output_layout is None
     seen = {}
 
     class Observer:
@@ -141,7 +142,7 @@ def test_convs_pass_blocked_tensors_to_convs_and_plain_arrays_to_everything_else
     got = model(x, observer=Observer())
     assert isinstance(got, np.ndarray)
     assert np.max(np.abs(got - _chain_reference(x))) <= 2e-5
-    assert isinstance(seen["c3"][0], onednn.Blocked) and isinstance(seen["p"][0], np.ndarray)
+    assert isinstance(seen["c3"][0], onednn.Blocked) and isinstance(seen["p"][0], onednn.Blocked)
     # What an observer meets converts itself to plain data.
     c2_input = np.asarray(seen["c2"][0])
     assert c2_input.shape == (2, 16, 14, 12)

@@ -1,0 +1,116 @@
+"""nn.MaxPool2d and nn.AvgPool2d on oneDNN, in its blocked layout, between oneDNN convolutions.
+
+A pooling op between two convolutions (ResNet's stem, YOLO's SPPF block) would otherwise
+turn the tensor into a plain array and back.  Here it takes a ``Blocked`` input and, when
+the graph says its readers take it, gives a ``Blocked`` output (kuiper/graph/native_layouts.py).
+
+Only blocked inputs go to oneDNN: its pooling of plain NCHW is a slow generic loop (13.7 ms
+against 0.16 ms blocked for a 64x112x112 3x3/2 max pool), so a plain input takes the
+compiled loop, whose plain output oneDNN's readers take too.  The rest stays there also:
+indices, a max over a NaN (oneDNN's max drops NaN, PyTorch's keeps it), an average whose
+divisors oneDNN does not share (divisor_override; count_include_pad with a ceil_mode window
+hanging past the right padding), and any input oneDNN refuses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import onednn
+from ..limits import check_size
+from ..ops.pooling_window import pool_output_size
+from ..thread_limits import requested as model_threads
+from .conv_native import BLOCK_CHANNELS, NATIVE_LAYOUT
+from .pooling import CompiledAvgPool2d, CompiledMaxPool2d
+
+
+def _pooling(algorithm: str, kernel, stride, dilation, padding):
+    """A oneDNN pooling, or None where oneDNN is not installed."""
+    library = onednn.library()
+    return None if library is None else onednn.Pooling(library, algorithm, kernel, stride, dilation, padding)
+
+
+class OneDnnPooling:
+    """The oneDNN path of a 2-D pooling op (mixed in before the compiled op class)."""
+
+    native = None  # the oneDNN pooling, when it runs this op
+    dilation = (1, 1)  # average pooling has none
+    drops_nan = False  # whether oneDNN's algorithm loses a NaN that PyTorch's keeps (its max does)
+
+    def use_native(self, algorithm: str | None) -> None:
+        """Run on oneDNN with ``algorithm`` (None: never) from now on, if it is installed."""
+        if algorithm is not None:
+            self.native = _pooling(algorithm, self.kernel, self.stride, self.dilation, self.padding)
+        self.owns_thread_pool = self.native is not None
+        if self.native is not None:
+            self.kernel_note = "oneDNN (pools in its blocked layout), compiled loop for plain inputs"
+
+    def native_layout(self) -> str | None:
+        return NATIVE_LAYOUT if self.native is not None else None
+
+    def takes_layout(self, position: int, layout: str) -> bool:
+        return position == 0 and layout == NATIVE_LAYOUT and self.native is not None
+
+    def forward(self, x):
+        if isinstance(x, onednn.Blocked):
+            out = self._onednn_forward(x) if self.native is not None else None
+            if out is not None:
+                return out
+            x = np.asarray(x)  # the compiled loop and the reference take plain arrays
+        return super().forward(x)
+
+    def _onednn_forward(self, x):
+        """x pooled on oneDNN, or None where this path does not apply to it."""
+        if x.ndim != 4 or x.shape[0] == 0:
+            return None
+        out_size = tuple(pool_output_size(size, k, s, p, d, self.ceil_mode) for size, k, s, p, d in
+                         zip(x.shape[2:], self.kernel, self.stride, self.padding, self.dilation))
+        if min(out_size) < 1 or not self.onednn_divides_alike(x.shape, out_size):
+            return None
+        # The size budget, with channels rounded up as a blocked buffer holds them.
+        check_size((x.shape[0], -(-x.shape[1] // BLOCK_CHANNELS) * BLOCK_CHANNELS) + out_size, 4,
+                   self.node.describe())
+        if self.drops_nan and np.isnan(np.max(x.buffer)):
+            return None  # a NaN the max would drop: the compiled loop keeps it
+        try:
+            return self.native(x, out_size, model_threads(), blocked=self.output_layout == NATIVE_LAYOUT)
+        except onednn.OneDnnError:
+            return None  # oneDNN refused this input (once: the plan remembers)
+
+    def onednn_divides_alike(self, shape, out_size) -> bool:
+        """Whether oneDNN divides each window as PyTorch does, for this input and output size."""
+        return True
+
+
+class NativeMaxPool2d(OneDnnPooling, CompiledMaxPool2d):
+    """nn.MaxPool2d / F.max_pool2d."""
+
+    drops_nan = True
+
+    def setup(self):
+        super().setup()
+        self.use_native(None if self.return_indices else "max")
+
+
+class NativeAvgPool2d(OneDnnPooling, CompiledAvgPool2d):
+    """nn.AvgPool2d / F.avg_pool2d, where oneDNN divides each window's sum by what PyTorch does.
+
+    PyTorch divides by the window clipped to the padded input with count_include_pad, else by
+    the input elements under it (oneDNN's exclude-padding rule).  With no padding the two are
+    the same.  oneDNN's include-padding rule divides by the whole window, which is PyTorch's
+    wherever no window hangs past the right padding (always, unless ceil_mode).
+    """
+
+    def setup(self):
+        super().setup()
+        self.include_padding = self.count_include_pad and any(self.padding)
+        algorithm = "average_include_padding" if self.include_padding else "average_exclude_padding"
+        self.use_native(algorithm if self.divisor_override is None else None)
+
+    def onednn_divides_alike(self, shape, out_size) -> bool:
+        if not self.include_padding:
+            return True
+        return all(after <= p for after, p in zip(self.native.pads_after(shape, out_size), self.padding))
+
+
+KERNELS = [NativeMaxPool2d, NativeAvgPool2d]

@@ -1,0 +1,119 @@
+"""Max and average pooling of float32 tensors (plain or Blocked) on oneDNN, in the input's layout.
+
+Between two convolutions that keep oneDNN's blocked layout (ResNet's stem, YOLO's SPPF
+block), pooling in that layout saves converting the tensor to a plain array and back.
+oneDNN pools in whatever layout the input arrives in, and writes its output the same way.
+
+The caller gives each call's output size (PyTorch's floor or ceil rule is the op's business):
+the right padding handed to oneDNN is what makes its own size rule give that size.  A plan
+(the primitive and its layouts) is made per input layout, shape and thread count; at most
+``MAX_PLANS`` are kept, the oldest going first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .binding import ARG_DST, ARG_SRC, Library, OneDnnError
+from .blocked import Blocked
+from .primitives import Attributes, Layout, Primitive, dims
+
+MAX_PLANS = 8
+ALGORITHMS = {  # kuiper's name: oneDNN's
+    "max": "pooling_max",
+    "average_include_padding": "pooling_avg_include_padding",  # divides by the whole window
+    "average_exclude_padding": "pooling_avg_exclude_padding",  # divides by the input elements under it
+}
+
+
+@dataclass
+class _Plan:
+    layout: Layout | None  # the Blocked input's layout; None: a plain array
+    shape: tuple[int, ...]
+    out_shape: tuple[int, ...]
+    threads: int
+    pooling: Primitive | None  # None: oneDNN refused, for the reason below
+    refusal: str = ""
+    source: Layout | None = None  # the input's layout
+    result: Layout | None = None  # the output's: the input's kind of layout
+    plain_result: bool = False  # the output is a plain array already
+
+
+class Pooling:
+    """``Pooling(library, algorithm, kernel, stride, dilation, pads_before)(x, out_size)``: x pooled."""
+
+    def __init__(self, library: Library, algorithm: str, kernel, stride, dilation, pads_before):
+        """``algorithm`` is a key of ALGORITHMS; ``dilation`` counts as PyTorch's does (1: none)."""
+        self.library = library
+        self.algorithm = library.alg_kind(ALGORITHMS[algorithm])
+        self.kernel, self.stride, self.dilation = tuple(kernel), tuple(stride), tuple(dilation)
+        self.pads_before = tuple(pads_before)
+        self.plans: list[_Plan] = []
+
+    def pads_after(self, shape, out_size) -> list[int]:
+        """The right padding that makes oneDNN's ``(in + before + after - span) / stride + 1`` equal
+        ``out_size``: the part the last window uses (negative where a floor rule drops input)."""
+        return [(out - 1) * s + d * (k - 1) + 1 - size - before
+                for size, out, k, s, d, before in zip(shape[2:], out_size, self.kernel, self.stride, self.dilation,
+                                                      self.pads_before)]
+
+    def _every_window_meets_input(self, shape, out_size) -> bool:
+        """Whether every window has an input element under it (a dilated one may step over the input)."""
+        for size, out, k, s, d, before in zip(shape[2:], out_size, self.kernel, self.stride, self.dilation,
+                                              self.pads_before):
+            taps = np.arange(out)[:, None] * s - before + np.arange(k)[None, :] * d
+            if not np.all(np.any((taps >= 0) & (taps < size), axis=1)):
+                return False
+        return True
+
+    def __call__(self, x, out_size, threads: int | None = None, blocked: bool = False):
+        """x (N, C, *spatial) pooled to spatial size ``out_size``, on ``threads`` (None: OpenMP's default);
+        ``blocked``: the output stays in oneDNN's layout (the input's), else a plain array."""
+        threads = self.library.threads(threads)
+        layout = x.layout if isinstance(x, Blocked) else None
+        buffer = x.buffer if isinstance(x, Blocked) else np.ascontiguousarray(x, dtype=np.float32)
+        plan = self.plan(layout, tuple(x.shape), tuple(out_size), threads)
+        out = plan.result.empty()
+        plan.pooling.run({ARG_SRC: (plan.source, buffer), ARG_DST: (plan.result, out)}, threads)
+        if plan.plain_result and not blocked:
+            return np.reshape(out, plan.out_shape)
+        out = Blocked(self.library, plan.out_shape, plan.result, out)
+        return out if blocked else out.plain(threads)
+
+    def plan(self, layout: Layout | None, shape: tuple[int, ...], out_size: tuple[int, ...], threads: int) -> _Plan:
+        """The plan for inputs of ``shape`` in ``layout`` (None: plain) on ``threads``, made on first use
+        (OneDnnError: oneDNN cannot run it; remembered, as a refusal costs a primitive search)."""
+        out_shape = tuple(shape[:2]) + out_size
+        for plan in self.plans:
+            if (plan.shape, plan.out_shape, plan.threads) == (shape, out_shape, threads) and (
+                    plan.layout is None if layout is None else layout == plan.layout):
+                break
+        else:
+            plan = self._make_plan(layout, shape, out_shape, threads)
+            self.plans = [*self.plans[1 - MAX_PLANS:], plan]
+        if plan.pooling is None:
+            raise OneDnnError(plan.refusal)
+        return plan
+
+    def _make_plan(self, layout: Layout | None, shape, out_shape, threads: int) -> _Plan:
+        library = self.library
+        library.set_threads(threads)  # the primitive is made for this many threads
+        if not self._every_window_meets_input(shape, out_shape[2:]):
+            # oneDNN's max gives -FLT_MAX there (not -inf), its exclude-padding average divides by zero
+            return _Plan(layout, shape, out_shape, threads, None, f"pooling of {shape}: a window covers only padding")
+        source = layout if layout is not None else Layout.plain(library, shape)
+        any_out = Layout.any(library, out_shape)
+        try:
+            with Attributes(library) as attributes:
+                pooling = Primitive(library, lambda pointer: library.pooling_forward_primitive_desc_create(
+                    pointer, library.engine, library.forward_inference, self.algorithm, source.handle, any_out.handle,
+                    dims(self.stride), dims(self.kernel), dims(d - 1 for d in self.dilation), dims(self.pads_before),
+                    dims(self.pads_after(shape, out_shape[2:])), attributes.handle),
+                    f"pooling of {shape} to {out_shape} (kernel {self.kernel}, stride {self.stride})")
+        except OneDnnError as exc:
+            return _Plan(layout, shape, out_shape, threads, None, str(exc))
+        result = pooling.layout(ARG_DST)
+        return _Plan(layout, shape, out_shape, threads, pooling, source=source, result=result,
+                     plain_result=result == Layout.plain(library, out_shape))
