@@ -120,8 +120,8 @@ def _constant_value(operand: str, producer: dict[str, OpNode]) -> np.ndarray | N
     try:
         for step in reversed(chain):
             value = registry[step.type].obj(step, host).forward(value)
-    except KuiperError:
-        return None  # bad params or shapes: the op reports its own error when it is built
+    except (KuiperError, ValueError):
+        return None  # bad params or shapes (NumPy's broadcast raises ValueError): the op reports them when run
     return np.asarray(value)
 
 
