@@ -1,4 +1,4 @@
-"""ModelIR -> Model: check op types, order, fuse, build sub-graphs, instantiate on one backend, plan lifetimes.
+"""ModelIR -> Model: check op types, order, fold constants, fuse, build sub-graphs, instantiate on one backend, plan lifetimes.
 
 A param that holds a ModelIR (or a list of them) is a sub-graph: a loop body, a reducer,
 a branch.  It is built here, on the same backend, before the op that uses it is made, and
@@ -18,6 +18,8 @@ from ..errors import GraphError, UnsupportedOperatorError
 from ..limits import check_size
 from ..model_ir import ModelIR, OpNode
 from ..plugins import kernel_registry, op_registry
+from .constant_fold import fold_constants
+from .fusion import fuse_elementwise
 from .heap import keep_freed_memory
 from .model import Model, TensorSpec
 from .native_layouts import agree_on_layouts
@@ -187,8 +189,7 @@ def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) 
     order = topological_order(ir, output_operands)
     fused_groups: list[list[str]] = []
     if fuse:
-        from .fusion import fuse_elementwise
-
+        order = fold_constants(order, ir.operands, output_operands, backend.name)
         order, fused_groups = fuse_elementwise(order, output_operands, backend.name)
 
     compute = order

@@ -42,7 +42,7 @@ from ..plugins import kernel_registry, op_registry
 MAX_GROUP_DEPTH = 32
 
 
-def _elementwise_math(order: list[OpNode], backend_name: str) -> dict[str, ElementwiseMath]:
+def elementwise_maths(order: list[OpNode], backend_name: str) -> dict[str, ElementwiseMath]:
     """op name -> its math, for every op fusion may touch."""
     registry = op_registry()
     overridden = kernel_registry(backend_name)
@@ -60,7 +60,7 @@ def _elementwise_math(order: list[OpNode], backend_name: str) -> dict[str, Eleme
     return found
 
 
-def _producers_and_readers(order: list[OpNode]) -> tuple[dict[str, OpNode], dict[str, int]]:
+def producers_and_readers(order: list[OpNode]) -> tuple[dict[str, OpNode], dict[str, int]]:
     """{operand: the node making it}, {operand: how many inputs of nodes read it}."""
     producer = {operand: node for node in order for operand in node.outputs}
     readers: dict[str, int] = defaultdict(int)
@@ -74,8 +74,8 @@ def fuse_elementwise(
     order: list[OpNode], model_outputs: list[str], backend_name: str
 ) -> tuple[list[OpNode], list[list[str]]]:
     """Return the new op order and, for `kuiper info`, the op names merged into each fused op."""
-    maths = _elementwise_math(order, backend_name)
-    producer, readers = _producers_and_readers(order)
+    maths = elementwise_maths(order, backend_name)
+    producer, readers = producers_and_readers(order)
     kept = set(model_outputs)
 
     # Pass 1, in topological order: which producer each elementwise op absorbs, and how deep
@@ -127,7 +127,7 @@ def attach_epilogues(order: list[OpNode], model_outputs: list[str], backend_name
     takes the reader's place in the order, where all of both nodes' inputs exist.
     """
     overridden = kernel_registry(backend_name)
-    producer, readers = _producers_and_readers(order)
+    producer, readers = producers_and_readers(order)
     kept = set(model_outputs)
     position_in_order = {node.name: index for index, node in enumerate(order)}
     merged_into: dict[str, OpNode] = {}  # reader name -> the conv node that replaces it

@@ -1,0 +1,238 @@
+"""Constants folded where the kernels can use them: a per-channel addend into its conv's bias, a
+single value into the elementwise math that reads it.
+
+Two rewrites of OpNodes before fusion (fusion.py). They read only the op set, never a frontend:
+
+1. ``add(conv(x), c)``, where the conv has a constant float32 weight and ``c`` is a float32
+   constant that varies only along the conv's channel dim, becomes the conv with bias
+   ``bias + c`` (``c`` alone when it had none), the bias a conv op adds to its output.
+   ``c`` is a Constant op, or Broadcast and Reshape ops over one (how XLA spells a bias).  The
+   conv's result must have no other reader and not be a model output.
+2. An input of an elementwise op that a Constant op holding one finite value makes becomes an
+   IR constant of that value and dtype in the op's math, when the constant's shape cannot
+   change the result's: ``max(x, 0)`` is then ReLU, ``clamp(0, x, 6)`` ReLU6.
+
+Why: a conv runs on oneDNN only when its whole epilogue maps to oneDNN post-ops (an activation
+of its result, a residual sum), and a bias as a broadcast input or 0 as a constant input are
+neither, so such convs stayed on slower paths (docs/performance.md).  Ops left with no reader
+(the constants and broadcasts folded away) are dropped.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..backends import get_backend
+from ..errors import KuiperError
+from ..ir import dtypes, make
+from ..ir.nodes import Binary
+from ..model_ir import OperandInfo, OpNode
+from ..ops.conv import ConvNd
+from ..ops.elementwise import FUSED_TYPE, ElementwiseMath, function_for
+from ..plugins import op_registry
+from .fusion import elementwise_maths, producers_and_readers
+
+FLOAT32 = "float32"
+SHAPE_ONLY_TYPES = ("Broadcast", "Reshape")  # ops that lay a constant's values out anew, computing nothing
+CHANNEL_AXIS = 1  # a conv's output is (N, C, *spatial)
+
+
+def fold_constants(order: list[OpNode], operands: dict[str, OperandInfo], model_outputs: list[str],
+                   backend_name: str) -> list[OpNode]:
+    """The op order with both rewrites made and the ops they left unread dropped."""
+    order = fold_channel_adds_into_convs(order, operands, set(model_outputs), backend_name)
+    order = inline_single_values(order, operands, backend_name)
+    return _without_unread_ops(order, model_outputs)
+
+
+def fold_channel_adds_into_convs(order: list[OpNode], operands: dict[str, OperandInfo], kept: set[str],
+                                 backend_name: str) -> list[OpNode]:
+    """Each float32 ``conv + per-channel constant`` as the conv with that constant in its bias."""
+    maths = elementwise_maths(order, backend_name)
+    producer, readers = producers_and_readers(order)
+    with_bias: dict[str, OpNode] = {}  # conv name -> the conv with the bias, producing the add's output
+    folded: set[str] = set()  # the adds
+    for node in order:
+        math_of_node = maths.get(node.name)
+        if math_of_node is None or len(node.inputs) != 2 or not _is_float32_add(math_of_node):
+            continue
+        for position, operand in enumerate(node.inputs):
+            conv = producer.get(operand)
+            if conv is None or conv.name in with_bias or operand in kept or readers[operand] != 1:
+                continue
+            if not _takes_a_bias(conv, operands):
+                continue
+            weight = conv.attrs["weight"]
+            addend = _constant_value(node.inputs[1 - position], producer)
+            channels = _per_channel(addend, operands[operand].shape, weight.shape[0])
+            if channels is not None:
+                with_bias[conv.name] = _conv_with_bias(conv, channels, node.outputs)
+                folded.add(node.name)
+                break
+    return [with_bias.get(node.name, node) for node in order if node.name not in folded]
+
+
+def _is_float32_add(math_of_node: ElementwiseMath) -> bool:
+    """Whether the math on two float32 inputs is exactly their float32 sum."""
+    try:
+        function = function_for(math_of_node, (FLOAT32, FLOAT32))
+    except KuiperError:
+        return False  # math that takes no float32 inputs (a bitwise and)
+    statements = function.body.stmts
+    if len(statements) != 1 or len(function.results) != 1:
+        return False
+    first, second = function.params
+    return statements[0].value in (Binary("add", first, second, FLOAT32), Binary("add", second, first, FLOAT32))
+
+
+def _takes_a_bias(conv: OpNode, operands: dict[str, OperandInfo]) -> bool:
+    """A convolution (not transposed) with a constant float32 weight, a float32 output of known rank
+    (batched: channels on axis 1) and no bias or a float32 one per output channel."""
+    registered = op_registry().get(conv.type)
+    if registered is None or not issubclass(registered.obj, ConvNd):
+        return False
+    weight, bias = conv.attrs.get("weight"), conv.attrs.get("bias")
+    if weight is None or weight.dtype != np.float32 or weight.ndim < 3 or len(conv.inputs) != 1:
+        return False
+    if len(conv.outputs) != 1 or "epilogue" in conv.params:
+        return False
+    if bias is not None and (bias.dtype != np.float32 or tuple(bias.shape) != weight.shape[:1]):
+        return False  # the conv op reports a bad bias when it is built
+    info = operands.get(conv.outputs[0])
+    return info is not None and info.dtype == FLOAT32 and info.shape is not None and len(info.shape) == weight.ndim
+
+
+def _constant_value(operand: str, producer: dict[str, OpNode]) -> np.ndarray | None:
+    """The value of ``operand`` when a Constant op makes it, through shape-only ops; else None."""
+    chain: list[OpNode] = []
+    node = producer.get(operand)
+    while node is not None and node.type in SHAPE_ONLY_TYPES and len(node.inputs) == 1:
+        chain.append(node)
+        node = producer.get(node.inputs[0])
+    value = _constant_data(node)
+    if value is None:
+        return None
+    # The shape-only ops themselves, on the host: their own semantics, nothing restated here.
+    host = get_backend("numpy")
+    registry = op_registry()
+    try:
+        for step in reversed(chain):
+            value = registry[step.type].obj(step, host).forward(value)
+    except (KuiperError, ValueError):
+        return None  # bad params or shapes (NumPy's broadcast raises ValueError): the op reports them when run
+    return np.asarray(value)
+
+
+def _constant_data(node: OpNode | None) -> np.ndarray | None:
+    """The tensor a Constant op holds (``@data``, or its one attr, as the op takes it)."""
+    if node is None or node.type != "Constant" or node.inputs:
+        return None
+    if "data" in node.attrs:
+        return node.attrs["data"]
+    return next(iter(node.attrs.values())) if len(node.attrs) == 1 else None
+
+
+def _per_channel(value: np.ndarray | None, out_shape: tuple, channels: int) -> np.ndarray | None:
+    """The (channels,) float32 vector ``value`` holds when, added to an output of ``out_shape``, it
+    varies only along the channel axis and leaves the output's shape as it is; else None."""
+    if value is None or value.dtype != np.float32 or value.ndim > len(out_shape):
+        return None
+    value = np.reshape(value, (1,) * (len(out_shape) - value.ndim) + tuple(value.shape))
+    for axis, size in enumerate(value.shape):
+        if size == 1:
+            continue
+        if axis == CHANNEL_AXIS:
+            if size != channels:
+                return None
+            continue
+        if out_shape[axis] != size:
+            return None  # the sum would be larger than the conv's output (or its size is unknown)
+        first = value[(slice(None),) * axis + (slice(0, 1),)]
+        if not np.array_equal(value, np.broadcast_to(first, value.shape)):
+            return None  # varies along this axis
+        value = first
+    return np.broadcast_to(np.reshape(value, -1), (channels,)).astype(np.float32)
+
+
+def _conv_with_bias(conv: OpNode, channels: np.ndarray, outputs: list[str]) -> OpNode:
+    """The conv adding ``channels`` to its bias (float32, as the add did) and producing ``outputs``."""
+    bias = conv.attrs.get("bias")
+    bias = channels if bias is None else (bias + channels).astype(np.float32)
+    return OpNode(
+        type=conv.type,
+        name=conv.name,
+        inputs=list(conv.inputs),
+        outputs=list(outputs),
+        params={**conv.params, "bias": True},
+        attrs={**conv.attrs, "bias": bias},
+        input_keys=list(conv.input_keys),
+        source=conv.source,
+    )
+
+
+def inline_single_values(order: list[OpNode], operands: dict[str, OperandInfo], backend_name: str) -> list[OpNode]:
+    """Each elementwise op with single-value constant inputs as one computing them as IR constants."""
+    maths = elementwise_maths(order, backend_name)
+    producer, _ = producers_and_readers(order)
+    rewritten = []
+    for node in order:
+        math_of_node = maths.get(node.name)
+        constants = {} if math_of_node is None else _single_values(node, math_of_node, producer, operands)
+        rewritten.append(_with_constants(node, math_of_node, constants) if constants else node)
+    return rewritten
+
+
+def _single_values(node: OpNode, math_of_node: ElementwiseMath, producer: dict[str, OpNode],
+                   operands: dict[str, OperandInfo]) -> dict[int, np.ndarray]:
+    """{input position: the one-value array there} for the inputs that can become IR constants."""
+    found = {}
+    for position, operand in enumerate(node.inputs):
+        data = _constant_data(producer.get(operand))
+        if position in math_of_node.whole_inputs or data is None or data.size != 1:
+            continue
+        if data.dtype.name not in dtypes.TENSOR_DTYPES or dtypes.category(data.dtype.name) == dtypes.COMPLEX:
+            continue
+        if not math.isfinite(float(data.reshape(()))):
+            continue  # inf and NaN stay inputs: not every code generator spells them as constants
+        found[position] = data
+    others = [operand for position, operand in enumerate(node.inputs) if position not in found]
+    if not others:
+        return {}  # all constants: the op keeps its inputs (its result's shape is theirs)
+    # A constant of rank r must not widen the result: some other input must have rank >= r.
+    ranks = [len(info.shape) for info in map(operands.get, others) if info is not None and info.shape is not None]
+    widest = max(ranks, default=0)
+    return {position: data for position, data in found.items() if data.ndim <= widest}
+
+
+def _with_constants(node: OpNode, math_of_node: ElementwiseMath, constants: dict[int, np.ndarray]) -> OpNode:
+    """An elementwise op computing ``node``'s math with ``constants`` as IR constants, on its other inputs."""
+    values = {position: make.const(data.reshape(()).item(), data.dtype.name) for position, data in constants.items()}
+    remaining = [position for position in range(len(node.inputs)) if position not in values]
+    inner = math_of_node.build
+
+    def build(*inputs):
+        given = dict(zip(remaining, inputs))
+        return inner(*(values[p] if p in values else given[p] for p in range(len(node.inputs))))
+
+    whole = frozenset(remaining.index(position) for position in math_of_node.whole_inputs)
+    return OpNode(
+        type=FUSED_TYPE,
+        name=node.name,
+        inputs=[node.inputs[position] for position in remaining],
+        outputs=list(node.outputs),
+        params={"math": ElementwiseMath(build, len(remaining), whole), "members": [node.name]},
+        source=node.source,
+    )
+
+
+def _without_unread_ops(order: list[OpNode], model_outputs: list[str]) -> list[OpNode]:
+    """Drop the ops none of whose outputs is read or returned (the folded constants' producers)."""
+    needed = set(model_outputs)
+    kept: list[OpNode] = []
+    for node in reversed(order):
+        if any(operand in needed for operand in node.outputs):
+            kept.append(node)
+            needed.update(node.inputs)
+    return kept[::-1]
