@@ -36,8 +36,9 @@ class OneDnnConv:
 
         An epilogue oneDNN has no post-ops for stays on the class's other paths, which run it
         while each output plane is in cache: on oneDNN it would take a pass of its own over a
-        plain copy of the output, which made the HLO conv net (bias added as a broadcast tensor,
-        ReLU against a constant input) 1.3-1.4x slower (docs/performance.md).
+        plain copy of the output, which made the HLO conv net 1.3-1.4x slower when its epilogue
+        (a broadcast bias, ReLU against a constant input) still reached the conv unfolded
+        (docs/performance.md; kuiper/graph/constant_fold.py now folds both).
         """
         weight = self.static_weight
         library = onednn.library()

@@ -141,18 +141,22 @@ def test_a_refused_shape_is_asked_once(monkeypatch):
     assert calls == [x.shape]
 
 
-@pytest.mark.parametrize("rank", [1, 3])
-def test_conv1d_and_conv3d_models_run_on_onednn(tmp_path, rank):
-    from conftest import op_model
-
+def rank_case(rank: int):
+    """A 4 -> 6 channel conv of kernel 3 in each of ``rank`` dims: (weight, bias, kernel_size text);
+    skips where the oneDNN op classes are not registered."""
     from kuiper.numba_kernels import available as numba_available
 
     if not numba_available():
         pytest.skip("oneDNN convolutions come with the compiled CPU kernels (numba)")
-    kernel = (3,) * rank
-    weight = (RNG.standard_normal((6, 4) + kernel) / 4).astype(np.float32)
-    bias = RNG.standard_normal(6).astype(np.float32)
-    sizes = ",".join(["3"] * rank)
+    weight = (RNG.standard_normal((6, 4) + (3,) * rank) / 4).astype(np.float32)
+    return weight, RNG.standard_normal(6).astype(np.float32), ",".join(["3"] * rank)
+
+
+@pytest.mark.parametrize("rank", [1, 3])
+def test_conv1d_and_conv3d_models_run_on_onednn(tmp_path, rank):
+    from conftest import op_model
+
+    weight, bias, sizes = rank_case(rank)
     stride = ",".join(["2"] * rank)
     pad = ",".join(["1"] * rank)
     model = op_model(tmp_path, f"nn.Conv{rank}d c 1 1 x y bias=True in_channels=4 out_channels=6 "
@@ -170,14 +174,8 @@ def test_conv1d_and_conv3d_run_their_relu_as_a_post_op(tmp_path, rank):
     from conftest import write_model
 
     import kuiper
-    from kuiper.numba_kernels import available as numba_available
 
-    if not numba_available():
-        pytest.skip("oneDNN convolutions come with the compiled CPU kernels (numba)")
-    kernel = (3,) * rank
-    weight = (RNG.standard_normal((6, 4) + kernel) / 4).astype(np.float32)
-    bias = RNG.standard_normal(6).astype(np.float32)
-    sizes = ",".join(["3"] * rank)
+    weight, bias, sizes = rank_case(rank)
     text = (f"7767517\n4 3\npnnx.Input in0 0 1 x\n"
             f"nn.Conv{rank}d c 1 1 x h bias=True in_channels=4 out_channels=6 kernel_size=({sizes}) "
             f"@weight=({','.join(map(str, weight.shape))})f32 @bias=(6)f32\n"
