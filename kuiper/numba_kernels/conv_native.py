@@ -74,12 +74,8 @@ class OneDnnConv:
     def _onednn_forward(self, inputs):
         """The conv (and its epilogue) on oneDNN, or None where it does not apply to these inputs."""
         x, extras = inputs[0], inputs[1:]
-        if not isinstance(x, onednn.Blocked) and not (isinstance(x, np.ndarray) and x.dtype == np.float32):
-            return None
-        if x.ndim != self.spatial + 2 or x.shape[0] == 0 or x.shape[1] != self.static_weight.in_channels:
-            return None  # the reference handles unbatched and empty inputs, and raises the shape error
-        out_shape = self.native.output_shape(x.shape)
-        if min(out_shape[2:]) < 1:
+        out_shape = native_output_shape(self, x)
+        if out_shape is None:
             return None
         # The size budget, before anything of that size is made: the padded input (what the reference
         # makes) and the output, with channels rounded up to oneDNN's widest block (its buffers' size).
@@ -96,6 +92,18 @@ class OneDnnConv:
             return self.native(x, model_threads(), residual=residual, blocked=self.output_layout == NATIVE_LAYOUT)
         except onednn.OneDnnError:
             return None  # oneDNN refused this input shape (once: it remembers)
+
+
+def native_output_shape(op, x) -> tuple[int, ...] | None:
+    """The output shape of ``op.native`` (a oneDNN convolution, plain or transposed) on ``x``, or None
+    where x is not for oneDNN: not float32, unbatched or empty (the reference takes those, and raises
+    its shape errors), or giving an empty output."""
+    if not isinstance(x, onednn.Blocked) and not (isinstance(x, np.ndarray) and x.dtype == np.float32):
+        return None
+    if x.ndim != op.spatial + 2 or x.shape[0] == 0 or x.shape[1] != op.static_weight.in_channels:
+        return None
+    out_shape = op.native.output_shape(x.shape)
+    return out_shape if min(out_shape[2:]) >= 1 else None
 
 
 class OneDnnOrReference(OneDnnConv):

@@ -87,6 +87,9 @@ _FUNCTIONS = {
     "dnnl_pooling_forward_primitive_desc_create": (
         _STATUS, [ctypes.POINTER(Handle), Handle, ctypes.c_int, ctypes.c_int, Handle, Handle, Dims, Dims, Dims, Dims,
                   Dims, Handle]),
+    "dnnl_deconvolution_forward_primitive_desc_create": (
+        _STATUS, [ctypes.POINTER(Handle), Handle, ctypes.c_int, ctypes.c_int, Handle, Handle, Handle, Handle,
+                  Dims, Dims, Dims, Dims, Handle]),
     "dnnl_concat_primitive_desc_create": (
         _STATUS, [ctypes.POINTER(Handle), Handle, Handle, ctypes.c_int, ctypes.c_int, ctypes.POINTER(Handle), Handle]),
     "dnnl_reorder_primitive_desc_create": (_STATUS, [ctypes.POINTER(Handle), Handle, Handle, Handle, Handle, Handle]),
@@ -131,6 +134,7 @@ class Library:
         self.format_any = self.enum(self.fmt_tag2str, "any")
         self.forward_inference = self.enum(self.prop_kind2str, "forward_inference")
         self.convolution_direct = self.enum(self.alg_kind2str, "convolution_direct", limit=0x400)
+        self.deconvolution_direct = self.enum(self.alg_kind2str, "deconvolution_direct", limit=0x400)
         self.scratchpad_user = self.enum(self.scratchpad_mode2str, "user")
         self.openmp = _openmp(version.cpu_runtime)
         self.default_threads = self.openmp.omp_get_max_threads() if self.openmp is not None else None

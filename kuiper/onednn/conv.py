@@ -1,4 +1,5 @@
-"""A float32 convolution (1-3 spatial dims, any stride, dilation, zero padding, groups) run by oneDNN.
+"""A float32 convolution (1-3 spatial dims, any stride, dilation, zero padding, groups) run by oneDNN,
+or a transposed convolution (oneDNN's deconvolution: PyTorch's ConvTranspose).
 
 oneDNN's fast kernels want activations with channels in blocks of 8 or 16 (the SIMD width)
 and a weight laid out to match.  The weight is reordered once per layout and kept.  An
@@ -43,10 +44,17 @@ class Convolution:
     """``Convolution(...)(x)``: the convolution of float32 x (plain or Blocked), as a fresh tensor."""
 
     def __init__(self, library: Library, weight: np.ndarray, bias: np.ndarray | None, stride, dilation, pads,
-                 groups: int, post_ops=()):
+                 groups: int, post_ops=(), output_padding=None):
         """``weight`` is (out, in/groups, *kernel); ``pads`` a (before, after) pair per spatial dim;
-        ``post_ops`` the steps applied to the output (``primitives.Attributes``)."""
+        ``post_ops`` the steps applied to the output (``primitives.Attributes``).
+
+        ``output_padding`` (one count per spatial dim) makes it a transposed convolution, whose
+        output has (in - 1) * stride - before - after + dilation * (kernel - 1) + output_padding + 1
+        positions along each dim; its ``weight`` is still (out, in/groups, *kernel), the transpose
+        of PyTorch's ConvTranspose weight within each group.
+        """
         self.library = library
+        self.output_padding = None if output_padding is None else tuple(output_padding)
         self.out_channels, group_in, *kernel = weight.shape
         self.in_channels = group_in * groups
         self.kernel = tuple(kernel)
@@ -63,9 +71,14 @@ class Convolution:
         self.refused: dict[tuple[int, ...], str] = {}  # input shapes oneDNN would not take, and why
 
     def output_shape(self, shape) -> tuple[int, ...]:
-        spatial = tuple((size + before + after - d * (k - 1) - 1) // s + 1
-                        for size, k, s, d, (before, after) in zip(shape[2:], self.kernel, self.stride, self.dilation,
-                                                                 self.pads))
+        if self.output_padding is not None:
+            spatial = tuple((size - 1) * s - before - after + d * (k - 1) + extra + 1
+                            for size, k, s, d, (before, after), extra in zip(
+                                shape[2:], self.kernel, self.stride, self.dilation, self.pads, self.output_padding))
+        else:
+            spatial = tuple((size + before + after - d * (k - 1) - 1) // s + 1
+                            for size, k, s, d, (before, after) in zip(shape[2:], self.kernel, self.stride,
+                                                                     self.dilation, self.pads))
         return (shape[0], self.out_channels) + spatial
 
     def __call__(self, x, threads: int | None = None, residual=None, blocked: bool = False):
@@ -148,20 +161,28 @@ class Convolution:
         if min(out_shape[2:], default=1) < 1:
             raise OneDnnError(f"convolution of {shape} has an empty output {out_shape}")
         # oneDNN checks out = (in + before + after - span) / stride + 1 exactly: the right padding it
-        # is given is the part the last window uses (PyTorch drops the rest by flooring).
-        pads_after = [(o - 1) * s + d * (k - 1) + 1 - size - before
-                      for o, s, d, k, size, (before, _) in zip(out_shape[2:], self.stride, self.dilation, self.kernel,
-                                                               shape[2:], self.pads)]
+        # is given is the part the last window uses (PyTorch drops the rest by flooring).  A
+        # transposed conv swaps in and out in that rule, so output_padding lowers the right padding.
+        windows, positions = out_shape[2:], shape[2:]  # the conv's windows, and what they step over
+        if self.output_padding is not None:
+            windows, positions = positions, windows
+        pads_after = [(count - 1) * s + d * (k - 1) + 1 - size - before
+                      for count, s, d, k, size, (before, _) in zip(windows, self.stride, self.dilation, self.kernel,
+                                                                   positions, self.pads)]
         plain_in, plain_out = Layout.plain(library, shape), Layout.plain(library, out_shape)
         any_in, any_out = Layout.any(library, shape), Layout.any(library, out_shape)
         any_weight = Layout.any(library, self._weight_shape())
         bias = self.bias[0].handle if self.bias is not None else None
+        create, algorithm = library.convolution_forward_primitive_desc_create, library.convolution_direct
+        if self.output_padding is not None:
+            create, algorithm = library.deconvolution_forward_primitive_desc_create, library.deconvolution_direct
         with Attributes(library, self.post_ops) as attributes:
-            convolution = Primitive(library, lambda pointer: library.convolution_forward_primitive_desc_create(
-                pointer, library.engine, library.forward_inference, library.convolution_direct, any_in.handle,
+            convolution = Primitive(library, lambda pointer: create(
+                pointer, library.engine, library.forward_inference, algorithm, any_in.handle,
                 any_weight.handle, bias, any_out.handle, dims(self.stride), dims(d - 1 for d in self.dilation),
                 dims(before for before, _ in self.pads), dims(pads_after), attributes.handle),
-                f"convolution of {shape} by {self.plain_weight[1].shape}")
+                f"{'transposed ' if self.output_padding is not None else ''}convolution of {shape} by "
+                f"{self.plain_weight[1].shape}")
         source, result = convolution.layout(ARG_SRC), convolution.layout(ARG_DST)
         return _Plan(
             convolution=convolution,
