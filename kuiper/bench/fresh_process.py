@@ -7,9 +7,11 @@ start-up: from the parent's launch to the end of the first run (interpreter, imp
 first run), as wall time and as the child's CPU time (the CPU time counts all its threads, but
 little of what other processes on a busy machine do).
 
-kuiper runs twice: as configured, and with its compiled kernels switched off
-(``KUIPER_NUMBA=0``), because numba's import and first-call set-up are a fixed cost
-of their own (docs/performance.md, "Start-up and memory").
+kuiper runs twice: as configured, and with its kernel plugin switched off (``KUIPER_NUMBA=0``:
+no numba, and no oneDNN ops either, since they come with that plugin), because numba's import
+and first-call set-up are a fixed cost of their own (docs/performance.md, "Start-up and
+memory").  A model whose ops all run on oneDNN never imports numba, so there the first row
+already shows kuiper without it.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def measure_fresh_processes(param: Path, peers: dict[str, Path], batch: int, thr
     """One fresh interpreter per engine: load + one run; its peak RSS, load, first-run and start-up time."""
     jobs = [("kuiper", "kuiper", param, {})]
     if switch_from_env(NUMBA_SWITCH_ENV, default=True):  # kernels on: also measure kuiper without them
-        jobs.append(("kuiper", "kuiper, no numba", param, {NUMBA_SWITCH_ENV: "0"}))
+        jobs.append(("kuiper", "kuiper, KUIPER_NUMBA=0", param, {NUMBA_SWITCH_ENV: "0"}))
     jobs += [(name, name, path, {}) for name, path in peers.items()]
     lines = ["fresh process per engine (python + import + load + one run; peak RSS = VmHWM; "
              "start-up = launch to end of first run, wall / CPU):"]
@@ -68,9 +70,9 @@ def measure_fresh_processes(param: Path, peers: dict[str, Path], batch: int, thr
 def _row(label: str, done: subprocess.CompletedProcess) -> str:
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["?"])[-1]
-        return f"  {label:<16} failed: {tail}"
+        return f"  {label:<22} failed: {tail}"
     data = json.loads(done.stdout.strip().splitlines()[-1])
-    return (f"  {label:<16} peak RSS {data['maxrss_mib']:7.1f} MiB (after imports "
+    return (f"  {label:<22} peak RSS {data['maxrss_mib']:7.1f} MiB (after imports "
             f"{data['maxrss_after_import_mib']:6.1f} MiB); load {data['load_ms']:7.1f} ms; "
             f"first run {data['first_run_ms']:7.1f} ms; start-up {data['startup_ms']:7.1f} / "
             f"{data['startup_cpu_ms']:7.1f} ms")

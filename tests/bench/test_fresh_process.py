@@ -24,7 +24,7 @@ from conftest import MODELS
 ROOT = Path(__file__).resolve().parents[2]
 
 PARAM = MODELS / "conv2d_depthwise" / "model.pnnx.param"  # one nn.Conv2d, 1x4x7x7 -> 1x8x7x7
-ROW = re.compile(r"^  (?P<label>kuiper(, no numba)?)\s+peak RSS\s+(?P<peak>[0-9.]+) MiB \(after imports\s+"
+ROW = re.compile(r"^  (?P<label>kuiper(, KUIPER_NUMBA=0)?)\s+peak RSS\s+(?P<peak>[0-9.]+) MiB \(after imports\s+"
                  r"(?P<after_import>[0-9.]+) MiB\); load\s+(?P<load>[0-9.]+) ms; first run\s+(?P<first>[0-9.]+) ms; "
                  r"start-up\s+(?P<wall>[0-9.]+) /\s+(?P<cpu>[0-9.]+) ms$")
 
@@ -84,7 +84,7 @@ def test_kuiper_is_measured_with_and_without_its_compiled_kernels(monkeypatch):
     lines = fresh_process.measure_fresh_processes(PARAM, {}, 1, 1, None)
     rows = [ROW.match(line) for line in lines[1:]]
     assert all(rows), lines
-    assert [row["label"] for row in rows] == ["kuiper", "kuiper, no numba"]
+    assert [row["label"] for row in rows] == ["kuiper", "kuiper, KUIPER_NUMBA=0"]
     for row in rows:
         assert float(row["wall"]) >= float(row["load"]) + float(row["first"])
         assert float(row["peak"]) > 0
