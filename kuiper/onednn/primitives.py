@@ -16,7 +16,7 @@ import threading
 
 import numpy as np
 
-from .binding import ARG_SCRATCHPAD, QUERY_EXEC_ARG_MD, QUERY_IMPL_INFO, Dims, ExecArg, Handle, Library
+from .binding import ARG_SCRATCHPAD, QUERY_EXEC_ARG_MD, QUERY_IMPL_INFO, Dims, ExecArg, Handle, Library, OneDnnError
 
 
 def dims(values) -> Dims:
@@ -102,7 +102,11 @@ class Primitive:
         memories, table = getattr(self._bound, "memories", None), getattr(self._bound, "table", None)
         if memories is None or numbers != self._bound.numbers:
             memories, table = self._bind(arguments)
-        for number, (_, buffer) in arguments.items():
+        layouts = self._bound.layouts
+        for number, (layout, buffer) in arguments.items():
+            if layout is not layouts[number] and layout != layouts[number]:
+                # A memory object reads its buffer through the descriptor it was made with.
+                raise OneDnnError(f"argument {number} arrives in another layout than the primitive was made for")
             library.check(library.memory_set_data_handle(memories[number], address(buffer)), "memory")
         library.set_threads(threads)
         stream = library.stream
@@ -112,8 +116,10 @@ class Primitive:
     def _bind(self, arguments: dict[int, tuple[Layout, np.ndarray]]):
         """This thread's memory objects for these argument numbers, and the argument table naming them."""
         memories = getattr(self._bound, "memories", None) or {}
+        layouts = getattr(self._bound, "layouts", None) or {}
         for number, (layout, _) in arguments.items():
             if number not in memories:
+                layouts[number] = layout
                 memory = Handle()
                 self.library.check(self.library.memory_create(ctypes.byref(memory), layout.handle, self.library.engine,
                                                               None), "memory")
@@ -121,7 +127,8 @@ class Primitive:
                     self._memories.append(memory)
                 memories[number] = memory
         table = (ExecArg * len(arguments))(*(ExecArg(number, memories[number]) for number in arguments))
-        self._bound.memories, self._bound.table, self._bound.numbers = memories, table, tuple(arguments)
+        self._bound.memories, self._bound.layouts, self._bound.table = memories, layouts, table
+        self._bound.numbers = tuple(arguments)
         return memories, table
 
     def __del__(self):

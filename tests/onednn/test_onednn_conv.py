@@ -228,6 +228,19 @@ def test_memory_objects_are_made_once_per_thread_and_pointed_at_each_calls_buffe
     assert np.max(np.abs(result[0] - expected)) <= TOLERANCE
 
 
+def test_a_primitive_refuses_an_argument_in_another_layout_than_it_was_made_for():
+    from kuiper.onednn.binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS
+
+    conv, x, _ = make_case("3x3 s1 p1")
+    conv(x, threads=1)
+    plan = conv.plan(x.shape, 1)
+    assert plan.source != plan.plain_in  # oneDNN chose a blocked input layout
+    arguments = {ARG_SRC: (plan.plain_in, np.ascontiguousarray(x)), ARG_WEIGHTS: plan.weight,
+                 ARG_DST: (plan.result, plan.result.empty()), ARG_BIAS: conv.bias}
+    with pytest.raises(onednn.OneDnnError, match="argument 1 arrives in another layout"):
+        plan.convolution.run(arguments, 1)
+
+
 def test_a_buffers_address_is_found_for_writable_read_only_and_empty_arrays():
     from kuiper.onednn.primitives import address
 
