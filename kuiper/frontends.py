@@ -175,8 +175,9 @@ def model_in_folder(folder: Path, format: str | None = None) -> Path:  # noqa: A
     frontends = [registry[format].obj] if format in registry else [r.obj for r in registry.values()]
     matches: list[tuple[int, Path]] = []
     for path in sorted(folder.iterdir()):
-        lengths = [len(suffix) for frontend in frontends for suffix in frontend.suffixes
-                   if path.is_file() and path.name.endswith(suffix)]
+        if not path.is_file():
+            continue
+        lengths = [len(suffix) for frontend in frontends for suffix in frontend.suffixes if path.name.endswith(suffix)]
         if lengths:
             matches.append((max(lengths), path))
     if not matches:

@@ -9,8 +9,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..formats.pnnx import neutral_ir
-from ..frontends import model_in_folder
 from ..formats.pnnx_param import parse_param
+from ..frontends import model_in_folder
 from ..graph.model import TensorSpec
 from ..limits import check_size
 
