@@ -173,8 +173,12 @@ def model_in_folder(folder: Path, format: str | None = None) -> Path:  # noqa: A
     """
     registry = frontend_registry()
     frontends = [registry[format].obj] if format in registry else [r.obj for r in registry.values()]
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as exc:  # unreadable: no permission, or gone meanwhile
+        raise ModelFormatError(f"{folder}: the folder cannot be read ({exc.strerror or exc})") from None
     matches: list[tuple[int, Path]] = []
-    for path in sorted(folder.iterdir()):
+    for path in entries:
         if not path.is_file():
             continue
         lengths = [len(suffix) for frontend in frontends for suffix in frontend.suffixes if path.name.endswith(suffix)]

@@ -164,3 +164,14 @@ def test_a_folder_with_no_model_file_or_two_alike_names_what_it_found(tmp_path):
         (tmp_path / name).write_text("7767518\n0 0\n")
     with pytest.raises(ModelFormatError, match=r"several model files \(a.pnnx.param, b.pnnx.param\)"):
         kuiper.load(tmp_path)
+
+
+def test_a_folder_that_cannot_be_read_is_a_model_format_error(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    def refuse(self):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "iterdir", refuse)
+    with pytest.raises(ModelFormatError, match=r"the folder cannot be read \(Permission denied\)"):
+        kuiper.load(tmp_path)
