@@ -24,6 +24,12 @@ from .binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnErr
 from .primitives import Attributes, Layout, Primitive, dims, reorder
 
 MAX_PLANS = 8
+# Multiply-adds under which a call runs on one thread whatever was asked: waking a second
+# OpenMP thread for three tiny regions (reorder in, convolution, reorder out) cost more than it
+# shared out (a 1x64x7 Conv1d, 61 K multiply-adds: 34 us on one thread, 60 us on two; 1x32x124,
+# 375 K: 43 us either way).  The tiny convs of small audio and toy nets sit below it, the
+# smallest of MobileNetV2 (a 7x7x960 depthwise, 423 K) above it.
+ONE_THREAD_WORK = 256 * 1024
 
 
 @dataclass
@@ -70,6 +76,18 @@ class Convolution:
         self.reorders: list[tuple[Layout, Layout, int, Primitive]] = []  # (from, to, threads, primitive)
         self.refused: dict[tuple[int, ...], str] = {}  # input shapes oneDNN would not take, and why
 
+    def work(self, shape) -> int:
+        """Multiply-adds of a call on ``shape``: each output (or, transposed, input) element takes
+        in_channels / groups times the kernel's taps."""
+        positions = shape if self.output_padding is not None else self.output_shape(shape)
+        count = positions[0] * (self.out_channels if self.output_padding is None else self.in_channels)
+        for size in positions[2:]:
+            count *= size
+        taps = (self.in_channels if self.output_padding is None else self.out_channels) // self.groups
+        for k in self.kernel:
+            taps *= k
+        return count * taps
+
     def output_shape(self, shape) -> tuple[int, ...]:
         if self.output_padding is not None:
             spatial = tuple((size - 1) * s - before - after + d * (k - 1) + extra + 1
@@ -88,6 +106,8 @@ class Convolution:
         ``blocked`` asks for the output in the convolution's own layout.
         """
         threads = self.library.threads(threads)
+        if threads > 1 and self.work(x.shape) < ONE_THREAD_WORK:
+            threads = 1
         plan = self.plan(x.shape, threads)
         if self.adds_residual != (residual is not None):
             raise OneDnnError("a residual is needed by a sum post-op, and only then")

@@ -126,6 +126,17 @@ def test_results_do_not_depend_on_the_thread_count_and_plans_are_kept_per_shape_
     assert (x.shape, 1) not in conv.plans
 
 
+def test_a_tiny_convolution_runs_on_one_thread_whatever_was_asked():
+    conv, x, expected = make_case("1-D, k5 s2")  # 3 x 16 x 20 outputs x 40 taps: 38 K multiply-adds
+    assert conv.work(x.shape) == 3 * 16 * 20 * 8 * 5 < onednn_conv.ONE_THREAD_WORK
+    assert np.max(np.abs(conv(x, threads=2) - expected)) <= TOLERANCE
+    assert set(conv.plans) == {(x.shape, 1)}
+    big, big_x, _ = make_case("3x3 s1 p1")
+    assert big.work(big_x.shape) >= onednn_conv.ONE_THREAD_WORK
+    big(big_x, threads=2)
+    assert set(big.plans) == {(big_x.shape, 2)}
+
+
 def test_a_refused_shape_is_asked_once(monkeypatch):
     conv, x, _ = make_case("3x3 s1 p1")
     calls = []
