@@ -28,12 +28,10 @@ class Blocked:
         return len(self.shape)
 
     def plain(self, threads: int | None = None) -> np.ndarray:
-        """The data as a fresh C-contiguous array."""
-        out = np.empty(self.shape, np.float32)
-        target = Layout.plain(self.library, self.shape)
-        reorder(self.library, self.layout, target).run({ARG_SRC: (self.layout, self.buffer), ARG_DST: (target, out)},
-                                                       self.library.threads(threads))
-        return out
+        """The data as a fresh C-contiguous array (a reorder made for this call: see ToPlain for a kept one)."""
+        threads = self.library.threads(threads)
+        self.library.set_threads(threads)
+        return ToPlain(self.library, self.layout, self.shape)(self.buffer, threads)
 
     def __array__(self, dtype=None, copy=None):
         out = self.plain()
@@ -41,3 +39,22 @@ class Blocked:
 
     def __repr__(self) -> str:
         return f"Blocked(shape={self.shape}, {self.layout.nbytes} bytes)"
+
+
+class ToPlain:
+    """``ToPlain(library, layout, shape)(buffer, threads)``: data of ``shape`` in ``layout`` as a plain
+    array; the reorder is made once (for the thread count set when it is made), and none at all
+    where the layout is plain already.  A plan keeps one for its output."""
+
+    def __init__(self, library: Library, layout: Layout, shape):
+        self.layout = layout
+        self.shape = tuple(shape)
+        self.plain = Layout.plain(library, self.shape)
+        self.step = None if layout == self.plain else reorder(library, layout, self.plain)
+
+    def __call__(self, buffer: np.ndarray, threads: int) -> np.ndarray:
+        if self.step is None:
+            return np.reshape(buffer, self.shape)
+        out = np.empty(self.shape, np.float32)
+        self.step.run({ARG_SRC: (self.layout, buffer), ARG_DST: (self.plain, out)}, threads)
+        return out

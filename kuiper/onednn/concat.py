@@ -8,15 +8,26 @@ the inputs'.
 
 from __future__ import annotations
 
-import ctypes
+from dataclasses import dataclass
 
 import numpy as np
 
 from .binding import ARG_DST, ARG_MULTIPLE_SRC, Handle, Library
-from .blocked import Blocked
+from .blocked import Blocked, ToPlain
 from .primitives import Attributes, Layout, Primitive
 
 MAX_PLANS = 8
+
+
+@dataclass
+class _Plan:
+    """What one combination of input layouts runs: the concatenation, its output layout, the copy to plain."""
+
+    layouts: list[Layout]
+    threads: int
+    concat: Primitive
+    result: Layout
+    to_plain: ToPlain
 
 
 class Concatenation:
@@ -25,43 +36,44 @@ class Concatenation:
     def __init__(self, library: Library, axis: int):
         self.library = library
         self.axis = axis
-        self.plans: list[tuple[list[Layout], int, Primitive]] = []  # (input layouts, threads, primitive)
+        self.plans: list[_Plan] = []
+        self.plain_layouts: dict[tuple[int, ...], Layout] = {}  # a plain input's layout per shape, made once
 
     def __call__(self, tensors, threads: int | None = None, blocked: bool = False):
         threads = self.library.threads(threads)
-        sources = [_as_source(self.library, tensor) for tensor in tensors]
-        step = self._primitive([layout for layout, _ in sources], threads)
+        sources = [self._as_source(tensor) for tensor in tensors]
         shape = list(tensors[0].shape)
         shape[self.axis] = sum(tensor.shape[self.axis] for tensor in tensors)
-        result = step.layout(ARG_DST)
-        buffer = result.empty()
+        plan = self._plan([layout for layout, _ in sources], tuple(shape), threads)
+        buffer = plan.result.empty()
         arguments = {ARG_MULTIPLE_SRC + i: source for i, source in enumerate(sources)}
-        arguments[ARG_DST] = (result, buffer)
-        step.run(arguments, threads)
-        out = Blocked(self.library, tuple(shape), result, buffer)
-        if blocked:
-            return out
-        if result == Layout.plain(self.library, shape):
-            return np.reshape(buffer, shape)  # oneDNN joined plain inputs into a plain result
-        return out.plain(threads)
+        arguments[ARG_DST] = (plan.result, buffer)
+        plan.concat.run(arguments, threads)
+        return Blocked(self.library, tuple(shape), plan.result, buffer) if blocked else plan.to_plain(buffer, threads)
 
-    def _primitive(self, layouts: list[Layout], threads: int) -> Primitive:
-        for kept_layouts, kept_threads, step in self.plans:
-            if kept_threads == threads and len(kept_layouts) == len(layouts) and all(
-                    a == b for a, b in zip(kept_layouts, layouts)):
-                return step
+    def _plan(self, layouts: list[Layout], shape: tuple[int, ...], threads: int) -> _Plan:
+        for plan in self.plans:
+            if plan.threads == threads and len(plan.layouts) == len(layouts) and all(
+                    a == b for a, b in zip(plan.layouts, layouts)):
+                return plan
         library = self.library
         library.set_threads(threads)
         handles = (Handle * len(layouts))(*(layout.handle for layout in layouts))
         with Attributes(library) as attributes:
-            step = Primitive(library, lambda pointer: library.concat_primitive_desc_create(
+            concat = Primitive(library, lambda pointer: library.concat_primitive_desc_create(
                 pointer, library.engine, None, len(layouts), self.axis, handles, attributes.handle), "concat")
-        self.plans = [*self.plans[1 - MAX_PLANS:], (layouts, threads, step)]
-        return step
+        result = concat.layout(ARG_DST)
+        plan = _Plan(layouts, threads, concat, result, ToPlain(library, result, shape))
+        self.plans = [*self.plans[1 - MAX_PLANS:], plan]
+        return plan
 
-
-def _as_source(library: Library, tensor) -> tuple[Layout, np.ndarray]:
-    if isinstance(tensor, Blocked):
-        return tensor.layout, tensor.buffer
-    array = np.ascontiguousarray(tensor, dtype=np.float32)
-    return Layout.plain(library, array.shape), array
+    def _as_source(self, tensor) -> tuple[Layout, np.ndarray]:
+        if isinstance(tensor, Blocked):
+            return tensor.layout, tensor.buffer
+        array = np.ascontiguousarray(tensor, dtype=np.float32)
+        layout = self.plain_layouts.get(array.shape)
+        if layout is None:
+            if len(self.plain_layouts) >= MAX_PLANS:
+                self.plain_layouts.pop(next(iter(self.plain_layouts)))
+            layout = self.plain_layouts[array.shape] = Layout.plain(self.library, array.shape)
+        return layout, array

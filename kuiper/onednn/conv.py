@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .blocked import Blocked
+from .blocked import Blocked, ToPlain
 from .binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
-from .primitives import Attributes, Layout, Primitive, dims, reorder
+from .primitives import Attributes, Layout, Primitive, dims, pads_after, reorder
 
 MAX_PLANS = 8
 # Multiply-adds under which a call runs on one thread whatever was asked: waking a second
@@ -41,9 +41,8 @@ class _Plan:
     source: Layout  # the convolution's input layout
     result: Layout  # its output layout
     plain_in: Layout  # plain NCHW of the input's shape, made once
-    plain_out: Layout
     out_shape: tuple[int, ...]
-    reorder_out: Primitive | None  # None: the convolution writes plain NCHW itself
+    to_plain: ToPlain  # the output as a plain array (no copy where the convolution writes plain NCHW)
 
 
 class Convolution:
@@ -115,7 +114,7 @@ class Convolution:
             raise OneDnnError(f"the residual has shape {tuple(residual.shape)}, the output {plan.out_shape}")
         source = self._in_layout(x, plan.plain_in, plan.source, threads)
         if residual is not None:
-            result = self._in_layout(residual, plan.plain_out, plan.result, threads, fresh=True)
+            result = self._in_layout(residual, plan.to_plain.plain, plan.result, threads, fresh=True)
         else:
             result = (plan.result, plan.result.empty())
         arguments = {ARG_SRC: source, ARG_WEIGHTS: plan.weight, ARG_DST: result}
@@ -124,11 +123,7 @@ class Convolution:
         plan.convolution.run(arguments, threads)
         if blocked:
             return Blocked(self.library, plan.out_shape, *result)
-        if plan.reorder_out is None:
-            return np.reshape(result[1], plan.out_shape)  # the convolution wrote plain NCHW itself
-        out = np.empty(plan.out_shape, np.float32)
-        plan.reorder_out.run({ARG_SRC: result, ARG_DST: (plan.plain_out, out)}, threads)
-        return out
+        return plan.to_plain(result[1], threads)
 
     def _in_layout(self, value, plain: Layout, layout: Layout, threads: int,
                    fresh: bool = False) -> tuple[Layout, np.ndarray]:
@@ -183,13 +178,12 @@ class Convolution:
         # oneDNN checks out = (in + before + after - span) / stride + 1 exactly: the right padding it
         # is given is the part the last window uses (PyTorch drops the rest by flooring).  A
         # transposed conv swaps in and out in that rule, so output_padding lowers the right padding.
-        windows, positions = out_shape[2:], shape[2:]  # the conv's windows, and what they step over
+        windows, positions = out_shape[2:], shape[2:]
         if self.output_padding is not None:
             windows, positions = positions, windows
-        pads_after = [(count - 1) * s + d * (k - 1) + 1 - size - before
-                      for count, s, d, k, size, (before, _) in zip(windows, self.stride, self.dilation, self.kernel,
-                                                                   positions, self.pads)]
-        plain_in, plain_out = Layout.plain(library, shape), Layout.plain(library, out_shape)
+        right = pads_after(windows, positions, self.kernel, self.stride, self.dilation,
+                           [before for before, _ in self.pads])
+        plain_in = Layout.plain(library, shape)
         any_in, any_out = Layout.any(library, shape), Layout.any(library, out_shape)
         any_weight = Layout.any(library, self._weight_shape())
         bias = self.bias[0].handle if self.bias is not None else None
@@ -200,15 +194,15 @@ class Convolution:
             convolution = Primitive(library, lambda pointer: create(
                 pointer, library.engine, library.forward_inference, algorithm, any_in.handle,
                 any_weight.handle, bias, any_out.handle, dims(self.stride), dims(d - 1 for d in self.dilation),
-                dims(before for before, _ in self.pads), dims(pads_after), attributes.handle),
+                dims(before for before, _ in self.pads), dims(right), attributes.handle),
                 f"{'transposed ' if self.output_padding is not None else ''}convolution of {shape} by "
                 f"{self.plain_weight[1].shape}")
         source, result = convolution.layout(ARG_SRC), convolution.layout(ARG_DST)
         return _Plan(
             convolution=convolution,
             weight=self._weight_in(convolution.layout(ARG_WEIGHTS)),
-            source=source, result=result, plain_in=plain_in, plain_out=plain_out, out_shape=out_shape,
-            reorder_out=None if result == plain_out else reorder(library, result, plain_out),
+            source=source, result=result, plain_in=plain_in, out_shape=out_shape,
+            to_plain=ToPlain(library, result, out_shape),
         )
 
     def _weight_shape(self) -> tuple[int, ...]:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .binding import ARG_DST, ARG_SRC, Library, OneDnnError
-from .blocked import Blocked
-from .primitives import Attributes, Layout, Primitive, dims
+from .blocked import Blocked, ToPlain
+from .primitives import Attributes, Layout, Primitive, dims, pads_after
 
 MAX_PLANS = 8
 ALGORITHMS = {  # kuiper's name: oneDNN's
@@ -38,7 +38,7 @@ class _Plan:
     refusal: str = ""
     source: Layout | None = None  # the input's layout
     result: Layout | None = None  # the output's: the input's kind of layout
-    plain_result: bool = False  # the output is a plain array already
+    to_plain: ToPlain | None = None  # the output as a plain array
 
 
 class Pooling:
@@ -53,11 +53,8 @@ class Pooling:
         self.plans: list[_Plan] = []
 
     def pads_after(self, shape, out_size) -> list[int]:
-        """The right padding that makes oneDNN's ``(in + before + after - span) / stride + 1`` equal
-        ``out_size``: the part the last window uses (negative where a floor rule drops input)."""
-        return [(out - 1) * s + d * (k - 1) + 1 - size - before
-                for size, out, k, s, d, before in zip(shape[2:], out_size, self.kernel, self.stride, self.dilation,
-                                                      self.pads_before)]
+        """The right padding that makes oneDNN's pooling of ``shape`` give ``out_size``."""
+        return pads_after(out_size, shape[2:], self.kernel, self.stride, self.dilation, self.pads_before)
 
     def _every_window_meets_input(self, shape, out_size) -> bool:
         """Whether every window has an input element under it (a dilated one may step over the input)."""
@@ -77,10 +74,7 @@ class Pooling:
         plan = self.plan(layout, tuple(x.shape), tuple(out_size), threads)
         out = plan.result.empty()
         plan.pooling.run({ARG_SRC: (plan.source, buffer), ARG_DST: (plan.result, out)}, threads)
-        if plan.plain_result and not blocked:
-            return np.reshape(out, plan.out_shape)
-        out = Blocked(self.library, plan.out_shape, plan.result, out)
-        return out if blocked else out.plain(threads)
+        return Blocked(self.library, plan.out_shape, plan.result, out) if blocked else plan.to_plain(out, threads)
 
     def plan(self, layout: Layout | None, shape: tuple[int, ...], out_size: tuple[int, ...], threads: int) -> _Plan:
         """The plan for inputs of ``shape`` in ``layout`` (None: plain) on ``threads``, made on first use
@@ -116,4 +110,4 @@ class Pooling:
             return _Plan(layout, shape, out_shape, threads, None, str(exc))
         result = pooling.layout(ARG_DST)
         return _Plan(layout, shape, out_shape, threads, pooling, source=source, result=result,
-                     plain_result=result == Layout.plain(library, out_shape))
+                     to_plain=ToPlain(library, result, out_shape))

@@ -149,6 +149,14 @@ def address(buffer: np.ndarray) -> int:
         return buffer.ctypes.data
 
 
+def pads_after(windows, positions, kernel, stride, dilation, pads_before) -> list[int]:
+    """The right padding per spatial dim that makes oneDNN's rule ``windows = (positions + before +
+    after - span) / stride + 1`` hold exactly (span = dilation * (kernel - 1) + 1, dilation as PyTorch
+    counts it): the part the last window uses, negative where a floor rule drops input."""
+    return [(count - 1) * s + d * (k - 1) + 1 - size - before
+            for count, size, k, s, d, before in zip(windows, positions, kernel, stride, dilation, pads_before)]
+
+
 def reorder(library: Library, source: Layout, target: Layout) -> Primitive:
     """A primitive that copies data from one layout into another."""
     with Attributes(library) as attributes:

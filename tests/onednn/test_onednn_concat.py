@@ -34,6 +34,20 @@ def test_joins_are_exact_whatever_the_layouts(kinds):
     np.testing.assert_array_equal(np.asarray(kept), np.concatenate([a, b], axis=1))
 
 
+def test_the_copy_to_plain_is_made_once_per_plan_not_per_call(monkeypatch):
+    from kuiper.onednn import blocked as blocked_module
+
+    a = RNG.standard_normal((1, 16, 4, 4)).astype(np.float32)
+    inputs = [_blocked(a), _blocked(a)]
+    made = []
+    make = blocked_module.reorder
+    monkeypatch.setattr(blocked_module, "reorder", lambda *args: made.append(args) or make(*args))
+    join = onednn.Concatenation(onednn.library(), 1)
+    for _ in range(3):
+        np.testing.assert_array_equal(join(inputs), np.concatenate([a, a], axis=1))
+    assert len(made) == 1  # the plan's reorder from the blocked result, made on the first call only
+
+
 # x -> c1 (1x1) -> c2 (3x3) \
 #   -> c3 (1x1) ------------ cat -> c4 (1x1) -> output
 C3_BLOCK = """7767517
