@@ -15,7 +15,7 @@ its kernels (direct, SIMD-blocked, the ones PyTorch's CPU convolutions use) beat
 paths below on every layer of ResNet-18, MobileNetV2 and the YOLO fixture
 (docs/performance.md); an input shape oneDNN refuses takes them as before.
 
-Each adds the bias and runs the conv's epilogue (conv_epilogue.py) per output plane,
+Each adds the bias and runs the conv's epilogue (kuiper/ops/epilogue.py) per output plane,
 in the same compiled loop: the depthwise taps and the Winograd scatter right after
 writing a plane, the GEMM paths right after each GEMM.  Everything else (a weight given
 as an input, another padding mode, a dtype other than float32) takes the reference path,

@@ -75,7 +75,7 @@ def _end_inside(size, pad_before, tap_offset, stride, out_size):
 @kernel()
 def depthwise_conv2d(x, taps, bias, stride_h, stride_w, top, left, out, epilogue):
     """out[n, c] = bias[c] + sum_ij taps[c, i, j] * x[n, c, oy*sh + i - top, ox*sw + j - left] (zeros outside),
-    then ``epilogue`` (see conv_epilogue.py) over the planes while they are in cache.
+    then ``epilogue`` (see kuiper/ops/epilogue.py) over the planes while they are in cache.
 
     x (N, C, H, W), taps (C, kh, kw), bias (C,), out (N, C, Ho, Wo); blocks of (image, channel)
     planes per task.  Each tap adds into a whole output row.  The columns a tap reaches inside the
@@ -207,7 +207,7 @@ def winograd_gather(x, alpha, m, top, left, tiles_h, tiles_w, out):
 @kernel()
 def winograd_scatter(tiles, bias, m, tiles_h, tiles_w, out, epilogue):
     """out[n, o, ty*m + a, tx*m + b] = tiles[a * m + b, o, tile] + bias[o], cropped to out's size,
-    then ``epilogue`` (see conv_epilogue.py) over the planes while they are in cache.
+    then ``epilogue`` (see kuiper/ops/epilogue.py) over the planes while they are in cache.
 
     tiles (m^2, O, N * th * tw) are the output-transformed tiles; out (N, O, Ho, Wo) with
     Ho <= th * m, Wo <= tw * m.  Blocks of (image, output channel) planes per task.

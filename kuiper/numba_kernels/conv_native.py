@@ -112,7 +112,7 @@ class OneDnnOrReference(OneDnnConv):
     @classmethod
     def takes_epilogue(cls, node) -> bool:
         """The fusion pass may give an nn.* conv (constant weight, one input) its elementwise reader:
-        oneDNN runs it as post-ops, the reference after the conv (kuiper/ops/conv_epilogue.py).  In
+        oneDNN runs it as post-ops, the reference after the conv (kuiper/ops/epilogue.py).  In
         small 1-D nets (M5 audio) a separate ReLU per conv was a fifth of the call."""
         return "weight" in node.attrs and len(node.inputs) == 1
 

@@ -1,6 +1,6 @@
 """A conv epilogue as oneDNN post-ops, where its math is one oneDNN knows.
 
-The fusion pass gives a conv the elementwise math that read its output (conv_epilogue.py).
+The fusion pass gives a conv the elementwise math that read its output (kuiper/ops/epilogue.py).
 oneDNN can apply some of it while the output is in cache: an element-wise function, and a
 sum with another tensor of the output's shape.  This module reads the epilogue's IR
 (float32 inputs, simplified) and returns the post-op steps that compute the same thing, or

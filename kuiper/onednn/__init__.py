@@ -1,10 +1,10 @@
 """oneDNN, the library under PyTorch's CPU convolutions, called through ctypes.
 
 Installed with kuiper on Linux x86-64 (the ``onednn-cpu-gomp`` wheel): when it is found, the
-compiled CPU kernels (kuiper.numba_kernels) run float32 convolutions and pooling with it; without it
+compiled CPU kernels (kuiper.numba_kernels) run float32 convolutions, pooling and Linear layers with it; without it
 (another platform, no libgomp, ``KUIPER_ONEDNN=0``) they keep their own algorithms.
 
-Nothing here knows an op's params: ``Convolution`` takes arrays and numbers.
+Nothing here knows an op's params: ``Convolution`` and ``MatMul`` take arrays and numbers.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from __future__ import annotations
 from .blocked import Blocked
 from .concat import Concatenation
 from .conv import Convolution
+from .matmul import MatMul
 from .pool import Pooling
 from .binding import OneDnnError, loaded
 
-__all__ = ["Blocked", "Concatenation", "Convolution", "OneDnnError", "Pooling", "available", "describe", "library"]
+__all__ = ["Blocked", "Concatenation", "Convolution", "MatMul", "OneDnnError", "Pooling", "available", "describe", "library"]
 
 
 def library():

@@ -90,6 +90,7 @@ _FUNCTIONS = {
     "dnnl_deconvolution_forward_primitive_desc_create": (
         _STATUS, [ctypes.POINTER(Handle), Handle, ctypes.c_int, ctypes.c_int, Handle, Handle, Handle, Handle,
                   Dims, Dims, Dims, Dims, Handle]),
+    "dnnl_matmul_primitive_desc_create": (_STATUS, [ctypes.POINTER(Handle), Handle, Handle, Handle, Handle, Handle, Handle]),
     "dnnl_concat_primitive_desc_create": (
         _STATUS, [ctypes.POINTER(Handle), Handle, Handle, ctypes.c_int, ctypes.c_int, ctypes.POINTER(Handle), Handle]),
     "dnnl_reorder_primitive_desc_create": (_STATUS, [ctypes.POINTER(Handle), Handle, Handle, Handle, Handle, Handle]),

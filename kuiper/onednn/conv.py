@@ -21,15 +21,9 @@ import numpy as np
 
 from .blocked import Blocked, ToPlain
 from .binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
-from .primitives import Attributes, Layout, Primitive, dims, pads_after, reorder
+from .primitives import ONE_THREAD_WORK, Attributes, Layout, Primitive, dims, pads_after, reorder
 
 MAX_PLANS = 8
-# Multiply-adds under which a call runs on one thread whatever was asked: waking a second
-# OpenMP thread for three tiny regions (reorder in, convolution, reorder out) cost more than it
-# shared out (a 1x64x7 Conv1d, 61 K multiply-adds: 34 us on one thread, 60 us on two; 1x32x124,
-# 375 K: 43 us either way).  The tiny convs of small audio and toy nets sit below it, the
-# smallest of MobileNetV2 (a 7x7x960 depthwise, 423 K) above it.
-ONE_THREAD_WORK = 256 * 1024
 
 
 @dataclass

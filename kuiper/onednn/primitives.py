@@ -18,6 +18,13 @@ import numpy as np
 
 from .binding import ARG_SCRATCHPAD, QUERY_EXEC_ARG_MD, QUERY_IMPL_INFO, Dims, ExecArg, Handle, Library, OneDnnError
 
+# Multiply-adds under which a call runs on one thread whatever was asked: waking a second
+# OpenMP thread for tiny regions costs more than it shares out (a 1x64x7 Conv1d, 61 K
+# multiply-adds, with its reorders in and out: 34 us on one thread, 60 us on two; 1x32x124,
+# 375 K: 43 us either way).  The tiny convs of small audio and toy nets sit below it, the
+# smallest of MobileNetV2 (a 7x7x960 depthwise, 423 K) above it.
+ONE_THREAD_WORK = 256 * 1024
+
 
 def dims(values) -> Dims:
     return Dims(*(int(v) for v in values))
@@ -34,10 +41,15 @@ class Layout:
     @classmethod
     def plain(cls, library: Library, shape) -> Layout:
         """Row-major (C-contiguous), as NumPy lays out ``np.empty(shape, np.float32)``."""
-        strides = [int(np.prod(shape[axis + 1:], dtype=np.int64)) for axis in range(len(shape))]
+        return cls.strided(library, shape, [int(np.prod(shape[axis + 1:], dtype=np.int64)) for axis in range(len(shape))])
+
+    @classmethod
+    def strided(cls, library: Library, shape, strides) -> Layout:
+        """Elements ``strides`` apart along each dim (a transposed view of a row-major array, say)."""
         handle = Handle()
         library.check(library.memory_desc_create_with_strides(ctypes.byref(handle), len(shape), dims(shape),
-                                                              library.f32, dims(strides)), f"plain layout {shape}")
+                                                              library.f32, dims(strides)),
+                      f"layout {tuple(shape)} with strides {tuple(strides)}")
         return cls(library, handle)
 
     @classmethod

@@ -15,7 +15,7 @@ graph input, or computed in the graph), so F.* ops get ``$weight`` (and
 ``$bias``) as inputs and prepare them on every call.
 
 A conv node may carry an ``epilogue``: the math of the elementwise op that was its
-only reader (conv_epilogue.py).
+only reader (epilogue.py).
 
 im2col is the reference (``ConvNd.compute_im2col``).  nn.Conv2d picks a faster
 algorithm at build time where one applies (1x1 as a plain matmul, depthwise as
@@ -30,7 +30,7 @@ from ..errors import ShapeError
 from ..limits import check_size
 from . import conv_algorithms as algorithms
 from .base import Op, prod, spatial_variants
-from .conv_epilogue import ConvEpilogue
+from .epilogue import WithEpilogue
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 MAX_SPATIAL_DIMS = 3
@@ -51,7 +51,7 @@ class ConvBase(Op):
     """
 
     spatial = 2
-    epilogue_extras = 0  # inputs after the conv's own, for its epilogue (conv_epilogue.py)
+    epilogue_extras = 0  # inputs after the conv's own, for its epilogue (epilogue.py)
 
     def setup(self):
         # The canonical Conv names its spatial rank; the PNNX classes have theirs in the type.
@@ -181,7 +181,7 @@ def _shape_of(value) -> str:
     return str(tuple(shape)) if shape is not None else f"a {type(value).__name__}"
 
 
-class ConvNd(ConvEpilogue, ConvBase):
+class ConvNd(WithEpilogue, ConvBase):
     """nn.ConvNd and F.convNd."""
 
     fresh_output = True  # every algorithm allocates its result per call

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from .base import Op
+from .epilogue import WithEpilogue
 from .einsum_matmul import matmul_plan, run_plan
 
 
@@ -42,7 +43,7 @@ class KeyedInputs(Op):
             raise ShapeError(f"{self.node.describe()}: ${name} must be {wanted}, found shape {_shape(value)}")
 
 
-class Linear(Op):
+class LinearProjection(Op):
     """y = x @ W^T + b over the last dim; any leading dims (rank 1, 2, 3 ...) pass through.
 
     W is the constant ``@weight``, or, for a weight shared with another layer (GPT-2 ties its
@@ -50,13 +51,16 @@ class Linear(Op):
     second input: the one bound to ``$weight``, else the one of shape (out_features, in_features).
     """
 
-    types = ("Linear",)
     fresh_output = True  # x @ W^T (+ b) is a new array
+    epilogue_extras = 0  # inputs after x, for an epilogue (epilogue.py; only with a constant weight)
 
     def setup(self):
-        self.require_inputs(1, 2)
+        if self.epilogue_extras:
+            self.require_inputs(1 + self.epilogue_extras)  # x, then the epilogue's; the weight is constant
+        else:
+            self.require_inputs(1, 2)
         self.weight_t = None
-        if len(self.node.inputs) == 2:
+        if len(self.node.inputs) == 2 and not self.epilogue_extras:
             self.shape = (self.int_param("out_features"), self.int_param("in_features"))
         else:
             weight = self.node.attrs.get("weight")
@@ -101,6 +105,16 @@ class Linear(Op):
                 )
             (weight_at,) = fits
         return inputs[1 - weight_at], inputs[weight_at]
+
+
+class Linear(WithEpilogue, LinearProjection):
+    """nn.Linear; with a constant weight it may carry the elementwise math that read it as an epilogue."""
+
+    types = ("Linear",)
+
+    def setup(self):
+        self.read_epilogue()
+        super().setup()
 
 
 def matmul_last_dim(xp, x, matrix):

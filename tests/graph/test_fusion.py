@@ -139,10 +139,12 @@ def test_fused_relu_keeps_an_integer_dtype(tmp_path):
 
 # -- buffers lent to elementwise ops -----------------------------------------------------------
 
-# A Linear, not a conv: a conv takes the ReLU in as its epilogue (test_conv_epilogue_graph.py).
+# A Linear whose weight is an input (GPT-2's tied form): a conv, or a Linear with a constant
+# weight, takes the ReLU in as its epilogue (test_conv_epilogue_graph.py).
 CONV_RELU = """
 pnnx.Input in0 0 1 x #x=(1,1,9,1)f32
-nn.Linear c 1 1 x a bias=False in_features=1 out_features=1 @weight=(1,1)f32
+pnnx.Attribute w 0 1 w @data=(1,1)f32
+nn.Linear c 2 1 x w a bias=False in_features=1 out_features=1
 nn.ReLU r 1 1 a b
 pnnx.Output out 1 0 b
 """
@@ -150,8 +152,8 @@ pnnx.Output out 1 0 b
 
 def _conv_relu(tmp_path, body):
     lines = body.strip().splitlines()
-    text = f"7767517\n{len(lines)} 3\n" + "\n".join(line.strip() for line in lines) + "\n"
-    return kuiper.load(write_model(tmp_path, text, {"c.weight": np.float32([-2.0]).tobytes()}))
+    text = f"7767517\n{len(lines)} 4\n" + "\n".join(line.strip() for line in lines) + "\n"
+    return kuiper.load(write_model(tmp_path, text, {"w.data": np.float32([-2.0]).tobytes()}))
 
 
 def _record_outputs(model):

@@ -1,11 +1,12 @@
-"""A convolution's epilogue: the elementwise math the fusion pass gave it (kuiper/graph/fusion.py).
+"""An epilogue: the elementwise math the fusion pass gave a convolution or a Linear (kuiper/graph/fusion.py).
 
-The pass merges a conv with the elementwise op (fused or single) that was its only
-reader: the node gains that op's outputs, its other inputs after the conv's own, and
-params ``epilogue`` (the ElementwiseMath) and ``epilogue_operand`` (where the conv's
-result goes among the math's inputs).  Here the math runs after the conv, compiled by
-the backend exactly as the elementwise op would have run it; a backend's conv kernel
-may run it on each output plane instead (``compute_with_epilogue``, numba_kernels/conv.py).
+The pass merges such an op with the elementwise op (fused or single) that was its only
+reader, where the backend's kernel for it says it can take one: the node gains that op's
+outputs, its other inputs after the op's own, and params ``epilogue`` (the ElementwiseMath)
+and ``epilogue_operand`` (where the op's result goes among the math's inputs).  Here the
+math runs after the op, compiled by the backend exactly as the elementwise op would have
+run it; a backend's kernel may run it while the output is in cache instead
+(``compute_with_epilogue``: numba_kernels/conv.py per output plane, oneDNN as post-ops).
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from __future__ import annotations
 from .elementwise import ElementwiseMath, compile_shared, dtype_name, function_for
 
 
-class ConvEpilogue:
-    """What ConvNd adds for an epilogue: reading it, running it after the conv, the kernel hook."""
+class WithEpilogue:
+    """What an op with a constant weight (ConvNd, Linear) adds for an epilogue: reading it, running it
+    after the op, the kernel hook.  Mixed in before the op's class, whose ``epilogue_extras`` (0
+    there) counts the inputs the epilogue adds after the op's own."""
 
     def read_epilogue(self):
-        """The fusion pass's ``epilogue`` (only on nn.* convs with the kernel's consent), and its extra inputs."""
+        """The fusion pass's ``epilogue`` (only on ops with a constant weight, with the kernel's consent),
+        and its extra inputs."""
         epilogue = self.node.params.get("epilogue")
         self.epilogue = epilogue if isinstance(epilogue, ElementwiseMath) else None
         if self.epilogue is None:
@@ -36,18 +40,19 @@ class ConvEpilogue:
             return super().forward(*inputs)
         extras = inputs[1:]
         x = inputs[0]
-        if self.backend.is_array(x) and x.ndim == self.spatial + 2:
+        if self.backend.is_array(x):
             out = self.compute_with_epilogue(x, extras)
             if out is not None:
                 return out
         return self.run_epilogue(super().forward(x), extras)
 
     def compute_with_epilogue(self, x, extras):
-        """The conv of batched x with the epilogue applied, where a kernel can fuse them; else None."""
+        """The op on x with the epilogue applied, where a kernel can fuse them; else None (then the
+        epilogue runs after the op's own forward)."""
         return None
 
     def epilogue_arguments(self, out, extras) -> list:
-        """The epilogue's inputs: the extras, with the conv's result at its place."""
+        """The epilogue's inputs: the extras, with the op's result at its place."""
         arguments = list(extras)
         arguments.insert(self.epilogue_operand, out)
         return arguments
@@ -61,7 +66,7 @@ class ConvEpilogue:
         return self.cached(self._epilogue_compiled, input_dtypes, compile_for_dtypes)
 
     def run_epilogue(self, out, extras):
-        """The epilogue over the conv's result ``out``, as the elementwise op it replaces ran it."""
+        """The epilogue over the op's result ``out``, as the elementwise op it replaces ran it."""
         arguments = self.epilogue_arguments(out, extras)
         function, run = self.compiled_epilogue(tuple(dtype_name(value) for value in arguments))
         shapes = [value.shape for value in arguments if self.backend.is_array(value)]

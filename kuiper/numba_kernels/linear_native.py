@@ -1,0 +1,88 @@
+"""nn.Linear on oneDNN (kuiper.onednn.MatMul), for the NumPy backend's kernels.
+
+A float32 Linear with a constant weight runs its GEMM on oneDNN's OpenMP threads, the ones
+the convolutions use, at the model's thread count: with a convolution on oneDNN in the model,
+NumPy's BLAS runs on one thread (kuiper/thread_limits.py), so a transformer's Linear layers
+ran on one core (docs/performance.md).  The fusion pass may give it the elementwise op that
+reads it (GELU, ReLU, a residual add) as an epilogue, which oneDNN applies as post-ops while
+the output is in cache; an epilogue it has no post-ops for runs after the product, as the
+elementwise op would have.
+
+Anything else (a shared weight, another dtype, a residual that broadcasts, a product so small
+that a call to oneDNN costs more than NumPy's BLAS) takes the reference op.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import onednn
+from ..limits import check_size
+from ..ops import linear as reference
+from ..thread_limits import requested as model_threads
+from . import conv_post_ops
+
+# Multiply-adds under which NumPy's BLAS runs the product on the calling thread: a oneDNN call
+# costs about 10 us more, which a product this small does not win back (1x512x512, 256 K: 21 us
+# on NumPy, 30 us on oneDNN; 16x256x256, 1 M: 38 and 42 us; 64x256x256: 100 us against 54 us on
+# oneDNN's two threads; docs/performance.md).
+NATIVE_WORK = 1 << 20
+
+
+class NativeLinear(reference.Linear):
+    """nn.Linear with its GEMM (and epilogue) on oneDNN where it applies, else the reference op."""
+
+    native = None  # the oneDNN product (with the epilogue as post-ops), when it runs this op
+
+    @classmethod
+    def takes_epilogue(cls, node) -> bool:
+        """The fusion pass may give a Linear with a constant weight its elementwise reader."""
+        return "weight" in node.attrs and len(node.inputs) == 1
+
+    def setup(self):
+        super().setup()
+        self.kernel_note = "reference path (NumPy's BLAS)"
+        library = onednn.library()
+        if library is None or self.weight_t is None or self.weight_t.dtype != np.float32:
+            return
+        post_ops = conv_post_ops.post_ops_for(self.epilogue, getattr(self, "epilogue_operand", 0))
+        if post_ops is None:
+            self.kernel_note += "; not on oneDNN: it has no post-ops for this epilogue"
+            return
+        bias = None if self.bias is None else np.asarray(self.bias, dtype=np.float32)
+        self.native = onednn.MatMul(library, self.weight_t.T, bias, post_ops)
+        self.owns_thread_pool = True
+        self.kernel_note = "oneDNN matmul"
+        if self.epilogue is not None:
+            self.kernel_note += f" (epilogue {', '.join(self.node.params.get('epilogue_members', []))} as post-ops)"
+
+    def forward(self, *inputs):
+        if self.native is not None:
+            out = self._onednn_forward(inputs[0], inputs[1:])
+            if out is not None:
+                return out
+        return super().forward(*inputs)
+
+    def _onednn_forward(self, x, extras):
+        """The product (and its epilogue) on oneDNN, or None where it does not apply to these inputs."""
+        if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim == 0 or x.shape[-1] != self.in_features:
+            return None  # the reference takes these, and raises its shape errors
+        out_shape = x.shape[:-1] + (self.native.out_features,)
+        rows = int(np.prod(x.shape[:-1], dtype=np.int64))
+        if rows == 0 or rows * self.in_features * self.native.out_features < NATIVE_WORK:
+            return None
+        residual = None
+        if self.native.adds_residual:
+            residual = extras[0]
+            if not isinstance(residual, np.ndarray) or residual.shape != out_shape or residual.dtype != np.float32:
+                return None  # a broadcast or another dtype: the reference runs the epilogue after the product
+            residual = np.reshape(residual, (rows, -1))
+        check_size(out_shape, 4, self.node.describe())
+        try:
+            out = self.native(np.reshape(x, (rows, self.in_features)), model_threads(), residual=residual)
+        except onednn.OneDnnError:
+            return None  # oneDNN refused this shape
+        return np.reshape(out, out_shape)
+
+
+KERNELS = [NativeLinear]

@@ -1,0 +1,98 @@
+"""A float32 matrix product with a constant weight, ``x @ weight^T + bias``, run by oneDNN's matmul.
+
+This is nn.Linear's GEMM.  Run here rather than by NumPy's BLAS, it computes on the same OpenMP
+threads as the convolutions, so a model that has both never has two thread pools fighting
+for the cores (OpenBLAS's workers spin after each call: with a convolution on oneDNN in the
+model, BLAS runs on one thread; docs/performance.md).  Post-ops (``primitives.Attributes``)
+apply the op's epilogue while the output is in cache: an activation, or a sum with a
+``residual`` that the output buffer holds before the call.
+
+The weight stays as the file gave it, (out, in) row-major, described to oneDNN as the
+(in, out) matrix it is the transpose of: no copy, no reorder.  A primitive is made per row
+count and thread count the first time it is seen (about 1 ms), at most ``MAX_PLANS`` kept.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
+from .primitives import ONE_THREAD_WORK, Attributes, Layout, Primitive
+
+MAX_PLANS = 8
+
+
+class MatMul:
+    """``MatMul(library, weight, bias, post_ops)(x)``: float32 x (rows, in) times weight (out, in)
+    transposed, plus bias (out,), then the post-ops, as a fresh (rows, out) array."""
+
+    def __init__(self, library: Library, weight: np.ndarray, bias: np.ndarray | None, post_ops=()):
+        self.library = library
+        self.weight = np.ascontiguousarray(weight, dtype=np.float32)
+        self.out_features, self.in_features = self.weight.shape
+        self.weight_layout = Layout.strided(library, (self.in_features, self.out_features), (1, self.in_features))
+        self.bias = None
+        if bias is not None:
+            row = np.ascontiguousarray(np.reshape(bias, (1, self.out_features)), dtype=np.float32)
+            self.bias = (Layout.plain(library, row.shape), row)
+        self.post_ops = tuple(post_ops)
+        self.adds_residual = ("sum",) in self.post_ops
+        self.plans: dict[tuple[int, int], tuple[Primitive, Layout, Layout]] = {}
+        self.refused: dict[int, str] = {}  # row counts oneDNN would not take, and why
+
+    def __call__(self, x: np.ndarray, threads: int | None = None, residual: np.ndarray | None = None) -> np.ndarray:
+        """Run on ``threads`` (None: OpenMP's default); ``residual`` (the output's shape) is what a sum
+        post-op adds."""
+        if self.adds_residual != (residual is not None):
+            raise OneDnnError("a residual is needed by a sum post-op, and only then")
+        rows = x.shape[0]
+        if x.ndim != 2 or x.shape[1] != self.in_features:
+            raise OneDnnError(f"the input has shape {tuple(x.shape)}, the product wants (rows, {self.in_features})")
+        threads = self.library.threads(threads)
+        if threads > 1 and rows * self.in_features * self.out_features < ONE_THREAD_WORK:
+            threads = 1
+        product, source, result = self.plan(rows, threads)
+        if residual is not None:
+            if tuple(residual.shape) != (rows, self.out_features):
+                raise OneDnnError(f"the residual has shape {tuple(residual.shape)}, the output "
+                                  f"{(rows, self.out_features)}")
+            out = np.array(residual, dtype=np.float32, order="C")  # the sum post-op adds what it holds
+        else:
+            out = np.empty((rows, self.out_features), np.float32)
+        arguments = {ARG_SRC: (source, np.ascontiguousarray(x, dtype=np.float32)),
+                     ARG_WEIGHTS: (self.weight_layout, self.weight), ARG_DST: (result, out)}
+        if self.bias is not None:
+            arguments[ARG_BIAS] = self.bias
+        product.run(arguments, threads)
+        return out
+
+    def plan(self, rows: int, threads: int) -> tuple[Primitive, Layout, Layout]:
+        """(the primitive, its input layout, its output layout) for ``rows`` rows on ``threads``."""
+        plan = self.plans.get((rows, threads))
+        if plan is None:
+            if rows in self.refused:
+                raise OneDnnError(self.refused[rows])
+            try:
+                plan = self._make_plan(rows, threads)
+            except OneDnnError as exc:
+                self.refused[rows] = str(exc)  # asked once per row count: a refusal costs a primitive search
+                raise
+            if len(self.plans) >= MAX_PLANS:
+                self.plans.pop(next(iter(self.plans)))
+            self.plans[(rows, threads)] = plan
+        return plan
+
+    def _make_plan(self, rows: int, threads: int) -> tuple[Primitive, Layout, Layout]:
+        library = self.library
+        library.set_threads(threads)  # the primitive is made for this many threads
+        source = Layout.plain(library, (rows, self.in_features))
+        result = Layout.plain(library, (rows, self.out_features))
+        bias = self.bias[0].handle if self.bias is not None else None
+        with Attributes(library, self.post_ops) as attributes:
+            product = Primitive(library, lambda pointer: library.matmul_primitive_desc_create(
+                pointer, library.engine, source.handle, self.weight_layout.handle, bias, result.handle,
+                attributes.handle), f"matrix product of ({rows}, {self.in_features}) by {self.weight.shape}^T")
+        return product, source, result
+
+    def implementation(self, rows: int, threads: int | None = None) -> str:
+        return self.plan(rows, self.library.threads(threads))[0].implementation()

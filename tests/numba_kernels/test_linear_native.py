@@ -1,0 +1,125 @@
+"""nn.Linear on oneDNN (kuiper/numba_kernels/linear_native.py): which Linears go there, with which epilogue,
+and that every path computes what a float64 NumPy reference does."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import kuiper
+from kuiper import onednn
+from kuiper.numba_kernels import linear_native
+
+from conftest import write_model
+
+pytest.importorskip("numba")
+pytestmark = pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
+
+RNG = np.random.default_rng(3)
+IN, OUT = 96, 192  # 60 rows of these make 1.1 M multiply-adds: enough for oneDNN (NATIVE_WORK)
+WEIGHT = (RNG.standard_normal((OUT, IN)) / math.sqrt(IN)).astype(np.float32)
+BIAS = RNG.standard_normal(OUT).astype(np.float32)
+WEIGHTS = {"fc.weight": WEIGHT.tobytes(), "fc.bias": BIAS.tobytes()}
+TOLERANCE = 1e-5
+
+
+def _load(tmp_path, body, **options):
+    lines = body.strip().splitlines()
+    operands = len({word for line in lines for word in line.split()[4:] if "=" not in word})
+    text = f"7767517\n{len(lines)} {operands}\n" + "\n".join(line.strip() for line in lines) + "\n"
+    return kuiper.load(write_model(tmp_path, text, WEIGHTS), **options)
+
+
+def _linear(x):
+    return x.astype(np.float64) @ WEIGHT.T.astype(np.float64) + BIAS
+
+
+def _gelu(v):
+    return 0.5 * v * (1 + np.vectorize(math.erf)(v / math.sqrt(2)))
+
+
+def _close(actual, expected):
+    assert actual.dtype == np.float32 and actual.shape == expected.shape
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=TOLERANCE * max(1.0, np.abs(expected).max()))
+
+
+LINEAR = f"nn.Linear fc 1 1 x a bias=True in_features={IN} out_features={OUT} @weight=({OUT},{IN})f32 @bias=({OUT})f32"
+
+GELU_MODEL = f"""
+pnnx.Input in0 0 1 x
+{LINEAR}
+nn.GELU act 1 1 a b
+pnnx.Output out 1 0 b
+"""
+
+RESIDUAL_MODEL = f"""
+pnnx.Input in0 0 1 x
+pnnx.Input in1 0 1 r
+{LINEAR}
+pnnx.Expression add 2 1 r a b expr=add(@0,@1)
+pnnx.Output out 1 0 b
+"""
+
+
+def test_a_linear_takes_the_gelu_after_it_as_a_post_op(tmp_path):
+    model = _load(tmp_path, GELU_MODEL, threads=2)
+    (step,) = model.steps
+    assert step.node.params["epilogue_members"] == ["act"]
+    assert step.op.native is not None and "post-ops" in step.op.kernel_note
+    assert model.blas_threads == 1  # oneDNN owns the cores: BLAS stays on the calling thread
+    x = RNG.standard_normal((2, 30, IN)).astype(np.float32)
+    _close(model(x), _gelu(_linear(x)))
+
+
+def test_a_residual_add_becomes_a_sum_post_op_and_the_residual_is_kept(tmp_path):
+    model = _load(tmp_path, RESIDUAL_MODEL)
+    (step,) = model.steps
+    assert step.op.native is not None and step.op.native.adds_residual
+    x = RNG.standard_normal((2, 30, IN)).astype(np.float32)
+    r = RNG.standard_normal((2, 30, OUT)).astype(np.float32)
+    kept = r.copy()
+    _close(model(x, r), _linear(x) + r)
+    np.testing.assert_array_equal(r, kept)
+
+
+def test_a_residual_that_broadcasts_is_added_after_the_product(tmp_path):
+    model = _load(tmp_path, RESIDUAL_MODEL)
+    x = RNG.standard_normal((2, 30, IN)).astype(np.float32)
+    r = RNG.standard_normal((1, 1, OUT)).astype(np.float32)
+    _close(model(x, r), _linear(x) + r)
+
+
+def test_an_epilogue_without_post_ops_runs_after_the_reference_product(tmp_path):
+    body = GELU_MODEL.replace("nn.GELU act 1 1 a b", "pnnx.Expression act 1 1 a b expr=mul(@0,3.0)")
+    model = _load(tmp_path, body)
+    (step,) = model.steps
+    assert step.op.native is None and "no post-ops" in step.op.kernel_note
+    x = RNG.standard_normal((2, 30, IN)).astype(np.float32)
+    _close(model(x), 3 * _linear(x))
+
+
+@pytest.mark.parametrize("shape, on_onednn", [((IN,), False), ((3, IN), False), ((64, IN), True), ((3, 5, 8, IN), True)])
+def test_any_leading_dims_pass_through_and_small_products_stay_on_numpy(tmp_path, monkeypatch, shape, on_onednn):
+    calls = []
+    run = onednn.MatMul.__call__
+    monkeypatch.setattr(onednn.MatMul, "__call__", lambda self, *args, **kw: calls.append(1) or run(self, *args, **kw))
+    model = _load(tmp_path, GELU_MODEL)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    _close(model(x), _gelu(_linear(x)))
+    assert bool(calls) == on_onednn == (np.prod(shape) * OUT >= linear_native.NATIVE_WORK)
+
+
+def test_other_dtypes_take_the_reference(tmp_path):
+    model = _load(tmp_path, GELU_MODEL)
+    x = RNG.standard_normal((4, IN))
+    out = model(x)
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(out, _gelu(_linear(x)), rtol=1e-6, atol=1e-6)
+
+
+def test_a_wrong_width_names_the_op_and_the_shape(tmp_path):
+    model = _load(tmp_path, GELU_MODEL)
+    with pytest.raises(kuiper.ShapeError, match=rf"fc.*last dim {IN}.*\(2, {IN + 1}\)"):
+        model(np.zeros((2, IN + 1), np.float32))

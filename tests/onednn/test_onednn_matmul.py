@@ -1,0 +1,102 @@
+"""kuiper.onednn.MatMul: oneDNN's x @ W^T + b against float64 NumPy, with post-ops, row counts, threads."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from kuiper import onednn
+from kuiper.onednn.primitives import ONE_THREAD_WORK
+
+pytestmark = pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
+
+RNG = np.random.default_rng(7)
+TOLERANCE = 1e-5  # float32 sums of at most a few hundred unit-scale products, relative to the output's scale
+
+
+def case(rows, inputs, outputs, bias=True):
+    x = RNG.standard_normal((rows, inputs)).astype(np.float32)
+    weight = (RNG.standard_normal((outputs, inputs)) / math.sqrt(inputs)).astype(np.float32)
+    b = RNG.standard_normal(outputs).astype(np.float32) if bias else None
+    expected = x.astype(np.float64) @ weight.T.astype(np.float64)
+    if b is not None:
+        expected += b
+    return x, weight, b, expected
+
+
+def close(actual, expected):
+    assert actual.dtype == np.float32 and actual.shape == expected.shape
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=TOLERANCE * max(1.0, np.abs(expected).max()))
+
+
+@pytest.mark.parametrize("rows, inputs, outputs", [(1, 8, 3), (5, 17, 9), (197, 64, 96), (33, 300, 40)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_product_is_x_times_the_transposed_weight_plus_bias(rows, inputs, outputs, bias):
+    x, weight, b, expected = case(rows, inputs, outputs, bias)
+    product = onednn.MatMul(onednn.library(), weight, b)
+    close(product(x, threads=1), expected)
+
+
+def test_the_weight_is_used_in_place_and_never_changed():
+    x, weight, b, expected = case(4, 16, 8)
+    kept = weight.copy()
+    product = onednn.MatMul(onednn.library(), weight, b)
+    assert np.shares_memory(product.weight, weight)  # described to oneDNN as its transpose: no copy
+    close(product(x), expected)
+    np.testing.assert_array_equal(weight, kept)
+
+
+def gelu(v):
+    return 0.5 * v * (1 + np.vectorize(math.erf)(v / math.sqrt(2)))
+
+
+@pytest.mark.parametrize("post_op, function", [
+    (("eltwise_relu", 0.0, 0.0), lambda v: np.maximum(v, 0)),
+    (("eltwise_gelu_erf", 0.0, 0.0), gelu),
+])
+def test_an_activation_post_op_applies_after_the_bias(post_op, function):
+    x, weight, b, expected = case(12, 32, 20)
+    product = onednn.MatMul(onednn.library(), weight, b, post_ops=(post_op,))
+    close(product(x), function(expected))
+
+
+def test_a_sum_post_op_adds_the_residual_and_leaves_it_alone():
+    x, weight, b, expected = case(6, 24, 10)
+    residual = RNG.standard_normal((6, 10)).astype(np.float32)
+    kept = residual.copy()
+    product = onednn.MatMul(onednn.library(), weight, b, post_ops=(("sum",), ("eltwise_relu", 0.0, 0.0)))
+    close(product(x, residual=residual), np.maximum(expected + residual, 0))
+    np.testing.assert_array_equal(residual, kept)
+    with pytest.raises(onednn.OneDnnError, match="residual has shape"):
+        product(x, residual=residual[:, :5])
+    with pytest.raises(onednn.OneDnnError, match="only then"):
+        product(x)
+
+
+def test_each_row_count_gets_its_own_plan_and_old_ones_go():
+    _, weight, b, _ = case(1, 16, 8)
+    product = onednn.MatMul(onednn.library(), weight, b)
+    for rows in range(1, onednn.matmul.MAX_PLANS + 3):
+        x = RNG.standard_normal((rows, 16)).astype(np.float32)
+        close(product(x, threads=1), x.astype(np.float64) @ weight.T.astype(np.float64) + b)
+    assert len(product.plans) == onednn.matmul.MAX_PLANS
+
+
+def test_a_small_product_runs_on_one_thread_a_large_one_on_the_threads_asked():
+    _, weight, b, _ = case(1, 64, 64)
+    product = onednn.MatMul(onednn.library(), weight, b)
+    small = RNG.standard_normal((2, 64)).astype(np.float32)  # 8 K multiply-adds
+    large = RNG.standard_normal((ONE_THREAD_WORK // (64 * 64) + 1, 64)).astype(np.float32)
+    for x in (small, large):
+        close(product(x, threads=2), x.astype(np.float64) @ weight.T.astype(np.float64) + b)
+    assert (2, 1) in product.plans and (2, 2) not in product.plans
+    assert (large.shape[0], 2) in product.plans
+
+
+def test_an_input_of_the_wrong_width_is_refused_with_the_shapes():
+    _, weight, b, _ = case(1, 16, 8)
+    product = onednn.MatMul(onednn.library(), weight, b)
+    with pytest.raises(onednn.OneDnnError, match=r"\(3, 15\).*\(rows, 16\)"):
+        product(np.zeros((3, 15), np.float32))
