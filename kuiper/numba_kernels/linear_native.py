@@ -18,15 +18,11 @@ import numpy as np
 
 from .. import onednn
 from ..limits import check_size
+from ..onednn.primitives import PRODUCT_WORK
 from ..ops import linear as reference
 from ..thread_limits import requested as model_threads
 from . import conv_post_ops
 
-# Multiply-adds under which NumPy's BLAS runs the product on the calling thread: a oneDNN call
-# costs about 10 us more, which a product this small does not win back (1x512x512, 256 K: 21 us
-# on NumPy, 30 us on oneDNN; 16x256x256, 1 M: 38 and 42 us; 64x256x256: 100 us against 54 us on
-# oneDNN's two threads; docs/performance.md).
-NATIVE_WORK = 1 << 20
 
 
 class NativeLinear(reference.Linear):
@@ -69,7 +65,7 @@ class NativeLinear(reference.Linear):
             return None  # the reference takes these, and raises its shape errors
         out_shape = x.shape[:-1] + (self.native.out_features,)
         rows = int(np.prod(x.shape[:-1], dtype=np.int64))
-        if rows == 0 or rows * self.in_features * self.native.out_features < NATIVE_WORK:
+        if rows == 0 or rows * self.in_features * self.native.out_features < PRODUCT_WORK:
             return None
         residual = None
         if self.native.adds_residual:

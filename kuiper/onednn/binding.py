@@ -37,6 +37,7 @@ ARG_MULTIPLE_SRC = 1024  # the first of a concatenation's inputs (1024 + i)
 QUERY_IMPL_INFO = 8  # dnnl_query_impl_info_str
 QUERY_EXEC_ARG_MD = 255  # dnnl_query_exec_arg_md: the memory descriptor of an argument
 STREAM_IN_ORDER = 1  # dnnl_stream_in_order, the default flags
+SOFTMAX_ALGORITHMS = range(0x30000, 0x30010)  # where 3.x numbers dnnl_softmax_accurate and _log (names checked)
 
 Handle = ctypes.c_void_p
 Dims = ctypes.c_int64 * MAX_DIMS
@@ -91,6 +92,8 @@ _FUNCTIONS = {
         _STATUS, [ctypes.POINTER(Handle), Handle, ctypes.c_int, ctypes.c_int, Handle, Handle, Handle, Handle,
                   Dims, Dims, Dims, Dims, Handle]),
     "dnnl_matmul_primitive_desc_create": (_STATUS, [ctypes.POINTER(Handle), Handle, Handle, Handle, Handle, Handle, Handle]),
+    "dnnl_softmax_forward_primitive_desc_create": (
+        _STATUS, [ctypes.POINTER(Handle), Handle, ctypes.c_int, ctypes.c_int, Handle, Handle, ctypes.c_int, Handle]),
     "dnnl_concat_primitive_desc_create": (
         _STATUS, [ctypes.POINTER(Handle), Handle, Handle, ctypes.c_int, ctypes.c_int, ctypes.POINTER(Handle), Handle]),
     "dnnl_reorder_primitive_desc_create": (_STATUS, [ctypes.POINTER(Handle), Handle, Handle, Handle, Handle, Handle]),
@@ -137,6 +140,7 @@ class Library:
         self.convolution_direct = self.enum(self.alg_kind2str, "convolution_direct", limit=0x400)
         self.deconvolution_direct = self.enum(self.alg_kind2str, "deconvolution_direct", limit=0x400)
         self.scratchpad_user = self.enum(self.scratchpad_mode2str, "user")
+        self.softmax_accurate = self.enum(self.alg_kind2str, "softmax_accurate", values=SOFTMAX_ALGORITHMS)
         self.openmp = _openmp(version.cpu_runtime)
         self.default_threads = self.openmp.omp_get_max_threads() if self.openmp is not None else None
         self.engine = Handle()
@@ -155,9 +159,9 @@ class Library:
         return stream
 
     @staticmethod
-    def enum(to_text, name: str, limit: int = 256) -> int:
-        """The value whose name ``to_text`` gives as ``name``."""
-        for value in range(limit):
+    def enum(to_text, name: str, limit: int = 256, values=None) -> int:
+        """The value whose name ``to_text`` gives as ``name``, searched in ``values`` (else below ``limit``)."""
+        for value in range(limit) if values is None else values:
             text = to_text(value)
             if text is not None and text.decode() == name:
                 return value

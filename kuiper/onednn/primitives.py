@@ -24,6 +24,11 @@ from .binding import ARG_SCRATCHPAD, QUERY_EXEC_ARG_MD, QUERY_IMPL_INFO, Dims, E
 # 375 K: 43 us either way).  The tiny convs of small audio and toy nets sit below it, the
 # smallest of MobileNetV2 (a 7x7x960 depthwise, 423 K) above it.
 ONE_THREAD_WORK = 256 * 1024
+# Multiply-adds of a matrix product under which NumPy's BLAS on the calling thread beats a oneDNN
+# call, which costs about 10 us more (1x512x512, 256 K: 21 us on NumPy, 30 us on oneDNN;
+# 16x256x256, 1 M: 38 and 42 us; 64x256x256: 100 us against 54 us on oneDNN's two threads).
+# The kernels that put Linear layers and attention on oneDNN leave smaller products to NumPy.
+PRODUCT_WORK = 1 << 20
 
 
 def dims(values) -> Dims:

@@ -61,7 +61,14 @@ def _shape(value) -> tuple:
     return tuple(getattr(value, "shape", ()))
 
 
-class ScaledDotProductAttention(Op):
+class AttentionOp(Op):
+    """An op computing ``attend``; a backend's kernel may compute it another way (``attention``)."""
+
+    def attention(self, q, k, v, scale: float, masks=(), keep_weights: bool = False):
+        return attend(self.backend, q, k, v, scale, masks, keep_weights)
+
+
+class ScaledDotProductAttention(AttentionOp):
     """F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa).
 
     query (..., Hq, L, E), key (..., H, S, E), value (..., H, S, Ev); any leading dims.
@@ -112,13 +119,13 @@ class ScaledDotProductAttention(Op):
             else:
                 blocked_rows = None
             masks.append(mask)
-        out, _ = attend(self.backend, q, k, v, scale, masks)
+        out, _ = self.attention(q, k, v, scale, masks)
         if blocked_rows is not None:
             out = xp.where(blocked_rows, xp.zeros((), dtype=out.dtype), out)
         return out
 
 
-class MultiheadAttention(Op):
+class MultiheadAttention(AttentionOp):
     """nn.MultiheadAttention: input projections, ``attend`` per head, output projection.
 
     Inputs: query[, key[, value]] (one input: self-attention; two: key == value) and the
@@ -252,7 +259,7 @@ class MultiheadAttention(Op):
         source = k.shape[1]
         q, k, v = (self._split_heads(t) for t in (q, k, v))
         additive = self._masks(attn_mask, padding_mask, batch, length, source, q.dtype)
-        out, weights = attend(self.backend, q, k, v, 1.0 / math.sqrt(self.head_dim), additive, keep_weights=self.need_weights)
+        out, weights = self.attention(q, k, v, 1.0 / math.sqrt(self.head_dim), additive, keep_weights=self.need_weights)
         out = xp.reshape(xp.permute_dims(out, (0, 2, 1, 3)), (batch, length, self.embed_dim))
         out = xp.matmul(out, self.out_proj_t)
         if self.out_bias is not None:

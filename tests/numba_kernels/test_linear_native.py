@@ -10,7 +10,7 @@ import pytest
 
 import kuiper
 from kuiper import onednn
-from kuiper.numba_kernels import linear_native
+from kuiper.onednn.primitives import PRODUCT_WORK
 
 from conftest import write_model
 
@@ -18,7 +18,7 @@ pytest.importorskip("numba")
 pytestmark = pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
 
 RNG = np.random.default_rng(3)
-IN, OUT = 96, 192  # 60 rows of these make 1.1 M multiply-adds: enough for oneDNN (NATIVE_WORK)
+IN, OUT = 96, 192  # 60 rows of these make 1.1 M multiply-adds: enough for oneDNN (PRODUCT_WORK)
 WEIGHT = (RNG.standard_normal((OUT, IN)) / math.sqrt(IN)).astype(np.float32)
 BIAS = RNG.standard_normal(OUT).astype(np.float32)
 WEIGHTS = {"fc.weight": WEIGHT.tobytes(), "fc.bias": BIAS.tobytes()}
@@ -108,7 +108,7 @@ def test_any_leading_dims_pass_through_and_small_products_stay_on_numpy(tmp_path
     model = _load(tmp_path, GELU_MODEL)
     x = RNG.standard_normal(shape).astype(np.float32)
     _close(model(x), _gelu(_linear(x)))
-    assert bool(calls) == on_onednn == (np.prod(shape) * OUT >= linear_native.NATIVE_WORK)
+    assert bool(calls) == on_onednn == (np.prod(shape) * OUT >= PRODUCT_WORK)
 
 
 def test_other_dtypes_take_the_reference(tmp_path):

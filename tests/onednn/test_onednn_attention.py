@@ -1,0 +1,110 @@
+"""kuiper.onednn.Attention (two matmuls and a softmax) against float64 NumPy, and the attention ops that use it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import kuiper
+from kuiper import onednn
+from kuiper.onednn.attention import fits
+from kuiper.onednn.primitives import PRODUCT_WORK
+
+from conftest import write_model
+
+pytestmark = pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
+
+RNG = np.random.default_rng(11)
+TOLERANCE = 2e-6  # softmax weights sum to 1, so outputs are averages of unit-scale values
+
+
+def float64_attention(q, k, v, scale, masks=()):
+    scores = q.astype(np.float64) @ np.swapaxes(k.astype(np.float64), -1, -2) * scale
+    for mask in masks:
+        scores = scores + mask
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    return weights @ v.astype(np.float64), weights
+
+
+def heads_of_one_projection(batch=2, length=13, heads=3, dim=8):
+    """q, k, v as a ViT makes them: strided views of one (batch, length, 3, heads, dim) projection."""
+    qkv = RNG.standard_normal((batch, length, 3, heads, dim)).astype(np.float32).transpose(2, 0, 3, 1, 4)
+    return qkv[0], qkv[1], qkv[2]
+
+
+def test_strided_heads_are_read_where_they_lie():
+    q, k, v = heads_of_one_projection()
+    assert not q.flags.c_contiguous and fits(q, k, v)
+    out, weights = onednn.Attention(onednn.library())(q, k, v, 0.3, threads=2)
+    expected, _ = float64_attention(q, k, v, 0.3)
+    assert weights is None and out.shape == expected.shape and out.dtype == np.float32
+    np.testing.assert_allclose(out, expected, rtol=0, atol=TOLERANCE)
+
+
+def test_masks_add_to_the_scores_and_the_weights_come_back_when_asked():
+    q, k, v = (RNG.standard_normal((2, 4, 5 if i == 0 else 7, 6)).astype(np.float32) for i in range(3))
+    causal_like = np.where(RNG.random((5, 7)) < 0.3, -np.inf, 0.0).astype(np.float32)
+    causal_like[:, 0] = 0  # every query may attend to something
+    bias = RNG.standard_normal((2, 1, 1, 7)).astype(np.float32)
+    out, weights = onednn.Attention(onednn.library())(q, k, v, 1 / math.sqrt(6), (causal_like, bias),
+                                                      keep_weights=True)
+    expected, expected_weights = float64_attention(q, k, v, 1 / math.sqrt(6), (causal_like, bias))
+    np.testing.assert_allclose(out, expected, rtol=0, atol=TOLERANCE)
+    np.testing.assert_allclose(weights, expected_weights, rtol=0, atol=TOLERANCE)
+    assert np.all(weights[..., causal_like == -np.inf] == 0)
+
+
+@pytest.mark.parametrize("why, operands", [
+    ("float64", lambda q, k, v: (q.astype(np.float64), k, v)),
+    ("broadcast batch", lambda q, k, v: (q, k[:1], v[:1])),
+    ("zero stride", lambda q, k, v: (q, np.broadcast_to(k[:, :, :1], k.shape), v)),
+    ("key and query widths differ", lambda q, k, v: (q, k[..., :4], v)),
+])
+def test_operands_it_does_not_take_are_refused_by_fits_and_the_call(why, operands):
+    q, k, v = operands(*heads_of_one_projection())
+    assert not fits(q, k, v)
+    with pytest.raises(onednn.OneDnnError, match="not float32 arrays"):
+        onednn.Attention(onednn.library())(q, k, v, 1.0)
+
+
+def test_plans_are_kept_per_shape_and_bounded():
+    attention = onednn.Attention(onednn.library())
+    for length in range(1, onednn.attention.MAX_PLANS + 3):
+        q, k, v = heads_of_one_projection(batch=1, length=length)
+        out, _ = attention(q, k, v, 0.5, threads=1)
+        np.testing.assert_allclose(out, float64_attention(q, k, v, 0.5)[0], rtol=0, atol=TOLERANCE)
+    assert len(attention.plans) == onednn.attention.MAX_PLANS
+
+
+SDPA_MODEL = """7767517
+5 4
+pnnx.Input q 0 1 q
+pnnx.Input k 0 1 k
+pnnx.Input v 0 1 v
+F.scaled_dot_product_attention sdpa 3 1 q k v out dropout_p=0.0 is_causal={causal} scale=None
+pnnx.Output output 1 0 out
+"""
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("length, on_onednn", [(9, False), (100, True)])
+def test_the_sdpa_op_runs_on_onednn_when_the_products_are_large_enough(tmp_path, monkeypatch, causal, length,
+                                                                        on_onednn):
+    pytest.importorskip("numba")  # the kernel classes are the compiled-kernel plugin's
+    calls = []
+    run = onednn.Attention.__call__
+    monkeypatch.setattr(onednn.Attention, "__call__", lambda self, *a, **kw: calls.append(1) or run(self, *a, **kw))
+    model = kuiper.load(write_model(tmp_path, SDPA_MODEL.format(causal=causal)), threads=2)
+    assert model.steps[0].op.native is not None and model.blas_threads == 1
+    q, k, v = heads_of_one_projection(length=length, heads=4, dim=32)
+    mask = np.triu(np.full((length, length), -np.inf), 1) if causal else np.zeros((length, length))
+    expected, _ = float64_attention(q, k, v, 1 / math.sqrt(32), (mask,))
+    np.testing.assert_allclose(model(q, k, v), expected, rtol=0, atol=TOLERANCE)
+    assert bool(calls) == on_onednn == (2 * 4 * length * length * 64 >= PRODUCT_WORK)
+    # float64 operands take the reference and stay float64
+    out64 = model(*(a.astype(np.float64) for a in (q, k, v)))
+    assert out64.dtype == np.float64
+    np.testing.assert_allclose(out64, expected, rtol=0, atol=1e-12)
