@@ -8,13 +8,14 @@ runs (``runtime.KernelModule``).
 
 from __future__ import annotations
 
-from . import (attention_native, concat_native, conv, conv_native, conv_transpose_native, grid_sample, linear_native,
-               norm, pool_native, pooling, recurrent)
+from . import (attention_native, concat_native, conv, conv_native, conv_transpose_native, grid_sample,
+               layer_norm_native, linear_native, norm, pool_native, pooling, recurrent)
 from .elementwise import compile_elementwise
 from .norm import softmax_in_place
 
+# A later module's class for an op type wins: the oneDNN classes extend the compiled ones before them.
 MODULES = (attention_native, conv, conv_native, conv_transpose_native, concat_native, grid_sample, linear_native, pooling,
-           pool_native, norm, recurrent)
+           pool_native, norm, layer_norm_native, recurrent)
 KERNELS: dict[str, type] = {op_type: cls for module in MODULES for cls in module.KERNELS for op_type in cls.types}
 
 PRIMITIVES = {"compile_elementwise": compile_elementwise, "softmax_in_place": softmax_in_place}

@@ -1,7 +1,7 @@
 """oneDNN, the library under PyTorch's CPU convolutions, called through ctypes.
 
 Installed with kuiper on Linux x86-64 (the ``onednn-cpu-gomp`` wheel): when it is found, the
-compiled CPU kernels (kuiper.numba_kernels) run float32 convolutions, pooling, Linear layers and attention with it; without it
+compiled CPU kernels (kuiper.numba_kernels) run float32 convolutions, pooling, Linear layers, attention and layer norms with it; without it
 (another platform, no libgomp, ``KUIPER_ONEDNN=0``) they keep their own algorithms.
 
 Nothing here knows an op's params: ``Convolution`` and ``MatMul`` take arrays and numbers.
@@ -13,11 +13,12 @@ from .attention import Attention
 from .blocked import Blocked
 from .concat import Concatenation
 from .conv import Convolution
+from .layer_norm import LayerNormalization
 from .matmul import MatMul
 from .pool import Pooling
 from .binding import OneDnnError, loaded
 
-__all__ = ["Attention", "Blocked", "Concatenation", "Convolution", "MatMul", "OneDnnError", "Pooling", "available", "describe", "library"]
+__all__ = ["Attention", "Blocked", "Concatenation", "Convolution", "LayerNormalization", "MatMul", "OneDnnError", "Pooling", "available", "describe", "library"]
 
 
 def library():

@@ -32,12 +32,15 @@ ARG_SRC = 1
 ARG_DST = 17
 ARG_WEIGHTS = 33
 ARG_BIAS = 41
+ARG_SCALE = 51  # a normalization's scale and shift
+ARG_SHIFT = 52
 ARG_SCRATCHPAD = 80
 ARG_MULTIPLE_SRC = 1024  # the first of a concatenation's inputs (1024 + i)
 QUERY_IMPL_INFO = 8  # dnnl_query_impl_info_str
 QUERY_EXEC_ARG_MD = 255  # dnnl_query_exec_arg_md: the memory descriptor of an argument
 STREAM_IN_ORDER = 1  # dnnl_stream_in_order, the default flags
 SOFTMAX_ALGORITHMS = range(0x30000, 0x30010)  # where 3.x numbers dnnl_softmax_accurate and _log (names checked)
+USE_SCALE, USE_SHIFT = 0x2, 0x4  # dnnl_normalization_flags_t
 
 Handle = ctypes.c_void_p
 Dims = ctypes.c_int64 * MAX_DIMS
@@ -92,6 +95,9 @@ _FUNCTIONS = {
         _STATUS, [ctypes.POINTER(Handle), Handle, ctypes.c_int, ctypes.c_int, Handle, Handle, Handle, Handle,
                   Dims, Dims, Dims, Dims, Handle]),
     "dnnl_matmul_primitive_desc_create": (_STATUS, [ctypes.POINTER(Handle), Handle, Handle, Handle, Handle, Handle, Handle]),
+    "dnnl_layer_normalization_forward_primitive_desc_create": (
+        _STATUS, [ctypes.POINTER(Handle), Handle, ctypes.c_int, Handle, Handle, Handle, ctypes.c_float, ctypes.c_uint,
+                  Handle]),
     "dnnl_softmax_forward_primitive_desc_create": (
         _STATUS, [ctypes.POINTER(Handle), Handle, ctypes.c_int, ctypes.c_int, Handle, Handle, ctypes.c_int, Handle]),
     "dnnl_concat_primitive_desc_create": (

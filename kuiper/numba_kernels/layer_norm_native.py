@@ -1,0 +1,50 @@
+"""nn.LayerNorm on oneDNN (kuiper.onednn.LayerNormalization), for the NumPy backend's kernels.
+
+The compiled row loop (norm.py) runs on the calling thread at a transformer's sizes; oneDNN's
+layer normalization runs on its OpenMP threads at the model's thread count.  Inputs the
+compiled loop would not take (weights given as inputs, other dtypes) keep the reference op;
+tensors too small to win back a oneDNN call keep the compiled loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import onednn
+from ..thread_limits import requested as model_threads
+from .norm import CompiledLayerNorm
+
+# Elements under which the compiled loop on the calling thread beats a oneDNN call, which costs
+# about 25 us to enter (rows x width, compiled loop against oneDNN at 2 threads: 100x160 23 against
+# 32 us, 197x192 50 against 42, 197x768 182 against 45, 3136x96 436 against 105).
+NATIVE_ELEMENTS = 32 * 1024
+
+
+class NativeLayerNorm(CompiledLayerNorm):
+    """nn.LayerNorm: oneDNN for float32 tensors of at least NATIVE_ELEMENTS, else the compiled loop."""
+
+    native = None  # the oneDNN layer normalization, made on the first call that takes it
+
+    def setup(self):
+        super().setup()
+        if self.compiled and onednn.available():
+            self.owns_thread_pool = True
+            self.kernel_note = "oneDNN (float32), compiled loop for small tensors"
+
+    def forward(self, *inputs):
+        x = inputs[self.input_position()]
+        k = len(self.normalized_shape)
+        if (self.owns_thread_pool and isinstance(x, np.ndarray) and x.dtype == np.float32 and x.ndim >= k
+                and tuple(x.shape[-k:]) == self.normalized_shape and x.size >= NATIVE_ELEMENTS):
+            row_weight, row_bias = self.row_affine()  # made at the first call: the input bounds their size
+            if self.native is None:
+                self.native = onednn.LayerNormalization(onednn.library(), row_weight, row_bias, self.eps)
+            rows = np.reshape(x, (-1, row_weight.shape[0]))
+            try:
+                return np.reshape(self.native(rows, model_threads()), x.shape)
+            except onednn.OneDnnError:
+                pass  # a shape oneDNN refused: the compiled loop takes it
+        return super().forward(*inputs)
+
+
+KERNELS = [NativeLayerNorm]

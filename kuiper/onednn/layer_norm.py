@@ -1,0 +1,54 @@
+"""Layer normalization of float32 rows, ``(x - mean) / sqrt(var + eps) * scale + shift``, run by oneDNN.
+
+Each row of a (rows, width) array is normalized on its own; the caller folds a tensor's
+leading dims into rows and its normalized dims into the width.  The primitive runs on oneDNN's
+OpenMP threads (the compiled row loop it replaces runs on the calling thread below 2^22
+element operations).  A primitive is made per row count and thread count the first time it is
+seen, at most ``MAX_PLANS`` kept.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .binding import ARG_DST, ARG_SCALE, ARG_SHIFT, ARG_SRC, USE_SCALE, USE_SHIFT, Library
+from .primitives import Attributes, Layout, Primitive
+
+MAX_PLANS = 8
+
+
+class LayerNormalization:
+    """``LayerNormalization(library, scale, shift, eps)(rows)``: each row of float32 ``rows`` normalized, as a
+    fresh array; ``scale`` and ``shift`` are float32 vectors of the row width."""
+
+    def __init__(self, library: Library, scale: np.ndarray, shift: np.ndarray, eps: float):
+        self.library = library
+        self.width = scale.shape[0]
+        vector = Layout.plain(library, (self.width,))
+        self.scale = (vector, np.ascontiguousarray(scale, dtype=np.float32))
+        self.shift = (vector, np.ascontiguousarray(shift, dtype=np.float32))
+        self.eps = float(eps)
+        self.plans: dict[tuple[int, int], tuple[Primitive, Layout]] = {}
+
+    def __call__(self, rows: np.ndarray, threads: int | None = None) -> np.ndarray:
+        threads = self.library.threads(threads)
+        step, layout = self.plan(rows.shape[0], threads)
+        out = np.empty(rows.shape, np.float32)
+        step.run({ARG_SRC: (layout, np.ascontiguousarray(rows, dtype=np.float32)), ARG_DST: (layout, out),
+                  ARG_SCALE: self.scale, ARG_SHIFT: self.shift}, threads)
+        return out
+
+    def plan(self, count: int, threads: int) -> tuple[Primitive, Layout]:
+        plan = self.plans.get((count, threads))
+        if plan is None:
+            library = self.library
+            library.set_threads(threads)  # the primitive is made for this many threads
+            layout = Layout.plain(library, (count, self.width))
+            with Attributes(library) as attributes:
+                step = Primitive(library, lambda pointer: library.layer_normalization_forward_primitive_desc_create(
+                    pointer, library.engine, library.forward_inference, layout.handle, layout.handle, None, self.eps,
+                    USE_SCALE | USE_SHIFT, attributes.handle), f"layer normalization of ({count}, {self.width})")
+            if len(self.plans) >= MAX_PLANS:
+                self.plans.pop(next(iter(self.plans)))
+            plan = self.plans[(count, threads)] = (step, layout)
+        return plan

@@ -1,0 +1,65 @@
+"""kuiper.onednn.LayerNormalization and nn.LayerNorm on it, against float64 NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kuiper
+from kuiper import onednn
+
+from conftest import write_model
+
+pytestmark = pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
+
+RNG = np.random.default_rng(5)
+TOLERANCE = 1e-5  # normalized values are of unit scale
+
+
+def float64_layer_norm(x, weight, bias, eps, dims=1):
+    x = x.astype(np.float64)
+    axes = tuple(range(-dims, 0))
+    mean = x.mean(axis=axes, keepdims=True)
+    variance = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    return (x - mean) / np.sqrt(variance + eps) * weight + bias
+
+
+def test_each_row_is_normalized_then_scaled_and_shifted():
+    x = (RNG.standard_normal((37, 24)) * 3 + 5).astype(np.float32)
+    scale, shift = RNG.standard_normal(24).astype(np.float32), RNG.standard_normal(24).astype(np.float32)
+    norm = onednn.LayerNormalization(onednn.library(), scale, shift, 1e-5)
+    for threads in (1, 2):
+        out = norm(x, threads)
+        assert out.dtype == np.float32
+        np.testing.assert_allclose(out, float64_layer_norm(x, scale, shift, 1e-5), rtol=0, atol=TOLERANCE)
+
+
+def test_eps_matters_for_a_constant_row():
+    x = np.full((2, 8), 4.0, np.float32)
+    x[1] += np.arange(8, dtype=np.float32) * 1e-3
+    norm = onednn.LayerNormalization(onednn.library(), np.ones(8, np.float32), np.zeros(8, np.float32), 1e-2)
+    np.testing.assert_allclose(norm(x), float64_layer_norm(x, 1, 0, 1e-2), rtol=0, atol=TOLERANCE)
+
+
+LAYER_NORM = """7767517
+3 2
+pnnx.Input in0 0 1 x
+nn.LayerNorm ln 1 1 x y elementwise_affine=True eps=1e-06 normalized_shape=(4,48) @weight=(4,48)f32 @bias=(4,48)f32
+pnnx.Output out 1 0 y
+"""
+
+
+@pytest.mark.parametrize("shape, on_onednn", [((2, 4, 48), False), ((3, 100, 4, 48), True)])
+def test_the_op_runs_large_tensors_on_onednn_over_several_normalized_dims(tmp_path, monkeypatch, shape, on_onednn):
+    pytest.importorskip("numba")  # the kernel classes are the compiled-kernel plugin's
+    from kuiper.numba_kernels.layer_norm_native import NATIVE_ELEMENTS
+
+    calls = []
+    run = onednn.LayerNormalization.__call__
+    monkeypatch.setattr(onednn.LayerNormalization, "__call__", lambda self, *a: calls.append(1) or run(self, *a))
+    weight, bias = RNG.standard_normal((4, 48)).astype(np.float32), RNG.standard_normal((4, 48)).astype(np.float32)
+    model = kuiper.load(write_model(tmp_path, LAYER_NORM, {"ln.weight": weight.tobytes(), "ln.bias": bias.tobytes()}),
+                        threads=2)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    np.testing.assert_allclose(model(x), float64_layer_norm(x, weight, bias, 1e-6, dims=2), rtol=0, atol=TOLERANCE)
+    assert bool(calls) == on_onednn == (x.size >= NATIVE_ELEMENTS)
