@@ -5,7 +5,7 @@ the convolutions use, at the model's thread count: with a convolution on oneDNN 
 NumPy's BLAS runs on one thread (kuiper/thread_limits.py), so a transformer's Linear layers
 ran on one core (docs/performance.md).  The fusion pass may give it the elementwise op that
 reads it (GELU, ReLU, a residual add) as an epilogue, which oneDNN applies as post-ops while
-the output is in cache; an epilogue it has no post-ops for runs after the product, as the
+the output is in cache; an epilogue it has no post-ops for runs after the oneDNN product, as the
 elementwise op would have.
 
 Anything else (a shared weight, another dtype, a residual that broadcasts, a product so small
@@ -31,6 +31,7 @@ class NativeLinear(reference.Linear):
     """nn.Linear with its GEMM (and epilogue) on oneDNN where it applies, else the reference op."""
 
     native = None  # the oneDNN product (with the epilogue as post-ops), when it runs this op
+    epilogue_after = False  # whether the epilogue runs after the oneDNN product (it has no post-ops for it)
 
     @classmethod
     def takes_epilogue(cls, node) -> bool:
@@ -44,15 +45,16 @@ class NativeLinear(reference.Linear):
         if library is None or self.weight_t is None or self.weight_t.dtype != np.float32:
             return
         post_ops = conv_post_ops.post_ops_for(self.epilogue, getattr(self, "epilogue_operand", 0))
-        if post_ops is None:
-            self.kernel_note += "; not on oneDNN: it has no post-ops for this epilogue"
-            return
+        # An epilogue oneDNN has no post-ops for (ResMLP's layer scale and residual) runs after the
+        # product, compiled, as the elementwise op would have: the product still gets the threads.
+        self.epilogue_after = post_ops is None
         bias = None if self.bias is None else np.asarray(self.bias, dtype=np.float32)
-        self.native = onednn.MatMul(library, self.weight_t.T, bias, post_ops)
+        self.native = onednn.MatMul(library, self.weight_t.T, bias, post_ops or ())
         self.owns_thread_pool = True
         self.kernel_note = "oneDNN matmul"
         if self.epilogue is not None:
-            self.kernel_note += f" (epilogue {', '.join(self.node.params.get('epilogue_members', []))} as post-ops)"
+            where = "after the product" if self.epilogue_after else "as post-ops"
+            self.kernel_note += f" (epilogue {', '.join(self.node.params.get('epilogue_members', []))} {where})"
 
     def forward(self, *inputs):
         if self.native is not None:
@@ -80,7 +82,8 @@ class NativeLinear(reference.Linear):
             out = self.native(np.reshape(x, (rows, self.in_features)), model_threads(), residual=residual)
         except onednn.OneDnnError:
             return None  # oneDNN refused this shape
-        return np.reshape(out, out_shape)
+        out = np.reshape(out, out_shape)
+        return self.run_epilogue(out, extras) if self.epilogue_after else out
 
 
 KERNELS = [NativeLinear]

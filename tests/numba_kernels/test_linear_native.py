@@ -91,13 +91,15 @@ def test_a_residual_that_broadcasts_is_added_after_the_product(tmp_path):
     _close(model(x, r), _linear(x) + r)
 
 
-def test_an_epilogue_without_post_ops_runs_after_the_reference_product(tmp_path):
-    body = GELU_MODEL.replace("nn.GELU act 1 1 a b", "pnnx.Expression act 1 1 a b expr=mul(@0,3.0)")
+def test_an_epilogue_without_post_ops_runs_after_the_onednn_product(tmp_path):
+    body = RESIDUAL_MODEL.replace("expr=add(@0,@1)", "expr=add(@0,mul(@1,3.0))")
     model = _load(tmp_path, body)
     (step,) = model.steps
-    assert step.op.native is None and "no post-ops" in step.op.kernel_note
+    assert step.op.native is not None and step.op.epilogue_after and "after the product" in step.op.kernel_note
     x = RNG.standard_normal((2, 30, IN)).astype(np.float32)
-    _close(model(x), 3 * _linear(x))
+    r = RNG.standard_normal((2, 30, OUT)).astype(np.float32)
+    _close(model(x, r), r + 3 * _linear(x))
+    _close(model(x[:1, :2], r[:1, :2]), r[:1, :2] + 3 * _linear(x[:1, :2]))  # small: the reference, then the epilogue
 
 
 @pytest.mark.parametrize("shape, on_onednn", [((IN,), False), ((3, IN), False), ((64, IN), True), ((3, 5, 8, IN), True)])
