@@ -113,12 +113,13 @@ def load(
     return model
 
 
-def load_hlo(path_or_text: str | os.PathLike, backend: str | None = None, fuse: bool = True) -> Model:
-    """``kuiper.load(path_or_text, format="hlo")``: XLA HLO text (a file, or the text itself).
+def load_hlo(path_or_text: str | os.PathLike, backend: str | None = None, fuse: bool = True, *,
+             threads: int | None = None) -> Model:
+    """``kuiper.load(path_or_text, format="hlo", threads=threads)``: XLA HLO text (a file, or the text itself).
 
     Inputs are the ENTRY parameters in order; a ROOT tuple gives one output per leaf.
     """
-    return load(path_or_text, backend=backend, fuse=fuse, format="hlo")
+    return load(path_or_text, backend=backend, fuse=fuse, format="hlo", threads=threads)
 
 
 def backends():

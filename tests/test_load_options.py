@@ -61,6 +61,15 @@ def test_without_threads_nothing_is_capped():
     assert model.threads is None and seen.requested == {None}
 
 
+def test_load_hlo_takes_threads_as_load_does():
+    text = "HloModule m\nENTRY e {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] negate(x)\n}\n"
+    model = kuiper.load_hlo(text, threads=2)
+    assert model.threads == 2
+    np.testing.assert_array_equal(model(np.float32([1, -2]), to_numpy=True), [-1, 2])
+    with pytest.raises(ConfigError, match="threads must be a whole number"):
+        kuiper.load_hlo(text, threads=0)
+
+
 def test_threads_survive_pickling():
     model = kuiper.load(RESNET, threads=2)
     assert pickle.loads(pickle.dumps(model)).threads == 2

@@ -1,20 +1,21 @@
-"""Constants folded where the kernels can use them: a per-channel addend into its conv's bias, a
-single value into the elementwise math that reads it.
+"""Constants folded where the kernels can use them: a per-channel addend into its conv's or Linear's
+bias, a single value into the elementwise math that reads it.
 
 Two rewrites of OpNodes before fusion (fusion.py). They read only the op set, never a frontend:
 
 1. ``add(conv(x), c)``, where the conv has a constant float32 weight and ``c`` is a float32
    constant that varies only along the conv's channel dim, becomes the conv with bias
-   ``bias + c`` (``c`` alone when it had none), the bias a conv op adds to its output.
+   ``bias + c`` (``c`` alone when it had none), the bias a conv op adds to its output; likewise
+   ``add(linear(x), c)`` with ``c`` varying only along the Linear's last (feature) dim.
    ``c`` is a Constant op, or Broadcast and Reshape ops over one (how XLA spells a bias).  The
-   conv's result must have no other reader and not be a model output.
+   op's result must have no other reader and not be a model output.
 2. An input of an elementwise op that a Constant op holding one finite value makes becomes an
    IR constant of that value and dtype in the op's math, when the constant's shape cannot
    change the result's: ``max(x, 0)`` is then ReLU, ``clamp(0, x, 6)`` ReLU6.
 
-Why: a conv runs on oneDNN only when its whole epilogue maps to oneDNN post-ops (an activation
-of its result, a residual sum), and a bias as a broadcast input or 0 as a constant input are
-neither, so such convs stayed on slower paths (docs/performance.md).  Ops left with no reader
+Why: a conv or Linear runs its epilogue as oneDNN post-ops only when all of it maps to them (an
+activation of its result, a residual sum), and a bias as a broadcast input or 0 as a constant
+input are neither, so such convs stayed on slower paths (docs/performance.md).  Ops left with no reader
 (the constants and broadcasts folded away) are dropped.
 """
 
@@ -31,28 +32,30 @@ from ..ir.nodes import Binary
 from ..model_ir import OperandInfo, OpNode
 from ..ops.conv import ConvNd
 from ..ops.elementwise import FUSED_TYPE, ElementwiseMath, function_for
+from ..ops.linear import Linear
 from ..plugins import op_registry
 from .fusion import elementwise_maths, producers_and_readers
 
 FLOAT32 = "float32"
 SHAPE_ONLY_TYPES = ("Broadcast", "Reshape")  # ops that lay a constant's values out anew, computing nothing
-CHANNEL_AXIS = 1  # a conv's output is (N, C, *spatial)
+CONV_CHANNEL_AXIS = 1  # a conv's output is (N, C, *spatial); a Linear's features are its last dim
 
 
 def fold_constants(order: list[OpNode], operands: dict[str, OperandInfo], model_outputs: list[str],
                    backend_name: str) -> list[OpNode]:
     """The op order with both rewrites made and the ops they left unread dropped."""
-    order = fold_channel_adds_into_convs(order, operands, set(model_outputs), backend_name)
+    order = fold_channel_adds_into_biases(order, operands, set(model_outputs), backend_name)
     order = inline_single_values(order, operands, backend_name)
     return _without_unread_ops(order, model_outputs)
 
 
-def fold_channel_adds_into_convs(order: list[OpNode], operands: dict[str, OperandInfo], kept: set[str],
-                                 backend_name: str) -> list[OpNode]:
-    """Each float32 ``conv + per-channel constant`` as the conv with that constant in its bias."""
+def fold_channel_adds_into_biases(order: list[OpNode], operands: dict[str, OperandInfo], kept: set[str],
+                                  backend_name: str) -> list[OpNode]:
+    """Each float32 ``conv + per-channel constant`` (or Linear + per-feature constant) as the op with
+    that constant in its bias."""
     maths = elementwise_maths(order, backend_name)
     producer, readers = producers_and_readers(order)
-    with_bias: dict[str, OpNode] = {}  # conv name -> the conv with the bias, producing the add's output
+    with_bias: dict[str, OpNode] = {}  # conv or Linear name -> it with the bias, producing the add's output
     folded: set[str] = set()  # the adds
     for node in order:
         math_of_node = maths.get(node.name)
@@ -62,13 +65,14 @@ def fold_channel_adds_into_convs(order: list[OpNode], operands: dict[str, Operan
             conv = producer.get(operand)
             if conv is None or conv.name in with_bias or operand in kept or readers[operand] != 1:
                 continue
-            if not _takes_a_bias(conv, operands):
+            axis = _bias_axis(conv, operands)
+            if axis is None:
                 continue
             weight = conv.attrs["weight"]
             addend = _constant_value(node.inputs[1 - position], producer)
-            channels = _per_channel(addend, operands[operand].shape, weight.shape[0])
+            channels = _per_channel(addend, operands[operand].shape, weight.shape[0], axis)
             if channels is not None:
-                with_bias[conv.name] = _conv_with_bias(conv, channels, node.outputs)
+                with_bias[conv.name] = _with_bias(conv, channels, node.outputs)
                 folded.add(node.name)
                 break
     return [with_bias.get(node.name, node) for node in order if node.name not in folded]
@@ -87,21 +91,27 @@ def _is_float32_add(math_of_node: ElementwiseMath) -> bool:
     return statements[0].value in (Binary("add", first, second, FLOAT32), Binary("add", second, first, FLOAT32))
 
 
-def _takes_a_bias(conv: OpNode, operands: dict[str, OperandInfo]) -> bool:
-    """A convolution (not transposed) with a constant float32 weight, a float32 output of known rank
-    (batched: channels on axis 1) and no bias or a float32 one per output channel."""
-    registered = op_registry().get(conv.type)
-    if registered is None or not issubclass(registered.obj, ConvNd):
-        return False
-    weight, bias = conv.attrs.get("weight"), conv.attrs.get("bias")
-    if weight is None or weight.dtype != np.float32 or weight.ndim < 3 or len(conv.inputs) != 1:
-        return False
-    if len(conv.outputs) != 1 or "epilogue" in conv.params:
-        return False
+def _bias_axis(node: OpNode, operands: dict[str, OperandInfo]) -> int | None:
+    """The axis of the output its bias runs along, for a convolution (not transposed; batched: axis 1)
+    or a Linear with a constant float32 weight (its last axis), a float32 output of known rank and no
+    bias or a float32 one per output channel; else None."""
+    registered = op_registry().get(node.type)
+    is_conv = registered is not None and issubclass(registered.obj, ConvNd)
+    if registered is None or not (is_conv or issubclass(registered.obj, Linear)):
+        return None
+    weight, bias = node.attrs.get("weight"), node.attrs.get("bias")
+    if weight is None or weight.dtype != np.float32 or not (weight.ndim >= 3 if is_conv else weight.ndim == 2):
+        return None
+    if len(node.inputs) != 1 or len(node.outputs) != 1 or "epilogue" in node.params:
+        return None
     if bias is not None and (bias.dtype != np.float32 or tuple(bias.shape) != weight.shape[:1]):
-        return False  # the conv op reports a bad bias when it is built
-    info = operands.get(conv.outputs[0])
-    return info is not None and info.dtype == FLOAT32 and info.shape is not None and len(info.shape) == weight.ndim
+        return None  # the op reports a bad bias when it is built
+    info = operands.get(node.outputs[0])
+    if info is None or info.dtype != FLOAT32 or info.shape is None or not info.shape:
+        return None
+    if is_conv:
+        return CONV_CHANNEL_AXIS if len(info.shape) == weight.ndim else None
+    return len(info.shape) - 1
 
 
 def _constant_value(operand: str, producer: dict[str, OpNode]) -> np.ndarray | None:
@@ -134,16 +144,16 @@ def _constant_data(node: OpNode | None) -> np.ndarray | None:
     return next(iter(node.attrs.values())) if len(node.attrs) == 1 else None
 
 
-def _per_channel(value: np.ndarray | None, out_shape: tuple, channels: int) -> np.ndarray | None:
+def _per_channel(value: np.ndarray | None, out_shape: tuple, channels: int, channel_axis: int) -> np.ndarray | None:
     """The (channels,) float32 vector ``value`` holds when, added to an output of ``out_shape``, it
-    varies only along the channel axis and leaves the output's shape as it is; else None."""
+    varies only along ``channel_axis`` and leaves the output's shape as it is; else None."""
     if value is None or value.dtype != np.float32 or value.ndim > len(out_shape):
         return None
     value = np.reshape(value, (1,) * (len(out_shape) - value.ndim) + tuple(value.shape))
     for axis, size in enumerate(value.shape):
         if size == 1:
             continue
-        if axis == CHANNEL_AXIS:
+        if axis == channel_axis:
             if size != channels:
                 return None
             continue
@@ -156,8 +166,8 @@ def _per_channel(value: np.ndarray | None, out_shape: tuple, channels: int) -> n
     return np.broadcast_to(np.reshape(value, -1), (channels,)).astype(np.float32)
 
 
-def _conv_with_bias(conv: OpNode, channels: np.ndarray, outputs: list[str]) -> OpNode:
-    """The conv adding ``channels`` to its bias (float32, as the add did) and producing ``outputs``."""
+def _with_bias(conv: OpNode, channels: np.ndarray, outputs: list[str]) -> OpNode:
+    """The conv or Linear adding ``channels`` to its bias (float32, as the add did), producing ``outputs``."""
     bias = conv.attrs.get("bias")
     bias = channels if bias is None else (bias + channels).astype(np.float32)
     return OpNode(

@@ -1,4 +1,5 @@
-"""HLO ``dot`` (general dimension numbers) -> the shared ``MatMul`` (one BLAS product, batched or not).
+"""HLO ``dot`` (general dimension numbers) -> the shared ``Linear`` (a constant right operand, no batch dims)
+or ``MatMul`` (one BLAS product, batched or not).
 
 XLA's result dims are the batch dims, then the lhs free dims, then the rhs free dims. The
 translation moves each operand's dims into matmul order, lhs (batch.., free.., contracting..)
@@ -55,14 +56,33 @@ def translate_dot(site: Site) -> list[OpNode]:
     columns = prod(rhs_shape.dims[d] for d in rhs_free)
     ops: list[OpNode] = []
     lhs = _as_matrix(site, 0, [*lhs_batch, *lhs_free, *lhs_contract], [*batch, rows, inner], "lhs", ops)
-    rhs = _as_matrix(site, 1, [*rhs_batch, *rhs_contract, *rhs_free], [*batch, inner, columns], "rhs", ops)
+    rhs_order = [*rhs_batch, *rhs_contract, *rhs_free]
+    weight = None if batch else _laid_out_constant(site, 1, rhs_order, [inner, columns])
+    if weight is not None:
+        # x . W with a constant W is a dense layer: the shared Linear, whose kernels have the fast
+        # paths (oneDNN's matmul with the elementwise math after it as post-ops) that PNNX models get.
+        kind, inputs, params = "Linear", [lhs], {"in_features": inner, "out_features": columns, "bias": False}
+        attrs = {"weight": np.ascontiguousarray(weight.T)}  # Linear's (out, in)
+    else:
+        rhs = _as_matrix(site, 1, rhs_order, [*batch, inner, columns], "rhs", ops)
+        kind, inputs, params, attrs = "MatMul", [lhs, rhs], None, None
     product_dims = [*batch, rows, columns]
     if list(out_shape.dims) == product_dims:
-        return ops + [site.op("MatMul", [lhs, rhs], site.outputs)]
+        return ops + [site.op(kind, inputs, site.outputs, params, attrs)]
     product = site.temporary("product", with_dims(out_shape, product_dims))
-    ops.append(site.op("MatMul", [lhs, rhs], [product], suffix="product"))
+    ops.append(site.op(kind, inputs, [product], params, attrs, suffix="product"))
     ops.append(site.op("Reshape", [product], site.outputs, {"shape": list(out_shape.dims)}))
     return ops
+
+
+def _laid_out_constant(site: Site, index: int, order: list[int], matrix_dims: list[int]) -> np.ndarray | None:
+    """Operand ``index``, when a constant gives it, with its dims in ``order`` flattened to ``matrix_dims``
+    and in the result's dtype: laid out now, once, instead of on every call."""
+    value = constant_operand(site, index)
+    if value is None:
+        return None
+    laid_out = np.reshape(np.transpose(value, order), matrix_dims)
+    return np.ascontiguousarray(laid_out.astype(dtypes.array_dtype(np, result(site).dtype)))
 
 
 def _as_matrix(site: Site, index: int, order: list[int], matrix_dims: list[int], suffix: str,
@@ -71,12 +91,9 @@ def _as_matrix(site: Site, index: int, order: list[int], matrix_dims: list[int],
 
     (ops appended to ``ops``)"""
     shape = operand(site, index)
-    target = result(site).element_type
-    value = constant_operand(site, index)
-    if value is not None:  # a weight: laid out now, once
-        laid_out = np.reshape(np.transpose(value, order), matrix_dims)
-        laid_out = np.ascontiguousarray(laid_out.astype(dtypes.array_dtype(np, result(site).dtype)))
-        name = site.temporary(suffix, ArrayShape(target, tuple(matrix_dims)))
+    laid_out = _laid_out_constant(site, index, order, matrix_dims)
+    if laid_out is not None:  # a weight
+        name = site.temporary(suffix, ArrayShape(result(site).element_type, tuple(matrix_dims)))
         ops.append(site.op("Constant", [], [name], attrs={"data": laid_out}, suffix=suffix))
         return name
     source, shape, emitted = widened_operand(site, index, suffix)
