@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from .. import onednn
+from ..limits import check_size
 from ..onednn.attention import fits
 from ..onednn.primitives import PRODUCT_WORK
 from ..ops import attention as reference
@@ -33,6 +34,8 @@ class OneDnnAttention:
 
     def attention(self, q, k, v, scale: float, masks=(), keep_weights: bool = False):
         if self.native is not None and fits(q, k, v) and _work(q, k, v) >= PRODUCT_WORK:
+            # The (..., L, S) scores are the one buffer sized by the inputs' product, checked first.
+            check_size(q.shape[:-1] + (k.shape[-2],), 4, self.node.describe())
             try:
                 return self.native(q, k, v, scale, masks, model_threads(), keep_weights)
             except onednn.OneDnnError:

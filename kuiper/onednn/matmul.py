@@ -45,9 +45,9 @@ class MatMul:
         post-op adds."""
         if self.adds_residual != (residual is not None):
             raise OneDnnError("a residual is needed by a sum post-op, and only then")
-        rows = x.shape[0]
         if x.ndim != 2 or x.shape[1] != self.in_features:
             raise OneDnnError(f"the input has shape {tuple(x.shape)}, the product wants (rows, {self.in_features})")
+        rows = x.shape[0]
         threads = self.library.threads(threads)
         if threads > 1 and rows * self.in_features * self.out_features < ONE_THREAD_WORK:
             threads = 1

@@ -108,3 +108,12 @@ def test_the_sdpa_op_runs_on_onednn_when_the_products_are_large_enough(tmp_path,
     out64 = model(*(a.astype(np.float64) for a in (q, k, v)))
     assert out64.dtype == np.float64
     np.testing.assert_allclose(out64, expected, rtol=0, atol=1e-12)
+
+
+def test_scores_over_the_memory_budget_are_refused_before_they_are_made(tmp_path, monkeypatch):
+    pytest.importorskip("numba")
+    model = kuiper.load(write_model(tmp_path, SDPA_MODEL.format(causal=False)))
+    q, k, v = heads_of_one_projection(length=100, heads=4, dim=32)  # scores: 2 x 4 x 100 x 100 float32, 320 KB
+    monkeypatch.setenv("KUIPER_MEMORY_BUDGET", "200000")
+    with pytest.raises(kuiper.SizeLimitError, match="sdpa"):
+        model(q, k, v)
