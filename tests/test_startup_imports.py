@@ -100,3 +100,23 @@ def test_a_conv_net_on_onednn_builds_and_runs_without_importing_numba_and_a_pool
     if result["onednn"]:  # else the conv ran the compiled Winograd loops, which need numba
         assert not result["conv2d_same"]["after_run"]
     assert result["layernorm_2d"]["after_run"]  # its compiled row loop ran: numba came in then
+
+
+def test_a_model_whose_only_elementwise_work_is_one_add_never_imports_numba():
+    # ViT's position-embedding add over (1, 197, 192): NumPy runs one arithmetic step as fast as
+    # the compiled interpreter, so numba (about 0.5 s and 100 MiB) is not imported for it.
+    ran = _fresh("""
+        import sys
+        import numpy as np
+        import kuiper
+        text = ("7767517\\n4 3\\npnnx.Input in0 0 1 a\\npnnx.Input in1 0 1 b\\n"
+                "pnnx.Expression add 2 1 a b c expr=add(@0,@1)\\npnnx.Output out 1 0 c\\n")
+        import tempfile, pathlib
+        folder = pathlib.Path(tempfile.mkdtemp())
+        (folder / "m.pnnx.param").write_text(text)
+        model = kuiper.load(folder / "m.pnnx.param")
+        a, b = (np.random.default_rng(i).standard_normal((1, 197, 192)).astype(np.float32) for i in range(2))
+        got = model(a, b, to_numpy=True)
+        result = {"equal": bool(np.array_equal(got, a + b)), "numba": "numba" in sys.modules}
+    """)
+    assert ran["result"] == {"equal": True, "numba": False}

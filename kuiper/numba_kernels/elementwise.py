@@ -22,11 +22,16 @@ from ..ir.codegen_numpy import compile_elementwise as compile_numpy
 from ..ir.linearize import linearize
 from ..ir.nodes import Binary, Call, Cast, Compare, Const, Function, Select, Unary, Var
 from . import kernel_codes as codes
-from .runtime import KernelModule, threads
+from .runtime import PARALLEL_WORK, KernelModule, threads
 
 vm = KernelModule("elementwise_kernels")
 
 MIN_ELEMENTS = 1024
+# Programs of one IEEE arithmetic step: NumPy runs them in one pass, as fast as the interpreter's
+# serial loop and with the same bits, so they stay on NumPy unless the call is large enough for the
+# parallel loop.  A model whose only compiled work would be such a step (ViT's position-embedding
+# add) then never imports numba: about 0.5 s and 100 MiB of its start-up (docs/performance.md).
+ONE_PASS_CODES = frozenset((codes.NEG, codes.ADD, codes.SUB, codes.MUL, codes.DIV))
 VALUE_DTYPES = ("float32", "bool")
 
 _UNARY = {"neg": codes.NEG, "not": codes.NOT}
@@ -208,15 +213,18 @@ class CompiledElementwise:
         except Unsupported as exc:
             self.program = None
             self.reason = f"NumPy: {exc}"
+        # One step (then STORE): NumPy below the parallel line (ONE_PASS_CODES); the interpreter's
+        # work is the elements times its rows, at most 4 here (two LOADs, the step, STORE).
+        one_pass = self.program is not None and len(self.program.body) == 2 and self.program.body[0][0] in ONE_PASS_CODES
+        self.min_elements = -(-PARALLEL_WORK // 4) if one_pass else MIN_ELEMENTS
         self.last_path = None  # "numpy", "serial" or "parallel": which path the latest call took (tests, notes)
 
     def __call__(self, *inputs, out=None):
         # A call fits only if its output, the shape of its largest input, has MIN_ELEMENTS: smaller
         # calls go straight to NumPy, without preparing the interpreter's arguments.
         fits = None
-        if self.program is not None and len(inputs) == self.program.param_count and any(
-            getattr(value, "size", 0) >= MIN_ELEMENTS for value in inputs
-        ):
+        largest = max((getattr(value, "size", 0) for value in inputs), default=0)
+        if self.program is not None and len(inputs) == self.program.param_count and largest >= self.min_elements:
             fits = self.program.arguments(inputs, memory_order=out is None)
         if fits is None or fits[4][0].size < MIN_ELEMENTS:
             self.last_path = "numpy"

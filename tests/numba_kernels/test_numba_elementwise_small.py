@@ -62,9 +62,23 @@ def test_calls_at_or_above_the_threshold_still_take_the_interpreter(shape):
 
 
 def test_a_large_broadcast_input_with_a_small_one_goes_to_numpy():
-    run = compile_math(make.add, 2)
+    run = compile_math(lambda a, b: make.mul(make.add(a, b), a), 2)  # two steps: the interpreter's kind
     big = RNG.standard_normal((4, 1024)).astype(np.float32)
     row = RNG.standard_normal((1, 1024)).astype(np.float32)
     got = run(big, row)
     assert run.last_path == "numpy"  # full-size inputs of two shapes: not the interpreter's
-    np.testing.assert_array_equal(got, big + row)
+    np.testing.assert_array_equal(got, (big + row) * big)
+
+
+@pytest.mark.parametrize("step", [make.add, make.sub, make.mul, make.div])
+def test_one_arithmetic_step_stays_on_numpy_below_the_parallel_line_with_the_interpreters_bits(step):
+    run = compile_math(step, 2)
+    a, b = (RNG.standard_normal((40, 1000)).astype(np.float32) for _ in range(2))
+    got = run(a, b)
+    assert run.last_path == "numpy"  # no numba for it: ViT's position-embedding add
+    large = compiled.PARALLEL_WORK // 4 + 1
+    x, y = a.reshape(-1)[:1].repeat(large), b.reshape(-1)[:1].repeat(large)
+    x[: a.size], y[: b.size] = a.reshape(-1), b.reshape(-1)
+    interpreted = run(x, y)
+    assert run.last_path in ("serial", "parallel")
+    np.testing.assert_array_equal(got.reshape(-1), interpreted[: a.size])  # IEEE: the same bits either way
