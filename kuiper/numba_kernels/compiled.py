@@ -14,8 +14,8 @@ from .elementwise import compile_elementwise
 from .norm import softmax_in_place
 
 # A later module's class for an op type wins: the oneDNN classes extend the compiled ones before them.
-MODULES = (attention_native, conv, conv_native, conv_transpose_native, concat_native, grid_sample, linear_native, pooling,
-           pool_native, norm, layer_norm_native, recurrent)
+MODULES = (attention_native, conv, conv_native, conv_transpose_native, concat_native, grid_sample, linear_native,
+           pooling, pool_native, norm, layer_norm_native, recurrent)
 KERNELS: dict[str, type] = {op_type: cls for module in MODULES for cls in module.KERNELS for op_type in cls.types}
 
 PRIMITIVES = {"compile_elementwise": compile_elementwise, "softmax_in_place": softmax_in_place}

@@ -215,7 +215,8 @@ class CompiledElementwise:
             self.reason = f"NumPy: {exc}"
         # One step (then STORE): NumPy below the parallel line (ONE_PASS_CODES); the interpreter's
         # work is the elements times its rows, at most 4 here (two LOADs, the step, STORE).
-        one_pass = self.program is not None and len(self.program.body) == 2 and self.program.body[0][0] in ONE_PASS_CODES
+        body = self.program.body if self.program is not None else ()
+        one_pass = len(body) == 2 and body[0][0] in ONE_PASS_CODES
         self.min_elements = -(-PARALLEL_WORK // 4) if one_pass else MIN_ELEMENTS
         self.last_path = None  # "numpy", "serial" or "parallel": which path the latest call took (tests, notes)
 

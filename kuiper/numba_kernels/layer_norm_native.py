@@ -23,22 +23,24 @@ NATIVE_ELEMENTS = 32 * 1024
 class NativeLayerNorm(CompiledLayerNorm):
     """nn.LayerNorm: oneDNN for float32 tensors of at least NATIVE_ELEMENTS, else the compiled loop."""
 
+    library = None  # oneDNN, when it runs this op's larger inputs
     native = None  # the oneDNN layer normalization, made on the first call that takes it
 
     def setup(self):
         super().setup()
-        if self.compiled and onednn.available():
+        self.library = onednn.library() if self.compiled else None
+        if self.library is not None:
             self.owns_thread_pool = True
             self.kernel_note = "oneDNN (float32), compiled loop for small tensors"
 
     def forward(self, *inputs):
         x = inputs[self.input_position()]
         k = len(self.normalized_shape)
-        if (self.owns_thread_pool and isinstance(x, np.ndarray) and x.dtype == np.float32 and x.ndim >= k
+        if (self.library is not None and isinstance(x, np.ndarray) and x.dtype == np.float32 and x.ndim >= k
                 and tuple(x.shape[-k:]) == self.normalized_shape and x.size >= NATIVE_ELEMENTS):
             row_weight, row_bias = self.row_affine()  # made at the first call: the input bounds their size
             if self.native is None:
-                self.native = onednn.LayerNormalization(onednn.library(), row_weight, row_bias, self.eps)
+                self.native = onednn.LayerNormalization(self.library, row_weight, row_bias, self.eps)
             rows = np.reshape(x, (-1, row_weight.shape[0]))
             try:
                 return np.reshape(self.native(rows, model_threads()), x.shape)

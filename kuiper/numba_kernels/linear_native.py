@@ -26,7 +26,6 @@ from ..thread_limits import requested as model_threads
 from . import conv_post_ops
 
 
-
 class NativeLinear(reference.Linear):
     """nn.Linear with its GEMM (and epilogue) on oneDNN where it applies, else the reference op."""
 
@@ -44,12 +43,13 @@ class NativeLinear(reference.Linear):
         library = onednn.library()
         if library is None or self.weight_t is None or self.weight_t.dtype != np.float32:
             return
+        if self.bias is not None and self.bias.dtype != np.float32:
+            return  # NumPy promotes the sum to the bias's dtype: the reference keeps that
         post_ops = conv_post_ops.post_ops_for(self.epilogue, getattr(self, "epilogue_operand", 0))
         # An epilogue oneDNN has no post-ops for (ResMLP's layer scale and residual) runs after the
         # product, compiled, as the elementwise op would have: the product still gets the threads.
         self.epilogue_after = post_ops is None
-        bias = None if self.bias is None else np.asarray(self.bias, dtype=np.float32)
-        self.native = onednn.MatMul(library, self.weight_t.T, bias, post_ops or ())
+        self.native = onednn.MatMul(library, self.weight_t.T, self.bias, post_ops or ())
         self.owns_thread_pool = True
         self.kernel_note = "oneDNN matmul"
         if self.epilogue is not None:

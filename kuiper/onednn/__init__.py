@@ -1,10 +1,11 @@
 """oneDNN, the library under PyTorch's CPU convolutions, called through ctypes.
 
 Installed with kuiper on Linux x86-64 (the ``onednn-cpu-gomp`` wheel): when it is found, the
-compiled CPU kernels (kuiper.numba_kernels) run float32 convolutions, pooling, Linear layers, attention and layer norms with it; without it
-(another platform, no libgomp, ``KUIPER_ONEDNN=0``) they keep their own algorithms.
+compiled CPU kernels (kuiper.numba_kernels) run float32 convolutions, pooling, Linear layers,
+attention and layer norms with it; without it (another platform, no libgomp, ``KUIPER_ONEDNN=0``)
+they keep their own algorithms.
 
-Nothing here knows an op's params: ``Convolution`` and ``MatMul`` take arrays and numbers.
+Nothing here knows an op's params: ``Convolution``, ``MatMul`` and the rest take arrays and numbers.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from .matmul import MatMul
 from .pool import Pooling
 from .binding import OneDnnError, loaded
 
-__all__ = ["Attention", "Blocked", "Concatenation", "Convolution", "LayerNormalization", "MatMul", "OneDnnError", "Pooling", "available", "describe", "library"]
+__all__ = ["Attention", "Blocked", "Concatenation", "Convolution", "LayerNormalization", "MatMul", "OneDnnError",
+           "Pooling", "available", "describe", "library"]
 
 
 def library():
@@ -33,4 +35,4 @@ def available() -> bool:
 def describe() -> str:
     """One line for ``kuiper info``."""
     found, text = loaded()
-    return f"oneDNN convolutions: {'on' if found is not None else 'off'} ({text})"
+    return f"oneDNN kernels: {'on' if found is not None else 'off'} ({text})"

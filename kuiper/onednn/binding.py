@@ -94,7 +94,8 @@ _FUNCTIONS = {
     "dnnl_deconvolution_forward_primitive_desc_create": (
         _STATUS, [ctypes.POINTER(Handle), Handle, ctypes.c_int, ctypes.c_int, Handle, Handle, Handle, Handle,
                   Dims, Dims, Dims, Dims, Handle]),
-    "dnnl_matmul_primitive_desc_create": (_STATUS, [ctypes.POINTER(Handle), Handle, Handle, Handle, Handle, Handle, Handle]),
+    "dnnl_matmul_primitive_desc_create": (
+        _STATUS, [ctypes.POINTER(Handle), Handle, Handle, Handle, Handle, Handle, Handle]),
     "dnnl_layer_normalization_forward_primitive_desc_create": (
         _STATUS, [ctypes.POINTER(Handle), Handle, ctypes.c_int, Handle, Handle, Handle, ctypes.c_float, ctypes.c_uint,
                   Handle]),
@@ -230,5 +231,6 @@ def loaded() -> tuple[Library | None, str]:
             continue
         return library, f"oneDNN {library.version_text} ({path})"
     return None, ("oneDNN not found (`pip install onednn-cpu-gomp==2023.2.0` for the fast CPU convolutions, "
+                  "Linear layers and attention, "
                   "Linux x86-64); tried "
                   + "; ".join(failures))

@@ -46,7 +46,8 @@ class Layout:
     @classmethod
     def plain(cls, library: Library, shape) -> Layout:
         """Row-major (C-contiguous), as NumPy lays out ``np.empty(shape, np.float32)``."""
-        return cls.strided(library, shape, [int(np.prod(shape[axis + 1:], dtype=np.int64)) for axis in range(len(shape))])
+        strides = [int(np.prod(shape[axis + 1:], dtype=np.int64)) for axis in range(len(shape))]
+        return cls.strided(library, shape, strides)
 
     @classmethod
     def strided(cls, library: Library, shape, strides) -> Layout:

@@ -102,7 +102,9 @@ def test_an_epilogue_without_post_ops_runs_after_the_onednn_product(tmp_path):
     _close(model(x[:1, :2], r[:1, :2]), r[:1, :2] + 3 * _linear(x[:1, :2]))  # small: the reference, then the epilogue
 
 
-@pytest.mark.parametrize("shape, on_onednn", [((IN,), False), ((3, IN), False), ((64, IN), True), ((3, 5, 8, IN), True)])
+@pytest.mark.parametrize("shape, on_onednn", [
+    ((IN,), False), ((3, IN), False), ((64, IN), True), ((3, 5, 8, IN), True),
+])
 def test_any_leading_dims_pass_through_and_small_products_stay_on_numpy(tmp_path, monkeypatch, shape, on_onednn):
     calls = []
     run = onednn.MatMul.__call__
@@ -125,3 +127,17 @@ def test_a_wrong_width_names_the_op_and_the_shape(tmp_path):
     model = _load(tmp_path, GELU_MODEL)
     with pytest.raises(kuiper.ShapeError, match=rf"fc.*last dim {IN}.*\(2, {IN + 1}\)"):
         model(np.zeros((2, IN + 1), np.float32))
+
+
+def test_a_float64_bias_keeps_the_reference_and_its_promotion(tmp_path):
+    body = GELU_MODEL.replace(f"@bias=({OUT})f32", f"@bias=({OUT})f64")
+    lines = body.strip().splitlines()
+    text = f"7767517\n{len(lines)} 3\n" + "\n".join(line.strip() for line in lines) + "\n"
+    weights = {"fc.weight": WEIGHT.tobytes(), "fc.bias": BIAS.astype(np.float64).tobytes()}
+    model = kuiper.load(write_model(tmp_path, text, weights))
+    (step,) = model.steps
+    assert step.op.native is None
+    x = RNG.standard_normal((64, IN)).astype(np.float32)
+    out = model(x)
+    assert out.dtype == np.float64  # float32 product + float64 bias, promoted as the reference op does
+    np.testing.assert_allclose(out, _gelu(_linear(x)), rtol=0, atol=1e-5)

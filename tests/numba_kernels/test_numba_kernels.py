@@ -341,7 +341,7 @@ def test_info_notes_name_the_compiled_paths(tmp_path, conv_engine):
     assert "compiled CPU kernels: on" in notes
     assert "elementwise ops and chains" in notes
     assert ("oneDNN (its layout" if conv_engine == "onednn" else "depthwise: compiled") in notes
-    assert "oneDNN convolutions: " in notes
+    assert "oneDNN kernels: " in notes
 
 
 def test_a_bad_parallel_work_setting_is_a_config_error(monkeypatch):

@@ -21,7 +21,7 @@ def fresh_lookup(monkeypatch):
 def test_switched_off_says_so(fresh_lookup):
     fresh_lookup.setenv(binding.DISABLE_ENV, "0")
     assert onednn.library() is None and not onednn.available()
-    assert onednn.describe() == "oneDNN convolutions: off (switched off by KUIPER_ONEDNN=0)"
+    assert onednn.describe() == "oneDNN kernels: off (switched off by KUIPER_ONEDNN=0)"
 
 
 def test_a_switch_that_is_neither_on_nor_off_is_a_config_error(fresh_lookup):
@@ -35,7 +35,7 @@ def test_a_missing_library_names_where_it_looked_and_how_to_install(fresh_lookup
     fresh_lookup.setenv(binding.LIBRARY_ENV, str(missing))
     assert onednn.library() is None
     text = onednn.describe()
-    assert text.startswith("oneDNN convolutions: off (oneDNN not found")
+    assert text.startswith("oneDNN kernels: off (oneDNN not found")
     assert "pip install onednn-cpu-gomp" in text and str(missing) in text
 
 
@@ -48,4 +48,4 @@ def test_a_library_that_is_not_onednn_is_refused(fresh_lookup):
 @pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
 def test_found_it_reports_version_and_path():
     text = onednn.describe()
-    assert text.startswith("oneDNN convolutions: on (oneDNN 3.") and onednn.library().path in text
+    assert text.startswith("oneDNN kernels: on (oneDNN 3.") and onednn.library().path in text
