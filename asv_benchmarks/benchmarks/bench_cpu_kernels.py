@@ -156,6 +156,42 @@ class FusedElementwise:
         self.run(*self.inputs)
 
 
+TRANSFORMER_CASES = {
+    # name: (PNNX op type, input shapes, params, attrs): ViT-Ti's layers, where transformers spend their time
+    "linear_197x192x768": ("nn.Linear", [(1, 197, 192)], {"bias": True},
+                           {"weight": (768, 192), "bias": (768,)}),
+    "linear_3136x96x384": ("nn.Linear", [(1, 56, 56, 96)], {"bias": True},
+                           {"weight": (384, 96), "bias": (384,)}),
+    "sdpa_3x197x64": ("F.scaled_dot_product_attention", [(1, 3, 197, 64)] * 3, {}, {}),
+    "layernorm_197x768": ("nn.LayerNorm", [(1, 197, 768)], {"normalized_shape": [768], "eps": 1e-6},
+                          {"weight": (768,), "bias": (768,)}),
+}
+
+
+class TransformerOps:
+    """Linear, attention and layer norm: "compiled" is the kernel plugin's class (oneDNN where it is
+    installed, docs/performance.md "Linear layers, attention and layer norms on oneDNN")."""
+
+    params = (list(TRANSFORMER_CASES), PATHS)
+    param_names = ("case", "path")
+    warmup_time = 0.2
+
+    def setup(self, case, path):
+        from kuiper.backends import get_backend
+
+        op_type, shapes, params, attrs = TRANSFORMER_CASES[case]
+        rng = np.random.default_rng(0)
+        arrays = {name: (rng.standard_normal(shape) / 10).astype(np.float32) for name, shape in attrs.items()}
+        node = _node(op_type, params, arrays)
+        node.inputs = [f"x{i}" for i in range(len(shapes))]
+        self.op = _classes(op_type, path)(node, get_backend("numpy"))
+        self.inputs = [rng.standard_normal(shape).astype(np.float32) for shape in shapes]
+        self.op.forward(*self.inputs)
+
+    def time_forward(self, case, path):
+        self.op.forward(*self.inputs)
+
+
 class LinearND:
     """nn.Linear on a (1, 56, 56, 96) NHWC input (ConvNeXt's MLP): one 2-D GEMM."""
 

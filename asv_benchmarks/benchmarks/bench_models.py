@@ -12,7 +12,7 @@ from kuiper.formats.pnnx import load_pnnx
 from .common import available_backends, device_inputs, load_or_skip, model_param, run_once
 
 BACKENDS = available_backends()
-SMALL_MODELS = ["resnet18_w8", "mobilenet_v2", "yolov5_style"]
+SMALL_MODELS = ["resnet18_w8", "mobilenet_v2", "yolov5_style", "vit_block"]
 FULL_MODELS = ["resnet18_full", "mobilenet_v2_full", "yolov5_style_full"]
 
 
