@@ -51,10 +51,10 @@ class NativeLinear(reference.Linear):
         self.epilogue_after = post_ops is None
         self.native = onednn.MatMul(library, self.weight_t.T, self.bias, post_ops or ())
         self.owns_thread_pool = True
-        self.kernel_note = "oneDNN matmul"
+        self.kernel_note = "oneDNN matmul (NumPy's BLAS under 1 M multiply-adds)"
         if self.epilogue is not None:
             where = "after the product" if self.epilogue_after else "as post-ops"
-            self.kernel_note += f" (epilogue {', '.join(self.node.params.get('epilogue_members', []))} {where})"
+            self.kernel_note += f"; epilogue {', '.join(self.node.params.get('epilogue_members', []))} {where}"
 
     def forward(self, *inputs):
         if self.native is not None:
