@@ -1,8 +1,9 @@
 """F.scaled_dot_product_attention and nn.MultiheadAttention with their core on oneDNN (kuiper.onednn.Attention).
 
 The two products and the softmax run on oneDNN's OpenMP threads at the model's thread count,
-reading the heads where they lie; the ops' own code still reads the inputs, builds the masks
-and, for MultiheadAttention, projects.  Operands oneDNN does not take as they are (another
+reading the heads where they lie; the ops' own code still reads the inputs and builds the masks.
+MultiheadAttention's projections run on oneDNN's matmul (``onednn.MatMul``) too: with any op on
+oneDNN in the model, NumPy's BLAS has one thread.  Operands oneDNN does not take as they are (another
 dtype, broadcast batch dims, zero strides), and products too small to win back a oneDNN call
 (``PRODUCT_WORK``), keep the reference's ``attend``.
 """
@@ -10,6 +11,8 @@ dtype, broadcast batch dims, zero strides), and products too small to win back a
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from .. import onednn
 from ..limits import check_size
@@ -53,7 +56,24 @@ class NativeScaledDotProductAttention(OneDnnAttention, reference.ScaledDotProduc
 
 
 class NativeMultiheadAttention(OneDnnAttention, reference.MultiheadAttention):
-    """nn.MultiheadAttention."""
+    """nn.MultiheadAttention; its input and output projections run on oneDNN's matmul as well."""
+
+    def setup(self):
+        super().setup()
+        self._products: dict[str, onednn.MatMul] = {}  # by projection name, made on first use
+
+    def project(self, name: str, x, weight_t, bias):
+        if (self.native is not None and isinstance(x, np.ndarray) and x.dtype == np.float32
+                and weight_t.dtype == np.float32 and (bias is None or bias.dtype == np.float32)
+                and math.prod(x.shape) * weight_t.shape[1] >= PRODUCT_WORK):
+            product = self.cached(self._products, name,
+                                  lambda: onednn.MatMul(self.native.library, weight_t.T, bias))
+            rows = np.reshape(x, (-1, weight_t.shape[0]))
+            try:
+                return np.reshape(product(rows, model_threads()), x.shape[:-1] + (weight_t.shape[1],))
+            except onednn.OneDnnError:
+                pass  # a shape oneDNN refused: NumPy computes it
+        return super().project(name, x, weight_t, bias)
 
 
 KERNELS = [NativeScaledDotProductAttention, NativeMultiheadAttention]

@@ -261,9 +261,7 @@ class MultiheadAttention(AttentionOp):
         additive = self._masks(attn_mask, padding_mask, batch, length, source, q.dtype)
         out, weights = self.attention(q, k, v, 1.0 / math.sqrt(self.head_dim), additive, keep_weights=self.need_weights)
         out = xp.reshape(xp.permute_dims(out, (0, 2, 1, 3)), (batch, length, self.embed_dim))
-        out = xp.matmul(out, self.out_proj_t)
-        if self.out_bias is not None:
-            out += self.out_bias
+        out = self.project("out", out, self.out_proj_t, self.out_bias)
         if unbatched:
             out = out[0]
         elif not self.batch_first:
@@ -275,20 +273,24 @@ class MultiheadAttention(AttentionOp):
         return out, (weights[0] if unbatched else weights)
 
     def _project(self, query, key, value, self_attention: bool):
-        xp = self.xp
         e = self.embed_dim
         if self.in_proj_t is not None and self_attention:
-            qkv = xp.matmul(query, self.in_proj_t)  # one (E, 3E) product for self-attention
-            if self.in_bias is not None:
-                qkv += self.in_bias
+            qkv = self.project("qkv", query, self.in_proj_t, self.in_bias)  # one (E, 3E) product for self-attention
             return qkv[..., :e], qkv[..., e:2 * e], qkv[..., 2 * e:]
         projected = []
-        for i, (x, weight_t) in enumerate(((query, self.q_proj_t), (key, self.k_proj_t), (value, self.v_proj_t))):
-            y = xp.matmul(x, weight_t)
-            if self.in_bias is not None:
-                y += self.in_bias[i * e:(i + 1) * e]
-            projected.append(y)
+        for i, (name, x, weight_t) in enumerate((("q", query, self.q_proj_t), ("k", key, self.k_proj_t),
+                                                 ("v", value, self.v_proj_t))):
+            bias = None if self.in_bias is None else self.in_bias[i * e:(i + 1) * e]
+            projected.append(self.project(name, x, weight_t, bias))
         return projected
+
+    def project(self, name: str, x, weight_t, bias):
+        """x @ weight_t (+ bias), one of the op's constant projections (``name``: qkv, q, k, v or out);
+        a backend's kernel may compute it elsewhere."""
+        y = self.xp.matmul(x, weight_t)
+        if bias is not None:
+            y += bias
+        return y
 
     def _split_heads(self, x):
         """(N, T, E) -> (N, heads, T, head_dim)."""

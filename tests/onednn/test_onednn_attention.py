@@ -117,3 +117,42 @@ def test_scores_over_the_memory_budget_are_refused_before_they_are_made(tmp_path
     monkeypatch.setenv("KUIPER_MEMORY_BUDGET", "200000")
     with pytest.raises(kuiper.SizeLimitError, match="sdpa"):
         model(q, k, v)
+
+
+E, HEADS = 128, 4
+MHA_MODEL = f"""7767517
+3 2
+pnnx.Input x 0 1 x
+nn.MultiheadAttention mha 1 1 x y add_bias_kv=False add_zero_attn=False batch_first={{batch_first}} bias=True embed_dim={E} kdim={E} num_heads={HEADS} vdim={E} @in_proj_bias=({3 * E})f32 @in_proj_weight=({3 * E},{E})f32 @out_proj.bias=({E})f32 @out_proj.weight=({E},{E})f32
+pnnx.Output out 1 0 y
+"""
+
+
+def float64_self_attention(x, in_weight, in_bias, out_weight, out_bias):
+    """nn.MultiheadAttention over batch-first x (N, L, E), written out in float64."""
+    x = x.astype(np.float64)
+    q, k, v = np.split(x @ in_weight.T.astype(np.float64) + in_bias, 3, axis=-1)
+    heads = [np.swapaxes(np.reshape(t, t.shape[:2] + (HEADS, E // HEADS)), 1, 2) for t in (q, k, v)]
+    out, _ = float64_attention(*heads, 1 / math.sqrt(E // HEADS))
+    merged = np.reshape(np.swapaxes(out, 1, 2), x.shape)
+    return merged @ out_weight.T.astype(np.float64) + out_bias
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_multihead_attention_projects_and_attends_on_onednn(tmp_path, monkeypatch, batch_first):
+    pytest.importorskip("numba")
+    calls = []
+    run = onednn.MatMul.__call__
+    monkeypatch.setattr(onednn.MatMul, "__call__", lambda self, *a, **kw: calls.append(1) or run(self, *a, **kw))
+    weights = {"mha.in_proj_weight": (RNG.standard_normal((3 * E, E)) / math.sqrt(E)).astype(np.float32),
+               "mha.in_proj_bias": RNG.standard_normal(3 * E).astype(np.float32),
+               "mha.out_proj.weight": (RNG.standard_normal((E, E)) / math.sqrt(E)).astype(np.float32),
+               "mha.out_proj.bias": RNG.standard_normal(E).astype(np.float32)}
+    path = write_model(tmp_path, MHA_MODEL.format(batch_first=batch_first),
+                       {name: value.tobytes() for name, value in weights.items()})
+    model = kuiper.load(path, threads=2)
+    x = RNG.standard_normal((2, 64, E)).astype(np.float32)  # (N, L, E)
+    expected = float64_self_attention(x, *weights.values())
+    got = model(x if batch_first else np.swapaxes(x, 0, 1).copy())
+    np.testing.assert_allclose(got if batch_first else np.swapaxes(got, 0, 1), expected, rtol=0, atol=2e-5)
+    assert len(calls) == 2  # the (E, 3E) input projection and the output projection
