@@ -51,28 +51,28 @@ def fold_constants(order: list[OpNode], operands: dict[str, OperandInfo], model_
 
 def fold_channel_adds_into_biases(order: list[OpNode], operands: dict[str, OperandInfo], kept: set[str],
                                   backend_name: str) -> list[OpNode]:
-    """Each float32 ``conv + per-channel constant`` (or Linear + per-feature constant) as the op with
+    """Each float32 ``layer + per-channel constant`` (or Linear + per-feature constant) as the op with
     that constant in its bias."""
     maths = elementwise_maths(order, backend_name)
     producer, readers = producers_and_readers(order)
-    with_bias: dict[str, OpNode] = {}  # conv or Linear name -> it with the bias, producing the add's output
+    with_bias: dict[str, OpNode] = {}  # layer or Linear name -> it with the bias, producing the add's output
     folded: set[str] = set()  # the adds
     for node in order:
         math_of_node = maths.get(node.name)
         if math_of_node is None or len(node.inputs) != 2 or not _is_float32_add(math_of_node):
             continue
         for position, operand in enumerate(node.inputs):
-            conv = producer.get(operand)
-            if conv is None or conv.name in with_bias or operand in kept or readers[operand] != 1:
+            layer = producer.get(operand)
+            if layer is None or layer.name in with_bias or operand in kept or readers[operand] != 1:
                 continue
-            axis = _bias_axis(conv, operands)
+            axis = _bias_axis(layer, operands)
             if axis is None:
                 continue
-            weight = conv.attrs["weight"]
+            weight = layer.attrs["weight"]
             addend = _constant_value(node.inputs[1 - position], producer)
             channels = _per_channel(addend, operands[operand].shape, weight.shape[0], axis)
             if channels is not None:
-                with_bias[conv.name] = _with_bias(conv, channels, node.outputs)
+                with_bias[layer.name] = _with_bias(layer, channels, node.outputs)
                 folded.add(node.name)
                 break
     return [with_bias.get(node.name, node) for node in order if node.name not in folded]
@@ -166,19 +166,19 @@ def _per_channel(value: np.ndarray | None, out_shape: tuple, channels: int, chan
     return np.broadcast_to(np.reshape(value, -1), (channels,)).astype(np.float32)
 
 
-def _with_bias(conv: OpNode, channels: np.ndarray, outputs: list[str]) -> OpNode:
+def _with_bias(layer: OpNode, channels: np.ndarray, outputs: list[str]) -> OpNode:
     """The conv or Linear adding ``channels`` to its bias (float32, as the add did), producing ``outputs``."""
-    bias = conv.attrs.get("bias")
+    bias = layer.attrs.get("bias")
     bias = channels if bias is None else (bias + channels).astype(np.float32)
     return OpNode(
-        type=conv.type,
-        name=conv.name,
-        inputs=list(conv.inputs),
+        type=layer.type,
+        name=layer.name,
+        inputs=list(layer.inputs),
         outputs=list(outputs),
-        params={**conv.params, "bias": True},
-        attrs={**conv.attrs, "bias": bias},
-        input_keys=list(conv.input_keys),
-        source=conv.source,
+        params={**layer.params, "bias": True},
+        attrs={**layer.attrs, "bias": bias},
+        input_keys=list(layer.input_keys),
+        source=layer.source,
     )
 
 

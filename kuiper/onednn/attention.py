@@ -18,9 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .binding import ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
-from .primitives import Attributes, Layout, Primitive
+from .primitives import Attributes, Layout, PlanCache, Primitive
 
-MAX_PLANS = 8
 ITEM = 4  # bytes of a float32
 
 
@@ -60,7 +59,7 @@ class Attention:
 
     def __init__(self, library: Library):
         self.library = library
-        self.plans: dict[tuple, _Plan] = {}
+        self.plans = PlanCache()  # by shapes, strides, scale and threads
 
     def __call__(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, masks=(), threads: int | None = None,
                  keep_weights: bool = False):
@@ -85,12 +84,7 @@ class Attention:
 
     def plan(self, q, k_t, v, scale: float, threads: int) -> _Plan:
         key = (q.shape, q.strides, k_t.shape, k_t.strides, v.shape, v.strides, scale, threads)
-        plan = self.plans.get(key)
-        if plan is None:
-            if len(self.plans) >= MAX_PLANS:
-                self.plans.pop(next(iter(self.plans)))
-            plan = self.plans[key] = self._make_plan(q, k_t, v, scale, threads)
-        return plan
+        return self.plans.get_or_make(key, lambda: self._make_plan(q, k_t, v, scale, threads))
 
     def _make_plan(self, q, k_t, v, scale: float, threads: int) -> _Plan:
         library = self.library

@@ -14,9 +14,7 @@ import numpy as np
 
 from .binding import ARG_DST, ARG_MULTIPLE_SRC, Handle, Library
 from .blocked import Blocked, ToPlain
-from .primitives import Attributes, Layout, Primitive
-
-MAX_PLANS = 8
+from .primitives import MAX_PLANS, Attributes, Layout, Primitive
 
 
 @dataclass

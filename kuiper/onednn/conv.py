@@ -21,9 +21,9 @@ import numpy as np
 
 from .blocked import Blocked, ToPlain
 from .binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
-from .primitives import ONE_THREAD_WORK, Attributes, Layout, Primitive, dims, pads_after, reorder
+from .primitives import (MAX_PLANS, ONE_THREAD_WORK, Attributes, Layout, PlanCache, Primitive, dims, pads_after,
+                         reorder)
 
-MAX_PLANS = 8
 
 
 @dataclass
@@ -65,9 +65,8 @@ class Convolution:
         self.bias = None if bias is None else (Layout.plain(library, bias.shape),
                                                np.ascontiguousarray(bias, dtype=np.float32))
         self.weights: list[tuple[Layout, np.ndarray]] = []  # the weight in each layout a plan wanted
-        self.plans: dict[tuple[int, ...], _Plan] = {}
+        self.plans = PlanCache()  # by (input shape, threads); refusals by input shape
         self.reorders: list[tuple[Layout, Layout, int, Primitive]] = []  # (from, to, threads, primitive)
-        self.refused: dict[tuple[int, ...], str] = {}  # input shapes oneDNN would not take, and why
 
     def work(self, shape) -> int:
         """Multiply-adds of a call on ``shape``: each output (or, transposed, input) element takes
@@ -149,19 +148,7 @@ class Convolution:
     def plan(self, shape, threads: int) -> _Plan:
         """The plan for inputs of ``shape`` on ``threads``, made on first use (OneDnnError: oneDNN cannot run it)."""
         shape = tuple(shape)
-        plan = self.plans.get((shape, threads))
-        if plan is None:
-            if shape in self.refused:
-                raise OneDnnError(self.refused[shape])
-            try:
-                plan = self._make_plan(shape, threads)
-            except OneDnnError as exc:
-                self.refused[shape] = str(exc)  # asked once per shape: a refusal costs a primitive search
-                raise
-            if len(self.plans) >= MAX_PLANS:
-                self.plans.pop(next(iter(self.plans)))
-            self.plans[(shape, threads)] = plan
-        return plan
+        return self.plans.get_or_make((shape, threads), lambda: self._make_plan(shape, threads), refusal_key=shape)
 
     def _make_plan(self, shape, threads: int) -> _Plan:
         library = self.library

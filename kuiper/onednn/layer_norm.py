@@ -12,9 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .binding import ARG_DST, ARG_SCALE, ARG_SHIFT, ARG_SRC, USE_SCALE, USE_SHIFT, Library
-from .primitives import Attributes, Layout, Primitive
-
-MAX_PLANS = 8
+from .primitives import Attributes, Layout, PlanCache, Primitive
 
 
 class LayerNormalization:
@@ -28,7 +26,7 @@ class LayerNormalization:
         self.scale = (vector, np.ascontiguousarray(scale, dtype=np.float32))
         self.shift = (vector, np.ascontiguousarray(shift, dtype=np.float32))
         self.eps = float(eps)
-        self.plans: dict[tuple[int, int], tuple[Primitive, Layout]] = {}
+        self.plans = PlanCache()  # by (rows, threads)
 
     def __call__(self, rows: np.ndarray, threads: int | None = None) -> np.ndarray:
         threads = self.library.threads(threads)
@@ -39,16 +37,14 @@ class LayerNormalization:
         return out
 
     def plan(self, count: int, threads: int) -> tuple[Primitive, Layout]:
-        plan = self.plans.get((count, threads))
-        if plan is None:
-            library = self.library
-            library.set_threads(threads)  # the primitive is made for this many threads
-            layout = Layout.plain(library, (count, self.width))
-            with Attributes(library) as attributes:
-                step = Primitive(library, lambda pointer: library.layer_normalization_forward_primitive_desc_create(
-                    pointer, library.engine, library.forward_inference, layout.handle, layout.handle, None, self.eps,
-                    USE_SCALE | USE_SHIFT, attributes.handle), f"layer normalization of ({count}, {self.width})")
-            if len(self.plans) >= MAX_PLANS:
-                self.plans.pop(next(iter(self.plans)))
-            plan = self.plans[(count, threads)] = (step, layout)
-        return plan
+        return self.plans.get_or_make((count, threads), lambda: self._make_plan(count, threads))
+
+    def _make_plan(self, count: int, threads: int) -> tuple[Primitive, Layout]:
+        library = self.library
+        library.set_threads(threads)  # the primitive is made for this many threads
+        layout = Layout.plain(library, (count, self.width))
+        with Attributes(library) as attributes:
+            step = Primitive(library, lambda pointer: library.layer_normalization_forward_primitive_desc_create(
+                pointer, library.engine, library.forward_inference, layout.handle, layout.handle, None, self.eps,
+                USE_SCALE | USE_SHIFT, attributes.handle), f"layer normalization of ({count}, {self.width})")
+        return step, layout

@@ -17,9 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
-from .primitives import ONE_THREAD_WORK, Attributes, Layout, Primitive
-
-MAX_PLANS = 8
+from .primitives import ONE_THREAD_WORK, Attributes, Layout, PlanCache, Primitive
 
 
 class MatMul:
@@ -37,8 +35,7 @@ class MatMul:
             self.bias = (Layout.plain(library, row.shape), row)
         self.post_ops = tuple(post_ops)
         self.adds_residual = ("sum",) in self.post_ops
-        self.plans: dict[tuple[int, int], tuple[Primitive, Layout, Layout]] = {}
-        self.refused: dict[int, str] = {}  # row counts oneDNN would not take, and why
+        self.plans = PlanCache()  # by (rows, threads); refusals by row count
 
     def __call__(self, x: np.ndarray, threads: int | None = None, residual: np.ndarray | None = None) -> np.ndarray:
         """Run on ``threads`` (None: OpenMP's default); ``residual`` (the output's shape) is what a sum
@@ -68,19 +65,7 @@ class MatMul:
 
     def plan(self, rows: int, threads: int) -> tuple[Primitive, Layout, Layout]:
         """(the primitive, its input layout, its output layout) for ``rows`` rows on ``threads``."""
-        plan = self.plans.get((rows, threads))
-        if plan is None:
-            if rows in self.refused:
-                raise OneDnnError(self.refused[rows])
-            try:
-                plan = self._make_plan(rows, threads)
-            except OneDnnError as exc:
-                self.refused[rows] = str(exc)  # asked once per row count: a refusal costs a primitive search
-                raise
-            if len(self.plans) >= MAX_PLANS:
-                self.plans.pop(next(iter(self.plans)))
-            self.plans[(rows, threads)] = plan
-        return plan
+        return self.plans.get_or_make((rows, threads), lambda: self._make_plan(rows, threads), refusal_key=rows)
 
     def _make_plan(self, rows: int, threads: int) -> tuple[Primitive, Layout, Layout]:
         library = self.library

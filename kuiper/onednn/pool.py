@@ -18,9 +18,9 @@ import numpy as np
 
 from .binding import ARG_DST, ARG_SRC, Library, OneDnnError
 from .blocked import Blocked, ToPlain
-from .primitives import Attributes, Layout, Primitive, dims, pads_after
+from .primitives import MAX_PLANS, Attributes, Layout, Primitive, dims, pads_after
 
-MAX_PLANS = 8
+
 ALGORITHMS = {  # kuiper's name: oneDNN's
     "max": "pooling_max",
     "average_include_padding": "pooling_avg_include_padding",  # divides by the whole window

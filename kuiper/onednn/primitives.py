@@ -31,6 +31,35 @@ ONE_THREAD_WORK = 256 * 1024
 PRODUCT_WORK = 1 << 20
 
 
+MAX_PLANS = 8  # primitives kept per op object (one per input shape and thread count)
+
+
+class PlanCache(dict):
+    """A primitive's plans by key, made on first use; at most ``MAX_PLANS`` are kept, the oldest going
+    first.  A key oneDNN refused (``refusal_key``: the part of the key that decided it) is refused
+    again without asking: a refusal costs a whole primitive search."""
+
+    def __init__(self):
+        super().__init__()
+        self.refused: dict = {}  # refusal key -> why
+
+    def get_or_make(self, key, make, refusal_key=None):
+        plan = self.get(key)
+        if plan is None:
+            refusal_key = key if refusal_key is None else refusal_key
+            if refusal_key in self.refused:
+                raise OneDnnError(self.refused[refusal_key])
+            try:
+                plan = make()
+            except OneDnnError as exc:
+                self.refused[refusal_key] = str(exc)
+                raise
+            if len(self) >= MAX_PLANS:
+                self.pop(next(iter(self)))
+            self[key] = plan
+        return plan
+
+
 def dims(values) -> Dims:
     return Dims(*(int(v) for v in values))
 

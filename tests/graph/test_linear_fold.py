@@ -25,7 +25,7 @@ def _literal(array: np.ndarray) -> str:
 
 def _dense_layer(bias_varies_along_rows: bool = False) -> str:
     bias = f"f32[{OUT}] constant({_literal(BIAS)})"
-    spread = f"broadcast(bias), dimensions={{1}}"
+    spread = "broadcast(bias), dimensions={1}"
     if bias_varies_along_rows:  # not a bias: it differs from row to row, so it stays an add
         bias = f"f32[{ROWS}] constant({_literal(BIAS[:1].repeat(ROWS) + np.arange(ROWS, dtype=np.float32))})"
         spread = "broadcast(bias), dimensions={0}"

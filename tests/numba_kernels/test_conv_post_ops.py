@@ -161,7 +161,7 @@ def test_a_shape_onednn_refuses_takes_the_compiled_paths_even_from_a_blocked_inp
     monkeypatch.setattr(c3.native, "_make_plan", refuse)
     x = RNG.standard_normal((1, 8, 10, 10)).astype(np.float32)
     assert np.max(np.abs(model(x) - _chain_reference(x))) <= 2e-5
-    assert list(c3.native.refused) == [(1, 16, 10, 10)]  # asked once, remembered
+    assert list(c3.native.plans.refused) == [(1, 16, 10, 10)]  # asked once, remembered
 
 
 def test_without_onednn_the_model_runs_on_the_compiled_paths(chain, monkeypatch):

@@ -10,7 +10,7 @@ import pytest
 import kuiper
 from kuiper import onednn
 from kuiper.onednn.attention import fits
-from kuiper.onednn.primitives import PRODUCT_WORK
+from kuiper.onednn.primitives import MAX_PLANS, PRODUCT_WORK
 
 from conftest import write_model
 
@@ -72,11 +72,11 @@ def test_operands_it_does_not_take_are_refused_by_fits_and_the_call(why, operand
 
 def test_plans_are_kept_per_shape_and_bounded():
     attention = onednn.Attention(onednn.library())
-    for length in range(1, onednn.attention.MAX_PLANS + 3):
+    for length in range(1, MAX_PLANS + 3):
         q, k, v = heads_of_one_projection(batch=1, length=length)
         out, _ = attention(q, k, v, 0.5, threads=1)
         np.testing.assert_allclose(out, float64_attention(q, k, v, 0.5)[0], rtol=0, atol=TOLERANCE)
-    assert len(attention.plans) == onednn.attention.MAX_PLANS
+    assert len(attention.plans) == MAX_PLANS
 
 
 SDPA_MODEL = """7767517

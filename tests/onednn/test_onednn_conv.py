@@ -13,6 +13,7 @@ import pytest
 
 from kuiper import onednn
 from kuiper.onednn import conv as onednn_conv
+from kuiper.onednn.primitives import MAX_PLANS
 
 pytestmark = pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
 
@@ -120,9 +121,9 @@ def test_results_do_not_depend_on_the_thread_count_and_plans_are_kept_per_shape_
     one, two = conv(x, threads=1), conv(x, threads=2)
     np.testing.assert_array_equal(one, two)
     assert set(conv.plans) == {(x.shape, 1), (x.shape, 2)}
-    for batch in range(1, onednn_conv.MAX_PLANS + 3):
+    for batch in range(1, MAX_PLANS + 3):
         conv(np.repeat(x[:1], batch, axis=0), threads=1)
-    assert len(conv.plans) == onednn_conv.MAX_PLANS  # the oldest plans went first
+    assert len(conv.plans) == MAX_PLANS  # the oldest plans went first
     assert (x.shape, 1) not in conv.plans
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kuiper import onednn
-from kuiper.onednn.primitives import ONE_THREAD_WORK
+from kuiper.onednn.primitives import MAX_PLANS, ONE_THREAD_WORK
 
 pytestmark = pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
 
@@ -78,10 +78,10 @@ def test_a_sum_post_op_adds_the_residual_and_leaves_it_alone():
 def test_each_row_count_gets_its_own_plan_and_old_ones_go():
     _, weight, b, _ = case(1, 16, 8)
     product = onednn.MatMul(onednn.library(), weight, b)
-    for rows in range(1, onednn.matmul.MAX_PLANS + 3):
+    for rows in range(1, MAX_PLANS + 3):
         x = RNG.standard_normal((rows, 16)).astype(np.float32)
         close(product(x, threads=1), x.astype(np.float64) @ weight.T.astype(np.float64) + b)
-    assert len(product.plans) == onednn.matmul.MAX_PLANS
+    assert len(product.plans) == MAX_PLANS
 
 
 def test_a_small_product_runs_on_one_thread_a_large_one_on_the_threads_asked():
