@@ -51,11 +51,11 @@ def fold_constants(order: list[OpNode], operands: dict[str, OperandInfo], model_
 
 def fold_channel_adds_into_biases(order: list[OpNode], operands: dict[str, OperandInfo], kept: set[str],
                                   backend_name: str) -> list[OpNode]:
-    """Each float32 ``layer + per-channel constant`` (or Linear + per-feature constant) as the op with
+    """Each float32 ``conv + per-channel constant`` (or Linear + per-feature constant) as the op with
     that constant in its bias."""
     maths = elementwise_maths(order, backend_name)
     producer, readers = producers_and_readers(order)
-    with_bias: dict[str, OpNode] = {}  # layer or Linear name -> it with the bias, producing the add's output
+    with_bias: dict[str, OpNode] = {}  # conv or Linear name -> it with the bias, producing the add's output
     folded: set[str] = set()  # the adds
     for node in order:
         math_of_node = maths.get(node.name)
