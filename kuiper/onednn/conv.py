@@ -7,8 +7,10 @@ input may be a plain array, reordered on the way in, or a ``Blocked`` tensor tha
 convolution left in its own layout; the output is plain, or ``Blocked`` when the caller
 says that only oneDNN convolutions read it (kuiper/graph/native_layouts.py decides), which
 saves two passes over memory per convolution.  Post-ops (``primitives.Attributes``) run on
-the output while it is in cache: element-wise functions, and a sum with a ``residual``.  A primitive is made for each input shape and thread count the first time
-it is seen (oneDNN fixes a primitive's thread count when it makes it: run on fewer threads,
+the output while it is in cache: element-wise functions, and a sum with a ``residual``.  A small
+convolution (``PLAIN_CONV_WORK``) reads and writes plain arrays instead: there the reorders cost
+more than the convolution.  A primitive is made for each input shape and thread count the first
+time it is seen (oneDNN fixes a primitive's thread count when it makes it: run on fewer threads,
 it waits for the missing ones); at most ``MAX_PLANS`` are kept per convolution, the oldest
 going first.
 """
@@ -21,7 +23,7 @@ import numpy as np
 
 from .blocked import Blocked, ToPlain
 from .binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
-from .primitives import (MAX_PLANS, ONE_THREAD_WORK, Attributes, Layout, PlanCache, Primitive, dims, pads_after,
+from .primitives import (MAX_PLANS, ONE_THREAD_WORK, PLAIN_CONV_WORK, Attributes, Layout, PlanCache, Primitive, dims, pads_after,
                          reorder)
 
 
@@ -98,7 +100,7 @@ class Convolution:
         ``blocked`` asks for the output in the convolution's own layout.
         """
         threads = self.library.threads(threads)
-        if threads > 1 and self.work(x.shape) < ONE_THREAD_WORK:
+        if threads > 1 and self.work(x.shape) < (PLAIN_CONV_WORK if self._plain_below_work() else ONE_THREAD_WORK):
             threads = 1
         plan = self.plan(x.shape, threads)
         if self.adds_residual != (residual is not None):
@@ -165,7 +167,10 @@ class Convolution:
         right = pads_after(windows, positions, self.kernel, self.stride, self.dilation,
                            [before for before, _ in self.pads])
         plain_in = Layout.plain(library, shape)
-        any_in, any_out = Layout.any(library, shape), Layout.any(library, out_shape)
+        if self._plain_below_work() and self.work(shape) < PLAIN_CONV_WORK:
+            wanted_in, wanted_out = plain_in, Layout.plain(library, out_shape)
+        else:  # oneDNN picks (blocked)
+            wanted_in, wanted_out = Layout.any(library, shape), Layout.any(library, out_shape)
         any_weight = Layout.any(library, self._weight_shape())
         bias = self.bias[0].handle if self.bias is not None else None
         create, algorithm = library.convolution_forward_primitive_desc_create, library.convolution_direct
@@ -173,8 +178,8 @@ class Convolution:
             create, algorithm = library.deconvolution_forward_primitive_desc_create, library.deconvolution_direct
         with Attributes(library, self.post_ops) as attributes:
             convolution = Primitive(library, lambda pointer: create(
-                pointer, library.engine, library.forward_inference, algorithm, any_in.handle,
-                any_weight.handle, bias, any_out.handle, dims(self.stride), dims(d - 1 for d in self.dilation),
+                pointer, library.engine, library.forward_inference, algorithm, wanted_in.handle,
+                any_weight.handle, bias, wanted_out.handle, dims(self.stride), dims(d - 1 for d in self.dilation),
                 dims(before for before, _ in self.pads), dims(right), attributes.handle),
                 f"{'transposed ' if self.output_padding is not None else ''}convolution of {shape} by "
                 f"{self.plain_weight[1].shape}")
@@ -185,6 +190,11 @@ class Convolution:
             source=source, result=result, plain_in=plain_in, out_shape=out_shape,
             to_plain=ToPlain(library, result, out_shape),
         )
+
+    def _plain_below_work(self) -> bool:
+        """Whether calls under ``PLAIN_CONV_WORK`` run on plain layouts: convolutions neither grouped nor
+        transposed."""
+        return self.groups == 1 and self.output_padding is None
 
     def _weight_shape(self) -> tuple[int, ...]:
         if self.groups == 1:

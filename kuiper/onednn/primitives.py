@@ -29,6 +29,13 @@ ONE_THREAD_WORK = 256 * 1024
 # 16x256x256, 1 M: 38 and 42 us; 64x256x256: 100 us against 54 us on oneDNN's two threads).
 # The kernels that put Linear layers and attention on oneDNN leave smaller products to NumPy.
 PRODUCT_WORK = 1 << 20
+# Multiply-adds under which a convolution (not grouped, not transposed) reads and writes plain
+# NCHW and runs on one thread: oneDNN's im2col + GEMM on plain arrays then beats its blocked
+# kernels, whose reorders in and out cost more than the convolution (1x32x200 Conv1d, k=3,
+# 614 K: 52 us against 70-80; 1x16x14x14 3x3 to 32 channels, 226 K: 33 against 62).  Grouped and
+# depthwise convs (2.5-6x slower on plain layouts), transposed ones and larger convs keep the
+# blocked layouts (64 channels 3x3 on 14x14, 7.2 M: 268 against 221-253 us).
+PLAIN_CONV_WORK = 1 << 20
 
 
 MAX_PLANS = 8  # primitives kept per op object (one per input shape and thread count)

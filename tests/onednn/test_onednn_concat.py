@@ -16,10 +16,12 @@ RNG = np.random.default_rng(3)
 
 
 def _blocked(x):
-    """x in oneDNN's blocked layout: the output of an identity 1x1 convolution asked to stay blocked."""
+    """x in oneDNN's blocked layout: the output of an identity depthwise 1x1 convolution asked to stay
+    blocked (a depthwise one, because small plain convolutions run on plain layouts)."""
     channels = x.shape[1]
-    identity = np.eye(channels, dtype=np.float32).reshape(channels, channels, 1, 1)
-    return onednn.Convolution(onednn.library(), identity, None, (1, 1), (1, 1), ((0, 0), (0, 0)), 1)(x, blocked=True)
+    identity = np.ones((channels, 1, 1, 1), np.float32)
+    return onednn.Convolution(onednn.library(), identity, None, (1, 1), (1, 1), ((0, 0), (0, 0)), channels)(
+        x, blocked=True)
 
 
 @pytest.mark.parametrize("kinds", [("plain", "plain"), ("blocked", "plain"), ("blocked", "blocked")])

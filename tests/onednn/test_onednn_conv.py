@@ -55,6 +55,15 @@ CASES = {
 }
 
 
+@pytest.fixture(params=["small convs plain", "all blocked"])
+def layouts(request, monkeypatch):
+    """Run a test under the library's rule (convolutions under PLAIN_CONV_WORK read and write plain
+    arrays) and with every convolution on oneDNN's blocked layouts, as larger ones run."""
+    if request.param == "all blocked":
+        monkeypatch.setattr(onednn_conv, "PLAIN_CONV_WORK", 0)
+    return request.param
+
+
 def make_case(name, bias=True):
     shape, out_channels, kernel, stride, dilation, pads, groups = CASES[name]
     x = RNG.standard_normal(shape).astype(np.float32)
@@ -65,7 +74,7 @@ def make_case(name, bias=True):
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_convolution_matches_a_float64_direct_loop(name):
+def test_convolution_matches_a_float64_direct_loop(name, layouts):
     conv, x, expected = make_case(name)
     got = conv(x)
     assert isinstance(got, np.ndarray) and got.dtype == np.float32 and got.shape == expected.shape
@@ -74,7 +83,7 @@ def test_convolution_matches_a_float64_direct_loop(name):
 
 
 @pytest.mark.parametrize("name", ["3x3 s1 p1", "depthwise 3x3 s2", "1-D, k5 s2"])
-def test_a_blocked_output_holds_the_same_numbers_and_feeds_the_next_convolution(name):
+def test_a_blocked_output_holds_the_same_numbers_and_feeds_the_next_convolution(name, layouts):
     conv, x, expected = make_case(name)
     blocked = conv(x, blocked=True)
     assert isinstance(blocked, onednn.Blocked) and blocked.shape == expected.shape and blocked.ndim == x.ndim
@@ -91,7 +100,7 @@ def test_a_blocked_output_holds_the_same_numbers_and_feeds_the_next_convolution(
 
 
 @pytest.mark.parametrize("residual_blocked", [False, True], ids=["plain residual", "blocked residual"])
-def test_post_ops_sum_then_relu_and_clip(residual_blocked):
+def test_post_ops_sum_then_relu_and_clip(residual_blocked, layouts):
     shape, out_channels, kernel, stride, dilation, pads, groups = CASES["3x3 s1 p1"]
     x = RNG.standard_normal(shape).astype(np.float32)
     weight = (RNG.standard_normal((out_channels, shape[1]) + kernel) / 3).astype(np.float32)
@@ -116,7 +125,8 @@ def test_post_ops_sum_then_relu_and_clip(residual_blocked):
         add_relu(x, residual=residual[:, :1])
 
 
-def test_results_do_not_depend_on_the_thread_count_and_plans_are_kept_per_shape_and_threads():
+def test_results_do_not_depend_on_the_thread_count_and_plans_are_kept_per_shape_and_threads(monkeypatch):
+    monkeypatch.setattr(onednn_conv, "PLAIN_CONV_WORK", 0)  # else this small conv takes one thread
     conv, x, expected = make_case("3x3 s1 p1")
     one, two = conv(x, threads=1), conv(x, threads=2)
     np.testing.assert_array_equal(one, two)
@@ -132,10 +142,39 @@ def test_a_tiny_convolution_runs_on_one_thread_whatever_was_asked():
     assert conv.work(x.shape) == 3 * 16 * 20 * 8 * 5 < onednn_conv.ONE_THREAD_WORK
     assert np.max(np.abs(conv(x, threads=2) - expected)) <= TOLERANCE
     assert set(conv.plans) == {(x.shape, 1)}
-    big, big_x, _ = make_case("3x3 s1 p1")
-    assert big.work(big_x.shape) >= onednn_conv.ONE_THREAD_WORK
-    big(big_x, threads=2)
-    assert set(big.plans) == {(big_x.shape, 2)}
+    depthwise, depthwise_x, _ = make_case("depthwise 3x3 s2")  # grouped: blocked, and 1 thread only below the line
+    assert onednn_conv.ONE_THREAD_WORK > depthwise.work(depthwise_x.shape)
+    depthwise(depthwise_x, threads=2)
+    assert set(depthwise.plans) == {(depthwise_x.shape, 1)}
+    small, small_x, _ = make_case("3x3 s1 p1")  # not grouped: plain and one thread up to PLAIN_CONV_WORK
+    assert onednn_conv.ONE_THREAD_WORK <= small.work(small_x.shape) < onednn_conv.PLAIN_CONV_WORK
+    small(small_x, threads=2)
+    assert set(small.plans) == {(small_x.shape, 1)}
+    big_x = np.repeat(small_x, 2, axis=0)
+    assert small.work(big_x.shape) >= onednn_conv.PLAIN_CONV_WORK
+    small(big_x, threads=2)
+    assert (big_x.shape, 2) in small.plans
+
+
+def test_small_plain_convolutions_read_and_write_plain_arrays_and_grouped_ones_stay_blocked():
+    """Under PLAIN_CONV_WORK a convolution's plan takes and gives plain NCHW (no reorders around it);
+    a depthwise one and a larger one keep the layouts oneDNN picks."""
+    small, small_x, expected = make_case("3x3 s1 p1")
+    plan = small.plan(small_x.shape, 1)
+    assert plan.source == plan.plain_in and plan.result == plan.to_plain.plain
+    depthwise, depthwise_x, _ = make_case("depthwise 3x3 s2")
+    depthwise_plan = depthwise.plan(depthwise_x.shape, 1)
+    assert depthwise_plan.source != depthwise_plan.plain_in
+    big_x = np.repeat(small_x, 2, axis=0)
+    big_plan = small.plan(big_x.shape, 1)
+    assert big_plan.source != big_plan.plain_in
+    # A blocked input (a grouped conv's output) is reordered into the small conv's plain input.
+    grouped, grouped_x, grouped_expected = make_case("depthwise 3x3 s2")
+    weight = (RNG.standard_normal((16, 32, 1, 1)) / 3).astype(np.float32)
+    pointwise = onednn.Convolution(onednn.library(), weight, None, (1, 1), (1, 1), ((0, 0), (0, 0)), 1)
+    got = pointwise(grouped(grouped_x, blocked=True))
+    reference = float64_conv(grouped_expected.astype(np.float32), weight, None, (1, 1), (1, 1), ((0, 0),) * 2, 1)
+    assert np.max(np.abs(got - reference)) <= TOLERANCE
 
 
 def test_a_refused_shape_is_asked_once(monkeypatch):
@@ -240,9 +279,10 @@ def test_memory_objects_are_made_once_per_thread_and_pointed_at_each_calls_buffe
     assert np.max(np.abs(result[0] - expected)) <= TOLERANCE
 
 
-def test_a_primitive_refuses_an_argument_in_another_layout_than_it_was_made_for():
+def test_a_primitive_refuses_an_argument_in_another_layout_than_it_was_made_for(monkeypatch):
     from kuiper.onednn.binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS
 
+    monkeypatch.setattr(onednn_conv, "PLAIN_CONV_WORK", 0)  # a blocked input layout, unlike plain x
     conv, x, _ = make_case("3x3 s1 p1")
     conv(x, threads=1)
     plan = conv.plan(x.shape, 1)
