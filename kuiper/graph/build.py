@@ -19,6 +19,7 @@ from ..limits import check_size
 from ..model_ir import ModelIR, OpNode
 from ..plugins import kernel_registry, op_registry
 from .constant_fold import fold_constants
+from .conv_crop import fold_crops_into_convs
 from .fusion import fuse_elementwise
 from .heap import keep_freed_memory
 from .model import Model, TensorSpec
@@ -189,6 +190,7 @@ def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) 
     order = topological_order(ir, output_operands)
     fused_groups: list[list[str]] = []
     if fuse:
+        order = fold_crops_into_convs(order, ir.operands, output_operands)
         order = fold_constants(order, ir.operands, output_operands, backend.name)
         order, fused_groups = fuse_elementwise(order, output_operands, backend.name)
 

@@ -7,9 +7,10 @@ sum with another tensor of the output's shape.  This module reads the epilogue's
 None when it is something else (then the compiled epilogue runs after the conv).
 
 Recognised, with c the conv's result and r the other input:
-``f(c)``, ``f(c + r)``, ``c + r`` and ``r + f(c)`` (in either order of the sums), where f is
-one of the activations below, built here from the same composites the ops use, so a match
-is structural equality of IR and never a guess.
+``f(c)`` and ``g(f(c) + r)`` (in either order of the sum), where f and g are each the identity
+or one of the activations below, built here from the same composites the ops use, so a match
+is structural equality of IR and never a guess.  ``relu(relu(c) + r)`` (a TCN block's second
+conv, its residual and the block's ReLU) is the ReLU, the sum, and the ReLU again.
 """
 
 from __future__ import annotations
@@ -66,18 +67,23 @@ def post_ops_for(epilogue: ElementwiseMath | None, operand: int) -> tuple | None
 def _match(value, conv: Var, residual: Var | None) -> tuple | None:
     if residual is None:
         return _activation(value, conv)
-    if isinstance(value, Binary) and value.op == "add":
-        for this, other in ((value.lhs, value.rhs), (value.rhs, value.lhs)):
-            if other == residual:  # r + f(c): the function first, then the sum
-                steps = _activation(this, conv)
-                if steps is not None:
-                    return steps + (SUM,)
-    # f(c + r): the sum first, then the function over it
-    for total in (Binary("add", conv, residual, FLOAT32), Binary("add", residual, conv, FLOAT32)):
-        steps = _activation(_replaced(value, total, _SUM_VALUE), _SUM_VALUE)
-        if steps is not None:
-            return (SUM,) + steps
+    # g(f(c) + r) in either order of the sum: f's step, the sum, then g's (f or g may be the identity).
+    for total in _sums_with(value, residual):
+        inner = total.lhs if total.rhs == residual else total.rhs
+        before, after = _activation(inner, conv), _activation(_replaced(value, total, _SUM_VALUE), _SUM_VALUE)
+        if before is not None and after is not None:
+            return before + (SUM,) + after
     return None
+
+
+def _sums_with(value: Node, residual: Var) -> list[Binary]:
+    """The ``add`` subtrees of ``value`` with ``residual`` as one operand, outermost first."""
+    found = []
+    if isinstance(value, Binary) and value.op == "add" and residual in (value.lhs, value.rhs):
+        found.append(value)
+    for child in value.children():
+        found += _sums_with(child, residual)
+    return found
 
 
 _X0 = Var("x0", FLOAT32)

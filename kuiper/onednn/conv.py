@@ -167,22 +167,15 @@ class Convolution:
         right = pads_after(windows, positions, self.kernel, self.stride, self.dilation,
                            [before for before, _ in self.pads])
         plain_in = Layout.plain(library, shape)
+        convolution = None
         if self._plain_below_work() and self.work(shape) < PLAIN_CONV_WORK:
-            wanted_in, wanted_out = plain_in, Layout.plain(library, out_shape)
-        else:  # oneDNN picks (blocked)
-            wanted_in, wanted_out = Layout.any(library, shape), Layout.any(library, out_shape)
-        any_weight = Layout.any(library, self._weight_shape())
-        bias = self.bias[0].handle if self.bias is not None else None
-        create, algorithm = library.convolution_forward_primitive_desc_create, library.convolution_direct
-        if self.output_padding is not None:
-            create, algorithm = library.deconvolution_forward_primitive_desc_create, library.deconvolution_direct
-        with Attributes(library, self.post_ops) as attributes:
-            convolution = Primitive(library, lambda pointer: create(
-                pointer, library.engine, library.forward_inference, algorithm, wanted_in.handle,
-                any_weight.handle, bias, wanted_out.handle, dims(self.stride), dims(d - 1 for d in self.dilation),
-                dims(before for before, _ in self.pads), dims(right), attributes.handle),
-                f"{'transposed ' if self.output_padding is not None else ''}convolution of {shape} by "
-                f"{self.plain_weight[1].shape}")
+            convolution = self._primitive(shape, plain_in, Layout.plain(library, out_shape), right)
+            if convolution.implementation().startswith("ref"):
+                # oneDNN's GEMM kernel lacks these post-ops (an activation before the sum): its
+                # reference loop, which runs them on plain layouts, is 400x slower than the blocked kernels.
+                convolution = None
+        if convolution is None:  # oneDNN picks the layouts (blocked)
+            convolution = self._primitive(shape, Layout.any(library, shape), Layout.any(library, out_shape), right)
         source, result = convolution.layout(ARG_SRC), convolution.layout(ARG_DST)
         return _Plan(
             convolution=convolution,
@@ -190,6 +183,22 @@ class Convolution:
             source=source, result=result, plain_in=plain_in, out_shape=out_shape,
             to_plain=ToPlain(library, result, out_shape),
         )
+
+    def _primitive(self, shape, source: Layout, result: Layout, right) -> Primitive:
+        """The (transposed) convolution primitive of inputs of ``shape`` from ``source`` to ``result``."""
+        library = self.library
+        any_weight = Layout.any(library, self._weight_shape())
+        bias = self.bias[0].handle if self.bias is not None else None
+        create, algorithm = library.convolution_forward_primitive_desc_create, library.convolution_direct
+        if self.output_padding is not None:
+            create, algorithm = library.deconvolution_forward_primitive_desc_create, library.deconvolution_direct
+        with Attributes(library, self.post_ops) as attributes:
+            return Primitive(library, lambda pointer: create(
+                pointer, library.engine, library.forward_inference, algorithm, source.handle,
+                any_weight.handle, bias, result.handle, dims(self.stride), dims(d - 1 for d in self.dilation),
+                dims(before for before, _ in self.pads), dims(right), attributes.handle),
+                f"{'transposed ' if self.output_padding is not None else ''}convolution of {shape} by "
+                f"{self.plain_weight[1].shape}")
 
     def _plain_below_work(self) -> bool:
         """Whether calls under ``PLAIN_CONV_WORK`` run on plain layouts: convolutions neither grouped nor

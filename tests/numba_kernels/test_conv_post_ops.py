@@ -16,6 +16,7 @@ import kuiper
 from kuiper import onednn
 from kuiper.ir import composites, make
 from kuiper.numba_kernels.conv_post_ops import post_ops_for
+from kuiper.onednn import conv as onednn_conv
 from kuiper.ops.elementwise import ElementwiseMath
 
 from conftest import write_model
@@ -42,6 +43,10 @@ MAPPED = {
     "r + c": (ElementwiseMath(_add, 2), 1, (("sum",),)),
     "relu(r + c)": (ElementwiseMath(lambda r, c: composites.relu(_add(r, c)), 2), 1, (("sum",), RELU)),
     "r + silu(c)": (ElementwiseMath(lambda c, r: _add(r, composites.silu(c)), 2), 0, (SWISH, ("sum",))),
+    "relu(relu(c) + r)": (ElementwiseMath(lambda c, r: composites.relu(_add(composites.relu(c), r)), 2), 0,
+                          (RELU, ("sum",), RELU)),
+    "silu(r + sigmoid(c))": (ElementwiseMath(lambda r, c: composites.silu(_add(r, composites.sigmoid(c))), 2), 1,
+                             (("eltwise_logistic", 0.0, 0.0), ("sum",), SWISH)),
 }
 
 NOT_MAPPED = {
@@ -51,6 +56,8 @@ NOT_MAPPED = {
     "(c + r) / (exp(-c) + 1)": (ElementwiseMath(lambda c, r: make.arith(
         "div", _add(c, r), _add(make.call("exp", make.neg(c)), 1.0)), 2), 0),
     "relu(c) + relu(r)": (ElementwiseMath(lambda c, r: _add(composites.relu(c), composites.relu(r)), 2), 0),
+    "relu(relu(c) + r) + c": (ElementwiseMath(lambda c, r: _add(composites.relu(_add(composites.relu(c), r)), c), 2), 0),
+    "relu(c + r) + r": (ElementwiseMath(lambda c, r: _add(composites.relu(_add(c, r)), r), 2), 0),
     "leaky relu": (ElementwiseMath(lambda c: composites.leaky_relu(c, 0.1), 1), 0),
     "three inputs": (ElementwiseMath(lambda c, a, b: _add(_add(c, a), b), 3), 0),
 }
@@ -189,3 +196,33 @@ pnnx.Output out 1 0 b
     x = RNG.standard_normal((1, 8, 9, 7)).astype(np.float32)
     y = _float64_conv(x.astype(np.float64), W1, pad=1) + B1[None, :, None, None]
     assert np.max(np.abs(model(x) - np.where(y > 0, y, 0.1 * y))) <= 2e-5
+
+
+# A TCN block's second conv: relu(relu(conv(x)) + x), the ReLU, the residual sum and the ReLU again.
+TCN_BLOCK = """7767517
+6 5
+pnnx.Input in0 0 1 x
+nn.Conv1d c 1 1 x a bias=True kernel_size=(3) in_channels=16 out_channels=16 padding=(1) @weight=(16,16,3)f32 @bias=(16)f32
+nn.ReLU r1 1 1 a b
+pnnx.Expression add 2 1 b x d expr=add(@0,@1)
+nn.ReLU r2 1 1 d e
+pnnx.Output out 1 0 e
+"""
+
+
+@pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
+@pytest.mark.parametrize("plain_below", [None, 0], ids=["small convs plain", "all blocked"])
+def test_an_activation_before_and_after_the_residual_sum_runs_on_onednn(tmp_path, plain_below, monkeypatch):
+    if plain_below is not None:
+        monkeypatch.setattr(onednn_conv, "PLAIN_CONV_WORK", plain_below)
+    weight = (RNG.standard_normal((16, 16, 3)) / 6).astype(np.float32)
+    bias = RNG.standard_normal(16).astype(np.float32)
+    model = kuiper.load(write_model(tmp_path, TCN_BLOCK, {"c.weight": weight.tobytes(), "c.bias": bias.tobytes()}))
+    conv = model.steps[0].op
+    assert [step.node.name for step in model.steps] == ["c"]
+    assert conv.native is not None and conv.native.post_ops == (RELU, ("sum",), RELU)
+    x = RNG.standard_normal((2, 16, 30)).astype(np.float32)
+    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1)))
+    y = sum(np.einsum("oc,ncj->noj", weight[:, :, t].astype(np.float64), padded[:, :, t:t + 30]) for t in range(3))
+    expected = np.maximum(np.maximum(y + bias[None, :, None], 0) + x, 0)
+    assert np.max(np.abs(model(x) - expected)) <= 2e-5

@@ -318,3 +318,19 @@ def test_the_size_budget_counts_the_channels_a_blocked_buffer_rounds_up_to(tmp_p
     monkeypatch.setenv("KUIPER_MEMORY_BUDGET", str(100 * 1024))
     with pytest.raises(SizeLimitError, match="c"):
         model(x)
+
+
+def test_a_small_convolution_whose_post_ops_the_gemm_kernel_lacks_takes_the_blocked_kernels():
+    """oneDNN's GEMM convolution has no activation before a sum: on plain layouts it would fall to its
+    reference loop (hundreds of times slower), so such a conv keeps the blocked layouts."""
+    shape, out_channels, kernel, stride, dilation, pads, groups = CASES["3x3 s1 p1"]
+    x = RNG.standard_normal(shape).astype(np.float32)
+    weight = (RNG.standard_normal((out_channels, shape[1]) + kernel) / 3).astype(np.float32)
+    relu = ("eltwise_relu", 0.0, 0.0)
+    conv = onednn.Convolution(onednn.library(), weight, None, stride, dilation, pads, groups,
+                              post_ops=(relu, ("sum",), relu))
+    assert conv.work(x.shape) < onednn_conv.PLAIN_CONV_WORK
+    assert not conv.implementation(x.shape, 1).startswith("ref")
+    residual = RNG.standard_normal((shape[0], out_channels) + shape[2:]).astype(np.float32)
+    expected = np.maximum(np.maximum(float64_conv(x, weight, None, stride, dilation, pads, groups), 0) + residual, 0)
+    assert np.max(np.abs(conv(x, residual=residual) - expected)) <= TOLERANCE
