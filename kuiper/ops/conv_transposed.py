@@ -4,7 +4,8 @@ It is convolution in reverse (col2im): one batched matmul turns each input pixel
 (out_channels, *kernel) patch, and the patches are added into the output with one strided
 slice per kernel tap (a loop over the taps, never over pixels). Nothing is multiplied by the
 zeros that the "insert stride-1 zeros and convolve" formulation would create. Weight and
-params are read by conv.py's ConvBase.
+params are read by conv.py's ConvBase.  Like a convolution, it may carry an epilogue (the
+elementwise math of its reader, epilogue.py), which a kernel can run as oneDNN post-ops.
 """
 
 from __future__ import annotations
@@ -15,16 +16,18 @@ from ..errors import ShapeError
 from ..limits import check_size
 from .base import spatial_variants
 from .conv import ConvBase, PreparedWeight
+from .epilogue import WithEpilogue
 
 
 def transposed_output_size(size: int, kernel: int, stride: int, pad: int, dilation: int, output_pad: int) -> int:
     return (size - 1) * stride - 2 * pad + dilation * (kernel - 1) + output_pad + 1
 
 
-class ConvTransposeNd(ConvBase):
+class ConvTransposeNd(WithEpilogue, ConvBase):
     """nn.ConvTransposeNd and F.conv_transposeNd (zero padding only, like PyTorch)."""
 
     def setup(self):
+        self.read_epilogue()
         super().setup()
         n = self.spatial
         self.choice_param("padding_mode", ["zeros"], default="zeros")

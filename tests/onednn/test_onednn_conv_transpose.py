@@ -145,3 +145,60 @@ def test_the_size_budget_counts_the_channels_a_blocked_output_rounds_up_to(tmp_p
         model(x)
     monkeypatch.setenv("KUIPER_MEMORY_BUDGET", str(1024 * 1024))
     assert np.array_equal(model(x), np.ones((1, 1, 64, 64), np.float32))  # each input pixel fills a 2x2 block
+
+
+# A decoder: transposed conv + ReLU, transposed conv + residual sum + sigmoid.
+DECODER = """7767517
+8 7
+pnnx.Input in0 0 1 x
+pnnx.Input in1 0 1 r
+nn.ConvTranspose2d up1 1 1 x a bias=True in_channels=8 out_channels=6 kernel_size=(3,3) stride=(2,2) padding=(1,1) output_padding=(1,1) @weight=(8,6,3,3)f32 @bias=(6)f32
+nn.ReLU relu 1 1 a b
+nn.ConvTranspose2d up2 1 1 b c bias=False in_channels=6 out_channels=2 kernel_size=(2,2) stride=(2,2) @weight=(6,2,2,2)f32
+pnnx.Expression add 2 1 c r d expr=add(@0,@1)
+F.sigmoid sig 1 1 d y
+pnnx.Output out0 1 0 y
+"""
+
+
+def _decoder_case(tmp_path):
+    from conftest import write_model
+
+    first = (RNG.standard_normal((8, 6, 3, 3)) / 4).astype(np.float32)
+    first_bias = RNG.standard_normal(6).astype(np.float32)
+    second = (RNG.standard_normal((6, 2, 2, 2)) / 3).astype(np.float32)
+    param = write_model(tmp_path, DECODER, {"up1.weight": first.tobytes(), "up1.bias": first_bias.tobytes(),
+                                         "up2.weight": second.tobytes()})
+    x = RNG.standard_normal((2, 8, 4, 5)).astype(np.float32)
+    r = RNG.standard_normal((2, 2, 16, 20)).astype(np.float32)
+    b = np.maximum(float64_conv_transpose(x, first, first_bias, (2, 2), (1, 1), (1, 1), (1, 1), 1), 0)
+    d = float64_conv_transpose(b, second, None, (2, 2), (0, 0), (0, 0), (1, 1), 1) + r
+    return param, (x, r), 1 / (1 + np.exp(-d))
+
+
+def test_transposed_convs_run_their_activation_and_residual_as_post_ops(tmp_path):
+    import kuiper
+    from kuiper.numba_kernels import available as numba_available
+
+    if not numba_available():
+        pytest.skip("oneDNN op classes come with the compiled CPU kernels plugin (numba)")
+    param, inputs, expected = _decoder_case(tmp_path)
+    model = kuiper.load(param)
+    assert [step.node.name for step in model.steps] == ["up1", "up2"]  # the ReLU, add and sigmoid went in
+    up1, up2 = (step.op for step in model.steps)
+    assert up1.native.post_ops == (("eltwise_relu", 0.0, 0.0),)
+    assert up2.native.post_ops == (("sum",), ("eltwise_logistic", 0.0, 0.0))
+    assert up1.output_layout == "onednn"  # its only reader is the next transposed conv
+    assert np.max(np.abs(model(*inputs) - expected)) <= TOLERANCE
+    unfused = kuiper.load(param, fuse=False)
+    assert np.max(np.abs(unfused(*inputs) - expected)) <= TOLERANCE
+
+
+def test_without_onednn_the_reference_runs_the_transposed_convs_epilogues(tmp_path, monkeypatch):
+    import kuiper
+
+    monkeypatch.setattr(onednn, "library", lambda: None)
+    param, inputs, expected = _decoder_case(tmp_path)
+    model = kuiper.load(param)
+    assert all(getattr(step.op, "native", None) is None for step in model.steps)
+    assert np.max(np.abs(model(*inputs) - expected)) <= TOLERANCE

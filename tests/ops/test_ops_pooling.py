@@ -76,6 +76,21 @@ def test_avg_pool_without_stride_uses_the_kernel(tmp_path):
     np.testing.assert_allclose(run(model, [[[1, 3, 5, 7, 9]]]), [[[2.0, 6.0]]])
 
 
+def test_an_axis_of_kernel_one_keeps_its_values_and_the_result_is_a_fresh_array(tmp_path):
+    """A window of one value along an axis (M5's global pool once the signal is one step long): that
+    axis is left as it is; the other axis is still averaged, and the input is never returned itself."""
+    model = op_model(tmp_path, "F.avg_pool2d p 1 1 x y ceil_mode=False count_include_pad=True kernel_size=(1,2) "
+                     "padding=(0,0) stride=(1,2) $input=x")
+    x = np.arange(12, dtype=np.float32).reshape(1, 1, 3, 4)
+    np.testing.assert_array_equal(run(model, x), [[[[0.5, 2.5], [4.5, 6.5], [8.5, 10.5]]]])
+    identity = op_model(tmp_path, "F.avg_pool1d q 1 1 x y ceil_mode=False count_include_pad=True kernel_size=(1) "
+                        "padding=(0) stride=None $input=x")
+    column = np.array([[[-1.5], [2.25]]], np.float32)
+    got = identity(column)
+    np.testing.assert_array_equal(got, column)
+    assert got is not column and not np.shares_memory(got, column)
+
+
 def test_avg_pool_input_smaller_than_the_kernel_is_a_shape_error(tmp_path):
     model = op_model(tmp_path, "nn.AvgPool1d p 1 1 x y kernel_size=(5) padding=(0) stride=(1)")
     with pytest.raises(ShapeError, match="too small"):
