@@ -4,7 +4,8 @@
 ``tools/survey_models.py`` times both engines in one process, where PyTorch's and kuiper's
 thread pools (and, since oneDNN, one shared OpenMP runtime) disturb each other: its ratios
 swung by 2-5x on small models (docs/models.md, "Times").  Here every measurement is a fresh
-child process that loads one engine, warms it up and times ``--runs`` calls; the two engines
+child process that loads one engine, warms it up and times ``--runs`` calls (more for a model
+so fast that they would take under a quarter of a second); the two engines
 alternate, ``--rounds`` times each, and the median of each engine's medians is kept.
 
 Each folder is a pnnx export (``model.pnnx.param`` and ``model.pnnx.bin`` for kuiper, pnnx's
@@ -31,6 +32,9 @@ import time
 from pathlib import Path
 
 ENGINES = ("kuiper", "torch")
+MIN_WARMUP_SECONDS = 0.1  # untimed calls for at least this long, and at least --warmup of them
+MIN_TIMED_SECONDS = 0.25  # timed calls for about this long (at most MAX_RUNS), and at least --runs of them
+MAX_RUNS = 2000
 
 
 def child(engine: str, folder: Path, inputs_file: Path, threads: int, runs: int, warmup: int) -> dict:
@@ -57,8 +61,15 @@ def child(engine: str, folder: Path, inputs_file: Path, threads: int, runs: int,
             with torch.inference_mode():
                 return module(*tensors)
     load_ms = (time.perf_counter() - started) * 1e3
-    for _ in range(warmup):
+    # Sub-millisecond models get more calls, both engines alike: ten calls of 0.4 ms are over
+    # before the CPU and the allocator have settled (rounds of one tiny model differed 2x).
+    warmed = time.perf_counter()
+    count = 0
+    while count < warmup or time.perf_counter() - warmed < MIN_WARMUP_SECONDS:
         call()
+        count += 1
+    per_call = (time.perf_counter() - warmed) / count
+    runs = max(runs, min(MAX_RUNS, int(MIN_TIMED_SECONDS / max(per_call, 1e-6))))
     times = []
     for _ in range(runs):
         start = time.perf_counter()

@@ -165,7 +165,7 @@ def set_threads(threads: int | None) -> None:
 
 def threads() -> int:
     """The thread count the next kernel launch uses."""
-    limit = _numba().config.NUMBA_NUM_THREADS
+    limit = _thread_limit()
     wanted = model_threads() or _requested_threads  # kuiper.load(threads=N) first, for the model running here
     if wanted is None:
         try:
@@ -173,6 +173,12 @@ def threads() -> int:
         except ValueError:
             wanted = limit
     return max(1, min(wanted, limit))
+
+
+@functools.cache
+def _thread_limit() -> int:
+    """numba's pool size, fixed when numba is imported (asked per launch: cached)."""
+    return _numba().config.NUMBA_NUM_THREADS
 
 
 @contextlib.contextmanager

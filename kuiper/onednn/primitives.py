@@ -4,8 +4,9 @@ A memory descriptor says how an array lies in memory: plain row-major (``Layout.
 whatever a primitive chose (``Primitive.layout``, e.g. channels in blocks of 8 or 16).  Arrays
 are NumPy buffers of that descriptor's byte size: oneDNN only ever sees their addresses, in
 memory objects that each thread makes once per primitive and points at the call's buffers
-(making and freeing them on every call cost 9 us each, half of a small convolution's call).
-So one primitive can run in several threads at once; each call also brings its own scratchpad.
+(making and freeing them on every call cost 9 us each, half of a small convolution's call), and
+re-points only where the buffer changed (a weight's never does).  So one primitive can run in
+several threads at once; each thread brings its own scratchpad.
 """
 
 from __future__ import annotations
@@ -151,17 +152,21 @@ class Primitive:
         (the count it was made for).  Each argument's layout is the one the primitive was made for."""
         library = self.library
         if self.scratchpad.nbytes:
-            arguments = {**arguments, ARG_SCRATCHPAD: (self.scratchpad, self.scratchpad.empty())}
+            arguments = {**arguments, ARG_SCRATCHPAD: (self.scratchpad, scratch_buffer(self.scratchpad.nbytes))}
         numbers = tuple(arguments)
         memories, table = getattr(self._bound, "memories", None), getattr(self._bound, "table", None)
         if memories is None or numbers != self._bound.numbers:
             memories, table = self._bind(arguments)
-        layouts = self._bound.layouts
+        layouts, pointed_at = self._bound.layouts, self._bound.pointed_at
         for number, (layout, buffer) in arguments.items():
             if layout is not layouts[number] and layout != layouts[number]:
                 # A memory object reads its buffer through the descriptor it was made with.
                 raise OneDnnError(f"argument {number} arrives in another layout than the primitive was made for")
-            library.check(library.memory_set_data_handle(memories[number], address(buffer)), "memory")
+            if buffer is not pointed_at.get(number):
+                # Constant operands (a weight, a bias) come back as the same array every call: their
+                # memory objects keep pointing at them.  The array is held, so its address cannot be reused.
+                library.check(library.memory_set_data_handle(memories[number], address(buffer)), "memory")
+                pointed_at[number] = buffer
         library.set_threads(threads)
         stream = library.stream
         library.check(library.primitive_execute(self.handle, stream, len(table), table), "execute")
@@ -183,6 +188,7 @@ class Primitive:
         table = (ExecArg * len(arguments))(*(ExecArg(number, memories[number]) for number in arguments))
         self._bound.memories, self._bound.layouts, self._bound.table = memories, layouts, table
         self._bound.numbers = tuple(arguments)
+        self._bound.pointed_at = {}  # argument number -> the array its memory object points at
         return memories, table
 
     def __del__(self):
@@ -192,6 +198,24 @@ class Primitive:
             self.library.primitive_destroy(self.handle)
         if self.descriptor:
             self.library.primitive_desc_destroy(self.descriptor)
+
+
+_scratch = threading.local()  # this thread's scratch buffer (``scratch_buffer``)
+
+
+def scratch_buffer(nbytes: int) -> np.ndarray:
+    """A buffer of at least ``nbytes`` for a primitive's scratchpad, one per thread and grown as needed.
+
+    A scratchpad only lives during one execution, and a thread runs one primitive at a time, so
+    every primitive a thread runs can share it, as oneDNN's own global scratchpad mode does.
+    The same array comes back call after call, so the memory object stays pointed at it
+    (``Primitive.run``): a fresh buffer per call cost an allocation and a re-pointing, 3-4 us of a
+    small convolution's 15.
+    """
+    buffer = getattr(_scratch, "buffer", None)
+    if buffer is None or buffer.nbytes < nbytes:
+        buffer = _scratch.buffer = np.empty(-(-nbytes // 4), np.float32)
+    return buffer
 
 
 def address(buffer: np.ndarray) -> int:

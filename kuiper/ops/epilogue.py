@@ -70,7 +70,8 @@ class WithEpilogue:
         arguments = self.epilogue_arguments(out, extras)
         function, run = self.compiled_epilogue(tuple(dtype_name(value) for value in arguments))
         shapes = [value.shape for value in arguments if self.backend.is_array(value)]
-        result_fits = function.results[0].dtype == out.dtype and self.backend.native.broadcast_shapes(*shapes) == out.shape
+        result_fits = function.results[0].dtype == out.dtype and (
+            all(shape == out.shape for shape in shapes) or self.backend.native.broadcast_shapes(*shapes) == out.shape)
         result = run(*arguments, out=out) if result_fits else run(*arguments)  # out is this op's fresh array
         if any(result is value for value in extras):
             result = self.xp.asarray(result, copy=True)  # the math simplified to an input: outputs are fresh

@@ -334,3 +334,31 @@ def test_a_small_convolution_whose_post_ops_the_gemm_kernel_lacks_takes_the_bloc
     residual = RNG.standard_normal((shape[0], out_channels) + shape[2:]).astype(np.float32)
     expected = np.maximum(np.maximum(float64_conv(x, weight, None, stride, dilation, pads, groups), 0) + residual, 0)
     assert np.max(np.abs(conv(x, residual=residual) - expected)) <= TOLERANCE
+
+
+def test_memory_objects_are_repointed_only_at_buffers_that_changed(monkeypatch):
+    """The weight's and bias's memory objects keep pointing at the same arrays; an input array that
+    comes back is not re-pointed either, and an in-place change of it is still read."""
+    from kuiper.onednn.binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS
+
+    conv, x, expected = make_case("3x3 s1 p1")
+    plan = conv.plan(x.shape, 1)
+    assert plan.source == plan.plain_in and plan.result == plan.to_plain.plain  # small: plain in and out
+    source, output = np.ascontiguousarray(x), plan.result.empty()
+    arguments = {ARG_SRC: (plan.source, source), ARG_WEIGHTS: plan.weight, ARG_BIAS: conv.bias,
+                 ARG_DST: (plan.result, output)}
+    library = conv.library
+    pointed = []
+    set_handle = library.memory_set_data_handle
+    monkeypatch.setattr(library, "memory_set_data_handle", lambda *args: pointed.append(args) or set_handle(*args))
+    plan.convolution.run(arguments, 1)
+    first = len(pointed)
+    assert first >= 4  # source, weight, bias, output (and a scratchpad) the first time
+    source *= -1.0  # the same array, new values
+    plan.convolution.run(arguments, 1)
+    assert len(pointed) == first  # nothing re-pointed
+    bias = conv.bias[1].astype(np.float64)[None, :, None, None]
+    assert np.max(np.abs(output.reshape(plan.out_shape) - (bias - (expected - bias)))) <= TOLERANCE
+    arguments[ARG_DST] = (plan.result, plan.result.empty())  # a fresh output: only it is re-pointed
+    plan.convolution.run(arguments, 1)
+    assert len(pointed) == first + 1
