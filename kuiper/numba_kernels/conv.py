@@ -29,7 +29,6 @@ import math
 
 import numpy as np
 
-from .. import onednn
 from ..limits import check_size
 from ..ops import conv as reference
 from ..ops import conv_algorithms as algorithms
@@ -73,16 +72,19 @@ class CompiledConv2d(OneDnnConv, reference.Conv2d):
                 self.taps = np.ascontiguousarray(np.reshape(weight.matrix, (weight.out_channels,) + weight.kernel))
             if self.use_onednn():
                 self.kernel_note = "oneDNN (its layout and kernel chosen per input shape)"
-            elif onednn.available() and self.epilogue is not None:
-                self.kernel_note += " (not on oneDNN: it has no post-ops for this epilogue)"
+            elif self.epilogue is not None and self.fuses_epilogue_elsewhere():
+                self.kernel_note += " (not on oneDNN, which has no post-ops for this epilogue)"
         if self.epilogue is not None:
             members = ", ".join(self.node.params.get("epilogue_members", []))
             where = "after the conv"
             if self.native is not None:
-                where = "as oneDNN post-ops"
+                where = "after the oneDNN conv" if self.epilogue_after else "as oneDNN post-ops"
             elif self.compiled:
                 where = "on each output plane"
             self.kernel_note = f"{self.kernel_note}; epilogue ({members}) {where}"
+
+    def fuses_epilogue_elsewhere(self) -> bool:
+        return self.compiled in ("depthwise", "pointwise")
 
     def compute(self, x, weight, bias):
         out = self._compiled_call(x, weight, None)

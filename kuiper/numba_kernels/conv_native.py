@@ -1,9 +1,9 @@
 """Convolutions of every rank on oneDNN (kuiper.onednn), for the NumPy backend's kernels.
 
 ``OneDnnConv`` is mixed into a ConvNd subclass: a float32 conv with a constant weight and zero
-padding runs on oneDNN when the library is found and has post-ops for its whole epilogue
-(conv_post_ops.py), and hands its output to other oneDNN convs in oneDNN's blocked
-layout when the graph allows (kuiper/graph/native_layouts.py).  Anything else (another
+padding runs on oneDNN when the library is found, its epilogue as post-ops where oneDNN has them
+(conv_post_ops.py) and else after the conv, and hands its output to other oneDNN convs in
+oneDNN's blocked layout when the graph allows (kuiper/graph/native_layouts.py).  Anything else (another
 dtype, an unbatched or empty input, a shape oneDNN refuses) takes the class's other paths,
 which also raise the reference's errors.
 
@@ -29,33 +29,44 @@ class OneDnnConv:
     """The oneDNN path of a convolution op (mixed in before the op class)."""
 
     native = None  # the oneDNN convolution (with the epilogue as post-ops), when it runs this conv
+    epilogue_after = False  # whether the epilogue runs after the oneDNN conv (it has no post-ops for it)
 
     def use_onednn(self) -> bool:
-        """Run on oneDNN from now on if it is installed and takes this conv with its whole epilogue
-        (as post-ops); whether it does.
+        """Run on oneDNN from now on if it is installed and takes this conv; whether it does.
 
-        An epilogue oneDNN has no post-ops for stays on the class's other paths, which run it
-        while each output plane is in cache: on oneDNN it would take a pass of its own over a
-        plain copy of the output, which made the HLO conv net 1.3-1.4x slower when its epilogue
-        (a broadcast bias, ReLU against a constant input) still reached the conv unfolded
-        (docs/performance.md; kuiper/graph/constant_fold.py now folds both).
+        The epilogue runs as post-ops where oneDNN has them for all of it, else after the conv,
+        compiled, over its plain output: a GRU's gates (``sigmoid(c) * h``, ``(1 - z) * h + z *
+        tanh(c)``) and a residual add over another conv's activation.  On RAFT's ConvGRU (242 to
+        96 channels, 3x3 on 16x16) oneDNN's conv is twice as fast as the compiled ones that ran
+        those epilogues on each output plane, and the extra pass costs a few percent of it.  Where
+        the class's own path fuses such an epilogue better (``fuses_epilogue_elsewhere``), that
+        path keeps the conv.
         """
         weight = self.static_weight
         library = onednn.library()
         if library is None or weight is None or self.padding_mode != "zeros" or weight.matrix.dtype != np.float32:
             return False
         post_ops = conv_post_ops.post_ops_for(self.epilogue, getattr(self, "epilogue_operand", 0))
-        if post_ops is None:
+        if post_ops is None and self.fuses_epilogue_elsewhere():
             return False
+        self.epilogue_after = post_ops is None
         raw = np.reshape(weight.matrix, (weight.out_channels, weight.in_channels // self.groups) + weight.kernel)
         self.native = onednn.Convolution(library, raw, self.static_bias_vector, self.stride, self.dilation,
-                                         self.static_pads, self.groups, post_ops)
+                                         self.static_pads, self.groups, post_ops or ())
         self.owns_thread_pool = True
         return True
 
+    def fuses_epilogue_elsewhere(self) -> bool:
+        """Whether another path of the class runs an epilogue oneDNN has no post-ops for better than
+        oneDNN and a pass after it: the compiled depthwise and pointwise convs, which are memory-bound
+        and run it on each output plane while it is in cache (in-process A/Bs: RepViT 1.08x slower
+        with them on oneDNN, EfficientNet-B0 1.03x)."""
+        return False
+
     def native_layout(self) -> str | None:
-        """oneDNN's blocked layout, when this conv runs there."""
-        return NATIVE_LAYOUT if self.native is not None else None
+        """oneDNN's blocked layout, when this conv runs there and gives its own output (no epilogue
+        after it)."""
+        return NATIVE_LAYOUT if self.native is not None and not self.epilogue_after else None
 
     def takes_layout(self, position: int, layout: str) -> bool:
         """The input, and the residual of a sum post-op, may arrive in oneDNN's layout."""
@@ -89,9 +100,10 @@ class OneDnnConv:
             if tuple(residual.shape) != out_shape or residual.dtype != np.float32:
                 return None  # a broadcast or another dtype: the other paths take it
         try:
-            return self.native(x, model_threads(), residual=residual, blocked=self.output_layout == NATIVE_LAYOUT)
+            out = self.native(x, model_threads(), residual=residual, blocked=self.output_layout == NATIVE_LAYOUT)
         except onednn.OneDnnError:
             return None  # oneDNN refused this input shape (once: it remembers)
+        return self.run_epilogue(out, extras) if self.epilogue_after else out
 
 
 def native_output_shape(op, x) -> tuple[int, ...] | None:

@@ -180,8 +180,9 @@ def test_without_onednn_the_model_runs_on_the_compiled_paths(chain, monkeypatch)
 
 
 @pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
-def test_an_epilogue_without_post_ops_keeps_the_conv_on_the_compiled_paths(tmp_path):
-    """A leaky ReLU has no post-op here: the conv stays where its epilogue runs on each output plane."""
+def test_an_epilogue_without_post_ops_runs_after_the_onednn_conv(tmp_path):
+    """A leaky ReLU has no post-op here: the conv runs on oneDNN and the epilogue after it, over its
+    plain output (which is not handed on in oneDNN's layout)."""
     text = """7767517
 4 3
 pnnx.Input in0 0 1 x
@@ -191,8 +192,11 @@ pnnx.Output out 1 0 b
 """
     model = kuiper.load(write_model(tmp_path, text, {"c1.weight": W1.tobytes(), "c1.bias": B1.tobytes()}))
     conv = model.steps[0].op
-    assert conv.native is None and conv.native_layout() is None
-    assert "not on oneDNN" in conv.kernel_note and "on each output plane" in conv.kernel_note
+    if onednn.available():
+        assert conv.native is not None and conv.epilogue_after and conv.native.post_ops == ()
+        assert conv.native_layout() is None and "after the oneDNN conv" in conv.kernel_note
+    else:
+        assert conv.native is None and "on each output plane" in conv.kernel_note
     x = RNG.standard_normal((1, 8, 9, 7)).astype(np.float32)
     y = _float64_conv(x.astype(np.float64), W1, pad=1) + B1[None, :, None, None]
     assert np.max(np.abs(model(x) - np.where(y > 0, y, 0.1 * y))) <= 2e-5
@@ -226,3 +230,23 @@ def test_an_activation_before_and_after_the_residual_sum_runs_on_onednn(tmp_path
     y = sum(np.einsum("oc,ncj->noj", weight[:, :, t].astype(np.float64), padded[:, :, t:t + 30]) for t in range(3))
     expected = np.maximum(np.maximum(y + bias[None, :, None], 0) + x, 0)
     assert np.max(np.abs(model(x) - expected)) <= 2e-5
+
+
+def test_a_depthwise_conv_with_such_an_epilogue_keeps_its_compiled_path(tmp_path):
+    """The compiled depthwise conv runs the leaky ReLU on each output plane, in cache: it keeps the
+    conv rather than oneDNN plus a pass after it."""
+    weight = (RNG.standard_normal((8, 1, 3, 3)) / 3).astype(np.float32)
+    text = """7767517
+4 3
+pnnx.Input in0 0 1 x
+nn.Conv2d dw 1 1 x a bias=False kernel_size=(3,3) in_channels=8 out_channels=8 groups=8 padding=(1,1) @weight=(8,1,3,3)f32
+nn.LeakyReLU act 1 1 a b negative_slope=0.1
+pnnx.Output out 1 0 b
+"""
+    model = kuiper.load(write_model(tmp_path, text, {"dw.weight": weight.tobytes()}))
+    conv = model.steps[0].op
+    assert conv.native is None and conv.compiled == "depthwise" and "on each output plane" in conv.kernel_note
+    x = RNG.standard_normal((1, 8, 9, 7)).astype(np.float32)
+    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    y = sum(weight[None, :, 0, i, j, None, None] * padded[:, :, i:i + 9, j:j + 7] for i in range(3) for j in range(3))
+    assert np.max(np.abs(model(x) - np.where(y > 0, y, 0.1 * y))) <= 2e-5
