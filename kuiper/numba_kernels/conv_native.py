@@ -132,6 +132,8 @@ class OneDnnOrReference(OneDnnConv):
         super().setup()
         self.kernel_note = ("oneDNN (its layout and kernel chosen per input shape)" if self.use_onednn()
                             else "reference path (im2col + one BLAS GEMM)")
+        if self.epilogue_after:
+            self.kernel_note += "; epilogue after the oneDNN conv (no post-ops for it)"
 
 
 class NativeConv1d(OneDnnOrReference, reference.Conv1d):

@@ -250,3 +250,24 @@ pnnx.Output out 1 0 b
     padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
     y = sum(weight[None, :, 0, i, j, None, None] * padded[:, :, i:i + 9, j:j + 7] for i in range(3) for j in range(3))
     assert np.max(np.abs(model(x) - np.where(y > 0, y, 0.1 * y))) <= 2e-5
+
+
+@pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
+def test_a_conv1d_runs_on_onednn_with_an_epilogue_it_has_no_post_ops_for(tmp_path):
+    """nn.Conv1d has no compiled path of its own: with a leaky ReLU after it, oneDNN runs the conv and
+    the epilogue runs after it (the reference would run both)."""
+    weight = (RNG.standard_normal((6, 4, 3)) / 3).astype(np.float32)
+    text = """7767517
+4 3
+pnnx.Input in0 0 1 x
+nn.Conv1d c 1 1 x a bias=False kernel_size=(3) in_channels=4 out_channels=6 @weight=(6,4,3)f32
+nn.LeakyReLU act 1 1 a b negative_slope=0.2
+pnnx.Output out 1 0 b
+"""
+    model = kuiper.load(write_model(tmp_path, text, {"c.weight": weight.tobytes()}))
+    conv = model.steps[0].op
+    assert conv.native is not None and conv.epilogue_after and "epilogue after the oneDNN conv" in conv.kernel_note
+    x = RNG.standard_normal((2, 4, 11)).astype(np.float32)
+    y = sum(np.einsum("oc,ncj->noj", weight[:, :, t].astype(np.float64), x[:, :, t:t + 9].astype(np.float64))
+            for t in range(3))
+    assert np.max(np.abs(model(x) - np.where(y > 0, y, 0.2 * y))) <= 2e-5
