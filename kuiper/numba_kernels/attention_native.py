@@ -36,7 +36,7 @@ class OneDnnAttention:
             self.kernel_note = "products and softmax on oneDNN (the reference under 1 M multiply-adds)"
 
     def attention(self, q, k, v, scale: float, masks=(), keep_weights: bool = False):
-        if self.native is not None and fits(q, k, v) and _work(q, k, v) >= PRODUCT_WORK:
+        if self.native is not None and _work(q, k, v) >= PRODUCT_WORK and fits(q, k, v):  # cheap test first
             # The (..., L, S) scores are the one buffer sized by the inputs' product, checked first.
             check_size(q.shape[:-1] + (k.shape[-2],), 4, self.node.describe())
             try:
