@@ -83,6 +83,42 @@ class CompiledConv:
         self.op.forward(self.x)
 
 
+SMALL_CONV_CASES = {
+    # name: (PNNX op type, input shape, out channels, kernel, stride, padding, dilation): the convs of
+    # small audio and toy nets, under 1 M multiply-adds (oneDNN's GEMM kernel on plain arrays)
+    "conv1d_k3_d2_32x200_tcn": ("nn.Conv1d", (1, 32, 200), 32, 3, 1, 4, 2),
+    "conv1d_k3_64x7_m5": ("nn.Conv1d", (1, 64, 7), 64, 3, 1, 0, 1),
+    "conv2d_3x3_s2_16x14x14": ("nn.Conv2d", (1, 16, 14, 14), 32, 3, 2, 1, 1),
+}
+
+
+class SmallConvs:
+    """Small convolutions, where a call's fixed costs (reorders, a oneDNN call, Python) are most of it:
+    "compiled" is the kernel plugin's class (oneDNN on plain layouts, docs/performance.md "Small
+    models: convolutions, crops and per-call costs")."""
+
+    params = (list(SMALL_CONV_CASES), PATHS)
+    param_names = ("case", "path")
+    warmup_time = 0.2
+
+    def setup(self, case, path):
+        from kuiper.backends import get_backend
+
+        op_type, shape, out_channels, kernel, stride, padding, dilation = SMALL_CONV_CASES[case]
+        spatial = len(shape) - 2
+        rng = np.random.default_rng(0)
+        weight = rng.standard_normal((out_channels, shape[1]) + (kernel,) * spatial).astype(np.float32)
+        node = _node(op_type, {"stride": [stride] * spatial, "padding": [padding] * spatial,
+                               "dilation": [dilation] * spatial, "bias": True},
+                     {"weight": weight, "bias": rng.standard_normal(out_channels).astype(np.float32)})
+        self.op = _classes(op_type, path)(node, get_backend("numpy"))
+        self.x = rng.standard_normal(shape).astype(np.float32)
+        self.op.forward(self.x)
+
+    def time_forward(self, case, path):
+        self.op.forward(self.x)
+
+
 class CompiledOther:
     params = (list(OTHER_CASES), PATHS)
     param_names = ("case", "path")
