@@ -169,8 +169,11 @@ class Convolution:
         plain_in = Layout.plain(library, shape)
         convolution = None
         if self._plain_below_work() and self.work(shape) < PLAIN_CONV_WORK:
-            convolution = self._primitive(shape, plain_in, Layout.plain(library, out_shape), right)
-            if convolution.implementation().startswith("ref"):
+            try:
+                convolution = self._primitive(shape, plain_in, Layout.plain(library, out_shape), right)
+            except OneDnnError:
+                convolution = None  # no plain-layout kernel for it: the blocked ones below
+            if convolution is not None and convolution.implementation().startswith("ref"):
                 # oneDNN's GEMM kernel lacks these post-ops (an activation before the sum): its
                 # reference loop, which runs them on plain layouts, is 400x slower than the blocked kernels.
                 convolution = None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+import weakref
 
 import numpy as np
 
@@ -162,11 +163,14 @@ class Primitive:
             if layout is not layouts[number] and layout != layouts[number]:
                 # A memory object reads its buffer through the descriptor it was made with.
                 raise OneDnnError(f"argument {number} arrives in another layout than the primitive was made for")
-            if buffer is not pointed_at.get(number):
-                # Constant operands (a weight, a bias) come back as the same array every call: their
-                # memory objects keep pointing at them.  The array is held, so its address cannot be reused.
+            kept = pointed_at.get(number)
+            if kept is None or kept() is not buffer:
+                # Constant operands (a weight, a bias, the scratch buffer) come back as the same array
+                # every call: their memory objects keep pointing at them.  A weak reference, so that a
+                # call's input and output are not kept alive, and a dead array is never taken for a new
+                # one at its address.
                 library.check(library.memory_set_data_handle(memories[number], address(buffer)), "memory")
-                pointed_at[number] = buffer
+                pointed_at[number] = weakref.ref(buffer)
         library.set_threads(threads)
         stream = library.stream
         library.check(library.primitive_execute(self.handle, stream, len(table), table), "execute")
@@ -188,7 +192,7 @@ class Primitive:
         table = (ExecArg * len(arguments))(*(ExecArg(number, memories[number]) for number in arguments))
         self._bound.memories, self._bound.layouts, self._bound.table = memories, layouts, table
         self._bound.numbers = tuple(arguments)
-        self._bound.pointed_at = {}  # argument number -> the array its memory object points at
+        self._bound.pointed_at = {}  # argument number -> a weak reference to the array its memory object points at
         return memories, table
 
     def __del__(self):

@@ -362,3 +362,16 @@ def test_memory_objects_are_repointed_only_at_buffers_that_changed(monkeypatch):
     arguments[ARG_DST] = (plan.result, plan.result.empty())  # a fresh output: only it is re-pointed
     plan.convolution.run(arguments, 1)
     assert len(pointed) == first + 1
+
+
+def test_a_primitive_does_not_keep_a_calls_input_or_output_alive():
+    """Memory objects remember what they point at weakly: a model's activations are freed after their
+    last use, not kept until the conv's next call."""
+    import weakref
+
+    conv, x, _ = make_case("3x3 s1 p1")
+    source = x.copy()
+    result = conv(source, threads=1)
+    probes = [weakref.ref(source), weakref.ref(result)]
+    del source, result
+    assert [probe() for probe in probes] == [None, None]
