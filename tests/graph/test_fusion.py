@@ -105,8 +105,6 @@ def test_resnet_has_fewer_ops_after_fusion_and_the_same_outputs(monkeypatch):
     # Every conv on oneDNN's blocked kernels: small ones would otherwise take its GEMM kernel on plain
     # arrays, which adds a fused residual before the products, not after them as the separate add
     # does (a few ulp apart; test_models.py holds both models to PyTorch's outputs).
-    from kuiper.onednn import conv as onednn_conv
-
     monkeypatch.setattr(onednn_conv, "PLAIN_CONV_WORK", 0)
     param = MODELS / "resnet18_w8" / "model.pnnx.param"
     fused, unfused = kuiper.load(param), kuiper.load(param, fuse=False)
