@@ -11,7 +11,9 @@ In general a slice ``[start:-end]`` (step 1) along a spatial dim of a convolutio
 ``start`` outputs at the front and ``end`` at the back; with stride ``s`` along that dim they are
 the outputs of the first ``start * s`` and the last ``end * s`` padded positions, so the padding
 shrinks by those counts where it is at least that wide.  Only zero padding, a constant weight, a
-slice with constant bounds and a convolution output that nothing else reads are rewritten.  The
+slice with constant bounds and a convolution output that nothing else reads are rewritten.  (An
+input so short that the crop leaves nothing then meets the conv's shape error instead of giving
+an empty tensor.)  The
 rewrite reads only the op set (kuiper.ops.conv's ConvNd and the SliceDim op), never a frontend.
 """
 
