@@ -13,6 +13,8 @@ op plus oneDNN; nn.Conv2d's class (conv.py) puts oneDNN in front of its compiled
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import onednn
@@ -90,10 +92,11 @@ class OneDnnConv:
             return None
         # The size budget, before anything of that size is made: the padded input (what the reference
         # makes) and the output, with channels rounded up to oneDNN's widest block (its buffers' size).
+        # Both fit if the larger does: one check (each costs 4-5 us, a tenth of a small conv's call).
         padded = tuple(x.shape[:2]) + tuple(size + sum(p) for size, p in zip(x.shape[2:], self.static_pads))
-        for shape in (padded, out_shape):
-            check_size((shape[0], -(-shape[1] // BLOCK_CHANNELS) * BLOCK_CHANNELS) + tuple(shape[2:]), 4,
-                       self.node.describe())
+        buffers = [(shape[0], -(-shape[1] // BLOCK_CHANNELS) * BLOCK_CHANNELS) + tuple(shape[2:])
+                   for shape in (padded, out_shape)]
+        check_size(max(buffers, key=math.prod), 4, self.node.describe())
         residual = None
         if self.native.adds_residual:
             residual = extras[0]
