@@ -27,11 +27,64 @@ NATIVE_LAYOUT = "onednn"  # the name other ops know oneDNN's blocked layout by (
 BLOCK_CHANNELS = 16  # oneDNN's widest channel block (AVX-512); a blocked buffer rounds channels up to it
 
 
-class OneDnnConv:
-    """The oneDNN path of a convolution op (mixed in before the op class)."""
+class OneDnnPath:
+    """What a plain and a transposed convolution share on oneDNN (mixed in before the op class): the
+    layouts they hand on and take, and the call, with the epilogue as post-ops or after it.  The
+    subclass makes ``native`` and says which buffers the size budget is checked for."""
 
-    native = None  # the oneDNN convolution (with the epilogue as post-ops), when it runs this conv
-    epilogue_after = False  # whether the epilogue runs after the oneDNN conv (it has no post-ops for it)
+    native = None  # the oneDNN (de)convolution, with the epilogue's post-ops, when it runs this op
+    epilogue_after = False  # whether the epilogue runs after the oneDNN call (it has no post-ops for it)
+
+    def native_layout(self) -> str | None:
+        """oneDNN's blocked layout, when this op runs there and gives its own output (no epilogue
+        after it)."""
+        return NATIVE_LAYOUT if self.native is not None and not self.epilogue_after else None
+
+    def takes_layout(self, position: int, layout: str) -> bool:
+        """The input, and the residual of a sum post-op, may arrive in oneDNN's layout."""
+        if layout != NATIVE_LAYOUT or self.native is None:
+            return False
+        return position == 0 or (position == 1 and self.native.adds_residual)
+
+    def forward(self, *inputs):
+        if self.native is not None:
+            out = self._onednn_forward(inputs[0], inputs[1:])
+            if out is not None:
+                return out
+        # The other paths take plain arrays (and raise the reference's errors on bad inputs).
+        return super().forward(*(np.asarray(v) if isinstance(v, onednn.Blocked) else v for v in inputs))
+
+    def _onednn_forward(self, x, extras):
+        """The op (and its epilogue) on oneDNN, or None where it does not apply to these inputs."""
+        out_shape = native_output_shape(self, x)
+        if out_shape is None:
+            return None
+        # The size budget, before anything of that size is made (one check: each costs 4-5 us, a
+        # tenth of a small conv's call).
+        check_size(self.largest_buffer(x.shape, out_shape), 4, self.node.describe())
+        residual = None
+        if self.native.adds_residual:
+            residual = extras[0]
+            if tuple(residual.shape) != out_shape or residual.dtype != np.float32:
+                return None  # a broadcast or another dtype: the other paths take it
+        try:
+            out = self.native(x, model_threads(), residual=residual, blocked=self.output_layout == NATIVE_LAYOUT)
+        except onednn.OneDnnError:
+            return None  # oneDNN refused this input shape (once: it remembers)
+        return self.run_epilogue(out, extras) if self.epilogue_after else out
+
+    def largest_buffer(self, in_shape, out_shape) -> tuple[int, ...]:
+        """The shape of the largest buffer a call makes (all fit the size budget if it does)."""
+        raise NotImplementedError
+
+
+def blocked_shape(shape) -> tuple[int, ...]:
+    """``shape`` with its channels rounded up to oneDNN's widest block, as its blocked buffers hold them."""
+    return (shape[0], -(-shape[1] // BLOCK_CHANNELS) * BLOCK_CHANNELS) + tuple(shape[2:])
+
+
+class OneDnnConv(OneDnnPath):
+    """The oneDNN path of a convolution op (mixed in before the op class)."""
 
     def use_onednn(self) -> bool:
         """Run on oneDNN from now on if it is installed and takes this conv; whether it does.
@@ -65,48 +118,11 @@ class OneDnnConv:
         with them on oneDNN, EfficientNet-B0 1.03x)."""
         return False
 
-    def native_layout(self) -> str | None:
-        """oneDNN's blocked layout, when this conv runs there and gives its own output (no epilogue
-        after it)."""
-        return NATIVE_LAYOUT if self.native is not None and not self.epilogue_after else None
-
-    def takes_layout(self, position: int, layout: str) -> bool:
-        """The input, and the residual of a sum post-op, may arrive in oneDNN's layout."""
-        if layout != NATIVE_LAYOUT or self.native is None:
-            return False
-        return position == 0 or (position == 1 and self.native.adds_residual)
-
-    def forward(self, *inputs):
-        if self.native is not None:
-            out = self._onednn_forward(inputs)
-            if out is not None:
-                return out
-        # The other paths take plain arrays (and raise the reference's errors on bad inputs).
-        return super().forward(*(np.asarray(v) if isinstance(v, onednn.Blocked) else v for v in inputs))
-
-    def _onednn_forward(self, inputs):
-        """The conv (and its epilogue) on oneDNN, or None where it does not apply to these inputs."""
-        x, extras = inputs[0], inputs[1:]
-        out_shape = native_output_shape(self, x)
-        if out_shape is None:
-            return None
-        # The size budget, before anything of that size is made: the padded input (what the reference
-        # makes) and the output, with channels rounded up to oneDNN's widest block (its buffers' size).
-        # Both fit if the larger does: one check (each costs 4-5 us, a tenth of a small conv's call).
-        padded = tuple(x.shape[:2]) + tuple(size + sum(p) for size, p in zip(x.shape[2:], self.static_pads))
-        buffers = [(shape[0], -(-shape[1] // BLOCK_CHANNELS) * BLOCK_CHANNELS) + tuple(shape[2:])
-                   for shape in (padded, out_shape)]
-        check_size(max(buffers, key=math.prod), 4, self.node.describe())
-        residual = None
-        if self.native.adds_residual:
-            residual = extras[0]
-            if tuple(residual.shape) != out_shape or residual.dtype != np.float32:
-                return None  # a broadcast or another dtype: the other paths take it
-        try:
-            out = self.native(x, model_threads(), residual=residual, blocked=self.output_layout == NATIVE_LAYOUT)
-        except onednn.OneDnnError:
-            return None  # oneDNN refused this input shape (once: it remembers)
-        return self.run_epilogue(out, extras) if self.epilogue_after else out
+    def largest_buffer(self, in_shape, out_shape) -> tuple[int, ...]:
+        """The larger of the padded input (what the reference makes) and the output, channels rounded
+        up as oneDNN's blocked buffers hold them."""
+        padded = tuple(in_shape[:2]) + tuple(size + sum(p) for size, p in zip(in_shape[2:], self.static_pads))
+        return max(blocked_shape(padded), blocked_shape(out_shape), key=math.prod)
 
 
 def native_output_shape(op, x) -> tuple[int, ...] | None:

@@ -251,16 +251,13 @@ class CompiledElementwise:
         padded = slots + [slots[0]] * (codes.INPUT_SLOTS - len(slots))
         work = size * len(code)
         count = threads()  # asked once: each ask reads the model's cap (or the environment)
-        if work >= PARALLEL_WORK and count > 1:
-            self.last_path = "parallel"
-            vm.run_program(work, code, constant_registers, constant_values, self.program.registers,
-                           min(-(-size // codes.CHUNK), 4 * count), *padded, flat_out)
-        else:
-            # One block on the calling thread: the same operations on every element as the
-            # parallel version's, without a launch decision per call (small calls: tiny models).
-            self.last_path = "serial"
-            vm.run_program.serial(code, constant_registers, constant_values, self.program.registers, 1,
-                                  *padded, flat_out)
+        parallel = work >= PARALLEL_WORK and count > 1
+        self.last_path = "parallel" if parallel else "serial"
+        # On the calling thread, one block: the same operations on every element as in the parallel
+        # version's blocks.
+        blocks = min(-(-size // codes.CHUNK), 4 * count) if parallel else 1
+        vm.run_program.launch(parallel, code, constant_registers, constant_values, self.program.registers, blocks,
+                              *padded, flat_out)
 
 
 def dense_order(arrays: list[np.ndarray]) -> tuple[int, ...] | None:

@@ -263,7 +263,12 @@ class Kernel:
         return work >= PARALLEL_WORK and threads() > 1
 
     def __call__(self, work: int, *args):
-        if self.takes_parallel(work):
+        return self.launch(self.takes_parallel(work), *args)
+
+    def launch(self, parallel: bool, *args):
+        """The parallel version on ``threads()`` threads, or the serial one on the calling thread: for a
+        caller that has made the choice itself (it asked ``threads()`` once for other reasons)."""
+        if parallel:
             with launch_threads():
                 return self.parallel(*args)
         return self.serial(*args)

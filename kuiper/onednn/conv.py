@@ -99,8 +99,10 @@ class Convolution:
         ``blocked`` asks for the output in the convolution's own layout.
         """
         threads = self.library.threads(threads)
-        if threads > 1 and self.work(x.shape) < (PLAIN_CONV_WORK if self._plain_below_work() else ONE_THREAD_WORK):
-            threads = 1
+        if threads > 1:
+            work = self.work(x.shape)
+            if work < ONE_THREAD_WORK or self._runs_plain(work):
+                threads = 1
         plan = self.plan(x.shape, threads)
         if self.adds_residual != (residual is not None):
             raise OneDnnError("a residual is needed by a sum post-op, and only then")
@@ -167,7 +169,7 @@ class Convolution:
                            [before for before, _ in self.pads])
         plain_in = Layout.plain(library, shape)
         convolution = None
-        if self._plain_below_work() and self.work(shape) < PLAIN_CONV_WORK:
+        if self._runs_plain(self.work(shape)):
             try:
                 convolution = self._primitive(shape, plain_in, Layout.plain(library, out_shape), right)
             except OneDnnError:
@@ -202,10 +204,10 @@ class Convolution:
                 f"{'transposed ' if self.output_padding is not None else ''}convolution of {shape} by "
                 f"{self.plain_weight[1].shape}")
 
-    def _plain_below_work(self) -> bool:
-        """Whether calls under ``PLAIN_CONV_WORK`` run on plain layouts: convolutions neither grouped nor
-        transposed."""
-        return self.groups == 1 and self.output_padding is None
+    def _runs_plain(self, work: int) -> bool:
+        """Whether a call of ``work`` multiply-adds runs on plain layouts and one thread: under
+        ``PLAIN_CONV_WORK``, for convolutions neither grouped nor transposed."""
+        return work < PLAIN_CONV_WORK and self.groups == 1 and self.output_padding is None
 
     def _weight_shape(self) -> tuple[int, ...]:
         if self.groups == 1:
