@@ -59,9 +59,9 @@ class OneDnnPath:
         out_shape = native_output_shape(self, x)
         if out_shape is None:
             return None
-        # The size budget, before anything of that size is made (one check: each costs 4-5 us, a
-        # tenth of a small conv's call).
-        check_size(self.largest_buffer(x.shape, out_shape), 4, self.node.describe())
+        # The size budget, before anything of that size is made.
+        for shape in self.budget_shapes(x.shape, out_shape):
+            check_size(shape, 4, self.node.describe())
         residual = None
         if self.native.adds_residual:
             residual = extras[0]
@@ -73,8 +73,8 @@ class OneDnnPath:
             return None  # oneDNN refused this input shape (once: it remembers)
         return self.run_epilogue(out, extras) if self.epilogue_after else out
 
-    def largest_buffer(self, in_shape, out_shape) -> tuple[int, ...]:
-        """The shape of the largest buffer a call makes (all fit the size budget if it does)."""
+    def budget_shapes(self, in_shape, out_shape) -> tuple[tuple[int, ...], ...]:
+        """The shapes the size budget is checked for, in order, before a call makes its buffers."""
         raise NotImplementedError
 
 
@@ -118,11 +118,12 @@ class OneDnnConv(OneDnnPath):
         with them on oneDNN, EfficientNet-B0 1.03x)."""
         return False
 
-    def largest_buffer(self, in_shape, out_shape) -> tuple[int, ...]:
+    def budget_shapes(self, in_shape, out_shape) -> tuple[tuple[int, ...], ...]:
         """The larger of the padded input (what the reference makes) and the output, channels rounded
-        up as oneDNN's blocked buffers hold them."""
+        up as oneDNN's blocked buffers hold them: both fit if it does, so one check (each costs 4-5 us,
+        a tenth of a small conv's call)."""
         padded = tuple(in_shape[:2]) + tuple(size + sum(p) for size, p in zip(in_shape[2:], self.static_pads))
-        return max(blocked_shape(padded), blocked_shape(out_shape), key=math.prod)
+        return (max(blocked_shape(padded), blocked_shape(out_shape), key=math.prod),)
 
 
 def native_output_shape(op, x) -> tuple[int, ...] | None:

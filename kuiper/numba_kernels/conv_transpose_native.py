@@ -55,10 +55,10 @@ class OneDnnConvTranspose(OneDnnPath):
         if self.epilogue_after:
             self.kernel_note += "; epilogue after it (no post-ops for it)"
 
-    def largest_buffer(self, in_shape, out_shape) -> tuple[int, ...]:
-        """The output, channels rounded up as oneDNN's blocked buffers hold them (at least the output
-        the reference would make)."""
-        return blocked_shape(out_shape)
+    def budget_shapes(self, in_shape, out_shape) -> tuple[tuple[int, ...], ...]:
+        """The output as the reference names it, then with channels rounded up as oneDNN's blocked
+        buffers hold them."""
+        return out_shape, blocked_shape(out_shape)
 
 
 class NativeConvTranspose1d(OneDnnConvTranspose, reference.ConvTranspose1d):
