@@ -202,3 +202,26 @@ def test_without_onednn_the_reference_runs_the_transposed_convs_epilogues(tmp_pa
     model = kuiper.load(param)
     assert all(getattr(step.op, "native", None) is None for step in model.steps)
     assert np.max(np.abs(model(*inputs) - expected)) <= TOLERANCE
+
+
+def test_an_epilogue_without_post_ops_runs_after_the_onednn_deconvolution(tmp_path):
+    """A leaky ReLU has no post-op: oneDNN still runs the transposed conv, the epilogue after it, and
+    its output is plain (not handed on in oneDNN's layout)."""
+    from conftest import write_model
+
+    import kuiper
+    from kuiper.numba_kernels import available as numba_available
+
+    if not numba_available():
+        pytest.skip("oneDNN op classes come with the compiled CPU kernels plugin (numba)")
+    weight = (RNG.standard_normal((4, 3, 2, 2)) / 2).astype(np.float32)
+    text = ("7767517\n4 3\npnnx.Input in0 0 1 x\n"
+            "nn.ConvTranspose2d up 1 1 x a bias=False in_channels=4 out_channels=3 kernel_size=(2,2) stride=(2,2) "
+            "@weight=(4,3,2,2)f32\nnn.LeakyReLU act 1 1 a y negative_slope=0.1\npnnx.Output out0 1 0 y\n")
+    model = kuiper.load(write_model(tmp_path, text, {"up.weight": weight.tobytes()}))
+    (step,) = model.steps
+    assert step.op.native is not None and step.op.epilogue_after and step.op.native_layout() is None
+    assert "epilogue after it" in step.op.kernel_note
+    x = RNG.standard_normal((2, 4, 5, 6)).astype(np.float32)
+    y = float64_conv_transpose(x, weight, None, (2, 2), (0, 0), (0, 0), (1, 1), 1)
+    assert np.max(np.abs(model(x) - np.where(y > 0, y, 0.1 * y))) <= TOLERANCE
