@@ -14,6 +14,9 @@ The budget, first match wins:
 2. ``memory_budget`` in ``kuiper.toml`` or ``[tool.kuiper]`` of ``pyproject.toml``,
 3. a quarter of the machine's physical memory (4 GiB when that is unknown).
 
+A model reads it once when a run begins (``budget_of_run``): its ops check each call against
+that value, without the environment and working-directory reads (3 us) per check.
+
 Values are bytes, or a number with a unit: ``512MiB``, ``8GiB``, ``2GB``, ``1TiB``.
 
 The loop budget (``check_iterations``: an HLO ``while`` stops with a SizeLimitError
@@ -26,6 +29,8 @@ builds trees, so that no input overflows Python's stack in the recursive passes.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import os
 import re
@@ -102,10 +107,27 @@ def _setting(env_var: str, key: str) -> int | None:
     return _configured(env_var, key, os.environ.get(env_var, ""), directory)
 
 
+_budget_of_run: contextvars.ContextVar[int | None] = contextvars.ContextVar("kuiper_budget_of_run", default=None)
+
+
 def budget_bytes() -> int:
-    """The current memory budget."""
+    """The current memory budget: the one the running model read when its run began, else the setting now."""
+    fixed = _budget_of_run.get()
+    if fixed is not None:
+        return fixed
     configured = _setting(ENV_VAR, CONFIG_KEY)
     return default_budget() if configured is None else configured
+
+
+@contextlib.contextmanager
+def budget_of_run():
+    """Within: ``budget_bytes()`` is the budget read on entry (a model's run; a setting changed
+    during the run applies from the next one)."""
+    token = _budget_of_run.set(budget_bytes())
+    try:
+        yield
+    finally:
+        _budget_of_run.reset(token)
 
 
 def loop_budget() -> int:

@@ -34,7 +34,13 @@ def test_names_where_numpy_is_not_the_standard_are_array_api_compats():
     lambda ns: ns.astype(np.float32(2.5), ns.int64),
     lambda ns: ns.ceil(TIES), lambda ns: ns.floor(TIES), lambda ns: ns.trunc(FLOATS),
     lambda ns: ns.permute_dims(FLOATS[None], (2, 0, 1)),
+    lambda ns: ns.permute_dims(np.float32(2.5), ()),
     lambda ns: ns.matrix_transpose(FLOATS),
+    lambda ns: ns.matrix_transpose(FLOATS[None, :, 1:]),
+    lambda ns: ns.reshape(FLOATS, (4, 3)),
+    lambda ns: ns.reshape(FLOATS.T, (-1,)),  # a copy: not contiguous
+    lambda ns: ns.reshape(FLOATS, (2, 6), copy=True),
+    lambda ns: ns.reshape(np.float32(1.5), (1, 1)),
     lambda ns: ns.take_along_axis(FLOATS, ns.argsort(FLOATS, axis=1), axis=1),
     lambda ns: ns.var(FLOATS, axis=0, correction=1, keepdims=True),
     lambda ns: ns.matmul(FLOATS, FLOATS.T),
@@ -60,3 +66,15 @@ def test_numpys_submodules_and_missing_names():
 def test_an_older_numpy_gets_array_api_compat_itself(monkeypatch):
     monkeypatch.setattr(numpy_namespace, "_numpy_version", lambda: (2, 0))
     assert numpy_namespace.array_namespace() is compat
+
+
+def test_reshape_and_permute_dims_give_views_where_numpy_does():
+    view = xp.reshape(FLOATS, (12,))
+    assert np.shares_memory(view, FLOATS)
+    assert not np.shares_memory(xp.reshape(FLOATS, (12,), copy=True), FLOATS)
+    with pytest.raises(ValueError):
+        xp.reshape(FLOATS.T, (12,), copy=False)  # would need a copy
+    assert np.shares_memory(xp.permute_dims(FLOATS, (1, 0)), FLOATS)
+    assert np.shares_memory(xp.matrix_transpose(FLOATS), FLOATS)
+    with pytest.raises(ValueError):
+        xp.matrix_transpose(FLOATS[0])  # one dim: no matrix

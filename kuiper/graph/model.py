@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import InputError, KuiperError, ShapeError
-from ..limits import check_feeds
+from ..limits import budget_of_run, check_feeds
 from ..model_ir import ModelIR
 from ..thread_limits import limited
 from .plan import ExecutionPlan, Step, StepObserver
@@ -168,7 +168,7 @@ class Model:
     def _execute(self, arrays: list, to_numpy: bool, observer: StepObserver | None = None) -> list:
         first_run, self._has_run = not self._has_run, True
         note = _noting_a_slow_first_run(self._where()) if first_run else contextlib.nullcontext()
-        with limited(self.threads, self.blas_threads), note:
+        with limited(self.threads, self.blas_threads), budget_of_run(), note:
             return self._run_steps(arrays, to_numpy, observer)
 
     def _run_steps(self, arrays: list, to_numpy: bool, observer: StepObserver | None) -> list:

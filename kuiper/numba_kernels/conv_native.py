@@ -13,6 +13,7 @@ op plus oneDNN; nn.Conv2d's class (conv.py) puts oneDNN in front of its compiled
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -25,6 +26,7 @@ from . import conv_post_ops
 
 NATIVE_LAYOUT = "onednn"  # the name other ops know oneDNN's blocked layout by (Op.native_layout)
 BLOCK_CHANNELS = 16  # oneDNN's widest channel block (AVX-512); a blocked buffer rounds channels up to it
+MAX_SHAPES = 64  # input shapes whose output and budget shapes an op keeps
 
 
 class OneDnnPath:
@@ -56,11 +58,16 @@ class OneDnnPath:
 
     def _onednn_forward(self, x, extras):
         """The op (and its epilogue) on oneDNN, or None where it does not apply to these inputs."""
-        out_shape = native_output_shape(self, x)
+        if not isinstance(x, onednn.Blocked) and not (isinstance(x, np.ndarray) and x.dtype == np.float32):
+            return None  # the reference takes these, and raises its errors
+        shapes = self._shapes_by_input.get(x.shape)
+        if shapes is None:
+            shapes = self.cached(self._shapes_by_input, x.shape, lambda: self._shapes_for(x.shape))
+        out_shape, budget_shapes = shapes
         if out_shape is None:
             return None
         # The size budget, before anything of that size is made.
-        for shape in self.budget_shapes(x.shape, out_shape):
+        for shape in budget_shapes:
             check_size(shape, 4, self.node.describe())
         residual = None
         if self.native.adds_residual:
@@ -72,6 +79,24 @@ class OneDnnPath:
         except onednn.OneDnnError:
             return None  # oneDNN refused this input shape (once: it remembers)
         return self.run_epilogue(out, extras) if self.epilogue_after else out
+
+    @functools.cached_property
+    def _shapes_by_input(self) -> dict:
+        """(output shape, budget shapes) by input shape: worked out once per shape, not per call."""
+        return {}
+
+    def _shapes_for(self, in_shape) -> tuple:
+        """(the output shape, the shapes the size budget is checked for) of an input of ``in_shape``;
+        (None, ()) where oneDNN does not take it: unbatched or empty (the reference takes those, and
+        raises its shape errors), or giving an empty output."""
+        if len(self._shapes_by_input) >= MAX_SHAPES:
+            self._shapes_by_input.clear()  # a model fed ever new shapes (sequence lengths) keeps the recent ones
+        if len(in_shape) != self.spatial + 2 or in_shape[0] == 0 or in_shape[1] != self.static_weight.in_channels:
+            return None, ()
+        out_shape = self.native.output_shape(in_shape)
+        if min(out_shape[2:]) < 1:
+            return None, ()
+        return out_shape, self.budget_shapes(in_shape, out_shape)
 
     def budget_shapes(self, in_shape, out_shape) -> tuple[tuple[int, ...], ...]:
         """The shapes the size budget is checked for, in order, before a call makes its buffers."""
@@ -124,18 +149,6 @@ class OneDnnConv(OneDnnPath):
         a tenth of a small conv's call)."""
         padded = tuple(in_shape[:2]) + tuple(size + sum(p) for size, p in zip(in_shape[2:], self.static_pads))
         return (max(blocked_shape(padded), blocked_shape(out_shape), key=math.prod),)
-
-
-def native_output_shape(op, x) -> tuple[int, ...] | None:
-    """The output shape of ``op.native`` (a oneDNN convolution, plain or transposed) on ``x``, or None
-    where x is not for oneDNN: not float32, unbatched or empty (the reference takes those, and raises
-    its shape errors), or giving an empty output."""
-    if not isinstance(x, onednn.Blocked) and not (isinstance(x, np.ndarray) and x.dtype == np.float32):
-        return None
-    if x.ndim != op.spatial + 2 or x.shape[0] == 0 or x.shape[1] != op.static_weight.in_channels:
-        return None
-    out_shape = op.native.output_shape(x.shape)
-    return out_shape if min(out_shape[2:]) >= 1 else None
 
 
 class OneDnnOrReference(OneDnnConv):

@@ -54,7 +54,7 @@ class ToPlain:
 
     def __call__(self, buffer: np.ndarray, threads: int) -> np.ndarray:
         if self.step is None:
-            return np.reshape(buffer, self.shape)
+            return buffer.reshape(self.shape)
         out = np.empty(self.shape, np.float32)
         self.step.run({ARG_SRC: (self.layout, buffer), ARG_DST: (self.plain, out)}, threads)
         return out

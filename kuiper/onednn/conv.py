@@ -32,12 +32,15 @@ class _Plan:
     """What one input shape runs: the convolution, its weight, and the reorders around it."""
 
     convolution: Primitive
-    weight: tuple[Layout, np.ndarray]
+    threads: int  # the count it was made for
+    constants: dict  # its weight and bias arguments ({argument number: (layout, buffer)})
     source: Layout  # the convolution's input layout
     result: Layout  # its output layout
     plain_in: Layout  # plain NCHW of the input's shape, made once
+    reads_plain: bool  # whether ``source`` is ``plain_in``: a plain input goes in as it is
     out_shape: tuple[int, ...]
     to_plain: ToPlain  # the output as a plain array (no copy where the convolution writes plain NCHW)
+    reorder_in: Primitive | None = None  # plain_in -> source, made on the first plain input that needs it
 
 
 class Convolution:
@@ -67,6 +70,10 @@ class Convolution:
                                                np.ascontiguousarray(bias, dtype=np.float32))
         self.weights: list[tuple[Layout, np.ndarray]] = []  # the weight in each layout a plan wanted
         self.plans = PlanCache()  # by (input shape, threads); refusals by input shape
+        # The plan of each (input shape, thread count asked for): a call looks it up before anything
+        # else, so the thread count, the work and the layouts are worked out once per shape, not per
+        # call (for a small conv that was half of its call).
+        self.calls = PlanCache()
         self.reorders: list[tuple[Layout, Layout, int, Primitive]] = []  # (from, to, threads, primitive)
 
     def work(self, shape) -> int:
@@ -98,28 +105,40 @@ class Convolution:
         ``residual`` (plain or Blocked, the output's shape) is what a sum post-op adds;
         ``blocked`` asks for the output in the convolution's own layout.
         """
-        threads = self.library.threads(threads)
-        if threads > 1:
-            work = self.work(x.shape)
-            if work < ONE_THREAD_WORK or self._runs_plain(work):
-                threads = 1
-        plan = self.plan(x.shape, threads)
+        plan = self.calls.get((x.shape, threads))
+        if plan is None:
+            plan = self.calls.get_or_make((x.shape, threads), lambda: self._plan_for_call(x.shape, threads))
+        threads = plan.threads
         if self.adds_residual != (residual is not None):
             raise OneDnnError("a residual is needed by a sum post-op, and only then")
         if residual is not None and tuple(residual.shape) != plan.out_shape:
             raise OneDnnError(f"the residual has shape {tuple(residual.shape)}, the output {plan.out_shape}")
-        source = self._in_layout(x, plan.plain_in, plan.source, threads)
+        if isinstance(x, Blocked):
+            source = self._in_layout(x, plan.plain_in, plan.source, threads)
+        else:
+            source = (plan.plain_in, np.ascontiguousarray(x, dtype=np.float32))
+            if not plan.reads_plain:
+                if plan.reorder_in is None:
+                    plan.reorder_in = self._reorder(plan.plain_in, plan.source, threads)
+                source, plain = (plan.source, plan.source.empty()), source
+                plan.reorder_in.run({ARG_SRC: plain, ARG_DST: source}, threads)
         if residual is not None:
             result = self._in_layout(residual, plan.to_plain.plain, plan.result, threads, fresh=True)
         else:
             result = (plan.result, plan.result.empty())
-        arguments = {ARG_SRC: source, ARG_WEIGHTS: plan.weight, ARG_DST: result}
-        if self.bias is not None:
-            arguments[ARG_BIAS] = self.bias
-        plan.convolution.run(arguments, threads)
+        plan.convolution.run({**plan.constants, ARG_SRC: source, ARG_DST: result}, threads)
         if blocked:
             return Blocked(self.library, plan.out_shape, *result)
         return plan.to_plain(result[1], threads)
+
+    def _plan_for_call(self, shape, requested: int | None) -> _Plan:
+        """The plan a call on ``shape`` asking for ``requested`` threads runs: a small one on one thread."""
+        threads = self.library.threads(requested)
+        if threads > 1:
+            work = self.work(shape)
+            if work < ONE_THREAD_WORK or self._runs_plain(work):
+                threads = 1
+        return self.plan(shape, threads)
 
     def _in_layout(self, value, plain: Layout, layout: Layout, threads: int,
                    fresh: bool = False) -> tuple[Layout, np.ndarray]:
@@ -181,11 +200,14 @@ class Convolution:
         if convolution is None:  # oneDNN picks the layouts (blocked)
             convolution = self._primitive(shape, Layout.any(library, shape), Layout.any(library, out_shape), right)
         source, result = convolution.layout(ARG_SRC), convolution.layout(ARG_DST)
+        constants = {ARG_WEIGHTS: self._weight_in(convolution.layout(ARG_WEIGHTS))}
+        if self.bias is not None:
+            constants[ARG_BIAS] = self.bias
+        reads_plain = source == plain_in
         return _Plan(
-            convolution=convolution,
-            weight=self._weight_in(convolution.layout(ARG_WEIGHTS)),
-            source=source, result=result, plain_in=plain_in, out_shape=out_shape,
-            to_plain=ToPlain(library, result, out_shape),
+            convolution=convolution, threads=threads, constants=constants,
+            source=plain_in if reads_plain else source, result=result, plain_in=plain_in, reads_plain=reads_plain,
+            out_shape=out_shape, to_plain=ToPlain(library, result, out_shape),
         )
 
     def _primitive(self, shape, source: Layout, result: Layout, right) -> Primitive:

@@ -279,6 +279,24 @@ def test_4_huge_allocations_are_refused_by_the_budget(tmp_path, small_budget, li
         model(np.zeros(shape, np.float32))
 
 
+def test_4_a_run_keeps_the_budget_it_began_with(tmp_path, monkeypatch):
+    """A model reads the budget once per run (its ops then skip the environment read): a budget
+    lowered while a run goes on applies from the next run, which refuses the same upsample."""
+    from kuiper.graph.plan import StepObserver
+
+    monkeypatch.setenv("KUIPER_MEMORY_BUDGET", "64MiB")
+    model = op_model(tmp_path, "F.upsample_nearest p 1 1 x y size=(1024,1024)")  # a 4 MiB output
+
+    class LowersTheBudget(StepObserver):
+        def before_step(self, node, inputs):
+            monkeypatch.setenv("KUIPER_MEMORY_BUDGET", "1MiB")
+
+    out = model(np.ones((1, 1, 2, 2), np.float32), observer=LowersTheBudget())
+    assert out.shape == (1, 1, 1024, 1024) and budget_bytes() == 2**20
+    with pytest.raises(SizeLimitError, match=r"over the size budget of 1 MiB"):
+        model(np.ones((1, 1, 2, 2), np.float32))
+
+
 def test_6_a_list_where_arange_expects_a_dtype_name_is_an_unsupported_param_error(tmp_path):
     """Found by the fuzzer (2026-11-23): `dtype=(0)` parses as a list, and a dict lookup raised TypeError."""
     with pytest.raises(UnsupportedOperatorError, match=r"dtype=\[0\] is not supported"):
