@@ -15,7 +15,7 @@ import numpy as np
 
 from ..ops import norm_layer as reference_norm
 from ..ops.norm_batch import InstanceNorm
-from .runtime import KernelModule, threads
+from .runtime import PARALLEL_WORK, KernelModule, threads
 
 kernels = KernelModule("norm_kernels")
 
@@ -52,10 +52,10 @@ class CompiledLayerNorm(reference_norm.LayerNorm):
                 or tuple(x.shape[-k:]) != self.normalized_shape):
             return super().forward(*inputs)
         row_weight, row_bias = self.row_affine()
-        rows = np.ascontiguousarray(np.reshape(x, (-1, row_weight.shape[0])))
+        rows = np.ascontiguousarray(x.reshape(-1, row_weight.shape[0]))
         out = np.empty_like(rows)
         kernels.layer_norm_rows(3 * rows.size, rows, row_weight, row_bias, self.eps, out)
-        return np.reshape(out, x.shape)
+        return out.reshape(x.shape)
 
 
 class CompiledInstanceNorm(InstanceNorm):
@@ -92,8 +92,11 @@ def softmax_last_axis(x) -> bool:
     """Softmax over the last axis of ``x`` in place, if x is float32, C-contiguous and not empty; False if not taken."""
     if x.dtype != np.float32 or not x.flags.c_contiguous or not x.flags.writeable or x.ndim < 1 or x.size == 0:
         return False
-    rows = np.reshape(x, (-1, x.shape[-1]))
-    kernels.softmax_rows(8 * rows.size, rows, min(rows.shape[0], 4 * threads()), rows)
+    rows = x.reshape(-1, x.shape[-1])
+    count = threads()
+    parallel = 8 * rows.size >= PARALLEL_WORK and count > 1
+    # On the calling thread, one block: each block makes its own scratch rows.
+    kernels.softmax_rows.launch(parallel, rows, min(rows.shape[0], 4 * count) if parallel else 1, rows)
     return True
 
 

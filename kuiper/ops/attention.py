@@ -209,6 +209,8 @@ class MultiheadAttention(AttentionOp):
     def roles(self, inputs) -> tuple[list, dict]:
         """([query, key, value], {mask key: mask}) in the file's order, else in pnnx's mask-first order."""
         count, masks = self.tensor_count, len(self.mask_keys)
+        if not masks and self._fits(inputs):
+            return self._spread(inputs), {}  # no masks: one order
         in_order = (list(inputs[:count]), dict(zip(self.mask_keys, inputs[count:])))
         mask_first = (list(inputs[masks:]), dict(zip(self.mask_keys, inputs[:masks])))
         for tensors, mask_values in (in_order, mask_first):

@@ -59,6 +59,10 @@ class WithEpilogue:
 
     def compiled_epilogue(self, input_dtypes: tuple[str, ...]):
         """(Function, the backend's compiled callable) of the epilogue for these input dtypes, made once."""
+        compiled = self._epilogue_compiled.get(input_dtypes)
+        if compiled is not None:
+            return compiled
+
         def compile_for_dtypes():
             function = function_for(self.epilogue, input_dtypes)
             return function, compile_shared(self.backend, function)  # shared as fused ops share theirs
@@ -68,11 +72,15 @@ class WithEpilogue:
     def run_epilogue(self, out, extras):
         """The epilogue over the op's result ``out``, as the elementwise op it replaces ran it."""
         arguments = self.epilogue_arguments(out, extras)
-        function, run = self.compiled_epilogue(tuple(dtype_name(value) for value in arguments))
-        shapes = [value.shape for value in arguments if self.backend.is_array(value)]
-        result_fits = function.results[0].dtype == out.dtype and (
-            all(shape == out.shape for shape in shapes) or self.backend.native.broadcast_shapes(*shapes) == out.shape)
-        result = run(*arguments, out=out) if result_fits else run(*arguments)  # out is this op's fresh array
+        input_dtypes = tuple(map(dtype_name, arguments))
+        function, run = self.compiled_epilogue(input_dtypes)
+        # The result may go to ``out`` (this op's fresh array) when it has out's dtype and shape.
+        result_fits = function.results[0].dtype == input_dtypes[self.epilogue_operand]
+        if result_fits and extras:
+            shapes = [value.shape for value in arguments if self.backend.is_array(value)]
+            result_fits = (all(shape == out.shape for shape in shapes)
+                           or self.backend.native.broadcast_shapes(*shapes) == out.shape)
+        result = run(*arguments, out=out) if result_fits else run(*arguments)
         if any(result is value for value in extras):
             result = self.xp.asarray(result, copy=True)  # the math simplified to an input: outputs are fresh
         return result

@@ -138,3 +138,23 @@ def test_other_inputs_are_still_converted_or_refused():
         compiled(np.zeros(2), np.zeros(2, np.float32))
     with pytest.raises(InputError, match="out= has dtype float64"):
         compiled(np.zeros(2, np.float32), np.zeros(2, np.float32), out=np.zeros(2))
+
+
+def test_one_step_over_same_shaped_arrays_skips_the_step_table(monkeypatch):
+    """A residual add or a ReLU runs its one ufunc directly; broadcasting inputs, other dtypes and
+    an ``out=`` of another shape still take the step table."""
+    compiled = compile_elementwise(lowered("add(@0,@1)", "float32")[0])
+    step_table = compiled._evaluate
+    taken = []
+    monkeypatch.setattr(compiled, "_evaluate", lambda *args: taken.append(True) or step_table(*args))
+    x, y = random_inputs("float32", [(3, 4), (3, 4)])
+    out = np.empty((3, 4), np.float32)
+    assert compiled(x, y, out=out) is out
+    assert_identical(out, x + y)
+    assert_identical(compiled(x, y), x + y)
+    assert not taken
+    assert_identical(compiled(x, y[:1]), x + y[:1])  # broadcast
+    assert_identical(compiled(x, 2.0), x + np.float32(2.0))  # a Python scalar is converted first
+    assert len(taken) == 2
+    relu = compile_elementwise(lowered("relu(@0)", "float32")[0])
+    assert relu._one_step is not None and compile_elementwise(lowered("gelu(@0)", "float32")[0])._one_step is None
