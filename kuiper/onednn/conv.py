@@ -41,6 +41,9 @@ class _Plan:
     out_shape: tuple[int, ...]
     to_plain: ToPlain  # the output as a plain array (no copy where the convolution writes plain NCHW)
     reorder_in: Primitive | None = None  # plain_in -> source, made on the first plain input that needs it
+    # (the last Blocked input's layout object, the reorder from it to ``source`` or None): a producer
+    # hands over the same layout object call after call, so its comparison with ``source`` is made once
+    blocked_in: tuple = (None, None)
 
 
 class Convolution:
@@ -114,7 +117,7 @@ class Convolution:
         if residual is not None and tuple(residual.shape) != plan.out_shape:
             raise OneDnnError(f"the residual has shape {tuple(residual.shape)}, the output {plan.out_shape}")
         if isinstance(x, Blocked):
-            source = self._in_layout(x, plan.plain_in, plan.source, threads)
+            source = self._blocked_in(x, plan, threads)
         else:
             source = (plan.plain_in, np.ascontiguousarray(x, dtype=np.float32))
             if not plan.reads_plain:
@@ -139,6 +142,18 @@ class Convolution:
             if work < ONE_THREAD_WORK or self._runs_plain(work):
                 threads = 1
         return self.plan(shape, threads)
+
+    def _blocked_in(self, x: Blocked, plan: _Plan, threads: int) -> tuple[Layout, np.ndarray]:
+        """A Blocked input as a (layout, buffer) pair in the plan's input layout."""
+        layout, step = plan.blocked_in
+        if x.layout is not layout:
+            layout, step = x.layout, None if x.layout == plan.source else self._reorder(x.layout, plan.source, threads)
+            plan.blocked_in = (layout, step)  # one assignment: a plan may serve several threads
+        if step is None:
+            return plan.source, x.buffer
+        target = (plan.source, plan.source.empty())
+        step.run({ARG_SRC: (layout, x.buffer), ARG_DST: target}, threads)
+        return target
 
     def _in_layout(self, value, plain: Layout, layout: Layout, threads: int,
                    fresh: bool = False) -> tuple[Layout, np.ndarray]:

@@ -177,6 +177,23 @@ def test_small_plain_convolutions_read_and_write_plain_arrays_and_grouped_ones_s
     assert np.max(np.abs(got - reference)) <= TOLERANCE
 
 
+def test_blocked_inputs_of_two_layouts_in_turn_are_each_read_right(layouts):
+    """A plan remembers the last Blocked input's layout and the reorder from it: a producer of another
+    layout (here a plain one) in between gets its own reorder, and the first producer's comes back."""
+    from kuiper.onednn.primitives import Layout
+
+    grouped, grouped_x, grouped_expected = make_case("depthwise 3x3 s2")
+    weight = (RNG.standard_normal((16, 32, 1, 1)) / 3).astype(np.float32)
+    pointwise = onednn.Convolution(onednn.library(), weight, None, (1, 1), (1, 1), ((0, 0), (0, 0)), 1)
+    reference = float64_conv(grouped_expected.astype(np.float32), weight, None, (1, 1), (1, 1), ((0, 0),) * 2, 1)
+    produced = np.asarray(grouped(grouped_x, blocked=True))
+    plain = onednn.Blocked(onednn.library(), produced.shape, Layout.plain(onednn.library(), produced.shape),
+                           np.ascontiguousarray(produced).reshape(-1))
+    for given in (grouped(grouped_x, blocked=True), grouped(grouped_x, blocked=True), plain,
+                  grouped(grouped_x, blocked=True)):
+        assert np.max(np.abs(pointwise(given) - reference)) <= TOLERANCE
+
+
 def test_a_refused_shape_is_asked_once(monkeypatch):
     conv, x, _ = make_case("3x3 s1 p1")
     calls = []
