@@ -5,7 +5,9 @@ reading the heads where they lie; the ops' own code still reads the inputs and b
 MultiheadAttention's projections run on oneDNN's matmul (``onednn.MatMul``) too: with any op on
 oneDNN in the model, NumPy's BLAS has one thread.  Operands oneDNN does not take as they are (another
 dtype, broadcast batch dims, zero strides), and products too small to win back a oneDNN call
-(``PRODUCT_WORK``), keep the reference's ``attend``.
+(``PRODUCT_WORK``), keep the reference's ``attend``; except that MultiheadAttention's heads, at
+such sizes, run in one compiled loop (``attention_kernels.attend_heads``) when its weights are not
+asked for.
 """
 
 from __future__ import annotations
@@ -20,6 +22,10 @@ from ..onednn.attention import fits
 from ..onednn.primitives import PRODUCT_WORK
 from ..ops import attention as reference
 from ..thread_limits import requested as model_threads
+from .runtime import KernelModule
+
+kernels = KernelModule("attention_kernels")
+NO_MASK = np.zeros((1, 1, 1, 1), np.float32)  # what the compiled heads read when no mask is added
 
 
 class OneDnnAttention:
@@ -61,6 +67,22 @@ class NativeMultiheadAttention(OneDnnAttention, reference.MultiheadAttention):
     def setup(self):
         super().setup()
         self._products: dict[str, onednn.MatMul] = {}  # by projection name, made on first use
+
+    def multi_head(self, q, k, v, masks):
+        """The heads in one compiled loop, for float32 products under ``PRODUCT_WORK`` without the weights."""
+        batch, length, width = q.shape
+        work = batch * length * k.shape[1] * (width + v.shape[2])
+        if (self.need_weights or work >= PRODUCT_WORK or not all(isinstance(t, np.ndarray) and t.dtype == np.float32
+                                                                 for t in (q, k, v, *masks))):
+            return super().multi_head(q, k, v, masks)
+        mask = None
+        for addend in masks:  # (L, S), (N, heads, L, S) or (N, 1, 1, S): one 4-D sum
+            addend = np.reshape(addend, (1,) * (4 - addend.ndim) + addend.shape)
+            mask = addend if mask is None else mask + addend
+        out = np.empty((batch, length, v.shape[2]), np.float32)
+        kernels.attend_heads(work, q, k, v, NO_MASK if mask is None else np.ascontiguousarray(mask), mask is not None,
+                             np.float32(1.0 / math.sqrt(self.head_dim)), self.num_heads, out)
+        return out, None
 
     def project(self, name: str, x, weight_t, bias):
         if (self.native is not None and isinstance(x, np.ndarray) and x.dtype == np.float32

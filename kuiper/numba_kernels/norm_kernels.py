@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit, prange
 
 from .elementwise_kernels import vector_exp
+from .kernel_codes import CHUNK
 from .runtime import kernel
 
 
@@ -59,30 +60,44 @@ def layer_norm_rows(x, weight, bias, eps, out):
 
 @kernel(error_model="numpy")
 def softmax_rows(x, blocks, out):
-    """out[r] = softmax(x[r]); x and out (R, K) float32, out may be x.  ``blocks`` tasks of whole rows.
-
-    exp is the elementwise kernel's vectorised float32 one, once per element; each row's sum
-    is accumulated in float64 by ``_sum``.
-    """
+    """out[r] = softmax(x[r]); x and out (R, K) float32, out may be x.  ``blocks`` tasks of whole rows."""
     rows, width = x.shape
     per_block = (rows + blocks - 1) // blocks
+    chunk = max(1, min(per_block, CHUNK // max(width, 1)))  # rows whose exps run as one vector loop
     for block in prange(blocks):
-        shifted = np.empty(width, np.float32)
-        scratch = np.empty((3, width), np.int32)
-        for r in range(block * per_block, min(rows, (block + 1) * per_block)):
-            row = x[r]
-            target = out[r]
-            peak = row[0]
-            has_nan = False
-            for k in range(width):
-                peak = row[k] if row[k] > peak else peak  # a select, not a branch
-                has_nan |= row[k] != row[k]
-            if has_nan:
-                peak = np.float32(np.nan)  # the whole row is NaN, as in NumPy and PyTorch
-            for k in range(width):
-                shifted[k] = row[k] - peak
-            vector_exp(target, shifted, width, scratch)
-            total = _sum(target, width, 0.0, 1)
-            scale = np.float32(1.0 / total)
-            for k in range(width):
-                target[k] = target[k] * scale
+        shifted = np.empty((chunk, width), np.float32)
+        scratch = np.empty((3, chunk * width), np.int32)
+        stop = min(rows, (block + 1) * per_block)
+        for first in range(block * per_block, stop, chunk):
+            last = min(stop, first + chunk)
+            softmax_of_rows(x[first:last], out[first:last], shifted, scratch)
+
+
+@njit(inline="always")
+def softmax_of_rows(x, target, shifted, scratch):
+    """target[r] = softmax(x[r]) for the R rows of x (R, K), C-contiguous; target may be x.  ``shifted``
+    (at least R rows of K float32) and ``scratch`` ((3, at least R * K) int32) are the caller's workspace.
+
+    Each row is shifted by its peak (NaN for a row holding one: the whole row is NaN, as in NumPy
+    and PyTorch); exp, the elementwise kernel's vectorised float32 one, then runs once over all
+    R rows, and each row's sum is accumulated in float64 by ``_sum``.
+    """
+    count, width = x.shape
+    for r in range(count):
+        row = x[r]
+        peak = row[0]
+        has_nan = False
+        for k in range(width):
+            peak = row[k] if row[k] > peak else peak  # a select, not a branch
+            has_nan |= row[k] != row[k]
+        if has_nan:
+            peak = np.float32(np.nan)
+        for k in range(width):
+            shifted[r, k] = row[k] - peak
+    flat_target = target.reshape(count * width)
+    vector_exp(flat_target, shifted[:count].reshape(count * width), count * width, scratch)
+    for r in range(count):
+        row = target[r]
+        scale = np.float32(1.0 / _sum(row, width, 0.0, 1))
+        for k in range(width):
+            row[k] = row[k] * scale

@@ -258,11 +258,8 @@ class MultiheadAttention(AttentionOp):
             k = xp.concat([k, xp.zeros((batch, 1, self.embed_dim), dtype=k.dtype)], axis=1)
             v = xp.concat([v, xp.zeros((batch, 1, self.embed_dim), dtype=v.dtype)], axis=1)
             attn_mask, padding_mask = self._pad_masks(attn_mask, padding_mask)
-        source = k.shape[1]
-        q, k, v = (self._split_heads(t) for t in (q, k, v))
-        additive = self._masks(attn_mask, padding_mask, batch, length, source, q.dtype)
-        out, weights = self.attention(q, k, v, 1.0 / math.sqrt(self.head_dim), additive, keep_weights=self.need_weights)
-        out = xp.reshape(xp.permute_dims(out, (0, 2, 1, 3)), (batch, length, self.embed_dim))
+        additive = self._masks(attn_mask, padding_mask, batch, length, k.shape[1], q.dtype)
+        out, weights = self.multi_head(q, k, v, additive)
         out = self.project("out", out, self.out_proj_t, self.out_bias)
         if unbatched:
             out = out[0]
@@ -293,6 +290,15 @@ class MultiheadAttention(AttentionOp):
         if bias is not None:
             y += bias
         return y
+
+    def multi_head(self, q, k, v, masks):
+        """``attend`` for each head of the (N, L, E) queries and (N, S, E) keys and values: the (N, L, E)
+        output, heads side by side, and the weights when the op gives them (else None).  A backend's
+        kernel may compute it another way."""
+        batch, length = q.shape[:2]
+        q, k, v = (self._split_heads(t) for t in (q, k, v))
+        out, weights = self.attention(q, k, v, 1.0 / math.sqrt(self.head_dim), masks, keep_weights=self.need_weights)
+        return self.xp.reshape(self.xp.permute_dims(out, (0, 2, 1, 3)), (batch, length, self.embed_dim)), weights
 
     def _split_heads(self, x):
         """(N, T, E) -> (N, heads, T, head_dim)."""

@@ -264,7 +264,7 @@ def test_compiled_layer_norm_matches_float64():
         np.testing.assert_allclose(op.forward(x), expected, atol=TOLERANCE)
 
 
-@pytest.mark.parametrize("shape", [(2, 3, 7), (5, 1), (3, 197), (1, 1031)])
+@pytest.mark.parametrize("shape", [(2, 3, 7), (5, 1), (3, 197), (1, 1031), (2, 5000), (4, 80, 20)])
 def test_compiled_softmax_matches_float64(shape):
     from kuiper.backends.base import Backend
     from kuiper.numba_kernels.norm import softmax_last_axis

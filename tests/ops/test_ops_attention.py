@@ -258,6 +258,61 @@ def test_mha_attn_mask_and_key_padding_mask(tmp_path, kind, zero_attn):
     np.testing.assert_allclose(weights, want_weights, atol=1e-6)
 
 
+HEAD_MASKS = {
+    "none": lambda r, n, h, l, s: (None, None),
+    "bool_2d": lambda r, n, h, l, s: (r.random((l, s)) > 0.7, None),
+    "float_3d": lambda r, n, h, l, s: (r.standard_normal((n * h, l, s)).astype(np.float32), None),
+    "padding": lambda r, n, h, l, s: (None, r.random((n, s)) > 0.6),
+    "both": lambda r, n, h, l, s: (r.standard_normal((l, s)).astype(np.float32),
+                                   np.where(r.random((n, s)) > 0.6, -np.inf, 0.0).astype(np.float32)),
+}
+
+
+@pytest.mark.parametrize("kind", list(HEAD_MASKS))
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("cross", [False, True], ids=["self", "cross"])
+def test_mha_output_alone_with_every_mask(tmp_path, monkeypatch, kind, batch_first, cross):
+    """Without the weights output, the compiled kernels run every head in one loop (when numba is on):
+    the same output as the float64 reference, for self- and cross-attention and every mask."""
+    from kuiper.numba_kernels import attention_native, available
+
+    ran = []
+    if available():  # else (no numba) the reference runs
+        heads_kernel = attention_native.kernels.attend_heads
+        monkeypatch.setattr(attention_native.kernels, "attend_heads", lambda *args: ran.append(True) or heads_kernel(*args))
+    w = mha_weights(16, seed=11)
+    r = rng(11)
+    n, heads, length, source = 2, 4, 3, (6 if cross else 3)
+    layout = (lambda t, b: (b, t, 16)) if batch_first else (lambda t, b: (t, b, 16))
+    q = r.standard_normal(layout(length, n)).astype(np.float32)
+    kv = r.standard_normal(layout(source, n)).astype(np.float32) if cross else q
+    attn_mask, padding = HEAD_MASKS[kind](r, n, heads, length, source)
+    if padding is not None:
+        padding[:, 0] = 0 if padding.dtype != bool else False  # each query keeps a key
+    arrays, keys = [q] + ([kv] if cross else []), [None] + ([None] if cross else [])
+    for key, mask in (("attn_mask", attn_mask), ("key_padding_mask", padding)):
+        if mask is not None:
+            arrays.append(mask)
+            keys.append(key)
+    (out,) = mha(tmp_path, arrays, keys, w, heads, n_out=1, batch_first=batch_first)
+    np.testing.assert_allclose(out, mha_reference(q, kv, kv, w, heads, batch_first, attn_mask, padding)[0],
+                               rtol=1e-5, atol=1e-5)
+    assert bool(ran) == available()
+
+
+def test_mha_a_query_that_may_attend_to_nothing_is_nan_in_the_compiled_heads_too(tmp_path):
+    """PyTorch's MultiheadAttention gives NaN for a fully masked row; so do the reference and the kernel."""
+    w = mha_weights(8, seed=12)
+    x = rng(12).standard_normal((1, 4, 8)).astype(np.float32)
+    mask = np.zeros((4, 4), bool)
+    mask[2] = True
+    (out,) = mha(tmp_path, [x, mask], [None, "attn_mask"], w, 2, n_out=1, batch_first=True)
+    with np.errstate(invalid="ignore"):
+        want = mha_reference(x, x, x, w, 2, True, mask)[0]
+    assert np.isnan(out[0, 2]).all() and not np.isnan(np.delete(out, 2, axis=1)).any()
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
 def test_mha_reads_pnnx_mask_first_order(tmp_path):
     """pnnx writes a mask computed in the graph before the query, with $attn_mask on the last position."""
     w = mha_weights(8, seed=6)
