@@ -41,6 +41,10 @@ def test_names_where_numpy_is_not_the_standard_are_array_api_compats():
     lambda ns: ns.reshape(FLOATS.T, (-1,)),  # a copy: not contiguous
     lambda ns: ns.reshape(FLOATS, (2, 6), copy=True),
     lambda ns: ns.reshape(np.float32(1.5), (1, 1)),
+    lambda ns: ns.sum(FLOATS), lambda ns: ns.sum(FLOATS, axis=1, keepdims=True),
+    lambda ns: ns.sum(TIES, axis=(0, 1), dtype=ns.int64), lambda ns: ns.sum(np.int8(3)),
+    lambda ns: ns.max(FLOATS, axis=0), lambda ns: ns.max(TIES, axis=-1, keepdims=True),
+    lambda ns: ns.min(FLOATS), lambda ns: ns.min(TIES, axis=(0, 1)),
     lambda ns: ns.take_along_axis(FLOATS, ns.argsort(FLOATS, axis=1), axis=1),
     lambda ns: ns.var(FLOATS, axis=0, correction=1, keepdims=True),
     lambda ns: ns.matmul(FLOATS, FLOATS.T),

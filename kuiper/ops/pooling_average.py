@@ -44,7 +44,7 @@ class AvgPoolNd(Op):
         self._reciprocals = {}  # (sizes, dtype) -> table of 1/divisor, shaped like the output's spatial dims
 
     def _reciprocal_divisors(self, sizes, outs, dtype):
-        key = (tuple(sizes), str(dtype))
+        key = (tuple(sizes), dtype)  # the dtype object: its str() costs 2-3 us a call
         return self.cached(self._reciprocals, key, lambda: self._make_reciprocals(sizes, outs, dtype))
 
     def _make_reciprocals(self, sizes, outs, dtype):

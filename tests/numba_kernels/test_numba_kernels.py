@@ -157,6 +157,28 @@ def test_compiled_max_pool_matches_reference(case, shape):
     np.testing.assert_array_equal(got, expected)
 
 
+POOL1D_CASES = {
+    "4 s4 (M5)": {"kernel_size": [4], "stride": [4]},
+    "3 s2 p1": {"kernel_size": [3], "stride": [2], "padding": [1]},
+    "3 s2 dilation 2 ceil_mode": {"kernel_size": [3], "stride": [2], "padding": [1], "dilation": [2], "ceil_mode": True},
+    "5 default stride": {"kernel_size": [5]},
+}
+
+
+@pytest.mark.parametrize("case", POOL1D_CASES)
+@pytest.mark.parametrize("shape", [(2, 5, 29), (3, 17)])
+def test_compiled_max_pool_1d_matches_reference(case, shape):
+    from kuiper.ops.pooling_max import MaxPool1d
+
+    node = pnnx_node("nn.MaxPool1d", "pool", ["x"], ["y"], params=POOL1D_CASES[case])
+    x = inputs(shape)
+    x.flat[7] = np.nan  # propagated like the reference
+    expected = MaxPool1d(node, get_backend("numpy")).forward(x)
+    got = compiled_pooling.CompiledMaxPool1d(node, get_backend("numpy")).forward(x)
+    assert got.dtype == np.float32 and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
 AVG_POOL_CASES = {
     "3x3 s1 p1 no pad count (PoolFormer)": {"kernel_size": [3, 3], "stride": [1, 1], "padding": [1, 1],
                                             "count_include_pad": False},
