@@ -8,6 +8,11 @@ child process that loads one engine, warms it up and times ``--runs`` calls (mor
 so fast that they would take under a quarter of a second); the two engines
 alternate, ``--rounds`` times each, and the median of each engine's medians is kept.
 
+``--statistic p10`` keeps each child's 10th percentile instead of its median.  On a shared VM
+whose speed changes in runs of tens of calls (every op of a call slower alike, one engine or
+the other), the medians of two rounds differed by up to 2x; the 10th percentile, the speed
+of the calls the machine did not slow, moved by a few percent (docs/performance.md).
+
 Each folder is a pnnx export (``model.pnnx.param`` and ``model.pnnx.bin`` for kuiper, pnnx's
 traced TorchScript ``model.pt`` for PyTorch), fed one seeded random input of the shapes the
 param file declares (batch 1 where a dim is open).  Outputs are not compared here: the
@@ -38,7 +43,7 @@ MAX_RUNS = 2000
 
 
 def child(engine: str, folder: Path, inputs_file: Path, threads: int, runs: int, warmup: int) -> dict:
-    """In the child process: load one engine, time ``runs`` calls; returns {load_ms, median_ms}."""
+    """In the child process: load one engine, time ``runs`` calls; returns {load_ms, median_ms, p10_ms}."""
     import numpy as np
 
     arrays = list(np.load(inputs_file).values())
@@ -75,7 +80,8 @@ def child(engine: str, folder: Path, inputs_file: Path, threads: int, runs: int,
         start = time.perf_counter()
         call()
         times.append((time.perf_counter() - start) * 1e3)
-    return {"load_ms": load_ms, "median_ms": statistics.median(times)}
+    times.sort()
+    return {"load_ms": load_ms, "median_ms": statistics.median(times), "p10_ms": times[len(times) // 10]}
 
 
 def random_inputs(folder: Path, path: Path) -> list[tuple[int, ...]]:
@@ -94,7 +100,7 @@ def random_inputs(folder: Path, path: Path) -> list[tuple[int, ...]]:
     return [a.shape for a in arrays.values()]
 
 
-def time_model(folder: Path, threads: int, runs: int, warmup: int, rounds: int) -> dict:
+def time_model(folder: Path, threads: int, runs: int, warmup: int, rounds: int, statistic: str = "median") -> dict:
     from kuiper.errors import KuiperError
 
     with tempfile.TemporaryDirectory() as scratch:
@@ -114,10 +120,11 @@ def time_model(folder: Path, threads: int, runs: int, warmup: int, rounds: int) 
                 if done.returncode != 0:
                     return {"model": folder.name, "error": f"{engine}: {done.stderr.strip().splitlines()[-1:]}"}
                 result = json.loads(done.stdout.strip().splitlines()[-1])
-                medians[engine].append(result["median_ms"])
+                medians[engine].append(result[f"{statistic}_ms"])
                 loads[engine].append(result["load_ms"])
     kuiper_ms, torch_ms = (statistics.median(medians[engine]) for engine in ENGINES)
-    return {"model": folder.name, "shapes": shapes, "threads": threads, "kuiper_ms": kuiper_ms, "torch_ms": torch_ms,
+    return {"model": folder.name, "shapes": shapes, "threads": threads, "statistic": statistic,
+            "kuiper_ms": kuiper_ms, "torch_ms": torch_ms,
             "ratio": kuiper_ms / torch_ms, "kuiper_rounds": medians["kuiper"], "torch_rounds": medians["torch"],
             "load_ms": {engine: statistics.median(loads[engine]) for engine in ENGINES},
             "load_average": os.getloadavg()[0]}
@@ -126,7 +133,9 @@ def time_model(folder: Path, threads: int, runs: int, warmup: int, rounds: int) 
 def table(results_file: Path) -> str:
     rows = [json.loads(line) for line in results_file.read_text().splitlines() if line.strip()]
     timed = sorted((row for row in rows if "ratio" in row), key=lambda row: row["ratio"])
-    lines = ["| model | kuiper ms | PyTorch ms | kuiper / PyTorch | rounds kuiper | rounds PyTorch |",
+    statistic = timed[0].get("statistic", "median") if timed else "median"
+    lines = [f"| model | kuiper ms ({statistic}) | PyTorch ms ({statistic}) | kuiper / PyTorch | rounds kuiper | "
+             "rounds PyTorch |",
              "|---|---|---|---|---|---|"]
     for row in timed:
         rounds = [" / ".join(f"{value:.1f}" for value in row[key]) for key in ("kuiper_rounds", "torch_rounds")]
@@ -152,6 +161,9 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=10, help="timed calls per child process (default 10)")
     parser.add_argument("--warmup", type=int, default=3, help="untimed calls first (default 3)")
     parser.add_argument("--rounds", type=int, default=2, help="child processes per engine, alternating (default 2)")
+    parser.add_argument("--statistic", choices=("median", "p10"), default="median",
+                        help="what each child reports of its calls: the median, or the 10th percentile (steadier "
+                             "on a shared machine) (default median)")
     parser.add_argument("--out", type=Path, help="append one JSON line per model here (models already there are skipped)")
     parser.add_argument("--table", type=Path, metavar="RESULTS", help="print the markdown table of a results file")
     parser.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
@@ -168,7 +180,7 @@ def main(argv=None) -> int:
         done = {json.loads(line)["model"] for line in args.out.read_text().splitlines() if line.strip()}
     folders = [folder for folder in args.folders if (folder / "model.pt").exists() and folder.name not in done]
     for number, folder in enumerate(folders, 1):
-        result = time_model(folder, args.threads, args.runs, args.warmup, args.rounds)
+        result = time_model(folder, args.threads, args.runs, args.warmup, args.rounds, args.statistic)
         shown = f"{result['ratio']:.2f}" if "ratio" in result else result["error"]
         print(f"[{number}/{len(folders)}] {folder.name}: {shown}", file=sys.stderr, flush=True)
         if args.out:
