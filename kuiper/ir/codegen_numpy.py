@@ -205,12 +205,16 @@ class CompiledExpression:
         host, target, fn, sources, slot, _, first_dtype = steps[0]
         if host or slot is None or first_dtype is not None or self._results != [target]:
             return None
-        first_constant = len(self._params) + len(self._instructions)
-        operands = tuple((True, source) if source < len(self._params) else
-                         (False, self._register_tail[source - len(self._params)]) for source in sources)
-        if any(is_input is False and source < first_constant for (is_input, _), source in zip(operands, sources)):
-            return None
-        return fn, operands
+        inputs, first_constant = len(self._params), len(self._params) + len(self._instructions)
+        operands = []
+        for source in sources:
+            if source < inputs:
+                operands.append((True, source))
+            elif source >= first_constant:
+                operands.append((False, self._register_tail[source - inputs]))
+            else:
+                return None  # another instruction's result: more than one step
+        return fn, tuple(operands)
 
     def _single_step_call(self, inputs, shape, out):
         fn, operands = self._one_step

@@ -85,7 +85,7 @@ class NativeMultiheadAttention(OneDnnAttention, reference.MultiheadAttention):
             mask = addend if mask is None else mask + addend
         out = np.empty((batch, length, v.shape[2]), np.float32)
         kernels.attend_heads(work, q, k, v, NO_MASK if mask is None else np.ascontiguousarray(mask), mask is not None,
-                             np.float32(1.0 / math.sqrt(self.head_dim)), self.num_heads, out)
+                             np.float32(self.scale), self.num_heads, out)
         return out, None
 
     def project(self, name: str, x, weight_t, bias):

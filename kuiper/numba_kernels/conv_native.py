@@ -60,10 +60,9 @@ class OneDnnPath:
         """The op (and its epilogue) on oneDNN, or None where it does not apply to these inputs."""
         if not isinstance(x, onednn.Blocked) and not (isinstance(x, np.ndarray) and x.dtype == np.float32):
             return None  # the reference takes these, and raises its errors
-        shapes = self._shapes_by_input.get(x.shape)
-        if shapes is None:
-            shapes = self.cached(self._shapes_by_input, x.shape, lambda: self._shapes_for(x.shape))
-        out_shape, budget_shapes = shapes
+        if x.shape not in self._shapes_by_input and len(self._shapes_by_input) >= MAX_SHAPES:
+            self._shapes_by_input.clear()  # a model fed ever new shapes (sequence lengths) keeps the recent ones
+        out_shape, budget_shapes = self.cached(self._shapes_by_input, x.shape, lambda: self._shapes_for(x.shape))
         if out_shape is None:
             return None
         # The size budget, before anything of that size is made.
@@ -89,8 +88,6 @@ class OneDnnPath:
         """(the output shape, the shapes the size budget is checked for) of an input of ``in_shape``;
         (None, ()) where oneDNN does not take it: unbatched or empty (the reference takes those, and
         raises its shape errors), or giving an empty output."""
-        if len(self._shapes_by_input) >= MAX_SHAPES:
-            self._shapes_by_input.clear()  # a model fed ever new shapes (sequence lengths) keeps the recent ones
         if len(in_shape) != self.spatial + 2 or in_shape[0] == 0 or in_shape[1] != self.static_weight.in_channels:
             return None, ()
         out_shape = self.native.output_shape(in_shape)

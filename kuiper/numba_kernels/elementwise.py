@@ -22,7 +22,7 @@ from ..ir.codegen_numpy import compile_elementwise as compile_numpy
 from ..ir.linearize import linearize
 from ..ir.nodes import Binary, Call, Cast, Compare, Const, Function, Select, Unary, Var
 from . import kernel_codes as codes
-from .runtime import PARALLEL_WORK, KernelModule, threads
+from .runtime import PARALLEL_WORK, KernelModule, launch_width
 
 vm = KernelModule("elementwise_kernels")
 
@@ -250,8 +250,8 @@ class CompiledElementwise:
         size = flat_out.size
         padded = slots + [slots[0]] * (codes.INPUT_SLOTS - len(slots))
         work = size * len(code)
-        count = threads()  # asked once: each ask reads the model's cap (or the environment)
-        parallel = work >= PARALLEL_WORK and count > 1
+        count = launch_width(work)
+        parallel = count > 1
         self.last_path = "parallel" if parallel else "serial"
         # On the calling thread, one block: the same operations on every element as in the parallel
         # version's blocks.

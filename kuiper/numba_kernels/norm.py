@@ -15,7 +15,7 @@ import numpy as np
 
 from ..ops import norm_layer as reference_norm
 from ..ops.norm_batch import InstanceNorm
-from .runtime import PARALLEL_WORK, KernelModule, threads
+from .runtime import KernelModule, launch_width
 
 kernels = KernelModule("norm_kernels")
 
@@ -93,10 +93,9 @@ def softmax_last_axis(x) -> bool:
     if x.dtype != np.float32 or not x.flags.c_contiguous or not x.flags.writeable or x.ndim < 1 or x.size == 0:
         return False
     rows = x.reshape(-1, x.shape[-1])
-    count = threads()
-    parallel = 8 * rows.size >= PARALLEL_WORK and count > 1
+    count = launch_width(8 * rows.size)
     # On the calling thread, one block: each block makes its own scratch rows.
-    kernels.softmax_rows.launch(parallel, rows, min(rows.shape[0], 4 * count) if parallel else 1, rows)
+    kernels.softmax_rows.launch(count > 1, rows, min(rows.shape[0], 4 * count) if count > 1 else 1, rows)
     return True
 
 

@@ -175,6 +175,12 @@ def threads() -> int:
     return max(1, min(wanted, limit))
 
 
+def launch_width(work: int) -> int:
+    """The threads a launch of ``work`` runs on: ``threads()`` once the work reaches PARALLEL_WORK,
+    else 1 (the serial build, on the calling thread; the thread count is then not even asked)."""
+    return threads() if work >= PARALLEL_WORK else 1
+
+
 @functools.cache
 def _thread_limit() -> int:
     """numba's pool size, fixed when numba is imported (asked per launch: cached)."""
@@ -260,14 +266,14 @@ class Kernel:
 
     @staticmethod
     def takes_parallel(work: int) -> bool:
-        return work >= PARALLEL_WORK and threads() > 1
+        return launch_width(work) > 1
 
     def __call__(self, work: int, *args):
         return self.launch(self.takes_parallel(work), *args)
 
     def launch(self, parallel: bool, *args):
         """The parallel version on ``threads()`` threads, or the serial one on the calling thread: for a
-        caller that has made the choice itself (it asked ``threads()`` once for other reasons)."""
+        caller that has made the choice itself (with ``launch_width``, whose count it also needs)."""
         if parallel:
             with launch_threads():
                 return self.parallel(*args)

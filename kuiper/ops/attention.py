@@ -147,6 +147,7 @@ class MultiheadAttention(AttentionOp):
         if self.embed_dim % self.num_heads:
             raise self.error(f"embed_dim={self.embed_dim} must be a positive multiple of num_heads={self.num_heads}")
         self.head_dim = self.embed_dim // self.num_heads
+        self.scale = 1.0 / math.sqrt(self.head_dim)  # of each head's scores
         self.kdim = self.int_param("kdim", default=self.embed_dim)
         self.vdim = self.int_param("vdim", default=self.embed_dim)
         if len(self.node.outputs) not in (1, 2):
@@ -297,7 +298,7 @@ class MultiheadAttention(AttentionOp):
         kernel may compute it another way."""
         batch, length = q.shape[:2]
         q, k, v = (self._split_heads(t) for t in (q, k, v))
-        out, weights = self.attention(q, k, v, 1.0 / math.sqrt(self.head_dim), masks, keep_weights=self.need_weights)
+        out, weights = self.attention(q, k, v, self.scale, masks, keep_weights=self.need_weights)
         return self.xp.reshape(self.xp.permute_dims(out, (0, 2, 1, 3)), (batch, length, self.embed_dim)), weights
 
     def _split_heads(self, x):
