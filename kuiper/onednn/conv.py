@@ -215,7 +215,7 @@ class Convolution:
         if convolution is None:  # oneDNN picks the layouts (blocked)
             convolution = self._primitive(shape, Layout.any(library, shape), Layout.any(library, out_shape), right)
         source, result = convolution.layout(ARG_SRC), convolution.layout(ARG_DST)
-        constants = {ARG_WEIGHTS: self._weight_in(convolution.layout(ARG_WEIGHTS))}
+        constants = {ARG_WEIGHTS: self._weight_in(convolution.layout(ARG_WEIGHTS), threads)}
         if self.bias is not None:
             constants[ARG_BIAS] = self.bias
         reads_plain = source == plain_in
@@ -251,14 +251,17 @@ class Convolution:
             return (self.out_channels, self.in_channels) + self.kernel
         return (self.groups, self.out_channels // self.groups, self.in_channels // self.groups) + self.kernel
 
-    def _weight_in(self, layout: Layout) -> tuple[Layout, np.ndarray]:
-        """The weight reordered into ``layout``: once per layout, shared by the plans that want it."""
+    def _weight_in(self, layout: Layout, threads: int) -> tuple[Layout, np.ndarray]:
+        """The weight reordered into ``layout``: once per layout, shared by the plans that want it.
+
+        The reorder runs on ``threads``, the plan's count, which the caller has set and the reorder
+        is made for: a model asked to keep to one thread keeps to it on its first call too."""
         for kept in self.weights:
             if kept[0] == layout:
                 return kept
         buffer = layout.empty()
         reorder(self.library, self.plain_weight[0], layout).run({ARG_SRC: self.plain_weight, ARG_DST: (layout, buffer)},
-                                                               threads=self.library.threads(None))
+                                                               threads=threads)
         self.weights.append((layout, buffer))
         return self.weights[-1]
 

@@ -13,7 +13,7 @@ import pytest
 
 from kuiper import onednn
 from kuiper.onednn import conv as onednn_conv
-from kuiper.onednn.primitives import MAX_PLANS
+from kuiper.onednn.primitives import MAX_PLANS, Primitive
 
 pytestmark = pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
 
@@ -135,6 +135,18 @@ def test_results_do_not_depend_on_the_thread_count_and_plans_are_kept_per_shape_
         conv(np.repeat(x[:1], batch, axis=0), threads=1)
     assert len(conv.plans) == MAX_PLANS  # the oldest plans went first
     assert (x.shape, 1) not in conv.plans
+
+
+def test_every_primitive_of_a_one_thread_plan_runs_on_one_thread(monkeypatch):
+    """The weight's reorder too: a model asked to keep to one thread keeps to it on its first call."""
+    monkeypatch.setattr(onednn_conv, "PLAIN_CONV_WORK", 0)  # blocked: the weight is reordered
+    conv, x, expected = make_case("3x3 s1 p1")
+    counts = []
+    run = Primitive.run
+    monkeypatch.setattr(Primitive, "run", lambda self, arguments, threads: (counts.append(threads),
+                                                                          run(self, arguments, threads)))
+    assert np.max(np.abs(conv(x, threads=1) - expected)) <= TOLERANCE
+    assert len(counts) >= 3 and set(counts) == {1}  # the weight's reorder, the input's, the convolution
 
 
 def test_a_tiny_convolution_runs_on_one_thread_whatever_was_asked():
