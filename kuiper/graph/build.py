@@ -22,6 +22,7 @@ from .constant_fold import fold_constants
 from .conv_crop import fold_crops_into_convs
 from .fusion import fuse_elementwise
 from .heap import keep_freed_memory
+from .hoist import hoist_unary_elementwise
 from .model import Model, TensorSpec
 from .native_layouts import agree_on_layouts
 from .plan import Step
@@ -192,6 +193,7 @@ def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) 
     if fuse:
         order = fold_crops_into_convs(order, ir.operands, output_operands)
         order = fold_constants(order, ir.operands, output_operands, backend.name)
+        order = hoist_unary_elementwise(order, output_operands, backend.name)
         order, fused_groups = fuse_elementwise(order, output_operands, backend.name)
 
     compute = order

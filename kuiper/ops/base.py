@@ -40,6 +40,9 @@ class Op:
     # True when every output is a new array that aliases no input and no buffer kept by
     # the op, so the graph may let the next op overwrite it once no one else reads it.
     fresh_output: ClassVar[bool] = False
+    # True when the op's one output holds its one input's elements, each once, unchanged, in another
+    # shape or order (reshape, permute): an elementwise function commutes with it (kuiper/graph/hoist.py).
+    rearranges: ClassVar[bool] = False
     # Set by the graph: positions of inputs nobody reads after this op, whose buffers
     # this op may overwrite (e.g. as out= of an elementwise result).
     donated_inputs: frozenset = frozenset()

@@ -12,6 +12,7 @@ class Permute(DimsOp):
     """torch.permute, and the canonical Transpose: ``dims`` is the permutation (result dim i is input dim dims[i])."""
 
     types = ("Transpose",)
+    rearranges = True
 
     def forward(self, x):
         if len(self.dims) != x.ndim:
@@ -24,6 +25,7 @@ class Permute(DimsOp):
 
 class Transpose(Op):
     types = ("SwapAxes",)
+    rearranges = True
     arity = 1
     params = (Int("dim0"), Int("dim1"))
 
@@ -39,6 +41,7 @@ class MatrixTranspose(Op):
     """torch.t: transposes a 2-D tensor; 0-D and 1-D come back unchanged."""
 
     types = ("MatrixTranspose",)
+    rearranges = True
     arity = 1
 
     def forward(self, x):
@@ -51,6 +54,7 @@ class Flip(DimsOp):
     """torch.flip, and the canonical Reverse: ``dims`` are the dims reversed."""
 
     types = ("Reverse",)
+    rearranges = True
 
     def forward(self, x):
         axes = tuple(sorted({normalize_axis(d, x.ndim, self) for d in self.dims}))
@@ -61,6 +65,7 @@ class Roll(Op):
     """torch.roll: shift along dims; without dims the flattened tensor is rolled."""
 
     types = ("Roll",)
+    rearranges = True
     arity = 1
     params = (Ints("shifts"), Ints("dims", default=None))
 

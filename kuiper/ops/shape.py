@@ -108,6 +108,7 @@ class Reshape(ShapeArgOp):
     from an expression."""
 
     types = ("Reshape",)
+    rearranges = True
     shape_key = "shape"
 
     _last_resolved: tuple = ((), None, None)  # (input shape, shape argument, resolved shape) of the latest call
@@ -140,6 +141,7 @@ class ReshapeAs(LikeOther):
 
 class Flatten(Op):
     types = ("Flatten",)
+    rearranges = True
     arity = 1
     params = (Int("start_dim", default=0), Int("end_dim", default=-1))
 
@@ -158,6 +160,7 @@ class Unflatten(Op):
     """Tensor.unflatten(dim, sizes): split one dim into several; one size may be -1."""
 
     types = ("Unflatten",)
+    rearranges = True
     arity = 1
     params = (Int("dim"), Ints("sizes"))
 
@@ -171,6 +174,7 @@ class Squeeze(Op):
     """Drop size-1 dims: all of them (no ``dim``), or the listed ones that have size 1."""
 
     types = ("Squeeze",)
+    rearranges = True
     arity = 1
     params = (Ints("dim", default=None, attr="dims"),)
 
@@ -186,6 +190,7 @@ class Squeeze(Op):
 
 class Unsqueeze(Op):
     types = ("Unsqueeze",)
+    rearranges = True
     arity = 1
     params = (Int("dim"),)
 
@@ -199,6 +204,7 @@ class Identity(Op):
     clone, positive) and HLO's copies, barriers and single-device collectives are all this."""
 
     types = ("Identity",)
+    rearranges = True
     arity = 1
 
     def forward(self, x):

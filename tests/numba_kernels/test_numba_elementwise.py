@@ -33,6 +33,14 @@ def compile_math(build, arity, dtype="float32"):
     return compiled.CompiledElementwise(function), compile_numpy(function)
 
 
+def interpreted(run):
+    """``run`` taking the interpreter from its own floor (MIN_ELEMENTS) up, for a short program of
+    cheap steps too, which otherwise stays on NumPy below PARALLEL_WORK: so the interpreter's
+    answers for such programs are checked at a test's size."""
+    run.min_elements = compiled.MIN_ELEMENTS
+    return run
+
+
 def ulps_apart(got, want):
     """Distance in float32 units in the last place (sign-aware), for finite values."""
     as_int = lambda a: np.where(a.view(np.int32) < 0, np.int32(-2**31) - a.view(np.int32), a.view(np.int32))
@@ -91,7 +99,7 @@ def test_activations_match_float64(name):
     rng = np.random.default_rng(0)
     x = (rng.standard_normal(SIZE) * 6).astype(np.float32)
     x[:8] = [-3e-8, 1e-7, -20, 20, -88, 88, -1000, 1000]
-    run, _ = compile_math(build, 1)
+    run = interpreted(compile_math(build, 1)[0])
     got = run(x)
     assert run.last_path in ("serial", "parallel")
     want = np.array([reference(v) for v in x.astype(np.float64)])
@@ -118,6 +126,7 @@ def test_two_inputs_constants_and_one_element_inputs_match_numpy():
 def test_one_element_inputs_change_between_calls_and_keep_numpys_result_shape():
     x = np.random.default_rng(6).standard_normal(5000).astype(np.float32)
     run, reference = compile_math(lambda v, s: make.mul(make.add(v, s), s), 2)
+    interpreted(run)
     for scale in (np.float32([2.0]), np.float32([-0.5])):  # the same tables, new values
         np.testing.assert_array_equal(run(x, scale), reference(x, scale))
         assert run.last_path in ("serial", "parallel")

@@ -2,7 +2,9 @@
 
 Below ``MIN_ELEMENTS`` output elements a call must not prepare the interpreter's
 arguments at all (that cost more than the tiny NumPy passes); at and above it, the
-interpreter still runs.  Values are checked against float64 references.
+interpreter still runs, except for short programs of cheap steps, which NumPy runs
+faster up to the parallel line.  Values are checked against float64 references, or
+the two paths against each other.
 """
 
 from __future__ import annotations
@@ -70,15 +72,38 @@ def test_a_large_broadcast_input_with_a_small_one_goes_to_numpy():
     np.testing.assert_array_equal(got, (big + row) * big)
 
 
-@pytest.mark.parametrize("step", [make.add, make.sub, make.mul, make.div])
-def test_one_arithmetic_step_stays_on_numpy_below_the_parallel_line_with_the_interpreters_bits(step):
-    run = compile_math(step, 2)
-    a, b = (RNG.standard_normal((40, 1000)).astype(np.float32) for _ in range(2))
-    got = run(a, b)
-    assert run.last_path == "numpy"  # no numba for it: ViT's position-embedding add
-    large = compiled.PARALLEL_WORK // 4 + 1
-    x, y = a.reshape(-1)[:1].repeat(large), b.reshape(-1)[:1].repeat(large)
-    x[: a.size], y[: b.size] = a.reshape(-1), b.reshape(-1)
-    interpreted = run(x, y)
+CHEAP = {  # short programs of cheap steps: NumPy below the parallel line
+    "add": (make.add, 2),
+    "div": (make.div, 2),
+    "relu": (composites.relu, 1),
+    "leaky relu (3 steps)": (lambda x: composites.leaky_relu(x, 0.01), 1),
+    "box decode (3 steps)": (lambda x, grid: make.mul(make.add(make.mul(x, 2.0), grid), 8.0), 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHEAP))
+def test_short_cheap_programs_stay_on_numpy_below_the_parallel_line_with_the_interpreters_bits(name):
+    build, arity = CHEAP[name]
+    run = compile_math(build, arity)
+    assert run.program.is_cheap()
+    small = [RNG.standard_normal((40, 1000)).astype(np.float32) for _ in range(arity)]
+    got = run(*small)
+    assert run.last_path == "numpy"  # no numba for it: ViT's position-embedding add, YOLO's box decode
+    large = []
+    for value in small:  # the same values first, then more of them, up to the parallel line
+        grown = np.resize(value.reshape(-1), compiled.PARALLEL_WORK)
+        large.append(grown)
+    interpreted = run(*large)
     assert run.last_path in ("serial", "parallel")
-    np.testing.assert_array_equal(got.reshape(-1), interpreted[: a.size])  # IEEE: the same bits either way
+    np.testing.assert_array_equal(got.reshape(-1), interpreted[: got.size])  # IEEE: the same bits either way
+
+
+@pytest.mark.parametrize("build", [composites.sigmoid, composites.hardswish, composites.gelu],
+                         ids=["sigmoid (exp)", "hardswish (5 steps)", "gelu (erf)"])
+def test_transcendental_or_longer_programs_take_the_interpreter_from_min_elements(build):
+    run = compile_math(build, 1)
+    assert not run.program.is_cheap()
+    x = RNG.standard_normal((4, compiled.MIN_ELEMENTS // 4)).astype(np.float32)
+    got = run(x)
+    assert run.last_path in ("serial", "parallel")
+    np.testing.assert_allclose(got, run.numpy_path(x), rtol=3e-6, atol=4e-7)
