@@ -39,7 +39,7 @@ from kuiper.ir.linearize import linearize
 from kuiper.ir.nodes import Assign, Const, DimSize, Function, IRExpr, Var
 from kuiper.ir.printer import print_ir
 from kuiper.ir.scalars import apply_to_scalars
-from kuiper.ir.xp_ops import resolve
+from kuiper.ir.xp_ops import clip_against, resolve
 
 _ALL_INPUTS = "all"  # the dependency key of full-size values when all inputs share a shape
 
@@ -88,7 +88,7 @@ class CompiledExpression:
         # ReLU) runs it directly when the inputs are arrays of one shape and of the compiled
         # dtypes: a quarter of the step table's 4 us on a small tensor.
         self._one_step = self._single_step()
-        self._run_one_step = numpy.errstate(all="ignore")(self._single_step_call)
+        self._run_one_step = self._clip_step() or numpy.errstate(all="ignore")(self._single_step_call)
 
     # --- compile time ---------------------------------------------------------------------
 
@@ -215,6 +215,21 @@ class CompiledExpression:
             else:
                 return None  # another instruction's result: more than one step
         return fn, tuple(operands)
+
+    def _clip_step(self):
+        """The single step as ``run(inputs, shape, out)`` when it is one clip of its one input against
+        a constant (a ReLU, a clamp: xp_ops.clip_against); else None.  A clip raises no floating-point
+        warnings, so it runs without errstate's context (a ReLU on a small tensor: 12 us -> 4)."""
+        if self._one_step is None or len(self._one_step[1]) != 2:
+            return None
+        fn, ((first_is_input, first), (second_is_input, second)) = self._one_step
+        if first_is_input == second_is_input:
+            return None
+        position, constant = (first, second) if first_is_input else (second, first)
+        clip = clip_against(self.xp, fn, constant, self._param_dtypes[position])
+        if clip is None:
+            return None
+        return lambda inputs, shape, out: clip(inputs[position], out)
 
     def _single_step_call(self, inputs, shape, out):
         fn, operands = self._one_step

@@ -83,9 +83,30 @@ def _bound(xp, op: str, a, b, out=None):
     kind = getattr(getattr(array, "dtype", None), "kind", None)
     if scalar is None or kind != "f" or scalar != scalar or (out is not None and out.dtype != array.dtype):
         return ufunc(a, b) if out is None else ufunc(a, b, out=out)
-    to_dtype = array.dtype.type
-    low, high = (to_dtype(scalar), to_dtype(float("inf"))) if op == "max" else (to_dtype(float("-inf")), to_dtype(scalar))
+    low, high = _clip_bounds(op, scalar, array.dtype.type)
     return xp.clip(array, low, high) if out is None else xp.clip(array, low, high, out=out)
+
+
+def _clip_bounds(op: str, scalar, to_dtype) -> tuple:
+    """(low, high) of the clip computing ``op`` ("max" or "min") against ``scalar``, in ``to_dtype``."""
+    if op == "max":
+        return to_dtype(scalar), to_dtype(float("inf"))
+    return to_dtype(float("-inf")), to_dtype(scalar)
+
+
+def clip_against(xp, fn: Callable, constant, scalar_type) -> Callable | None:
+    """``fn``, a max or min that ``resolve`` made, of an array of ``scalar_type`` (``xp.float32``)
+    against ``constant``, as ``call(array, out)``: one clip (the array's own method, without
+    np.clip's dispatch), its bounds made once.  None where ``_bound`` would not clip (not a
+    bound, an integer array, a NaN bound)."""
+    if not (isinstance(fn, functools.partial) and fn.func is _bound and fn.args[0] is xp):
+        return None
+    if not _is_plain_number(constant) or constant != constant:
+        return None
+    if getattr(getattr(scalar_type(0), "dtype", None), "kind", None) != "f":
+        return None
+    low, high = _clip_bounds(fn.args[1], constant, scalar_type)
+    return lambda array, out: array.clip(low, high, out=out)
 
 
 def _has_clip_with_out(xp) -> bool:

@@ -3,6 +3,9 @@
 import numpy as np
 import pytest
 
+from kuiper.ir import make
+from kuiper.ir.codegen_numpy import compile_elementwise
+from kuiper.ops.elementwise import ElementwiseMath, function_for
 from kuiper.pnnx_expr import evaluate
 
 X = np.array([[np.nan, -np.inf, -2.5, -0.0, 0.0, 1e-30, 3.0, 6.5, np.inf]], np.float32)
@@ -37,3 +40,32 @@ def test_two_tensors_use_maximum():
     a = np.array([1.0, np.nan, -1.0], np.float32)
     b = np.array([0.0, 2.0, np.nan], np.float32)
     np.testing.assert_array_equal(evaluate("maximum(@0,@1)", [a, b]), np.maximum(a, b))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("op, constant_first", [("max", False), ("max", True), ("min", False)])
+def test_a_compiled_bound_of_one_array_is_one_clip_with_maximums_results(dtype, op, constant_first):
+    """codegen_numpy runs max/min of its one input against a constant as one clip, bounds made once."""
+    bound = (lambda x: make.arith(op, 0.5, x)) if constant_first else (lambda x: make.arith(op, x, 0.5))
+    name = np.dtype(dtype).name
+    run = compile_elementwise(function_for(ElementwiseMath(bound, 1), (name,)), np)
+    assert run._clip_step() is not None  # the clip path, not the step table
+    x = X.astype(dtype)
+    reference = np.maximum if op == "max" else np.minimum
+    want = reference(x, dtype(0.5))
+    got = run(x)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, want)
+    out = np.empty_like(x)
+    assert run(x, out=out) is out
+    np.testing.assert_array_equal(out, want)
+
+
+def test_a_compiled_bound_of_integers_or_against_nan_is_no_clip():
+    integers = compile_elementwise(function_for(ElementwiseMath(lambda x: make.arith("max", x, 2), 1), ("int64",)), np)
+    assert integers._clip_step() is None
+    np.testing.assert_array_equal(integers(np.array([-3, 2, 7])), [2, 2, 7])
+    nan = compile_elementwise(function_for(ElementwiseMath(lambda x: make.arith("max", x, float("nan")), 1),
+                                           ("float32",)), np)
+    assert nan._clip_step() is None
+    assert np.isnan(nan(X)).all()
