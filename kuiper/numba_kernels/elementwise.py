@@ -11,7 +11,9 @@ A call fits when the function is float32 throughout (bools allowed in between, a
 inputs share one shape (at most ``INPUT_SLOTS`` of them; strided ones are copied), the other
 inputs hold one element (read as constants), and the output has at least
 ``MIN_ELEMENTS`` elements: below that, NumPy's few tiny passes cost less than
-preparing the call.
+preparing the call.  A short program of cheap steps (``CHEAP_CODES``, at most
+``CHEAP_STEPS``: a residual add, a ReLU, a box decode) needs ``PARALLEL_WORK``
+elements: NumPy runs each such step in one SIMD pass, faster than the interpreter.
 """
 
 from __future__ import annotations
