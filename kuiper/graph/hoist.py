@@ -51,6 +51,8 @@ def hoist_unary_elementwise(order: list[OpNode], model_outputs: list[str], backe
         function = order[place[name]]
         while (source := rearranging_source(function.inputs[0])) is not None:
             between = f"{function.outputs[0]}.before.{source.name}"  # a new operand: f of the source's input
+            while between in producer or between in readers:  # a name the model already uses
+                between += "'"
             moved = OpNode(type=function.type, name=function.name, inputs=list(source.inputs), outputs=[between],
                            params=function.params, attrs=function.attrs, input_keys=list(function.input_keys),
                            source=function.source)
