@@ -79,6 +79,14 @@ def write_model(tmp_path: Path, param_text: str, weights: dict[str, bytes] | Non
     return param
 
 
+def param_text(body: str) -> str:
+    """A .pnnx.param's text for ``body``, one op per line (indentation dropped): the magic number,
+    then the op count and the operand count, which is taken from the operand words of each line."""
+    lines = [line.strip() for line in body.strip().splitlines()]
+    operands = len({word for line in lines for word in line.split()[4:] if "=" not in word})
+    return f"7767517\n{len(lines)} {operands}\n" + "\n".join(lines) + "\n"
+
+
 _MODEL_NUMBERS = itertools.count()
 
 

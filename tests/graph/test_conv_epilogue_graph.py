@@ -14,7 +14,7 @@ import pytest
 import kuiper
 from kuiper import plugins
 
-from conftest import MODELS, reference_batches, write_model
+from conftest import MODELS, param_text, reference_batches, write_model
 
 pytest.importorskip("numba")
 from kuiper.numba_kernels import runtime  # noqa: E402  (needs numba)
@@ -39,10 +39,7 @@ WEIGHTS = {"c1.weight": W1.tobytes(), "c1.bias": B1.tobytes(), "c2.weight": W2.t
 
 
 def _load(tmp_path, body, weights=WEIGHTS, **options):
-    lines = body.strip().splitlines()
-    operands = len({word for line in lines for word in line.split()[4:] if "=" not in word})
-    text = f"7767517\n{len(lines)} {operands}\n" + "\n".join(line.strip() for line in lines) + "\n"
-    return kuiper.load(write_model(tmp_path, text, weights), **options)
+    return kuiper.load(write_model(tmp_path, param_text(body), weights), **options)
 
 
 def _float64_conv(x, weight, bias=None, pad=0):

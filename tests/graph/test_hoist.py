@@ -11,7 +11,7 @@ import numpy as np
 
 import kuiper
 
-from conftest import write_model
+from conftest import param_text, write_model
 
 RNG = np.random.default_rng(3)
 WEIGHT = (RNG.standard_normal((6, 4, 1, 1)) / 2).astype(np.float32)
@@ -32,10 +32,7 @@ pnnx.Output out 1 0 e
 
 
 def _load(tmp_path, body, **options):
-    lines = body.strip().splitlines()
-    operands = len({word for line in lines for word in line.split()[4:] if "=" not in word})
-    text = f"7767517\n{len(lines)} {operands}\n" + "\n".join(line.strip() for line in lines) + "\n"
-    return kuiper.load(write_model(tmp_path, text, WEIGHTS), **options)
+    return kuiper.load(write_model(tmp_path, param_text(body), WEIGHTS), **options)
 
 
 def _head64(x):

@@ -12,7 +12,7 @@ import kuiper
 from kuiper import onednn
 from kuiper.onednn.primitives import PRODUCT_WORK
 
-from conftest import write_model
+from conftest import param_text, write_model
 
 pytest.importorskip("numba")
 pytestmark = pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
@@ -26,10 +26,7 @@ TOLERANCE = 1e-5
 
 
 def _load(tmp_path, body, **options):
-    lines = body.strip().splitlines()
-    operands = len({word for line in lines for word in line.split()[4:] if "=" not in word})
-    text = f"7767517\n{len(lines)} {operands}\n" + "\n".join(line.strip() for line in lines) + "\n"
-    return kuiper.load(write_model(tmp_path, text, WEIGHTS), **options)
+    return kuiper.load(write_model(tmp_path, param_text(body), WEIGHTS), **options)
 
 
 def _linear(x):
