@@ -43,6 +43,7 @@ class CupyBackend(NumPyLikeBackend):
     name = "cupy"
     description = "NVIDIA GPU backend (CuPy for CUDA 13) with fused elementwise kernels"
     capabilities = frozenset({CUDA_SOURCE})
+    cpu_cache_blocking = False
 
     @classmethod
     def availability(cls):
@@ -73,6 +74,32 @@ class CupyBackend(NumPyLikeBackend):
         import numpy
 
         return numpy.asarray(array)
+
+    def sliding_window(self, x, window, axes):
+        # CuPy's sliding_window_view checks the window through a device array and reads the answer
+        # back: a host synchronisation per call (two per convolution).  The view is stride
+        # arithmetic on host integers, done here as NumPy's does it.
+        shape, strides = list(x.shape), list(x.strides)
+        for size, axis in zip(window, axes):
+            if not 0 <= size <= shape[axis]:
+                raise ValueError(f"window {tuple(window)} does not fit axis {axis} of shape {tuple(x.shape)}")
+            shape[axis] -= size - 1
+        return self.native.lib.stride_tricks.as_strided(
+            x, shape=tuple(shape) + tuple(window), strides=tuple(strides) + tuple(x.strides[axis] for axis in axes)
+        )
+
+    def scatter_add(self, target, indices, values):
+        cupy = self.native
+        if target.dtype.kind != "c":
+            cupy.add.at(target, indices, values)
+            return target
+        # CuPy's add.at takes real types only: add the real and the imaginary parts through a real
+        # view of the (contiguous, 1-D) target, where element i is [2i] and [2i + 1].
+        values = cupy.asarray(values, dtype=target.dtype)
+        parts = target.view(values.real.dtype)
+        cupy.add.at(parts, 2 * indices, values.real)
+        cupy.add.at(parts, 2 * indices + 1, values.imag)
+        return target
 
     # -- fused elementwise kernels ---------------------------------------------------
     def compile_elementwise(self, function):

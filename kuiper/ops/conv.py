@@ -217,7 +217,8 @@ class ConvNd(WithEpilogue, ConvBase):
         if self.dilation != (1, 1):
             return "im2col"
         if (
-            kernel == (3, 3)
+            self.backend.cpu_cache_blocking
+            and kernel == (3, 3)
             and self.stride == (1, 1)
             and self.groups == 1
             and min(weight.in_channels, weight.out_channels) >= algorithms.WINOGRAD_MIN_CHANNELS
@@ -278,7 +279,7 @@ class ConvNd(WithEpilogue, ConvBase):
                 return out
         columns_bytes = weight.matrix.shape[-1] * self.groups * prod(outs) * x.dtype.itemsize  # per image
         images = max(1, IM2COL_CHUNK_BYTES // max(1, columns_bytes))
-        if x.shape[0] <= images:
+        if x.shape[0] <= images or not self.backend.cpu_cache_blocking:
             return self.compute_im2col(x, weight, bias)
         # A large batch in chunks of images, so that each chunk's columns stay in cache.
         out = None
@@ -312,7 +313,8 @@ class ConvNd(WithEpilogue, ConvBase):
             spans_fit = all(k <= size + sum(p) for k, size, p in zip(kernel, x.shape[2:], pads))
             if not spans_fit:
                 return None  # let im2col raise its ShapeError
-            return algorithms.depthwise_conv2d(xp, x, self.static_weight.matrix, kernel, self.stride, pads)
+            return algorithms.depthwise_conv2d(xp, x, self.static_weight.matrix, kernel, self.stride, pads,
+                                               chunked=self.backend.cpu_cache_blocking)
         # winograd
         out_h = x.shape[2] + sum(pads[0]) - 2
         out_w = x.shape[3] + sum(pads[1]) - 2

@@ -118,14 +118,15 @@ def _phase_range(phase: int, stride: int, pad_before: int, size: int, plane_size
     return q, q + count, first, first + stride * (count - 1) + 1
 
 
-def depthwise_conv2d(xp, x, matrix, kernel: tuple[int, int], stride: tuple[int, int], pads):
+def depthwise_conv2d(xp, x, matrix, kernel: tuple[int, int], stride: tuple[int, int], pads, chunked: bool = True):
     """Depthwise convolution (one filter per channel, dilation 1); ``matrix`` is (C, 1, kh * kw).
 
     The kh * kw taps of a channel are contiguous slices of its flattened phase planes;
     they are copied side by side (im2col with long contiguous rows) and each channel's
     row of taps is multiplied in by a batched matmul.  A batch whose columns would take
     more than ``DEPTHWISE_IMAGES_CHUNK_BYTES`` goes through in chunks of images, and an
-    image whose columns take more than ``DEPTHWISE_CHANNELS_CHUNK_BYTES`` in blocks of channels.
+    image whose columns take more than ``DEPTHWISE_CHANNELS_CHUNK_BYTES`` in blocks of channels;
+    ``chunked=False`` (a GPU backend) takes the whole batch and every channel at once.
     """
     batch, channels, height, width = x.shape
     (kh, kw), (sh, sw) = kernel, stride
@@ -133,24 +134,24 @@ def depthwise_conv2d(xp, x, matrix, kernel: tuple[int, int], stride: tuple[int, 
     wo = (width + sum(pads[1]) - kw) // sw + 1
     wq = wo + (kw - 1) // sw
     image_bytes = channels * kh * kw * ho * wq * x.dtype.itemsize  # one image's columns
-    images = max(1, DEPTHWISE_IMAGES_CHUNK_BYTES // image_bytes)
+    images = max(1, DEPTHWISE_IMAGES_CHUNK_BYTES // image_bytes) if chunked else batch
     if batch <= images:
-        out = _depthwise_chunk(xp, x, matrix, kernel, stride, pads, (ho, wo))
+        out = _depthwise_chunk(xp, x, matrix, kernel, stride, pads, (ho, wo), chunked)
     else:
         out = xp.empty((batch, channels, ho, wq), dtype=x.dtype)
         for first in range(0, batch, images):
             last = min(batch, first + images)
-            out[first:last] = _depthwise_chunk(xp, x[first:last], matrix, kernel, stride, pads, (ho, wo))
+            out[first:last] = _depthwise_chunk(xp, x[first:last], matrix, kernel, stride, pads, (ho, wo), chunked)
     return out[:, :, :, :wo] if wq != wo else out
 
 
-def _depthwise_chunk(xp, x, matrix, kernel, stride, pads, out_size):
+def _depthwise_chunk(xp, x, matrix, kernel, stride, pads, out_size, chunked: bool):
     """Depthwise convolution of a few images, on the wide grid: (N, C, Ho, Wq)."""
     batch, channels = x.shape[:2]
     (kh, kw), (sh, sw), (ho, wo) = kernel, stride, out_size
     planes, wq = _phase_planes(xp, x, pads, stride, kernel, (ho, wo))
     length = ho * wq
-    block = max(1, DEPTHWISE_CHANNELS_CHUNK_BYTES // (batch * kh * kw * length * x.dtype.itemsize))
+    block = max(1, DEPTHWISE_CHANNELS_CHUNK_BYTES // (batch * kh * kw * length * x.dtype.itemsize)) if chunked else channels
     columns = xp.empty((batch, min(block, channels), kh * kw, length), dtype=x.dtype)
     out = None
     for first in range(0, channels, block):

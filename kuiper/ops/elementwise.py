@@ -134,7 +134,9 @@ class ElementwiseOp(Op):
                 buffer.dtype == dtype
                 and tuple(buffer.shape) == shape
                 and buffer.flags.c_contiguous
-                and buffer.flags.writeable
+                # NumPy marks weights mapped from the .bin read-only; CuPy arrays have no such
+                # flag (the graph lends only fresh outputs, so it is a second guard anyway).
+                and getattr(buffer.flags, "writeable", True)
             ):
                 return buffer
         return None

@@ -41,7 +41,7 @@ class MaxPoolNd(Op):
             return self.pool_with_indices(x)
         image_bytes = math.prod(x.shape[1:]) * x.dtype.itemsize
         images = max(1, POOL_CHUNK_BYTES // image_bytes)
-        if x.ndim == n + 2 and x.shape[0] > images:
+        if x.ndim == n + 2 and x.shape[0] > images and self.backend.cpu_cache_blocking:
             # A large batch in chunks of images: the padded copy and the partial maxima stay in cache.
             parts = [self.pool(x[start : start + images]) for start in range(0, x.shape[0], images)]
             return self.xp.concat(parts, axis=0)
