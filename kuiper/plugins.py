@@ -28,7 +28,9 @@ BUILTIN_PLUGINS = {
     "builtin_ops": "kuiper.ops",
     "numba_kernels": "kuiper.numba_kernels",
     "pnnx": "kuiper.formats.pnnx",
-    "hlo": "kuiper.hlo",
+    # The plugin module, not the package: pluggy before 1.7 reads every name dir() lists while
+    # registering, and the package lists its lazily imported parser (kuiper.hlo.__dir__).
+    "hlo": "kuiper.hlo.plugin",
 }
 # Set to 1 to load only the built-ins (e.g. to rule out a broken third-party plugin).
 DISABLE_AUTOLOAD_ENV = "KUIPER_DISABLE_PLUGIN_AUTOLOAD"

@@ -1,8 +1,8 @@
 """XLA HLO text: parse it (``parse``), draw its data-flow graph (``build_dfg``), run it (``kuiper.load_hlo``).
 
-This package is also the built-in plugin "hlo": it registers the HLO frontend, which translates
+Its module ``plugin`` is the built-in plugin "hlo": it registers the HLO frontend, which translates
 instructions into kuiper's canonical op set (it has no ops of its own).  Plugin discovery imports
-this package for every ``kuiper.load``, whatever the format, so it imports only the plugin module;
+that module for every ``kuiper.load``, whatever the format, so this package imports nothing more;
 the lexer, parser, verifier and translators (about 25 ms) are imported when HLO is first read, or
 when one of the names below is first asked for.
 """
@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import importlib
 
-from .plugin import kuiper_add_frontends
-
 # Public name -> the module defining it, imported on first access (PEP 562).
 _DEFINED_IN = {
     "HloComputation": ".module", "HloInstruction": ".module", "HloModule": ".module",
     "build_dfg": ".dfg", "parse": ".parser",
 }
 
-__all__ = [
-    "HloComputation", "HloInstruction", "HloModule", "build_dfg", "kuiper_add_frontends", "parse",
-]
+__all__ = ["HloComputation", "HloInstruction", "HloModule", "build_dfg", "parse"]
 
 
 def __getattr__(name: str):
