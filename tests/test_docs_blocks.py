@@ -26,7 +26,7 @@ import kuiper
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^(?P<indent> *)```(?P<language>[\w+-]*)\s*$")
-REQUIRES = re.compile(r"^\s*<!--\s*requires:\s*(?P<names>[\w, ]+?)\s*-->\s*$")
+REQUIRES = re.compile(r"^\s*<!--\s*requires:\s*(?P<names>[\w., ]+?)\s*-->\s*$")
 TIMEOUT_S = 180  # the Dask block starts a local cluster: seconds on an idle machine, more on a busy one
 
 
@@ -71,7 +71,11 @@ def missing_requirement(name: str) -> str | None:
     if name == "gpu":
         cupy = {info.name: info for info in kuiper.backends()}.get("cupy")
         return None if cupy is not None and cupy.available else "needs a GPU (kuiper's cupy backend)"
-    return None if importlib.util.find_spec(name) is not None else f"needs {name}, which is not installed"
+    try:
+        found = importlib.util.find_spec(name) is not None  # "dask.array" imports dask to look inside it
+    except ImportError:
+        found = False
+    return None if found else f"needs {name}, which is not installed"
 
 
 def test_the_readme_has_python_examples_to_check():
@@ -110,3 +114,4 @@ def test_requires_markers_are_found_and_name_what_is_needed(tmp_path):
     assert (first.requires, first.code, first.line) == (("gpu", "dask_cuda"), "x = 1\n", 3)
     assert (second.requires, second.code) == ((), "y = 2\n")
     assert missing_requirement("no_such_module_here") == "needs no_such_module_here, which is not installed"
+    assert missing_requirement("no_such_module_here.array") == "needs no_such_module_here.array, which is not installed"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,8 +21,18 @@ RESNET = MODELS / "resnet18_w8" / "model.pnnx.param"
 RESNET_BIN = RESNET.with_name("model.pnnx.bin")
 
 
+_NUMPY_DIR = Path(np.__file__).resolve().parent
+_NUMPY_WHEEL_LIBS = (_NUMPY_DIR, _NUMPY_DIR.with_name("numpy.libs"))
+
+
 def blas_threads() -> list[int]:
-    return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+    """Threads of each BLAS pool NumPy calls, the pools kuiper caps: the one NumPy's wheel ships
+    (numpy.libs), or, for a NumPy built on a system BLAS, every BLAS pool.  Another library's own
+    BLAS, loaded later in the same process (torch's, by a GPU test), is not NumPy's."""
+    pools = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
+    numpys = [pool for pool in pools
+              if any(Path(pool["filepath"]).resolve().is_relative_to(folder) for folder in _NUMPY_WHEEL_LIBS)]
+    return [pool["num_threads"] for pool in numpys or pools]
 
 
 class ThreadsSeen(kuiper.StepObserver):

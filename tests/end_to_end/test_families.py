@@ -137,11 +137,15 @@ def test_family_matches_pytorch_at_batch_3(name, backend_name):
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_each_sample_of_a_batch_is_computed_independently(name, backend_name):
-    (x,) = reference_batches(name)["b3"]["inputs"]
+    # Each sample run alone must match PyTorch's row for it in the batch of 3, as the batch itself
+    # does (test_family_matches_pytorch_at_batch_3): a sample that leaked into another would not.
+    # Alone and together are not compared with each other: a GPU's BLAS picks other kernels for
+    # other batch sizes, so the two round differently, each within the tolerance of PyTorch.
+    batch = reference_batches(name)["b3"]
+    (x,), (want,) = batch["inputs"], batch["outputs"]
     model = kuiper.load(MODELS / name / "model.pnnx.param", backend=backend_name)
-    together = kuiper.to_numpy(model(x))
     for i in range(x.shape[0]):
-        assert_close(model(x[i:i + 1]), together[i:i + 1], f"{name} sample {i} alone vs in batch 3")
+        assert_close(model(x[i:i + 1]), want[i:i + 1], f"{name} sample {i} alone vs PyTorch's row {i} of batch 3")
 
 
 @pytest.mark.parametrize("name, classes", [("resnet_basic", 10), ("mobilenet_v2", 10),
