@@ -15,6 +15,7 @@ import pytest
 import kuiper.te as te
 from kuiper.ir import Var
 from kuiper.ir.codegen_cpp import BLOCK_SIZE, cpp_source, cuda_source
+from kuiper.testing import backend_params
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "te"
 CASES = {case["name"]: case for case in json.loads((FIXTURES / "cases.json").read_text())}
@@ -49,6 +50,31 @@ def test_forward_and_gradient_match_pytorch(name):
     grads = te.compile(gradient, "numpy")(**grad_feeds(gradient, ref))
     for x in CASES[name]["grad_to"]:
         np.testing.assert_allclose(grads[f"d{x}"], ref[f"grad_{x}"], rtol=1e-12, atol=1e-12)
+
+
+def _cuda_backends() -> list:
+    """Backends that compile and launch te's generated CUDA (CuPy on a GPU); each unavailable one skips."""
+    from kuiper.backends.base import CUDA_SOURCE
+    from kuiper.plugins import backend_capabilities
+
+    return [param for param in backend_params() if CUDA_SOURCE in backend_capabilities(param.values[0])]
+
+
+@pytest.mark.parametrize("backend", _cuda_backends())
+@pytest.mark.parametrize("dtype, tolerance", [("float64", 1e-10), ("float32", 1e-4)])
+@pytest.mark.parametrize("name", NAMES)
+def test_generated_cuda_on_the_gpu_matches_pytorch(name, dtype, tolerance, backend):
+    from kuiper.backends import get_backend
+
+    host = get_backend(backend).to_numpy
+    forward, gradient = kernels(name, dtype)
+    ref = reference(name)
+    outputs = te.compile(forward, backend)(**{x: ref[f"in_{x}"] for x in forward.inputs})
+    for out in forward.outputs:
+        np.testing.assert_allclose(host(outputs[out]), ref[f"out_{out}"], rtol=tolerance, atol=tolerance)
+    grads = te.compile(gradient, backend)(**grad_feeds(gradient, ref))
+    for x in CASES[name]["grad_to"]:
+        np.testing.assert_allclose(host(grads[f"d{x}"]), ref[f"grad_{x}"], rtol=tolerance, atol=tolerance)
 
 
 @pytest.mark.parametrize("name", NAMES)
