@@ -1,6 +1,6 @@
 """Validate the CuPy backend on a machine with an NVIDIA GPU; print the tables of docs/gpu.md.
 
-    python tools/gpu_validate.py --full build/fixtures-full [--runs 30] [--json results.json]
+    python tools/gpu_validate.py [--runs 30] [--json results.json] [--test-log pytest.log]
 
 One run does all of issue 28's checks:
 
@@ -16,10 +16,11 @@ One run does all of issue 28's checks:
 5. where the time of ResNet-18 at batch 8 goes: its kernels by GPU time.
 
 The full-size models are the ``*_full`` fixtures that ``tools/make_fixtures.py --full`` exports
-(resnet18_full, mobilenet_v2_full, yolov5_style_full, vit_block_full).  Only their .pnnx.param
-needs to be here: a missing .pnnx.bin is written with seeded random weights of the shapes the
-param declares (timings do not depend on the values; cupy is then checked against numpy on the
-same weights).  The PyTorch side is the same architecture, built from tools/fixture_models.
+(resnet18_full, mobilenet_v2_full, yolov5_style_full, vit_block_full).  Their .pnnx.param files
+are kept in tools/gpu_models (a GPU machine has no pnnx, and their weights are too large to carry):
+a missing .pnnx.bin is written with seeded random weights of the shapes the param declares
+(timings do not depend on the values; cupy is then checked against numpy on the same weights).
+The PyTorch side is the same architecture, built from tools/fixture_models.
 Needs cupy (``pip install -e .[gpu]``); torch with CUDA for the PyTorch rows and launch counts.
 """
 
@@ -82,6 +83,11 @@ def _relative_error(got, want) -> float:
     difference[(got == want) | (np.isnan(got) & np.isnan(want))] = 0
     scale = max(1.0, float(np.abs(want[np.isfinite(want)]).max(initial=0)))
     return float(difference.max(initial=0)) / scale
+
+
+def _worst(errors) -> float:
+    """The largest error, NaN counting as the largest (max() would pass over it)."""
+    return max(errors, key=lambda error: math.inf if math.isnan(error) else error)
 
 
 def _as_tuple(value):
@@ -179,8 +185,8 @@ def pnnx_fixtures(backend: str = "cupy") -> dict:
                     inputs = [ref[f"{batch}_input{i}"] for i in range(count)]
                     want_cpu = _as_tuple(cpu(*inputs, to_numpy=True))
                     got = _as_tuple(gpu(*inputs, to_numpy=True))
-                    worst["vs_numpy"] = max([worst["vs_numpy"]] + [_relative_error(g, w) for g, w in zip(got, want_cpu)])
-                    worst["vs_torch"] = max([worst["vs_torch"]] + [
+                    worst["vs_numpy"] = _worst([worst["vs_numpy"]] + [_relative_error(g, w) for g, w in zip(got, want_cpu)])
+                    worst["vs_torch"] = _worst([worst["vs_torch"]] + [
                         _relative_error(g, ref[f"{batch}_output{j}"]) for j, g in enumerate(got)])
         except Exception as exc:  # the table is the point: report and go on
             bad.append(folder.name)
@@ -190,7 +196,7 @@ def pnnx_fixtures(backend: str = "cupy") -> dict:
         if not (worst["vs_numpy"] <= TOLERANCE and worst["vs_torch"] <= TOLERANCE):
             bad.append(folder.name)
             print(f"- {folder.name}: vs numpy {worst['vs_numpy']:.2e}, vs PyTorch {worst['vs_torch']:.2e}  FAIL")
-    largest = max((w["vs_torch"] for _, w in rows), default=0.0)
+    largest = _worst([0.0] + [w["vs_torch"] for _, w in rows])
     print(f"\n{len(rows) + len(bad) - len(set(bad) & {n for n, _ in rows})} fixtures, fused and unfused, every "
           f"batch: {len(bad)} failed; largest error vs PyTorch {largest:.1e} (relative to max(1, |ref|))")
     return {"fixtures": len(rows), "failed": bad, "largest_vs_torch": largest}
@@ -211,12 +217,12 @@ def hlo_fixtures(backend: str = "cupy") -> dict:
                 try:
                     model = kuiper.load(HLO / f"{name}{suffix}", backend=backend, fuse=fuse)
                     got = _as_tuple(model(*inputs, to_numpy=True))
-                    error = max(_relative_error(g, w) for g, w in zip(got, expected))
+                    error = _worst([_relative_error(g, w) for g, w in zip(got, expected)])
                 except Exception as exc:
                     bad.append(label)
                     print(f"- {label}: ERROR {type(exc).__name__}: {str(exc)[:300]}")
                     continue
-                largest = max(largest, error)
+                largest = _worst([largest, error])
                 if not error <= TOLERANCE:
                     bad.append(label)
                     print(f"- {label}: {error:.2e} vs JAX  FAIL")
@@ -431,8 +437,8 @@ def profile_resnet(full: Path, batch: int = 8) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--full", type=Path, default=ROOT / "build" / "fixtures-full",
-                        help="folder of the *_full fixtures (only their .pnnx.param is needed)")
+    parser.add_argument("--full", type=Path, default=TOOLS / "gpu_models",
+                        help="folder of the *_full fixtures (only their .pnnx.param is needed; default: %(default)s)")
     parser.add_argument("--runs", type=int, default=30, help="timed runs per row, after 3 warm-up runs")
     parser.add_argument("--workers", type=int, default=min(12, os.cpu_count() or 1),
                         help="pytest-xdist workers for the test suite")
