@@ -51,6 +51,19 @@ def reference_batches(name: str) -> dict[str, dict[str, list[np.ndarray]]]:
     return batches
 
 
+def float64_outputs(name: str) -> dict[str, list[np.ndarray]]:
+    """{"b2": [outputs...], ...}: PyTorch's float64 outputs (tools/make_float64_references.py), where
+    the fixture has them (ref64.npz); {} where it does not."""
+    path = model_dir(name) / "ref64.npz"
+    if not path.exists():
+        return {}
+    ref = np.load(path)
+    outputs: dict[str, list] = {}
+    for key in sorted(ref.files, key=lambda key: (key.split("_")[0], int(key.rsplit("output", 1)[1]))):
+        outputs.setdefault(key.split("_")[0], []).append(ref[key])
+    return outputs
+
+
 # A hand-written one-op model for the bad-input tests: nn.Linear 3 -> 2 with W = [[0,1,2],[3,4,5]]
 # and b = [1,1], so that x = [1,2,3] gives [0+2+6+1, 3+8+15+1] = [9, 27] by hand.
 LINEAR = (
