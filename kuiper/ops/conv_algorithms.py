@@ -151,7 +151,9 @@ def _depthwise_chunk(xp, x, matrix, kernel, stride, pads, out_size, chunked: boo
     (kh, kw), (sh, sw), (ho, wo) = kernel, stride, out_size
     planes, wq = _phase_planes(xp, x, pads, stride, kernel, (ho, wo))
     length = ho * wq
-    block = max(1, DEPTHWISE_CHANNELS_CHUNK_BYTES // (batch * kh * kw * length * x.dtype.itemsize)) if chunked else channels
+    block = channels
+    if chunked:
+        block = max(1, DEPTHWISE_CHANNELS_CHUNK_BYTES // (batch * kh * kw * length * x.dtype.itemsize))
     columns = xp.empty((batch, min(block, channels), kh * kw, length), dtype=x.dtype)
     out = None
     for first in range(0, channels, block):

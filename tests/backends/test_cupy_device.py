@@ -68,7 +68,8 @@ def test_device_feeds_give_the_pytorch_answer_and_the_output_stays_on_the_gpu(cu
     (x,), (want,) = _first_batch("resnet18_w8")
     model = kuiper.load(model_dir("resnet18_w8") / "model.pnnx.param", backend="cupy")
     on_gpu = cupy.asarray(x)
-    feed = {"cupy": on_gpu, "dlpack": _DLPackOnly(on_gpu), "cuda_array_interface": _CudaArrayInterfaceOnly(on_gpu)}[wrap]
+    wrappers = {"cupy": lambda a: a, "dlpack": _DLPackOnly, "cuda_array_interface": _CudaArrayInterfaceOnly}
+    feed = wrappers[wrap](on_gpu)
     out = model(feed)
     assert isinstance(out, cupy.ndarray)
     _assert_close(cupy.asnumpy(out), want)

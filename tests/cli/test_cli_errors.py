@@ -63,7 +63,8 @@ def _dask_array_missing() -> bool:
 
 
 # `kuiper run --inputs` runs on dask.array (the test extra installs it; a bare GPU machine may not).
-NEEDS_DASK = pytest.mark.skipif(_dask_array_missing(), reason="kuiper run --inputs runs on Dask, which is not installed")
+NEEDS_DASK = pytest.mark.skipif(_dask_array_missing(),
+                                reason="kuiper run --inputs runs on Dask, which is not installed")
 
 # The 7 that ended in "internal error, please report it", and more of their kind.
 BAD_PATHS = [
