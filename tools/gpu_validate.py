@@ -13,7 +13,8 @@ One run does all of issue 28's checks:
    CuPy, with the kernel launches of each counted by the CUDA profiler (CUPTI, through torch);
 4. the full-size models against PyTorch CUDA eager on the same GPU: median milliseconds from CUDA
    events after warm-up, the host time a call takes to queue its work, kernel launches per call;
-5. where the time of ResNet-18 at batch 8 goes: its kernels by GPU time.
+5. where the time goes: ResNet-18's kernels by GPU time at batch 8 and 1, and the host time each
+   op type of ResNet-18 and MobileNetV2 takes to queue its work at batch 1.
 
 The full-size models are the ``*_full`` fixtures that ``tools/make_fixtures.py --full`` exports
 (resnet18_full, mobilenet_v2_full, yolov5_style_full, vit_block_full).  Their .pnnx.param files
@@ -435,6 +436,48 @@ def profile_resnet(full: Path, batch: int = 8) -> dict:
             "top": [(name, launches, us) for name, (launches, us) in top]}
 
 
+class _HostTime(kuiper.StepObserver):
+    """The host time each step takes to queue its work (no synchronisation: the GPU runs behind)."""
+
+    def __init__(self):
+        self.by_type: dict[str, list] = {}
+
+    def before_step(self, node, inputs):
+        self.started = time.perf_counter()
+
+    def after_step(self, node, inputs, outputs):
+        entry = self.by_type.setdefault(node.type, [0, 0.0])
+        entry[0] += 1
+        entry[1] += time.perf_counter() - self.started
+
+
+def host_profile(full: Path, name: str = "resnet18_full", batch: int = 1, runs: int = 20) -> dict:
+    """Where the host's time goes at a small batch, op type by op type (median of ``runs`` calls)."""
+    import cupy
+
+    param = full / name / "model.pnnx.param"
+    if not param.with_name("model.pnnx.bin").exists():
+        param = random_weights(param, Path(tempfile.mkdtemp(prefix="kuiper-gpu-")))
+    model = kuiper.load(param, backend="cupy")
+    x = cupy.asarray(np.random.default_rng(0).standard_normal((batch, 3, 224, 224), dtype=np.float32))
+    for _ in range(3):
+        model(x)
+    observers = []
+    for _ in range(runs):
+        observers.append(_HostTime())
+        model(x, observer=observers[-1])
+        cupy.cuda.get_current_stream().synchronize()
+    rows = {kind: (observers[0].by_type[kind][0], statistics.median(o.by_type[kind][1] for o in observers) * 1e3)
+            for kind in observers[0].by_type}
+    total = sum(ms for _, ms in rows.values())
+    print(f"\n## Host time per op type, {name} batch {batch} on cupy: {total:.2f} ms a call\n")
+    print("| op type | steps | host ms | per step us |")
+    print("| --- | --- | --- | --- |")
+    for kind, (steps, ms) in sorted(rows.items(), key=lambda item: -item[1][1]):
+        print(f"| {kind} | {steps} | {ms:.3f} | {ms * 1e3 / steps:.0f} |")
+    return {"model": name, "batch": batch, "host_ms": total, "by_type": rows}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--full", type=Path, default=TOOLS / "gpu_models",
@@ -463,7 +506,9 @@ def main() -> int:
     steps = [("fixtures", "pnnx", pnnx_fixtures), ("fixtures", "hlo", hlo_fixtures),
              ("chain", "chain", lambda: fused_chain(args.runs)), ("speed", "speed", lambda: speed(args.full, args.runs)),
              ("profile", "profile", lambda: profile_resnet(args.full)),
-             ("profile", "profile_b1", lambda: profile_resnet(args.full, batch=1))]
+             ("profile", "profile_b1", lambda: profile_resnet(args.full, batch=1)),
+             ("profile", "host_resnet18", lambda: host_profile(args.full)),
+             ("profile", "host_mobilenet_v2", lambda: host_profile(args.full, "mobilenet_v2_full"))]
     for section, key, step in steps:
         if section not in sections:
             continue

@@ -49,3 +49,13 @@ def test_relative_error():
 def test_a_nan_error_is_the_worst():
     assert math.isnan(gpu_validate._worst([0.0, math.nan, 1e-3]))
     assert gpu_validate._worst([0.0, 2e-5, 1e-7]) == 2e-5
+
+
+def test_the_host_time_observer_sums_per_op_type():
+    # A model's run on NumPy, observed as on the GPU (the observer itself needs no GPU).
+    observer = gpu_validate._HostTime()
+    param = gpu_validate.TOOLS.parent / "tests" / "fixtures" / "models" / "resnet18_w8" / "model.pnnx.param"
+    model = kuiper.load(param)
+    model(np.zeros((1, 3, 64, 64), np.float32), observer=observer)
+    assert sum(steps for steps, _ in observer.by_type.values()) == len(model.steps)
+    assert observer.by_type["Conv2d"][0] >= 17 and all(seconds >= 0 for _, seconds in observer.by_type.values())
