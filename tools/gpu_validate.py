@@ -28,6 +28,8 @@ Needs cupy (``pip install -e .[gpu]``); torch with CUDA for the PyTorch rows and
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import json
 import math
 import os
@@ -45,6 +47,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "tools"
+sys.path.insert(0, str(TOOLS))  # fixture_models and fixturelib, for the PyTorch side
 MODELS = ROOT / "tests" / "fixtures" / "models"
 HLO = ROOT / "tests" / "fixtures" / "hlo"
 CHAIN_SHAPE = (8, 64, 256, 256)
@@ -133,12 +136,8 @@ def test_suite(workers: int, timeout: int, log: Path) -> dict:
     """The whole suite, each test's result written to ``log`` as it finishes (a suite cut off by
     ``timeout`` still shows what failed so far)."""
     command = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-rfE"]
-    try:
-        import xdist  # noqa: F401
-
+    if importlib.util.find_spec("xdist") is not None:  # pytest-xdist: the suite on many cores
         command += ["-n", str(workers)]
-    except ImportError:
-        pass
     print(f"\n## Test suite\n\n`{' '.join(command[1:])}`\n", flush=True)
     started = time.perf_counter()
     with open(log, "w") as sink:
@@ -352,8 +351,20 @@ def random_weights(param: Path, folder: Path, seed: int = 0) -> Path:
     return target
 
 
-def _torch_model(torch, name: str):
-    sys.path.insert(0, str(TOOLS))
+@functools.cache
+def _model_param(full: Path, name: str) -> Path | None:
+    """The .pnnx.param of a full-size model with weights beside it (random ones written once per
+    run where its .pnnx.bin is absent), or None where ``full`` lacks the model."""
+    param = full / name / "model.pnnx.param"
+    if not param.exists():
+        return None
+    if param.with_name("model.pnnx.bin").exists():
+        return param
+    return random_weights(param, Path(tempfile.mkdtemp(prefix=f"kuiper-gpu-{name}-")))
+
+
+def _torch_model(name: str):
+    """The same architecture in PyTorch, on the GPU (tools/fixture_models; needs torch)."""
     from fixture_models import all_models
     from fixturelib import build_seeded
 
@@ -364,25 +375,20 @@ def speed(full: Path, runs: int) -> list:
     import cupy
 
     torch = _torch_cuda()
-    scratch = Path(tempfile.mkdtemp(prefix="kuiper-gpu-"))
     rows = []
     print("\n## Full-size models: kuiper cupy vs PyTorch CUDA eager (float32, median ms from CUDA events)\n")
     print("| model | batch | kuiper ms | PyTorch ms | ratio | kuiper host ms/call | kernels kuiper/PyTorch "
           "| cupy vs numpy |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, batches, size in SPEED_MODELS:
-        param = full / name / "model.pnnx.param"
-        if not param.exists():
-            print(f"| {name} | - | (no {param}) | | | | | |")
+        param = _model_param(full, name)
+        if param is None:
+            print(f"| {name} | - | (not in {full}) | | | | | |")
             continue
-        if not param.with_name("model.pnnx.bin").exists():
-            folder = scratch / name
-            folder.mkdir()
-            param = random_weights(param, folder)
         gpu = kuiper.load(param, backend="cupy")
         x1 = np.random.default_rng(0).standard_normal((1, 3, size, size), dtype=np.float32)
         check = _relative_error(gpu(x1, to_numpy=True), kuiper.load(param, backend="numpy")(x1, to_numpy=True))
-        reference = _torch_model(torch, name) if torch is not None else None
+        reference = _torch_model(name) if torch is not None else None
         for batch in batches:
             x = cupy.asarray(np.random.default_rng(batch).standard_normal((batch, 3, size, size), dtype=np.float32))
             ours, host = _cupy_timer(runs)(lambda: gpu(x))
@@ -399,7 +405,7 @@ def speed(full: Path, runs: int) -> list:
             print(f"| {name} | {batch} | {ours:.3f} | {row.get('torch_ms', math.nan):.3f} | "
                   f"{row.get('ratio', math.nan):.2f} | {host:.3f} | "
                   f"{row.get('kuiper_launches', '?')}/{row.get('torch_launches', '?')} | {check:.1e} |", flush=True)
-        del gpu, reference
+        gpu = reference = None  # freed before the next model is loaded
         cupy.get_default_memory_pool().free_all_blocks()
     return rows
 
@@ -409,12 +415,9 @@ def profile_resnet(full: Path, batch: int = 8) -> dict:
     import cupy
 
     torch = _torch_cuda()
-    param = full / "resnet18_full" / "model.pnnx.param"
-    if torch is None or not param.exists():
+    param = _model_param(full, "resnet18_full")
+    if torch is None or param is None:
         return {}
-    if not param.with_name("model.pnnx.bin").exists():
-        folder = Path(tempfile.mkdtemp(prefix="kuiper-gpu-"))
-        param = random_weights(param, folder)
     model = kuiper.load(param, backend="cupy")
     x = cupy.asarray(np.random.default_rng(0).standard_normal((batch, 3, 224, 224), dtype=np.float32))
     for _ in range(3):
@@ -455,9 +458,9 @@ def host_profile(full: Path, name: str = "resnet18_full", batch: int = 1, runs: 
     """Where the host's time goes at a small batch, op type by op type (median of ``runs`` calls)."""
     import cupy
 
-    param = full / name / "model.pnnx.param"
-    if not param.with_name("model.pnnx.bin").exists():
-        param = random_weights(param, Path(tempfile.mkdtemp(prefix="kuiper-gpu-")))
+    param = _model_param(full, name)
+    if param is None:
+        return {}
     model = kuiper.load(param, backend="cupy")
     x = cupy.asarray(np.random.default_rng(0).standard_normal((batch, 3, 224, 224), dtype=np.float32))
     for _ in range(3):

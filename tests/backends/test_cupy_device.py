@@ -12,7 +12,7 @@ import kuiper
 from kuiper.backends import backend_infos
 from kuiper.errors import DeviceMemoryError
 
-from conftest import model_dir, op_model, param_text, reference_batches, write_model
+from conftest import assert_close_to_pytorch, model_dir, op_model, param_text, reference_batches, write_model
 
 _CUPY = {info.name: info for info in backend_infos()}["cupy"]
 pytestmark = pytest.mark.skipif(not _CUPY.available, reason=f"backend 'cupy' unavailable: {_CUPY.reason}")
@@ -34,12 +34,6 @@ def _first_batch(name):
     batches = reference_batches(name)
     batch = batches["b1"] if "b1" in batches else next(iter(batches.values()))
     return batch["inputs"], batch["outputs"]
-
-
-def _assert_close(got, want):
-    got = np.asarray(got, np.float64)
-    scale = max(1.0, float(np.abs(want).max(initial=0)))
-    assert np.abs(got - want).max(initial=0) <= 1e-4 * scale
 
 
 class _DLPackOnly:
@@ -72,7 +66,7 @@ def test_device_feeds_give_the_pytorch_answer_and_the_output_stays_on_the_gpu(cu
     feed = wrappers[wrap](on_gpu)
     out = model(feed)
     assert isinstance(out, cupy.ndarray)
-    _assert_close(cupy.asnumpy(out), want)
+    assert_close_to_pytorch(cupy.asnumpy(out), want, f"resnet18_w8 fed as {wrap}")
 
 
 def test_a_torch_cuda_tensor_is_fed_without_a_copy_through_the_host(cupy):
@@ -83,7 +77,7 @@ def test_a_torch_cuda_tensor_is_fed_without_a_copy_through_the_host(cupy):
     model = kuiper.load(model_dir("resnet18_w8") / "model.pnnx.param", backend="cupy")
     out = model(torch.from_numpy(x).cuda())
     assert isinstance(out, cupy.ndarray)
-    _assert_close(cupy.asnumpy(out), want)
+    assert_close_to_pytorch(cupy.asnumpy(out), want, "resnet18_w8 fed a torch CUDA tensor")
 
 
 _SPIN = r"""
@@ -114,7 +108,7 @@ def test_a_call_queues_its_work_without_waiting_for_the_gpu(cupy, name):
     result = result if isinstance(result, tuple) else (result,)
     for got, want in zip(result, outputs):
         assert isinstance(got, cupy.ndarray)
-        _assert_close(cupy.asnumpy(got), want)
+        assert_close_to_pytorch(cupy.asnumpy(got), want, f"{name} queued")
 
 
 CHAIN = """
@@ -155,7 +149,7 @@ def test_a_fused_chain_is_one_kernel_launch(cupy, tmp_path, fuse):
     v = np.tanh(v)
     v = v / (1 + np.exp(-v))
     v = v * np.clip(v + 3, 0, 6) / 6
-    _assert_close(cupy.asnumpy(model(x)), np.maximum(v, 0))
+    assert_close_to_pytorch(cupy.asnumpy(model(x)), np.maximum(v, 0), f"the chain, fuse={fuse}")
 
 
 def test_running_out_of_gpu_memory_is_a_device_memory_error_naming_free_and_total(cupy, tmp_path, monkeypatch):

@@ -21,7 +21,7 @@ import pytest
 import kuiper
 from kuiper.formats.pnnx import load_pnnx
 
-from conftest import MODELS, pnnx_file_ops, reference_batches
+from conftest import MODELS, assert_close_to_pytorch, pnnx_file_ops, reference_batches
 
 FAMILIES = ["resnet_basic", "mobilenet_v2", "mobilenet_v3_small", "yolov5_style", "unet", "vit_block"]
 
@@ -51,15 +51,6 @@ def ops_of(name):
 
 def ops_by_type(name, op_type):
     return [op for op in ops_of(name) if op.type == op_type]
-
-
-def assert_close(got, want, where):
-    got = kuiper.to_numpy(got)
-    assert got.shape == want.shape, f"{where}: shape {got.shape} != {want.shape}"
-    scale = float(np.abs(want).max())
-    tolerance = 1e-4 if scale <= 10 else 1e-5 * scale
-    error = float(np.abs(got.astype(np.float64) - want).max())
-    assert error <= tolerance, f"{where}: max abs error {error:.3g} > {tolerance:.3g}"
 
 
 # ------------------------------------------------------------ what the graphs contain (no running)
@@ -132,7 +123,7 @@ def test_family_matches_pytorch_at_batch_3(name, backend_name):
     data = reference_batches(name)["b3"]
     model = kuiper.load(MODELS / name / "model.pnnx.param", backend=backend_name)
     (want,) = data["outputs"]
-    assert_close(model(*data["inputs"]), want, f"{name} b3")
+    assert_close_to_pytorch(model(*data["inputs"]), want, f"{name} b3")
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -145,7 +136,7 @@ def test_each_sample_of_a_batch_is_computed_independently(name, backend_name):
     (x,), (want,) = batch["inputs"], batch["outputs"]
     model = kuiper.load(MODELS / name / "model.pnnx.param", backend=backend_name)
     for i in range(x.shape[0]):
-        assert_close(model(x[i:i + 1]), want[i:i + 1], f"{name} sample {i} alone vs PyTorch's row {i} of batch 3")
+        assert_close_to_pytorch(model(x[i:i + 1]), want[i:i + 1], f"{name} sample {i} alone vs PyTorch's row {i} of batch 3")
 
 
 @pytest.mark.parametrize("name, classes", [("resnet_basic", 10), ("mobilenet_v2", 10),
