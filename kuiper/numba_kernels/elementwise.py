@@ -92,6 +92,8 @@ class Program:
             rows.append((opcode, dest, *(sources + [0, 0, 0])[:3]))
         rows.append((codes.STORE, 0, self._operand(result_value), 0, 0))
         self.body = rows
+        # Element operations per element (each input's load one more): what decides the parallel launch.
+        self.cost = self.param_count + sum(codes.STEP_COST.get(row[0], 1) for row in rows)
 
     @staticmethod
     def _last_uses(statements, result_value) -> dict[Var, int]:
@@ -258,8 +260,7 @@ class CompiledElementwise:
     def _run(self, code, constant_registers, constant_values, slots, flat_out):
         size = flat_out.size
         padded = slots + [slots[0]] * (codes.INPUT_SLOTS - len(slots))
-        work = size * len(code)
-        count = launch_width(work)
+        count = launch_width(size * self.program.cost)
         parallel = count > 1
         self.last_path = "parallel" if parallel else "serial"
         # On the calling thread, one block: the same operations on every element as in the parallel

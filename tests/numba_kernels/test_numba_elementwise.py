@@ -81,6 +81,37 @@ def test_erf_is_as_accurate_as_the_float32_fit_it_implements():
     assert np.abs(got - want).max() < 4e-7
 
 
+def test_tanh_is_within_an_ulp_or_two_of_float64_and_keeps_signs_and_specials():
+    # Both sides of the switch from the series to the exp form (|x| = 0.55), and far out where exp overflows.
+    x = np.concatenate([np.linspace(-12, 12, 400_003, dtype=np.float32),
+                        np.float32([0.55, -0.55, np.nextafter(np.float32(0.55), np.float32(0)), 44.0, 45.0, 1e30]),
+                        np.float32([0.0, -0.0, 1e-30, -1e-40, np.inf, -np.inf, np.nan])])
+    run, _ = compile_math(lambda v: make.call("tanh", v), 1)
+    got = run(x)
+    assert run.last_path in ("serial", "parallel")
+    want = np.tanh(x.astype(np.float64)).astype(np.float32)  # correctly rounded to float32
+    finite = ~np.isnan(want)
+    assert ulps_apart(got[finite], want[finite]).max() <= 2
+    assert np.isnan(got[-1]) and np.signbit(got[-6]) and not np.signbit(got[-7])
+    assert got[-3] == 1.0 and got[-2] == -1.0
+
+
+def test_costly_steps_count_towards_the_parallel_launch(monkeypatch):
+    """A program's work weighs each step by its cost: 100 K elements of tanh are worth a second
+    thread, where 100 K elements of a multiply-add with as many steps are not."""
+    monkeypatch.setattr(runtime, "PARALLEL_WORK", 500_000)
+    runtime.set_threads(2)
+    try:
+        x = np.random.default_rng(0).standard_normal(100_000).astype(np.float32)
+        costly, _ = compile_math(lambda v: make.call("tanh", v), 1)
+        cheap, _ = compile_math(lambda v: make.arith("add", make.arith("mul", v, v), v), 1)
+        costly(x)
+        interpreted(cheap)(x)
+        assert (costly.last_path, cheap.last_path) == ("parallel", "serial")
+    finally:
+        runtime.set_threads(None)
+
+
 ACTIVATIONS = {
     "relu": (composites.relu, lambda x: max(x, 0.0)),
     "relu6": (lambda v: composites.clamp(v, 0.0, 6.0), lambda x: min(max(x, 0.0), 6.0)),
@@ -90,6 +121,10 @@ ACTIVATIONS = {
     "hardswish": (composites.hardswish, lambda x: x * min(max(x + 3, 0.0), 6.0) / 6),
     "elu": (composites.elu, lambda x: x if x > 0 else math.expm1(x)),
     "leaky_relu": (lambda v: composites.leaky_relu(v, 0.01), lambda x: x if x > 0 else 0.01 * x),
+    "tanh": (lambda v: make.call("tanh", v), math.tanh),
+    "gelu_tanh": (composites.gelu_tanh,
+                  lambda x: 0.5 * x * (1 + math.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))),
+    "mish": (composites.mish, lambda x: x * math.tanh(math.log1p(math.exp(x))) if x < 700 else x),
 }
 
 
@@ -103,8 +138,9 @@ def test_activations_match_float64(name):
     got = run(x)
     assert run.last_path in ("serial", "parallel")
     want = np.array([reference(v) for v in x.astype(np.float64)])
-    # GELU: the float32 erf fit's absolute error 1.2e-7, scaled by |x| / 2.
-    allowed = 2e-6 * np.abs(want) + 1e-30 + (1.3e-7 * np.abs(x) if name == "gelu" else 0.0)
+    # GELU: the float32 erf fit's absolute error 1.2e-7, scaled by |x| / 2; with tanh, 1 + tanh cancels
+    # for negative x, so float32's step at 1 (1.2e-7) is the error, whatever computes the tanh.
+    allowed = 2e-6 * np.abs(want) + 1e-30 + (1.3e-7 * np.abs(x) if name in ("gelu", "gelu_tanh") else 0.0)
     bad = np.abs(got - want) > allowed
     assert not bad.any(), f"{name}: at x={x[bad][:5]} got {got[bad][:5]}, float64 {want[bad][:5]}"
 
