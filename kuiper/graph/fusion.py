@@ -1,17 +1,19 @@
-"""Elementwise fusion: chains and trees of elementwise ops become ONE ``kuiper.Elementwise`` op.
+"""Elementwise fusion: connected elementwise ops become ONE ``kuiper.Elementwise`` op.
 
 An op is elementwise when its class gives its math as IR (``Op.elementwise(node)``,
-see kuiper/ops/elementwise.py).  A producer is absorbed into its consumer when
-both are elementwise, the consumer is the producer's only reader, the
-producer's result is not a model output, and the consumer does not read that
-input as a whole tensor (its shape), so no intermediate value is needed
-anywhere else.  Each group's math is the composition of its members' math over
-the group's outside inputs; the backend then compiles it into one kernel.
+see kuiper/ops/elementwise.py).  A producer joins the group of its readers when
+it is elementwise, every reader is an elementwise op of that one group and reads
+its value elementwise (not its shape), and its result is not a model output, so
+no intermediate value is needed anywhere else.  Groups are not only chains and
+trees: a value several members read (``x * x`` in a polynomial, XLA's expansion
+of erf) is one member, computed once.  Each group's math is the composition of
+its members' math over the group's outside inputs; the backend then compiles it
+into one kernel.
 
 Ops whose type has a kernel override on the chosen backend are never fused:
 the plugin's kernel runs, fused or not.
 
-Groups are at most ``MAX_GROUP_DEPTH`` ops deep, so a chain of 10,000 ops
+Groups are at most ``MAX_GROUP_DEPTH`` ops deep (from the root), so a chain of 10,000 ops
 becomes a sequence of fused ops rather than one expression too deep to
 compile; nothing here recurses on the graph's depth.
 
@@ -75,47 +77,49 @@ def fuse_elementwise(
 ) -> tuple[list[OpNode], list[list[str]]]:
     """Return the new op order and, for `kuiper info`, the op names merged into each fused op."""
     maths = elementwise_maths(order, backend_name)
-    producer, readers = producers_and_readers(order)
+    producer = {operand: node for node in order for operand in node.outputs}
+    readers: dict[str, list[tuple[OpNode, int]]] = defaultdict(list)  # operand -> (reader, input position)
+    for node in order:
+        for position, operand in enumerate(node.inputs):
+            readers[operand].append((node, position))
     kept = set(model_outputs)
 
-    # Pass 1, in topological order: which producer each elementwise op absorbs, and how deep
-    # each group's tree is.
-    absorbed_at: dict[str, dict[int, OpNode]] = {}  # consumer -> {input position: absorbed producer}
-    absorbed: set[str] = set()
-    depth: dict[str, int] = {}
-    for node in order:
-        math = maths.get(node.name)
-        if math is None:
+    # Pass 1, readers before producers: an elementwise op joins the group of its readers when they
+    # all belong to one group and read its value elementwise; else it starts a group of its own.
+    group_of: dict[str, str] = {}  # member -> the group's root
+    depth: dict[str, int] = {}  # ops between a member and its group's root
+    for node in reversed(order):
+        if node.name not in maths:
             continue
-        taken: dict[int, OpNode] = {}
-        for position, operand in enumerate(node.inputs):
-            source = producer.get(operand)
-            if (
-                source is not None
-                and source.name in maths
-                and source.name not in absorbed
-                and operand not in kept
-                and readers[operand] == 1
-                and position not in math.whole_inputs
-                and depth[source.name] < MAX_GROUP_DEPTH
-            ):
-                taken[position] = source
-        absorbed.update(source.name for source in taken.values())
-        absorbed_at[node.name] = taken
-        depth[node.name] = 1 + max((depth[source.name] for source in taken.values()), default=0)
+        group_of[node.name], depth[node.name] = node.name, 0
+        operand = node.outputs[0]
+        reading = readers.get(operand, [])
+        if operand in kept or not reading:
+            continue
+        roots = {group_of.get(reader.name) for reader, _ in reading}
+        if len(roots) != 1 or None in roots:
+            continue
+        farthest = max(depth[reader.name] for reader, _ in reading)
+        if farthest + 1 < MAX_GROUP_DEPTH and all(position not in maths[reader.name].whole_inputs
+                                                  for reader, position in reading):
+            group_of[node.name], depth[node.name] = roots.pop(), farthest + 1
 
     # Pass 2: emit every op that was not absorbed; a group root becomes one fused op.
+    members: dict[str, list[OpNode]] = defaultdict(list)  # root -> its members, producers first
+    for node in order:
+        if node.name in group_of:
+            members[group_of[node.name]].append(node)
     new_order: list[OpNode] = []
     groups: list[list[str]] = []
     for node in order:
-        if node.name in absorbed:
-            continue
-        if not absorbed_at.get(node.name):
+        if group_of.get(node.name, node.name) != node.name:
+            continue  # absorbed: its root computes it
+        if len(members.get(node.name, ())) < 2:
             new_order.append(node)  # not elementwise, or elementwise with nothing to absorb
             continue
-        fused, members = _fused_node(node, maths, absorbed_at)
+        fused = _fused_node(members[node.name], maths, producer)
         new_order.append(fused)
-        groups.append(members)
+        groups.append(fused.params["members"])
     return attach_epilogues(new_order, model_outputs, backend_name, maths), groups
 
 
@@ -180,33 +184,24 @@ def _takes_epilogue(overridden, node: OpNode) -> bool:
     return takes is not None and len(node.outputs) == 1 and takes(node)
 
 
-def _fused_node(root: OpNode, maths, absorbed_at) -> tuple[OpNode, list[str]]:
-    """One op computing the root's tree: outside inputs in first-use order, math composed."""
-    members: list[OpNode] = []
+def _fused_node(members: list[OpNode], maths, producer) -> OpNode:
+    """One op computing the group's root (its last member) from the members, producers first: the
+    group's outside inputs in first-use order, math composed, each member computed once."""
+    root = members[-1]
+    names = [node.name for node in members]
+    inside = set(names)
     outside: list[str] = []
-    # Members in producers-first order, found with an explicit stack (no recursion on depth).
-    stack: list[tuple[OpNode, bool]] = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            members.append(node)
-            continue
-        stack.append((node, True))
-        for position in sorted(absorbed_at.get(node.name, {}), reverse=True):
-            stack.append((absorbed_at[node.name][position], False))
     for node in members:
-        taken = absorbed_at.get(node.name, {})
-        for position, operand in enumerate(node.inputs):
-            if position not in taken and operand not in outside:
-                outside.append(operand)
+        for operand in node.inputs:
+            if producer.get(operand) is None or producer[operand].name not in inside:
+                if operand not in outside:
+                    outside.append(operand)
     slot = {operand: index for index, operand in enumerate(outside)}
     plan = [
-        (maths[node.name], [("member", taken[p].name) if p in taken else ("input", slot[o])
-                            for p, o in enumerate(node.inputs)])
+        (maths[node.name], [("member", producer[operand].name) if operand not in slot else ("input", slot[operand])
+                            for operand in node.inputs])
         for node in members
-        for taken in (absorbed_at.get(node.name, {}),)
     ]
-    names = [node.name for node in members]
 
     def build(*inputs):
         values: dict[str, object] = {}
@@ -219,9 +214,9 @@ def _fused_node(root: OpNode, maths, absorbed_at) -> tuple[OpNode, list[str]]:
         slot[operand]
         for node in members
         for position, operand in enumerate(node.inputs)
-        if position in maths[node.name].whole_inputs
+        if position in maths[node.name].whole_inputs and operand in slot
     )
-    fused = OpNode(
+    return OpNode(
         type=FUSED_TYPE,
         name=root.name,
         inputs=outside,
@@ -229,4 +224,3 @@ def _fused_node(root: OpNode, maths, absorbed_at) -> tuple[OpNode, list[str]]:
         params={"math": ElementwiseMath(build, len(outside), whole), "members": names},
         source=root.source,
     )
-    return fused, names

@@ -5,7 +5,11 @@ import pytest
 
 import kuiper
 from kuiper.cli import main
+from kuiper.graph.fusion import MAX_GROUP_DEPTH
+from kuiper.ir.linearize import linearize
+from kuiper.ir.nodes import Binary
 from kuiper.onednn import conv as onednn_conv
+from kuiper.ops.elementwise import function_for
 
 from conftest import MODELS, reference_batches, write_model
 
@@ -40,7 +44,7 @@ def test_fusion_can_be_switched_off(tmp_path):
     assert model.fused_groups == []
 
 
-def test_a_value_read_twice_is_not_absorbed(tmp_path):
+def test_a_value_read_by_several_members_of_a_group_is_computed_once_inside_it(tmp_path):
     body = """
     pnnx.Input in0 0 1 x #x=(2,3)f32
     nn.ReLU r 1 1 x a
@@ -50,12 +54,52 @@ def test_a_value_read_twice_is_not_absorbed(tmp_path):
     pnnx.Output out 1 0 d
     """
     model = _model(tmp_path, body, 5)
-    # 'a' feeds two ops, so relu stays; e1 and e2 fold into e3.
-    assert [step.node.name for step in model.steps] == ["r", "e3"]
-    assert model.fused_groups == [["e2", "e1", "e3"]] or sorted(model.fused_groups[0]) == ["e1", "e2", "e3"]
+    # 'a' feeds e1 and e2, both in e3's group: relu joins it, and the group reads only x.
+    assert [step.node.name for step in model.steps] == ["e3"]
+    assert model.fused_groups == [["r", "e1", "e2", "e3"]]
+    assert model.steps[0].node.inputs == ["x"]
+    function = linearize(function_for(model.steps[0].node.params["math"], ("float32",)))
+    assert sum(isinstance(s.value, Binary) and s.value.op == "max" for s in function.body.stmts) == 1
     x = np.array([[-1.0, 0.5, 2.0], [3.0, -0.25, 0.0]], np.float32)
     relu = np.maximum(x, 0)
     np.testing.assert_allclose(model(x), relu * 2 - (relu + 1), rtol=1e-6)
+
+
+def test_a_value_read_outside_the_group_stays_out_of_it(tmp_path):
+    body = """
+    pnnx.Input in0 0 1 x #x=(2,3)f32
+    nn.ReLU r 1 1 x a
+    pnnx.Expression e1 1 1 a b expr=mul(@0,2.0)
+    nn.Softmax sm 1 1 a c dim=1
+    pnnx.Expression e3 2 1 b c d expr=sub(@0,@1)
+    pnnx.Output out 1 0 d
+    """
+    model = _model(tmp_path, body, 5)
+    # Softmax reads 'a' too: relu stays a step of its own; e1 joins e3.
+    assert [step.node.name for step in model.steps] == ["r", "sm", "e3"]
+    assert model.fused_groups == [["e1", "e3"]]
+    x = np.array([[-1.0, 0.5, 2.0], [3.0, -0.25, 0.0]], np.float32)
+    relu = np.maximum(x, 0)
+    softmax = np.exp(relu) / np.exp(relu).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(model(x), relu * 2 - softmax, rtol=1e-6)
+
+
+def test_a_long_chain_of_diamonds_fuses_in_bounded_groups(tmp_path):
+    """x <- x * x + x, 200 times: each value is read twice by the next op pair.  As trees these
+    groups would hold 2^32 copies of their first value; as one value each they build at once."""
+    lines = ["pnnx.Input in0 0 1 v0 #v0=(4)f32"]
+    for k in range(200):
+        lines.append(f"pnnx.Expression sq{k} 1 1 v{k} s{k} expr=mul(@0,@0)")
+        lines.append(f"pnnx.Expression ad{k} 2 1 s{k} v{k} v{k + 1} expr=add(@0,@1)")
+    lines.append("pnnx.Output out 1 0 v200")
+    model = _model(tmp_path, "\n".join(lines), 401)
+    assert all(len(group) <= MAX_GROUP_DEPTH for group in model.fused_groups)
+    assert sum(len(group) for group in model.fused_groups) == 400
+    x = np.float32([0.001, -0.002, 0.0, 0.0005])
+    expected = x.astype(np.float64)
+    for _ in range(200):
+        expected = expected * expected + expected
+    np.testing.assert_allclose(model(x), expected, rtol=1e-5)
 
 
 def test_a_model_output_is_never_absorbed(tmp_path):

@@ -82,6 +82,21 @@ def test_nodes_compare_structurally_and_hash():
     assert Const(1, "int64") != Const(1, "int32")
 
 
+def _diamonds(depth: int, last: float):
+    """v <- v * v + v, ``depth`` times from x, then + last: each value read twice by the next."""
+    value = Var("x", "float32")
+    for _ in range(depth):
+        value = make.add(make.mul(value, value), value)
+    return make.add(value, last)
+
+
+def test_equal_copies_of_a_shared_dag_compare_in_one_visit_per_node():
+    # Compared path by path, 60 levels would be 3^60 visits: this test would not end.
+    a, b = _diamonds(60, 1.0), _diamonds(60, 1.0)
+    assert a == b and a is not b
+    assert a != _diamonds(60, 2.0)
+
+
 class CountBinaries(Visitor):
     def __init__(self):
         self.count = 0
