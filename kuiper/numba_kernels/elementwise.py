@@ -210,10 +210,29 @@ class Program:
                 input_registers.append(register)
             else:
                 loads.append((codes.LOAD, register, len(loads), 0, 0))
-        code = np.array(loads + self.body, dtype=np.int64)
+        constant = {r for r, _ in self.constants} | set(input_registers)
+        code = np.array(loads + [_marking_constants(row, constant) for row in self.body], dtype=np.int64)
         registers = [r for r, _ in self.constants] + input_registers
         values = [v for _, v in self.constants] + [0.0] * len(input_registers)  # inputs' values per call
         return code, np.array(registers, dtype=np.int64), np.array(values, dtype=np.float32)
+
+
+# Operands that may trade places: a + b is b + a, a < b is b > a, bit for bit.
+_SWAPPED = {codes.ADD: codes.ADD, codes.MUL: codes.MUL, codes.EQ: codes.EQ, codes.NE: codes.NE,
+            codes.GT: codes.LT, codes.LT: codes.GT, codes.GE: codes.LE, codes.LE: codes.GE}
+
+
+def _marking_constants(row: tuple, constant: set[int]) -> tuple:
+    """A binary step's row with its c saying which operand register holds one constant value
+    (kernel_codes.CONSTANT_RIGHT or CONSTANT_LEFT), a constant moved right where the step allows."""
+    op, dest, a, b, _ = row
+    if not codes.ADD <= op < codes.SELECT or (a in constant) == (b in constant):
+        return row
+    if b in constant:
+        return op, dest, a, b, codes.CONSTANT_RIGHT
+    if op in _SWAPPED:
+        return _SWAPPED[op], dest, b, a, codes.CONSTANT_RIGHT
+    return op, dest, a, b, codes.CONSTANT_LEFT
 
 
 class CompiledElementwise:

@@ -8,6 +8,7 @@ so partial chunks and partial blocks are exercised.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -157,6 +158,53 @@ def test_two_inputs_constants_and_one_element_inputs_match_numpy():
     got = run(a, b, scale)
     assert run.last_path in ("serial", "parallel")
     np.testing.assert_allclose(got, reference(a, b, scale), rtol=1e-6, atol=0)
+
+
+BINARY_STEPS = {
+    **{op: functools.partial(make.arith, op) for op in ("add", "sub", "mul", "max", "min")},
+    "div": make.div,
+    **{op: (lambda a, b, op=op: make.cast(make.compare(op, a, b), "float32"))
+       for op in ("gt", "ge", "lt", "le", "eq", "ne")},
+}
+
+
+@pytest.mark.parametrize("step", sorted(BINARY_STEPS))
+def test_a_constant_on_either_side_of_a_step_gives_numpys_bits(step):
+    """A constant operand is read once, not streamed from a register: on the right, or on the left
+    for steps whose operands do not commute; the others' operands swap (k + x, k < x) and keep their
+    bits.  Signed zeros, NaN and infinities on both sides, constants in the IR and one-element inputs."""
+    x = np.random.default_rng(2).standard_normal(SIZE).astype(np.float32) * 4
+    x[:8] = [0.0, -0.0, np.nan, np.inf, -np.inf, 0.5, -2.0, 3.0]
+    op = BINARY_STEPS[step]
+    for k in (0.5, -0.0, 0.0, 3.0, float("nan"), float("inf")):
+        cases = [(lambda v: op(v, k), (x,)), (lambda v: op(k, v), (x,)),
+                 (lambda v, c: op(v, c), (x, np.float32([k]))), (lambda v, c: op(c, v), (x, np.float32([k])))]
+        for build, inputs in cases:
+            run, reference = compile_math(build, len(inputs))
+            with np.errstate(all="ignore"):
+                got, want = interpreted(run)(*inputs), reference(*inputs)
+            assert run.last_path in ("serial", "parallel")
+            number = ~np.isnan(want)
+            assert np.array_equal(got, want, equal_nan=True), f"{step} with {k}"
+            if step not in ("max", "min"):  # IEEE leaves max(0, -0)'s sign open; NumPy's depends on a scalar operand
+                assert np.array_equal(np.signbit(got[number]), np.signbit(want[number])), f"{step} with {k}"
+
+
+def test_a_constant_power_or_base_gives_the_bits_of_the_same_value_streamed():
+    """pow is libm's powf in the interpreter, where NumPy special-cases exponents (** 0.5 is its sqrt:
+    -inf ** 0.5 is NaN there, inf in C), so the reference here is the interpreter itself, the
+    constant given as a full-size input."""
+    x = np.random.default_rng(3).standard_normal(SIZE).astype(np.float32) * 3
+    x[:6] = [0.0, -0.0, np.nan, np.inf, -np.inf, -2.0]
+    streamed, _ = compile_math(lambda a, b: make.arith("pow", a, b), 2)
+    for k in (0.5, 1.7, -1.0, 3.0, float("nan")):  # not 2: x ** 2 simplifies to x * x
+        full = np.full_like(x, k)
+        for build, want in ((lambda v: make.arith("pow", v, k), streamed(x, full)),
+                            (lambda v: make.arith("pow", k, v), streamed(full, x))):
+            run, _ = compile_math(build, 1)
+            got = interpreted(run)(x)
+            assert run.last_path in ("serial", "parallel") and streamed.last_path in ("serial", "parallel")
+            assert np.array_equal(got.view(np.int32), want.view(np.int32)), f"pow with {k}"
 
 
 def test_one_element_inputs_change_between_calls_and_keep_numpys_result_shape():
