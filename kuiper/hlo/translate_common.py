@@ -103,9 +103,12 @@ def transpose(site: Site, source: str, shape: ArrayShape, permutation, suffix: s
     return output, moved, [site.op("Transpose", [source], [output], {"dims": permutation}, suffix=suffix)]
 
 
-def reshape(site: Site, source: str, shape: ArrayShape, new_dims, suffix: str) -> tuple[str, ArrayShape, list[OpNode]]:
+def reshape(site: Site, source: str, shape: ArrayShape, new_dims, suffix: str,
+            target: str | None = None) -> tuple[str, ArrayShape, list[OpNode]]:
+    """``source`` with the same elements in ``new_dims``: the new operand (``target``, or a temporary),
+    its shape and the op to emit."""
     reshaped = with_dims(shape, new_dims)
-    output = site.temporary(suffix, reshaped)
+    output = target or site.temporary(suffix, reshaped)
     return output, reshaped, [site.op("Reshape", [source], [output], {"shape": list(new_dims)}, suffix=suffix)]
 
 

@@ -84,10 +84,13 @@ def translate_bitcast(site: Site) -> list[OpNode]:
         ops.append(site.op("BitcastConvert", [value], [name], {"dtype": target.dtype}, suffix="retyped"))
         value, shape = name, retyped
     physical = [target.dims[d] for d in target_order]
-    value, shape, emitted = reshape(site, value, shape, physical, "reshaped")
-    ops += emitted
     inverse = sorted(range(target.rank), key=lambda i: target_order[i])
-    ops += transpose(site, value, shape, inverse, "logical", target=site.outputs[0])[2]
+    in_order = inverse == list(range(target.rank))  # the result's layout is row-major: no transpose after
+    value, shape, emitted = reshape(site, value, shape, physical, "reshaped",
+                                    target=site.outputs[0] if in_order else None)
+    ops += emitted
+    if not in_order:
+        ops += transpose(site, value, shape, inverse, "logical", target=site.outputs[0])[2]
     return ops
 
 

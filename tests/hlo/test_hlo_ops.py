@@ -113,6 +113,16 @@ def test_bitcast_between_layouts_is_a_transpose_of_the_physical_order():
     np.testing.assert_array_equal(run(body, x), x.reshape(3, 2))
 
 
+def test_a_bitcast_between_row_major_layouts_is_one_reshape():
+    # XLA's fusions bitcast (197, 768) <-> (1, 197, 768) around every elementwise chain: one view op
+    # each, no transpose by the identity after it.
+    body = "  x = f32[2,3]{1,0} parameter(0)\n  ROOT r = f32[1,2,3]{2,1,0} bitcast(x)"
+    model = kuiper.load_hlo(f"HloModule test\nENTRY main {{\n{body}\n}}\n", backend="numpy")
+    assert [step.node.type for step in model.steps] == ["Reshape"]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(model(x, to_numpy=True), x.reshape(1, 2, 3))
+
+
 def test_sort_puts_nan_last_under_total_order():
     comparator = ("less {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
                   "  ROOT lt = pred[] compare(a, b), direction=LT, type=TOTALORDER\n}\n")
