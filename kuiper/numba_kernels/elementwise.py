@@ -38,8 +38,8 @@ MIN_ELEMENTS = 1024
 # 0.5 s and 100 MiB of its start-up.
 CHEAP_CODES = frozenset((codes.NEG, codes.ABS, codes.FLOOR, codes.CEIL, codes.TRUNC, codes.NOT, codes.TO_BOOL,
                          codes.COPY, codes.ADD, codes.SUB, codes.MUL, codes.DIV, codes.MAX, codes.MIN, codes.GT,
-                         codes.GE, codes.LT, codes.LE, codes.EQ, codes.NE, codes.SELECT))
-CHEAP_STEPS = 3
+                         codes.GE, codes.LT, codes.LE, codes.EQ, codes.NE, codes.SELECT, codes.MULADD))
+CHEAP_STEPS = 3  # NumPy passes: a MULADD is two
 VALUE_DTYPES = ("float32", "bool")
 
 _UNARY = {"neg": codes.NEG, "not": codes.NOT}
@@ -66,7 +66,8 @@ class Program:
         self.param_count = len(fn.params)
         statements = [s for s in fn.body.stmts if s.target not in fn.results]
         result_value = next(s.value for s in fn.body.stmts if s.target == fn.results[0])
-        self._last_use = self._last_uses(statements, result_value)
+        steps = _multiplies_added([(s.target, *self._operation(s.value)) for s in statements], result_value)
+        self._last_use = self._last_uses(steps, result_value)
         self._free: list[int] = []
         self.registers = 0
         self.constants: list[tuple[int, float]] = []  # (register, value), filled once per block
@@ -80,15 +81,14 @@ class Program:
             register = self._allocate()
             self._value_register[param] = register
             self._input_registers.append(register)
-        for index, stmt in enumerate(statements):
-            opcode, operands = self._operation(stmt.value)
+        for index, (target, opcode, operands) in enumerate(steps):
             sources = [self._operand(operand) for operand in operands]
             # The destination is never an operand's register: LLVM vectorises a loop only after
             # its runtime check finds the rows disjoint; in place, max/select ran as scalar
             # branches (6 ns an element instead of 0.2).
             dest = self._allocate()
             self._release_dead(operands, index)
-            self._value_register[stmt.target] = dest
+            self._value_register[target] = dest
             rows.append((opcode, dest, *(sources + [0, 0, 0])[:3]))
         rows.append((codes.STORE, 0, self._operand(result_value), 0, 0))
         self.body = rows
@@ -96,14 +96,14 @@ class Program:
         self.cost = self.param_count + sum(codes.STEP_COST.get(row[0], 1) for row in rows)
 
     @staticmethod
-    def _last_uses(statements, result_value) -> dict[Var, int]:
+    def _last_uses(steps, result_value) -> dict[Var, int]:
         last: dict[Var, int] = {}
-        for index, stmt in enumerate(statements):
-            for child in stmt.value.children():
-                if isinstance(child, Var):
-                    last[child] = index
+        for index, (_, _, operands) in enumerate(steps):
+            for operand in operands:
+                if isinstance(operand, Var):
+                    last[operand] = index
         if isinstance(result_value, Var):
-            last[result_value] = len(statements)
+            last[result_value] = len(steps)
         return last
 
     def _operation(self, value) -> tuple[int, tuple]:
@@ -190,9 +190,10 @@ class Program:
         return full_shape, code, constant_registers, constant_values, slots, order
 
     def is_cheap(self) -> bool:
-        """Whether the program is at most CHEAP_STEPS steps, each in CHEAP_CODES (its last row is STORE)."""
+        """Whether the program is at most CHEAP_STEPS NumPy passes, each in CHEAP_CODES (its last row is STORE)."""
         steps = self.body[:-1]
-        return len(steps) <= CHEAP_STEPS and all(row[0] in CHEAP_CODES for row in steps)
+        passes = sum(2 if row[0] == codes.MULADD else 1 for row in steps)
+        return passes <= CHEAP_STEPS and all(row[0] in CHEAP_CODES for row in steps)
 
     def tables(self, pattern: tuple[bool, ...]):
         """(code, constant registers, constant values) when the inputs flagged in ``pattern`` hold one
@@ -211,10 +212,57 @@ class Program:
             else:
                 loads.append((codes.LOAD, register, len(loads), 0, 0))
         constant = {r for r, _ in self.constants} | set(input_registers)
-        code = np.array(loads + [_marking_constants(row, constant) for row in self.body], dtype=np.int64)
-        registers = [r for r, _ in self.constants] + input_registers
+        rows = loads + [_marking_constants(row, constant) for row in self.body]
+        code = np.array(rows, dtype=np.int64)
+        # A constant that no step streams needs its value once, not a whole register of it
+        # (filling them was a quarter of a long program's call on two threads).
+        streamed = _streamed_registers(rows)
+        registers = [r if r in streamed else -1 - r for r in [r for r, _ in self.constants] + input_registers]
         values = [v for _, v in self.constants] + [0.0] * len(input_registers)  # inputs' values per call
         return code, np.array(registers, dtype=np.int64), np.array(values, dtype=np.float32)
+
+
+def _multiplies_added(steps: list[tuple], result_value) -> list[tuple]:
+    """``steps`` (target, opcode, operands) with each add of a product read nowhere else made one
+    MULADD step: a polynomial's Horner steps (XLA's erf has 20) are then one pass over the registers
+    each, not two.  The product is still rounded before the add, so the bits do not change."""
+    uses: dict[Var, int] = {}
+    for _, _, operands in steps:
+        for operand in operands:
+            if isinstance(operand, Var):
+                uses[operand] = uses.get(operand, 0) + 1
+    if isinstance(result_value, Var):
+        uses[result_value] = uses.get(result_value, 0) + 1
+    product = {target: operands for target, opcode, operands in steps if opcode == codes.MUL}
+    taken: set[Var] = set()
+    merged = []
+    for target, opcode, operands in steps:
+        if opcode == codes.ADD:
+            for side in (0, 1):
+                term = operands[side]
+                if term in product and uses[term] == 1:
+                    taken.add(term)
+                    opcode, operands = codes.MULADD, (*product[term], operands[1 - side])
+                    break
+        merged.append((target, opcode, operands))
+    return [step for step in merged if step[0] not in taken]
+
+
+def _streamed_registers(rows: list[tuple]) -> set[int]:
+    """The registers some row reads element by element (not as a marked constant)."""
+    streamed: set[int] = set()
+    for op, _, a, b, c in rows:
+        if op == codes.LOAD:
+            continue
+        if op == codes.SELECT:
+            streamed.update((a, b, c))
+        elif op == codes.MULADD:
+            streamed.update(r for r in (a, b, c) if r >= 0)
+        elif codes.ADD <= op < codes.SELECT:
+            streamed.update({codes.NO_CONSTANT: (a, b), codes.CONSTANT_RIGHT: (a,), codes.CONSTANT_LEFT: (b,)}[c])
+        else:  # one operand: STORE, the functions
+            streamed.add(a)
+    return streamed
 
 
 # Operands that may trade places: a + b is b + a, a < b is b > a, bit for bit.
@@ -225,7 +273,11 @@ _SWAPPED = {codes.ADD: codes.ADD, codes.MUL: codes.MUL, codes.EQ: codes.EQ, code
 def _marking_constants(row: tuple, constant: set[int]) -> tuple:
     """A binary step's row with its c saying which operand register holds one constant value
     (kernel_codes.CONSTANT_RIGHT or CONSTANT_LEFT), a constant moved right where the step allows."""
-    op, dest, a, b, _ = row
+    op, dest, a, b, c = row
+    if op == codes.MULADD:
+        if a in constant and b not in constant:
+            a, b = b, a
+        return op, dest, a, b if b not in constant else -1 - b, c if c not in constant else -1 - c
     if not codes.ADD <= op < codes.SELECT or (a in constant) == (b in constant):
         return row
     if b in constant:

@@ -22,7 +22,7 @@ from numba import njit, prange
 
 from ..ir.erf import ERFC_FIT
 from .kernel_codes import (ABS, ADD, CEIL, CHUNK, CONSTANT_RIGHT, COPY, COS, DIV, EQ, ERF, EXP, EXPM1, FLOOR, GE, GT, LE, LOAD, LOG,
-                           LOG1P, LT, MAX, MIN, MUL, NE, NEG, NO_CONSTANT, NOT, POW, SELECT, SIN, SQRT, STORE, SUB, TANH, TO_BOOL,
+                           LOG1P, LT, MAX, MIN, MUL, MULADD, NE, NEG, NO_CONSTANT, NOT, POW, SELECT, SIN, SQRT, STORE, SUB, TANH, TO_BOOL,
                            TRUNC)
 from .runtime import kernel
 
@@ -48,14 +48,19 @@ def _run_range(code, constant_registers, constant_values, registers, first, stop
 def workspace(constant_registers, constant_values, registers, width):
     """Registers of ``width`` elements (at most CHUNK) with the constants filled in, and exp's scratch.
 
-    Made once per task: a caller that runs the program over many short ranges (a conv's output
-    planes) passes the same workspace to every ``run_chunks`` call.
+    A constant register below 0 (-1 - r) is only ever read as one value (its first element): only
+    that is filled.  Made once per task: a caller that runs the program over many short ranges (a
+    conv's output planes) passes the same workspace to every ``run_chunks`` call.
     """
     width = max(1, min(CHUNK, width))
     regs = np.empty((registers, width), np.float32)
     scratch = np.empty((3, width), np.int32)  # exp's exponent bits, erf's exp argument
     for k in range(constant_registers.size):
-        regs[constant_registers[k], :] = constant_values[k]
+        register = constant_registers[k]
+        if register >= 0:
+            regs[register, :] = constant_values[k]
+        else:
+            regs[-1 - register, 0] = constant_values[k]
     return regs, scratch
 
 
@@ -106,6 +111,8 @@ def _step(op, regs, scratch, dest, a, b, c, count, start, x0, x1, x2, x3, out):
             _binary_constant(op, regs[dest], regs[a], regs[b, 0], count)
         else:
             _constant_binary(op, regs[dest], regs[a, 0], regs[b], count)
+    elif op == MULADD:
+        _multiply_add(regs, dest, a, b, c, count)
     else:
         target, cond, yes, no = regs[dest], regs[a], regs[b], regs[c]
         for i in range(count):
@@ -113,6 +120,29 @@ def _step(op, regs, scratch, dest, a, b, c, count, start, x0, x1, x2, x3, out):
             # so LLVM kept the branch (0.65 ns an element, against 0.15 as a vector blend).
             when_true, when_false = yes[i], no[i]
             target[i] = when_true if cond[i] != 0 else when_false
+
+
+@njit(error_model="numpy")
+def _multiply_add(regs, dest, a, b, c, count):
+    """regs[dest] = regs[a] * regs[b] + regs[c], b and c read once where they hold a constant
+    (below 0: the register -1 - b, -1 - c).  No FMA: the product is rounded, as NumPy's is."""
+    target, x = regs[dest], regs[a]
+    if b >= 0 and c >= 0:
+        y, z = regs[b], regs[c]
+        for i in range(count):
+            target[i] = x[i] * y[i] + z[i]
+    elif b >= 0:
+        y, k = regs[b], regs[-1 - c, 0]
+        for i in range(count):
+            target[i] = x[i] * y[i] + k
+    elif c >= 0:
+        scale, z = regs[-1 - b, 0], regs[c]
+        for i in range(count):
+            target[i] = x[i] * scale + z[i]
+    else:
+        scale, k = regs[-1 - b, 0], regs[-1 - c, 0]
+        for i in range(count):
+            target[i] = x[i] * scale + k
 
 
 # exp in float32 with arithmetic only, so that LLVM vectorises it (libm's expf is a scalar call,

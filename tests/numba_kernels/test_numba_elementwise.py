@@ -19,6 +19,7 @@ pytest.importorskip("numba")
 from kuiper.ir import composites, make
 from kuiper.ir.codegen_numpy import compile_elementwise as compile_numpy
 from kuiper.numba_kernels import elementwise as compiled
+from kuiper.numba_kernels import kernel_codes as codes
 from kuiper.numba_kernels import elementwise_kernels as vm
 from kuiper.numba_kernels import runtime
 from kuiper.ops.elementwise import ElementwiseMath, function_for
@@ -188,6 +189,31 @@ def test_a_constant_on_either_side_of_a_step_gives_numpys_bits(step):
             assert np.array_equal(got, want, equal_nan=True), f"{step} with {k}"
             if step not in ("max", "min"):  # IEEE leaves max(0, -0)'s sign open; NumPy's depends on a scalar operand
                 assert np.array_equal(np.signbit(got[number]), np.signbit(want[number])), f"{step} with {k}"
+
+
+def test_a_polynomial_runs_as_multiply_adds_with_numpys_bits():
+    """Horner's steps (acc * t + c) are one MULADD row each, the product rounded before the add as
+    NumPy's is; a product read twice stays a step of its own."""
+    x = np.random.default_rng(4).standard_normal(SIZE).astype(np.float32) * 3
+    x[:4] = [0.0, -0.0, np.inf, np.nan]
+    coefficients = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807)
+
+    def horner(v, c, w):
+        acc = make.arith("mul", v, coefficients[0])
+        for coefficient in coefficients[1:]:
+            acc = make.arith("add", make.arith("mul", acc, v), coefficient)
+        shared = make.arith("mul", acc, w)  # read by both terms below: not merged
+        return make.arith("add", make.arith("add", shared, c), make.arith("mul", shared, shared))
+
+    run, reference = compile_math(horner, 3)
+    rows = [row[0] for row in run.program.body]
+    assert rows.count(codes.MULADD) == 5 and rows.count(codes.MUL) == 2  # acc * v + c four times, shared^2 + .
+    w = np.random.default_rng(5).standard_normal(SIZE).astype(np.float32)
+    for c in (np.float32([0.5]), np.full(SIZE, -2.0, np.float32)):  # a constant, and streamed
+        with np.errstate(all="ignore"):
+            got, want = run(x, c, w), reference(x, c, w)
+        assert run.last_path in ("serial", "parallel")
+        assert np.array_equal(got, want, equal_nan=True)
 
 
 def test_a_constant_power_or_base_gives_the_bits_of_the_same_value_streamed():
