@@ -98,6 +98,40 @@ def test_tanh_is_within_an_ulp_or_two_of_float64_and_keeps_signs_and_specials():
     assert got[-3] == 1.0 and got[-2] == -1.0
 
 
+def test_log_is_within_two_ulps_of_float64_over_the_whole_float32_range():
+    rng = np.random.default_rng(7)
+    x = np.concatenate([np.exp(rng.uniform(-103, 88.7, 300_000)).astype(np.float32),  # denormals to the largest
+                        np.linspace(0.5, 2.0, 100_001, dtype=np.float32),  # around 1, where log is near 0
+                        np.float32([np.finfo(np.float32).max, 1e-45, np.nextafter(np.float32(1), np.float32(2))]),
+                        np.float32([1.0, 0.0, -0.0, -1.0, np.inf, -np.inf, np.nan])])
+    run, _ = compile_math(lambda v: make.call("log", v), 1)
+    got = run(x)
+    assert run.last_path in ("serial", "parallel")
+    with np.errstate(all="ignore"):
+        want = np.log(x.astype(np.float64)).astype(np.float32)  # correctly rounded to float32
+    finite = np.isfinite(want)
+    assert ulps_apart(got[finite], want[finite]).max() <= 2  # NumPy's own float32 log: 3
+    np.testing.assert_array_equal(got[-7:], [0.0, -np.inf, -np.inf, np.nan, np.inf, np.nan, np.nan])
+
+
+def test_log1p_is_within_three_ulps_of_float64_and_keeps_small_inputs_digits():
+    rng = np.random.default_rng(8)
+    x = np.concatenate([np.linspace(-0.999, 2.0, 300_001, dtype=np.float32),
+                        np.exp(rng.uniform(-100, 88, 100_000)).astype(np.float32),  # tiny to huge
+                        -np.exp(rng.uniform(-100, -0.01, 100_000)).astype(np.float32),  # -1 < x < 0
+                        np.float32([1e-8, -1e-8, 1e-30, -1e-40]),
+                        np.float32([0.0, -0.0, -1.0, -2.0, np.inf, -np.inf, np.nan])])
+    run, _ = compile_math(lambda v: make.call("log1p", v), 1)
+    got = run(x)
+    assert run.last_path in ("serial", "parallel")
+    with np.errstate(all="ignore"):
+        want = np.log1p(x.astype(np.float64)).astype(np.float32)
+    finite = np.isfinite(want)
+    assert ulps_apart(got[finite], want[finite]).max() <= 3
+    np.testing.assert_array_equal(got[-7:], [0.0, -0.0, -np.inf, np.nan, np.inf, np.nan, np.nan])
+    assert np.signbit(got[-6])
+
+
 def test_costly_steps_count_towards_the_parallel_launch(monkeypatch):
     """A program's work weighs each step by its cost: 100 K elements of tanh are worth a second
     thread, where 100 K elements of a multiply-add with as many steps are not."""
@@ -127,6 +161,8 @@ ACTIVATIONS = {
     "gelu_tanh": (composites.gelu_tanh,
                   lambda x: 0.5 * x * (1 + math.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))),
     "mish": (composites.mish, lambda x: x * math.tanh(math.log1p(math.exp(x))) if x < 700 else x),
+    "softplus": (composites.softplus, lambda x: x if x > 20 else math.log1p(math.exp(x))),
+    "log_sigmoid": (composites.log_sigmoid, lambda x: min(x, 0.0) - math.log1p(math.exp(-abs(x)))),
 }
 
 
