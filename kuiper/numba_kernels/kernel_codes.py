@@ -23,10 +23,10 @@ MULADD = 33  # dest = a * b + c, rounded after the product as two steps would be
 NO_CONSTANT, CONSTANT_RIGHT, CONSTANT_LEFT = 0, 1, 2
 INPUT_SLOTS = 4  # streamed inputs per program (x0..x3)
 # What a step costs an element, in multiplies (the interpreter, one thread, 2026-11-26: a multiply
-# 0.19 ns, exp 0.71, erf 1.5, tanh 1.3, log 0.9, log1p 1.1;
-# expm1, sin and the rest are libm's scalar calls, 4-14 ns).
+# 0.19 ns, exp 0.71, erf 1.5, tanh 1.3, log 0.9, log1p 1.1,
+# expm1 1.0; sin, cos and pow are libm's scalar calls, 4-9 ns).
 # A program's work, its elements times its steps' costs, decides whether it runs on every core.
-STEP_COST = {EXP: 4, ERF: 8, TANH: 7, LOG: 5, LOG1P: 6, EXPM1: 74, POW: 36, SIN: 21, COS: 44}
+STEP_COST = {EXP: 4, ERF: 8, TANH: 7, LOG: 5, LOG1P: 6, EXPM1: 5, POW: 36, SIN: 21, COS: 44}
 
 # F.grid_sample's modes (grid_sample_kernels.py).
 BILINEAR, NEAREST = 0, 1

@@ -132,6 +132,23 @@ def test_log1p_is_within_three_ulps_of_float64_and_keeps_small_inputs_digits():
     assert np.signbit(got[-6])
 
 
+def test_expm1_is_within_two_ulps_of_float64_and_keeps_small_inputs_digits():
+    # Both sides of the switch from the series to exp(x) - 1 (|x| = 1), tiny inputs, overflow.
+    x = np.concatenate([np.linspace(-110, 89, 400_003, dtype=np.float32),
+                        np.linspace(-1.5, 1.5, 100_001, dtype=np.float32),
+                        np.float32([1.0, -1.0, np.nextafter(np.float32(1), np.float32(0)), 1e-8, -1e-30, 1e-45]),
+                        np.float32([0.0, -0.0, np.inf, -np.inf, np.nan])])
+    run, _ = compile_math(lambda v: make.call("expm1", v), 1)
+    got = run(x)
+    assert run.last_path in ("serial", "parallel")
+    with np.errstate(over="ignore"):
+        want = np.expm1(x.astype(np.float64)).astype(np.float32)
+    finite = np.isfinite(want)
+    assert ulps_apart(got[finite], want[finite]).max() <= 2
+    np.testing.assert_array_equal(got[-5:], [0.0, -0.0, np.inf, -1.0, np.nan])
+    assert np.signbit(got[-4]) and np.array_equal(np.isinf(got), np.isinf(want))
+
+
 def test_costly_steps_count_towards_the_parallel_launch(monkeypatch):
     """A program's work weighs each step by its cost: 100 K elements of tanh are worth a second
     thread, where 100 K elements of a multiply-add with as many steps are not."""
@@ -162,6 +179,8 @@ ACTIVATIONS = {
                   lambda x: 0.5 * x * (1 + math.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))),
     "mish": (composites.mish, lambda x: x * math.tanh(math.log1p(math.exp(x))) if x < 700 else x),
     "softplus": (composites.softplus, lambda x: x if x > 20 else math.log1p(math.exp(x))),
+    "selu": (composites.selu, lambda x: 1.0507009873554805 * (x if x > 0 else 1.6732632423543772 * math.expm1(x))),
+    "celu": (lambda v: composites.celu(v, 0.5), lambda x: max(x, 0.0) + min(0.0, 0.5 * math.expm1(min(x, 0.0) / 0.5))),
     "log_sigmoid": (composites.log_sigmoid, lambda x: min(x, 0.0) - math.log1p(math.exp(-abs(x)))),
 }
 
