@@ -35,6 +35,10 @@ ELEMENTWISE_CASES = {
     "gelu_1x3136x256": ("gelu", 1, (1, 3136, 256)),
     "silu_1x64x160x160": ("silu", 1, (1, 64, 160, 160)),
     "add_relu_1x64x56x56": ("add_relu", 2, (1, 64, 56, 56)),
+    # tanh, log1p and expm1 on the interpreter's own vector loops (libm's were scalar calls)
+    "gelu_tanh_1x197x768": ("gelu_tanh", 1, (1, 197, 768)),
+    "mish_1x64x80x80": ("mish", 1, (1, 64, 80, 80)),
+    "elu_1x64x80x80": ("elu", 1, (1, 64, 80, 80)),
 }
 PATHS = ["compiled", "reference"]
 
