@@ -21,9 +21,9 @@ import numpy as np
 from numba import njit, prange
 
 from ..ir.erf import ERFC_FIT
-from .kernel_codes import (ABS, ADD, CEIL, CHUNK, CONSTANT_RIGHT, COPY, COS, DIV, EQ, ERF, EXP, EXPM1, FLOOR, GE, GT, LE, LOAD, LOG,
-                           LOG1P, LT, MAX, MIN, MUL, MULADD, NE, NEG, NO_CONSTANT, NOT, POW, SELECT, SIN, SQRT, STORE, SUB, TANH, TO_BOOL,
-                           TRUNC)
+from .kernel_codes import (ABS, ADD, CEIL, CHUNK, CONSTANT_RIGHT, COPY, COS, DIV, EQ, ERF, EXP, EXPM1, FLOOR, GE,
+                           GT, LE, LOAD, LOG, LOG1P, LT, MAX, MIN, MUL, MULADD, NE, NEG, NO_CONSTANT, NOT, POW,
+                           SELECT, SIN, SQRT, STORE, SUB, TANH, TO_BOOL, TRUNC)
 from .runtime import kernel
 
 
@@ -54,7 +54,7 @@ def workspace(constant_registers, constant_values, registers, width):
     """
     width = max(1, min(CHUNK, width))
     regs = np.empty((registers, width), np.float32)
-    scratch = np.empty((3, width), np.int32)  # exp's exponent bits, erf's exp argument
+    scratch = np.empty((3, width), np.int32)  # exp's exponent bits; erf's, tanh's and log's working values
     for k in range(constant_registers.size):
         register = constant_registers[k]
         if register >= 0:
