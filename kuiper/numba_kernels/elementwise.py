@@ -249,19 +249,18 @@ def _multiplies_added(steps: list[tuple], result_value) -> list[tuple]:
 
 
 def _streamed_registers(rows: list[tuple]) -> set[int]:
-    """The registers some row reads element by element (not as a marked constant)."""
+    """The registers some row reads element by element (operands below 0 are constants read once)."""
     streamed: set[int] = set()
     for op, _, a, b, c in rows:
         if op == codes.LOAD:
             continue
-        if op == codes.SELECT:
-            streamed.update((a, b, c))
-        elif op == codes.MULADD:
-            streamed.update(r for r in (a, b, c) if r >= 0)
+        if op in (codes.SELECT, codes.MULADD):
+            operands = (a, b, c)
         elif codes.ADD <= op < codes.SELECT:
-            streamed.update({codes.NO_CONSTANT: (a, b), codes.CONSTANT_RIGHT: (a,), codes.CONSTANT_LEFT: (b,)}[c])
+            operands = (a, b)
         else:  # one operand: STORE, the functions
-            streamed.add(a)
+            operands = (a,)
+        streamed.update(r for r in operands if r >= 0)
     return streamed
 
 
@@ -271,20 +270,22 @@ _SWAPPED = {codes.ADD: codes.ADD, codes.MUL: codes.MUL, codes.EQ: codes.EQ, code
 
 
 def _marking_constants(row: tuple, constant: set[int]) -> tuple:
-    """A binary step's row with its c saying which operand register holds one constant value
-    (kernel_codes.CONSTANT_RIGHT or CONSTANT_LEFT), a constant moved right where the step allows."""
+    """A binary or MULADD row with each operand register that holds one constant value written as
+    -1 - r (read once), a constant moved right where the step allows; two constants stay registers."""
     op, dest, a, b, c = row
     if op == codes.MULADD:
         if a in constant and b not in constant:
             a, b = b, a
-        return op, dest, a, b if b not in constant else -1 - b, c if c not in constant else -1 - c
+        return op, dest, a, _marked(b, constant), _marked(c, constant)
     if not codes.ADD <= op < codes.SELECT or (a in constant) == (b in constant):
         return row
-    if b in constant:
-        return op, dest, a, b, codes.CONSTANT_RIGHT
-    if op in _SWAPPED:
-        return _SWAPPED[op], dest, b, a, codes.CONSTANT_RIGHT
-    return op, dest, a, b, codes.CONSTANT_LEFT
+    if a in constant and op in _SWAPPED:
+        op, a, b = _SWAPPED[op], b, a
+    return op, dest, _marked(a, constant), _marked(b, constant), c
+
+
+def _marked(register: int, constant: set[int]) -> int:
+    return -1 - register if register in constant else register
 
 
 class CompiledElementwise:

@@ -18,11 +18,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 
 from ..ir.erf import ERFC_FIT
-from .kernel_codes import (ABS, ADD, CEIL, CHUNK, CONSTANT_RIGHT, COPY, COS, DIV, EQ, ERF, EXP, EXPM1, FLOOR, GE,
-                           GT, LE, LOAD, LOG, LOG1P, LT, MAX, MIN, MUL, MULADD, NE, NEG, NO_CONSTANT, NOT, POW,
+from .kernel_codes import (ABS, ADD, CEIL, CHUNK, COPY, COS, DIV, EQ, ERF, EXP, EXPM1, FLOOR, GE,
+                           GT, LE, LOAD, LOG, LOG1P, LT, MAX, MIN, MUL, MULADD, NE, NEG, NOT, POW,
                            SELECT, SIN, SQRT, STORE, SUB, TANH, TO_BOOL, TRUNC)
 from .runtime import kernel
 
@@ -109,14 +110,14 @@ def _step(op, regs, scratch, dest, a, b, c, count, start, x0, x1, x2, x3, out):
     elif op < ADD:
         _unary(op, regs[dest], regs[a], count)
     elif op < SELECT:
-        # c says where a constant operand is (elementwise.Program): streaming a register of one
-        # repeated value costs a third of a step's memory traffic.
-        if c == NO_CONSTANT:
-            _binary(op, regs[dest], regs[a], regs[b], count)
-        elif c == CONSTANT_RIGHT:
-            _binary_constant(op, regs[dest], regs[a], regs[b, 0], count)
+        # An operand register below 0 (-1 - r) holds one constant value (elementwise.Program):
+        # streaming a register of one repeated value costs a third of a step's memory traffic.
+        if b < 0:
+            _binary(op, regs[dest], regs[a], regs[-1 - b, 0], count)
+        elif a < 0:
+            _binary(op, regs[dest], regs[-1 - a, 0], regs[b], count)
         else:
-            _constant_binary(op, regs[dest], regs[a, 0], regs[b], count)
+            _binary(op, regs[dest], regs[a], regs[b], count)
     elif op == MULADD:
         _multiply_add(regs, dest, a, b, c, count)
     else:
@@ -128,27 +129,38 @@ def _step(op, regs, scratch, dest, a, b, c, count, start, x0, x1, x2, x3, out):
             target[i] = when_true if cond[i] != 0 else when_false
 
 
+def _element(values, i):
+    """values[i], or values itself where it is one constant value: the loops below are written once
+    and numba compiles them for each mix of register rows and constants."""
+    raise NotImplementedError("compiled only (numba's overload below)")
+
+
+@overload(_element, inline="always")
+def _element_of(values, i):
+    if isinstance(values, types.Array):
+        return lambda values, i: values[i]
+    return lambda values, i: values
+
+
 @njit(error_model="numpy")
 def _multiply_add(regs, dest, a, b, c, count):
     """regs[dest] = regs[a] * regs[b] + regs[c], b and c read once where they hold a constant
     (below 0: the register -1 - b, -1 - c).  No FMA: the product is rounded, as NumPy's is."""
     target, x = regs[dest], regs[a]
     if b >= 0 and c >= 0:
-        y, z = regs[b], regs[c]
-        for i in range(count):
-            target[i] = x[i] * y[i] + z[i]
+        _multiply_add_loop(target, x, regs[b], regs[c], count)
     elif b >= 0:
-        y, k = regs[b], regs[-1 - c, 0]
-        for i in range(count):
-            target[i] = x[i] * y[i] + k
+        _multiply_add_loop(target, x, regs[b], regs[-1 - c, 0], count)
     elif c >= 0:
-        scale, z = regs[-1 - b, 0], regs[c]
-        for i in range(count):
-            target[i] = x[i] * scale + z[i]
+        _multiply_add_loop(target, x, regs[-1 - b, 0], regs[c], count)
     else:
-        scale, k = regs[-1 - b, 0], regs[-1 - c, 0]
-        for i in range(count):
-            target[i] = x[i] * scale + k
+        _multiply_add_loop(target, x, regs[-1 - b, 0], regs[-1 - c, 0], count)
+
+
+@njit(error_model="numpy")
+def _multiply_add_loop(target, x, y, z, count):
+    for i in range(count):
+        target[i] = x[i] * _element(y, i) + _element(z, i)
 
 
 # exp in float32 with arithmetic only, so that LLVM vectorises it (libm's expf is a scalar call,
@@ -366,117 +378,49 @@ def _unary(op, target, x, count):
 
 @njit(error_model="numpy")
 def _binary(op, target, x, y, count):
+    """target = x op y elementwise; x or y may be one constant value (a float32 scalar), read once."""
     one = np.float32(1.0)
     zero = np.float32(0.0)
     if op == ADD:
         for i in range(count):
-            target[i] = x[i] + y[i]
+            target[i] = _element(x, i) + _element(y, i)
     elif op == SUB:
         for i in range(count):
-            target[i] = x[i] - y[i]
+            target[i] = _element(x, i) - _element(y, i)
     elif op == MUL:
         for i in range(count):
-            target[i] = x[i] * y[i]
+            target[i] = _element(x, i) * _element(y, i)
     elif op == DIV:
         for i in range(count):
-            target[i] = x[i] / y[i]
+            target[i] = _element(x, i) / _element(y, i)
     elif op == POW:
         for i in range(count):
-            target[i] = x[i] ** y[i]
+            target[i] = _element(x, i) ** _element(y, i)
     elif op == MAX:  # NaN-propagating, as np.maximum (two selects, so that LLVM vectorises)
         for i in range(count):
-            larger = x[i] if x[i] > y[i] else y[i]
-            target[i] = x[i] if x[i] != x[i] else larger
+            u, v = _element(x, i), _element(y, i)
+            larger = u if u > v else v
+            target[i] = u if u != u else larger
     elif op == MIN:
         for i in range(count):
-            smaller = x[i] if x[i] < y[i] else y[i]
-            target[i] = x[i] if x[i] != x[i] else smaller
+            u, v = _element(x, i), _element(y, i)
+            smaller = u if u < v else v
+            target[i] = u if u != u else smaller
     elif op == GT:
         for i in range(count):
-            target[i] = one if x[i] > y[i] else zero
+            target[i] = one if _element(x, i) > _element(y, i) else zero
     elif op == GE:
         for i in range(count):
-            target[i] = one if x[i] >= y[i] else zero
+            target[i] = one if _element(x, i) >= _element(y, i) else zero
     elif op == LT:
         for i in range(count):
-            target[i] = one if x[i] < y[i] else zero
+            target[i] = one if _element(x, i) < _element(y, i) else zero
     elif op == LE:
         for i in range(count):
-            target[i] = one if x[i] <= y[i] else zero
+            target[i] = one if _element(x, i) <= _element(y, i) else zero
     elif op == EQ:
         for i in range(count):
-            target[i] = one if x[i] == y[i] else zero
+            target[i] = one if _element(x, i) == _element(y, i) else zero
     else:  # NE
         for i in range(count):
-            target[i] = one if x[i] != y[i] else zero
-
-
-@njit(error_model="numpy")
-def _binary_constant(op, target, x, k, count):
-    """``_binary`` with a constant second operand."""
-    one = np.float32(1.0)
-    zero = np.float32(0.0)
-    if op == ADD:
-        for i in range(count):
-            target[i] = x[i] + k
-    elif op == SUB:
-        for i in range(count):
-            target[i] = x[i] - k
-    elif op == MUL:
-        for i in range(count):
-            target[i] = x[i] * k
-    elif op == DIV:
-        for i in range(count):
-            target[i] = x[i] / k
-    elif op == POW:
-        for i in range(count):
-            target[i] = x[i] ** k
-    elif op == MAX:
-        for i in range(count):
-            larger = x[i] if x[i] > k else k
-            target[i] = x[i] if x[i] != x[i] else larger
-    elif op == MIN:
-        for i in range(count):
-            smaller = x[i] if x[i] < k else k
-            target[i] = x[i] if x[i] != x[i] else smaller
-    elif op == GT:
-        for i in range(count):
-            target[i] = one if x[i] > k else zero
-    elif op == GE:
-        for i in range(count):
-            target[i] = one if x[i] >= k else zero
-    elif op == LT:
-        for i in range(count):
-            target[i] = one if x[i] < k else zero
-    elif op == LE:
-        for i in range(count):
-            target[i] = one if x[i] <= k else zero
-    elif op == EQ:
-        for i in range(count):
-            target[i] = one if x[i] == k else zero
-    else:  # NE
-        for i in range(count):
-            target[i] = one if x[i] != k else zero
-
-
-@njit(error_model="numpy")
-def _constant_binary(op, target, k, y, count):
-    """``_binary`` with a constant first operand, for the steps whose operands do not commute
-    (elementwise.Program swaps the others' operands)."""
-    if op == SUB:
-        for i in range(count):
-            target[i] = k - y[i]
-    elif op == DIV:
-        for i in range(count):
-            target[i] = k / y[i]
-    elif op == POW:
-        for i in range(count):
-            target[i] = k ** y[i]
-    elif op == MAX:
-        for i in range(count):
-            larger = k if k > y[i] else y[i]
-            target[i] = k if k != k else larger
-    else:  # MIN
-        for i in range(count):
-            smaller = k if k < y[i] else y[i]
-            target[i] = k if k != k else smaller
+            target[i] = one if _element(x, i) != _element(y, i) else zero

@@ -16,11 +16,9 @@ LOAD, STORE = 0, 1
 NEG, ABS, SQRT, EXP, EXPM1, LOG, LOG1P, TANH, ERF, FLOOR, CEIL, TRUNC, SIN, COS, NOT, TO_BOOL, COPY = range(2, 19)
 ADD, SUB, MUL, DIV, POW, MAX, MIN, GT, GE, LT, LE, EQ, NE = range(19, 32)
 SELECT = 32
-MULADD = 33  # dest = a * b + c, rounded after the product as two steps would be; b or c below 0:
-# -1 - b (or -1 - c) is a register of one constant value
-# A binary step's c (it has no third operand): whether b (right) or a (left) is a register that holds
-# one constant value; the step then reads that value once instead of streaming the register.
-NO_CONSTANT, CONSTANT_RIGHT, CONSTANT_LEFT = 0, 1, 2
+MULADD = 33  # dest = a * b + c, rounded after the product as two steps would be
+# In a binary step's or a MULADD's row, an operand below 0 is the register -1 - r holding one
+# constant value: the step reads that value once instead of streaming the register.
 INPUT_SLOTS = 4  # streamed inputs per program (x0..x3)
 # What a step costs an element, in multiplies (the interpreter, one thread, 2026-11-26: a multiply
 # 0.19 ns, exp 0.71, erf 1.5, tanh 1.3, log 0.9, log1p 1.1,

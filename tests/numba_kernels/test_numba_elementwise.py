@@ -49,6 +49,19 @@ def ulps_apart(got, want):
     return np.abs(as_int(got).astype(np.int64) - as_int(want).astype(np.int64))
 
 
+def interpreted_within_ulps(func: str, reference, x, ulps: int):
+    """The interpreter's ``func`` over x, checked to be at most ``ulps`` from ``reference`` in float64
+    (rounded to float32) wherever that is finite; returns (got, that reference)."""
+    run, _ = compile_math(lambda v: make.call(func, v), 1)
+    got = run(x)
+    assert run.last_path in ("serial", "parallel")
+    with np.errstate(all="ignore"):
+        want = reference(x.astype(np.float64)).astype(np.float32)  # correctly rounded to float32
+    finite = np.isfinite(want)
+    assert ulps_apart(got[finite], want[finite]).max() <= ulps, f"{func}: over {ulps} ulps from float64"
+    return got, want
+
+
 def test_exp_is_within_a_few_ulps_of_float64_over_the_whole_float32_range():
     x = np.concatenate([np.linspace(-110, 95, 200_003, dtype=np.float32),
                         np.float32([-np.inf, np.inf, 0.0, -0.0, 1e-30, -1e-30, 88.72, 88.73, -87.33, -103.9])])
@@ -88,12 +101,7 @@ def test_tanh_is_within_an_ulp_or_two_of_float64_and_keeps_signs_and_specials():
     x = np.concatenate([np.linspace(-12, 12, 400_003, dtype=np.float32),
                         np.float32([0.55, -0.55, np.nextafter(np.float32(0.55), np.float32(0)), 44.0, 45.0, 1e30]),
                         np.float32([0.0, -0.0, 1e-30, -1e-40, np.inf, -np.inf, np.nan])])
-    run, _ = compile_math(lambda v: make.call("tanh", v), 1)
-    got = run(x)
-    assert run.last_path in ("serial", "parallel")
-    want = np.tanh(x.astype(np.float64)).astype(np.float32)  # correctly rounded to float32
-    finite = ~np.isnan(want)
-    assert ulps_apart(got[finite], want[finite]).max() <= 2
+    got, _ = interpreted_within_ulps("tanh", np.tanh, x, 2)
     assert np.isnan(got[-1]) and np.signbit(got[-6]) and not np.signbit(got[-7])
     assert got[-3] == 1.0 and got[-2] == -1.0
 
@@ -104,13 +112,7 @@ def test_log_is_within_two_ulps_of_float64_over_the_whole_float32_range():
                         np.linspace(0.5, 2.0, 100_001, dtype=np.float32),  # around 1, where log is near 0
                         np.float32([np.finfo(np.float32).max, 1e-45, np.nextafter(np.float32(1), np.float32(2))]),
                         np.float32([1.0, 0.0, -0.0, -1.0, np.inf, -np.inf, np.nan])])
-    run, _ = compile_math(lambda v: make.call("log", v), 1)
-    got = run(x)
-    assert run.last_path in ("serial", "parallel")
-    with np.errstate(all="ignore"):
-        want = np.log(x.astype(np.float64)).astype(np.float32)  # correctly rounded to float32
-    finite = np.isfinite(want)
-    assert ulps_apart(got[finite], want[finite]).max() <= 2  # NumPy's own float32 log: 3
+    got, _ = interpreted_within_ulps("log", np.log, x, 2)  # NumPy's own float32 log: 3
     np.testing.assert_array_equal(got[-7:], [0.0, -np.inf, -np.inf, np.nan, np.inf, np.nan, np.nan])
 
 
@@ -121,13 +123,7 @@ def test_log1p_is_within_three_ulps_of_float64_and_keeps_small_inputs_digits():
                         -np.exp(rng.uniform(-100, -0.01, 100_000)).astype(np.float32),  # -1 < x < 0
                         np.float32([1e-8, -1e-8, 1e-30, -1e-40]),
                         np.float32([0.0, -0.0, -1.0, -2.0, np.inf, -np.inf, np.nan])])
-    run, _ = compile_math(lambda v: make.call("log1p", v), 1)
-    got = run(x)
-    assert run.last_path in ("serial", "parallel")
-    with np.errstate(all="ignore"):
-        want = np.log1p(x.astype(np.float64)).astype(np.float32)
-    finite = np.isfinite(want)
-    assert ulps_apart(got[finite], want[finite]).max() <= 3
+    got, _ = interpreted_within_ulps("log1p", np.log1p, x, 3)
     np.testing.assert_array_equal(got[-7:], [0.0, -0.0, -np.inf, np.nan, np.inf, np.nan, np.nan])
     assert np.signbit(got[-6])
 
@@ -138,13 +134,7 @@ def test_expm1_is_within_two_ulps_of_float64_and_keeps_small_inputs_digits():
                         np.linspace(-1.5, 1.5, 100_001, dtype=np.float32),
                         np.float32([1.0, -1.0, np.nextafter(np.float32(1), np.float32(0)), 1e-8, -1e-30, 1e-45]),
                         np.float32([0.0, -0.0, np.inf, -np.inf, np.nan])])
-    run, _ = compile_math(lambda v: make.call("expm1", v), 1)
-    got = run(x)
-    assert run.last_path in ("serial", "parallel")
-    with np.errstate(over="ignore"):
-        want = np.expm1(x.astype(np.float64)).astype(np.float32)
-    finite = np.isfinite(want)
-    assert ulps_apart(got[finite], want[finite]).max() <= 2
+    got, want = interpreted_within_ulps("expm1", np.expm1, x, 2)
     np.testing.assert_array_equal(got[-5:], [0.0, -0.0, np.inf, -1.0, np.nan])
     assert np.signbit(got[-4]) and np.array_equal(np.isinf(got), np.isinf(want))
 
