@@ -164,7 +164,7 @@ def test_the_compiled_kernels_serve_backends_by_capability(register_plugin):
     register_plugin(_backend_plugin(HostArrays), "host_arrays")
     register_plugin(_backend_plugin(Opaque), "opaque")
     assert plugins.kernel_registry("host_arrays")["Conv2d"].plugin == "numba_kernels"
-    assert set(plugins.primitive_registry("host_arrays")) == {"compile_elementwise", "softmax_in_place"}
+    assert set(plugins.primitive_registry("host_arrays")) == {"compile_elementwise", "softmax_in_place", "blas_threads"}
     assert plugins.kernel_registry("opaque") == {} and plugins.primitive_registry("opaque") == {}
 
 

@@ -20,7 +20,8 @@ NUMPY_ARRAYS = "numpy-arrays"
 CUDA_SOURCE = "cuda-source"
 
 # The methods a kernel plugin may replace through the ``kuiper_add_primitives`` hook.
-PRIMITIVES = ("pad", "sliding_window", "einsum", "scatter_add", "erf", "softmax_in_place", "compile_elementwise")
+PRIMITIVES = ("pad", "sliding_window", "einsum", "scatter_add", "erf", "softmax_in_place", "compile_elementwise",
+              "blas_threads")
 
 
 class Backend:
@@ -106,6 +107,15 @@ class Backend:
         from ..ir.codegen_numpy import compile_elementwise
 
         return compile_elementwise(function, self.native if hasattr(self, "native") else self.xp)
+
+    def blas_threads(self) -> int | None:
+        """The threads NumPy's BLAS may use while a model runs here; None leaves the library's own setting.
+
+        A kernel plugin whose kernels compute on a thread pool of their own says 1 (kuiper.numba_kernels,
+        when oneDNN is found): two pools on the same cores fight, each spinning on the core the
+        other's next call needs.
+        """
+        return None
 
     def use_primitives(self, primitives: dict[str, Callable]) -> None:
         """Replace primitives of this instance by plugin functions ``function(default, *args)``,

@@ -89,8 +89,9 @@ class Model:
 
     def __post_init__(self):
         self.plan = ExecutionPlan(self.steps, self.backend)
-        # Ops on a thread pool of their own (oneDNN's) own the cores: BLAS runs on the calling thread.
-        self.blas_threads = 1 if any(step.op.owns_thread_pool for step in self.steps) else None
+        # Kernels on a thread pool of their own (oneDNN's OpenMP threads) own the cores: BLAS then runs
+        # on the calling thread (the backend says so, kuiper.backends.base.Backend.blas_threads).
+        self.blas_threads = self.backend.blas_threads()
 
     # -- pickling -----------------------------------------------------------------
     def __reduce__(self):

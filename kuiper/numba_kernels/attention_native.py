@@ -42,7 +42,6 @@ class OneDnnAttention:
         library = onednn.library()
         if library is not None:
             self.native = onednn.Attention(library)
-            self.owns_thread_pool = True
             self.kernel_note = "products and softmax on oneDNN (the reference under 1 M multiply-adds)"
 
     def attention(self, q, k, v, scale: float, masks=(), keep_weights: bool = False):

@@ -25,7 +25,6 @@ class NativeConcat(Cat):
         super().setup()
         library = onednn.library()
         self.native = onednn.Concatenation(library, CHANNELS) if library is not None and self.dim == CHANNELS else None
-        self.owns_thread_pool = self.native is not None
         self.kernel_note = "oneDNN (joins tensors in its blocked layout)" if self.native else "reference path"
 
     def native_layout(self) -> str | None:

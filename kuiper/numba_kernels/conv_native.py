@@ -130,7 +130,6 @@ class OneDnnConv(OneDnnPath):
         raw = np.reshape(weight.matrix, (weight.out_channels, weight.in_channels // self.groups) + weight.kernel)
         self.native = onednn.Convolution(library, raw, self.static_bias_vector, self.stride, self.dilation,
                                          self.static_pads, self.groups, post_ops or ())
-        self.owns_thread_pool = True
         return True
 
     def fuses_epilogue_elsewhere(self) -> bool:

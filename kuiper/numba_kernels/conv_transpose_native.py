@@ -50,7 +50,6 @@ class OneDnnConvTranspose(OneDnnPath):
         self.native = onednn.Convolution(library, weight, self.static_bias_vector, self.stride, self.dilation,
                                          [(p, p) for p in self.padding], groups, post_ops or (),
                                          output_padding=self.output_padding)
-        self.owns_thread_pool = True
         self.kernel_note = "oneDNN deconvolution (its layout and kernel chosen per input shape)"
         if self.epilogue_after:
             self.kernel_note += "; epilogue after it (no post-ops for it)"

@@ -30,7 +30,6 @@ class NativeLayerNorm(CompiledLayerNorm):
         super().setup()
         self.library = onednn.library() if self.compiled else None
         if self.library is not None:
-            self.owns_thread_pool = True
             self.kernel_note = "oneDNN (float32), compiled loop for small tensors"
 
     def forward(self, *inputs):

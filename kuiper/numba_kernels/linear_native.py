@@ -50,7 +50,6 @@ class NativeLinear(reference.Linear):
         # product, compiled, as the elementwise op would have: the product still gets the threads.
         self.epilogue_after = post_ops is None
         self.native = onednn.MatMul(library, self.weight_t.T, self.bias, post_ops or ())
-        self.owns_thread_pool = True
         self.kernel_note = "oneDNN matmul (NumPy's BLAS under 1 M multiply-adds)"
         if self.epilogue is not None:
             where = "after the product" if self.epilogue_after else "as post-ops"

@@ -41,7 +41,6 @@ class OneDnnPooling:
         """Run on oneDNN with ``algorithm`` (None: never) from now on, if it is installed."""
         if algorithm is not None:
             self.native = _pooling(algorithm, self.kernel, self.stride, self.dilation, self.padding)
-        self.owns_thread_pool = self.native is not None
         if self.native is not None:
             self.kernel_note = "oneDNN (pools in its blocked layout), compiled loop for plain inputs"
 

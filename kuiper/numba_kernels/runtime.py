@@ -33,6 +33,7 @@ import threading
 import types
 from pathlib import Path
 
+from .. import onednn
 from ..config import cache_dir, switch_from_env
 from ..errors import BackendUnavailableError, ConfigError
 from ..thread_limits import requested as model_threads
@@ -94,13 +95,31 @@ def _numba():
             f"the compiled CPU kernels need numba, which is installed but failed to import "
             f"({type(exc).__name__}: {exc}); repair it, or set {DISABLE_ENV}=0 to run without them") from exc
     if "NUMBA_THREADING_LAYER" not in os.environ:
-        # Numba's own pool: its workers sleep between launches.  OpenMP's spin after each
-        # parallel region and take the core that OpenBLAS's worker needs for the next GEMM:
-        # measured 17 ms (workqueue) vs 1.3-2.4 s (OpenMP) for four conv layers on a busy
-        # 2-core machine (docs/performance.md).  Takes effect unless a parallel numba
-        # function has already run in this process.
-        numba.config.THREADING_LAYER = "workqueue"
+        numba.config.THREADING_LAYER, numba.config.THREADING_LAYER_PRIORITY = threading_layer_choice()
     return numba
+
+
+def threading_layer_choice() -> tuple[str, list[str]]:
+    """(numba's THREADING_LAYER, its THREADING_LAYER_PRIORITY) for kuiper's kernels.
+
+    With oneDNN on GNU OpenMP: OpenMP first, so the kernels and oneDNN run on one pool of threads,
+    and numba's own pool (workqueue) where numba's OpenMP layer does not load.  A launch on OpenMP
+    costs 4-33 us against workqueue's 100-200 us on this project's 2-core VMs; BLAS then keeps to the
+    calling thread (``blas_threads``), since OpenMP's workers spin after each region on the core
+    OpenBLAS's worker wants (docs/performance.md, "One OpenMP pool").  Without oneDNN, BLAS keeps
+    its threads, so the kernels keep numba's pool, whose workers sleep between launches (four conv
+    layers on a busy 2-core machine: 17 ms on workqueue, 1.3-2.4 s on OpenMP beside OpenBLAS).
+    Takes effect unless a parallel numba function has already run in this process.
+    """
+    if onednn.on_gnu_openmp():
+        return "default", ["omp", "workqueue", "tbb"]
+    return "workqueue", ["tbb", "omp", "workqueue"]
+
+
+def blas_threads(default) -> int | None:
+    """The ``blas_threads`` primitive of NumPy-array backends: 1 when oneDNN is found (its OpenMP pool, and
+    then the kernels', owns the cores), else the backend's ``default()``."""
+    return 1 if onednn.available() else default()
 
 
 class KernelModule:

@@ -5,7 +5,7 @@ compiled CPU kernels (kuiper.numba_kernels) run float32 convolutions, pooling, L
 attention and layer norms with it; without it (another platform, no libgomp, ``KUIPER_ONEDNN=0``)
 they keep their own algorithms.
 
-Nothing here knows an op's params: ``Convolution``, ``MatMul`` and the rest take arrays and numbers.
+Nothing here knows an op's params: ``Convolution``, ``MatMul``, ``Product`` and the rest take arrays and numbers.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ from .conv import Convolution
 from .layer_norm import LayerNormalization
 from .matmul import MatMul
 from .pool import Pooling
+from .product import Product
 from .binding import OneDnnError, loaded
 
 __all__ = ["Attention", "Blocked", "Concatenation", "Convolution", "LayerNormalization", "MatMul", "OneDnnError",
-           "Pooling", "available", "describe", "library"]
+           "Pooling", "Product", "available", "describe", "library",
+           "on_gnu_openmp"]
 
 
 def library():
@@ -30,6 +32,13 @@ def library():
 
 def available() -> bool:
     return library() is not None
+
+
+def on_gnu_openmp() -> bool:
+    """Whether oneDNN is found and threads with GNU OpenMP (libgomp), as numba's OpenMP layer does on Linux:
+    the two then share one pool of threads."""
+    found = library()
+    return found is not None and found.openmp_name == "libgomp.so.1"
 
 
 def describe() -> str:

@@ -148,7 +148,7 @@ class Library:
         self.deconvolution_direct = self.enum(self.alg_kind2str, "deconvolution_direct", limit=0x400)
         self.scratchpad_user = self.enum(self.scratchpad_mode2str, "user")
         self.softmax_accurate = self.enum(self.alg_kind2str, "softmax_accurate", values=SOFTMAX_ALGORITHMS)
-        self.openmp = _openmp(version.cpu_runtime)
+        self.openmp, self.openmp_name = _openmp(version.cpu_runtime)  # the runtime's library, its file name
         self.default_threads = self.openmp.omp_get_max_threads() if self.openmp is not None else None
         self.engine = Handle()
         self.check(self.engine_create(ctypes.byref(self.engine), self.enum(self.engine_kind2str, "cpu"), 0), "engine")
@@ -203,18 +203,19 @@ OPENMP_LIBRARIES = ("libgomp.so.1", "libiomp5.so", "libomp.so")
 
 
 def _openmp(cpu_runtime: int):
-    """The OpenMP runtime a build threads with (already loaded beside it), or None: threads then not capped."""
+    """(the OpenMP runtime a build threads with, already loaded beside it, and its file name), or
+    (None, None): threads are then not capped."""
     if cpu_runtime != RUNTIME_OPENMP:
-        return None
+        return None, None
     for name in OPENMP_LIBRARIES:
         try:
             library = ctypes.CDLL(name)
             library.omp_get_max_threads.restype = ctypes.c_int
             library.omp_set_num_threads.argtypes = [ctypes.c_int]
-            return library
+            return library, name
         except (OSError, AttributeError):
             continue
-    return None
+    return None, None
 
 
 @functools.cache

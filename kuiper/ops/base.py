@@ -46,9 +46,6 @@ class Op:
     # Set by the graph: positions of inputs nobody reads after this op, whose buffers
     # this op may overwrite (e.g. as out= of an elementwise result).
     donated_inputs: frozenset = frozenset()
-    # True when the op's kernel computes on a thread pool of its own (oneDNN's OpenMP threads): a
-    # model with such ops runs BLAS on the calling thread, so the two pools do not fight for cores.
-    owns_thread_pool: bool = False
     # Set by the graph (kuiper/graph/native_layouts.py) to the kernel's own layout named by
     # ``native_layout()`` when every reader of this op's output takes that layout.
     output_layout: str | None = None

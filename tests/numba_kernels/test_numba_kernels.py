@@ -11,6 +11,8 @@ once numba's on-disk cache is warm.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 
 import numpy as np
@@ -222,7 +224,7 @@ def test_kernels_register_through_the_hooks_for_numpy_array_backends_and_switch_
     plugins.reset_registries()
     kernels = plugins.kernel_registry("numpy")
     assert {kernels[t].plugin for t in ("Conv2d", "Conv", "MaxPool2d")} == {"numba_kernels"}
-    assert set(plugins.primitive_registry("numpy")) == {"compile_elementwise", "softmax_in_place"}
+    assert set(plugins.primitive_registry("numpy")) == {"compile_elementwise", "softmax_in_place", "blas_threads"}
     assert plugins.kernel_registry("cupy") == {} and plugins.primitive_registry("cupy") == {}
     monkeypatch.setenv(runtime.DISABLE_ENV, "off")
     runtime.availability.cache_clear()
@@ -376,3 +378,42 @@ def test_a_bad_parallel_work_setting_is_a_config_error(monkeypatch):
     assert runtime.work_threshold("KUIPER_PARALLEL_WORK", 5) == 0
     monkeypatch.delenv("KUIPER_PARALLEL_WORK")
     assert runtime.work_threshold("KUIPER_PARALLEL_WORK", 5) == 5
+
+
+def test_the_kernels_share_onednns_openmp_pool_when_it_is_gnus_and_keep_numbas_own_otherwise(monkeypatch):
+    from kuiper import onednn
+
+    monkeypatch.setattr(onednn, "on_gnu_openmp", lambda: True)
+    layer, priority = runtime.threading_layer_choice()
+    assert layer == "default" and priority[:2] == ["omp", "workqueue"]  # numba's own pool where OpenMP's fails to load
+    monkeypatch.setattr(onednn, "on_gnu_openmp", lambda: False)
+    assert runtime.threading_layer_choice()[0] == "workqueue"
+
+
+def test_blas_keeps_to_the_calling_thread_exactly_when_onednn_owns_the_cores(monkeypatch):
+    from kuiper import onednn
+
+    monkeypatch.setattr(onednn, "library", lambda: object())
+    assert runtime.blas_threads(lambda: None) == 1
+    monkeypatch.setattr(onednn, "library", lambda: None)
+    assert runtime.blas_threads(lambda: 7) == 7  # the backend's own answer
+
+
+def test_a_fresh_process_launches_its_kernels_on_the_layer_chosen_for_it():
+    """numba fixes its layer at the first parallel launch, so this needs a process of its own."""
+    from kuiper import onednn
+
+    script = ("import numpy as np\n"
+              "from kuiper.numba_kernels import runtime\n"
+              "numba = runtime._numba()\n"
+              "@numba.njit(parallel=True)\n"
+              "def fill(a):\n"
+              "    for i in numba.prange(a.size):\n"
+              "        a[i] = i\n"
+              "fill(np.zeros(64))\n"
+              "print(numba.threading_layer())\n")
+    environment = {k: v for k, v in os.environ.items() if k != "NUMBA_THREADING_LAYER"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment, timeout=120)
+    assert done.returncode == 0, done.stderr
+    layer = done.stdout.split()[-1]
+    assert layer == ("omp" if onednn.on_gnu_openmp() else "workqueue")

@@ -1,0 +1,79 @@
+"""torch.matmul, torch.mm / torch.bmm and XLA's dot on oneDNN (kuiper.onednn.Product), for the NumPy backend.
+
+With oneDNN found, NumPy's BLAS runs on the calling thread while a model runs
+(kuiper/thread_limits.py): the cores belong to one OpenMP pool, oneDNN's and the compiled
+kernels'.  A float32 product of two arrays of at least two dims each runs on that pool, at the
+model's thread count, reading its operands where they lie.  Anything else (1-D operands, other
+dtypes, batch dims that broadcast only from the left, layouts oneDNN has only a reference loop
+for, products so small that a oneDNN call costs more than BLAS) takes the reference op.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import onednn
+from ..limits import check_size
+from ..onednn.primitives import PRODUCT_WORK
+from ..onednn.product import product_shape
+from ..ops import linear as reference
+from ..thread_limits import requested as model_threads
+
+
+class _OnPool:
+    """The oneDNN path shared by the product ops: ``forward`` tries it, then the reference op."""
+
+    native = None  # onednn.Product, when oneDNN is there
+
+    def setup(self):
+        super().setup()
+        library = onednn.library()
+        self.kernel_note = "reference path (NumPy's BLAS)"
+        if library is not None:
+            self.native = onednn.Product(library)
+            self.kernel_note = "oneDNN matmul for float32 (NumPy's BLAS under 1 M multiply-adds)"
+
+    def forward(self, *inputs):
+        if self.native is not None:
+            a, b = self.operands(inputs)[-2:]
+            out = self._onednn_product(a, b)
+            if out is not None:
+                return out
+        return super().forward(*inputs)
+
+    def _onednn_product(self, a, b):
+        """a @ b on oneDNN, or None where that does not apply (the reference then runs, and raises
+        its shape errors)."""
+        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.dtype != np.float32 \
+                or b.dtype != np.float32 or min(a.ndim, b.ndim) < 2 or a.shape[-1] != b.shape[-2]:
+            return None
+        rank = max(a.ndim, b.ndim)
+        a = a.reshape((1,) * (rank - a.ndim) + a.shape)  # NumPy's rule: missing batch dims are 1
+        b = b.reshape((1,) * (rank - b.ndim) + b.shape)
+        shape = product_shape(a, b)
+        if shape is None or math.prod(shape) * a.shape[-1] < PRODUCT_WORK:
+            return None
+        check_size(shape, 4, self.node.describe())
+        try:
+            return self.native(a, b, model_threads())
+        except onednn.OneDnnError:
+            return None  # a layout or shape oneDNN does not take as it lies
+
+
+class NativeMatMul(_OnPool, reference.MatMul):
+    """torch.matmul and the canonical MatMul (XLA's dot), float32 products on oneDNN."""
+
+
+class NativeMM(_OnPool, reference.MM):
+    """torch.mm and torch.bmm, float32 products on oneDNN (ranks checked by the reference first)."""
+
+    def forward(self, *inputs):
+        a, b = self.operands(inputs)
+        self.check_rank("input", a, (self.rank,))
+        self.check_rank("mat2", b, (self.rank,))
+        return super().forward(*inputs)
+
+
+KERNELS = [NativeMatMul, NativeMM]

@@ -1,0 +1,94 @@
+"""A float32 matrix product of two arrays that arrive at run time, ``a @ b``, run by oneDNN's matmul.
+
+``torch.matmul`` and XLA's ``dot`` come here when both operands are float32 arrays: computed on
+oneDNN's OpenMP threads rather than by NumPy's BLAS, a model's products share one pool with its
+convolutions and compiled kernels (docs/performance.md, "One OpenMP pool").  Each operand is read
+where it lies, whatever its strides (a transposed view, one head of a projection), and the batch
+dims broadcast where one side has 1, as NumPy's do.  oneDNN's reference implementation (an
+element-by-element loop it falls back on for layouts no fast kernel takes) is refused, so the
+caller keeps NumPy's BLAS for those.
+
+A primitive is made for each pair of shapes and strides and thread count the first time it is
+seen (about 1 ms); at most ``MAX_PLANS`` are kept.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .binding import ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
+from .primitives import Attributes, Layout, PlanCache, Primitive
+
+ITEM = 4  # bytes of a float32
+
+
+def element_strides(array: np.ndarray) -> tuple[int, ...] | None:
+    """``array``'s strides in elements, as oneDNN takes them; None where it cannot (a broadcast view's
+    zero stride, a negative or odd one).  A dim of size 1 is never stepped along, so NumPy may give it
+    any stride: it gets the extent of the dims inside it, as a row-major array's would have."""
+    strides = [0] * array.ndim
+    extent = 1
+    for axis in reversed(range(array.ndim)):
+        size, stride = array.shape[axis], array.strides[axis]
+        if size == 1:
+            strides[axis] = extent
+        elif stride <= 0 or stride % ITEM:
+            return None
+        else:
+            strides[axis] = stride // ITEM
+        extent = max(extent, strides[axis] * size)
+    return tuple(strides)
+
+
+def product_shape(a: np.ndarray, b: np.ndarray) -> tuple[int, ...] | None:
+    """The shape of ``a @ b`` for two arrays of one rank (2 or more) whose batch dims are equal or 1,
+    else None."""
+    if a.ndim != b.ndim or a.ndim < 2 or a.shape[-1] != b.shape[-2]:
+        return None
+    batch = []
+    for left, right in zip(a.shape[:-2], b.shape[:-2]):
+        if left != right and 1 not in (left, right):
+            return None
+        batch.append(max(left, right))
+    return (*batch, a.shape[-2], b.shape[-1])
+
+
+class Product:
+    """``Product(library)(a, b, threads)``: ``a @ b`` as a fresh row-major float32 array."""
+
+    def __init__(self, library: Library):
+        self.library = library
+        self.plans = PlanCache()  # by shapes, strides and threads
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, threads: int | None = None) -> np.ndarray:
+        """OneDnnError where oneDNN does not take the operands as they lie (see the module's notes)."""
+        shape = product_shape(a, b)
+        a_strides, b_strides = element_strides(a), element_strides(b)
+        if a.dtype != np.float32 or b.dtype != np.float32 or shape is None or None in (a_strides, b_strides):
+            raise OneDnnError(f"a product of {a.dtype} {a.shape} and {b.dtype} {b.shape} is not one oneDNN takes "
+                              "as the arrays lie")
+        if 0 in shape or a.shape[-1] == 0:
+            raise OneDnnError(f"a product of {a.shape} and {b.shape} is empty")
+        threads = self.library.threads(threads)
+        key = (a.shape, a_strides, b.shape, b_strides, threads)
+        product, a_layout, b_layout, out_layout = self.plans.get_or_make(
+            key, lambda: self._make_plan(a.shape, a_strides, b.shape, b_strides, shape, threads))
+        out = np.empty(shape, np.float32)
+        product.run({ARG_SRC: (a_layout, a), ARG_WEIGHTS: (b_layout, b), ARG_DST: (out_layout, out)}, threads)
+        return out
+
+    def _make_plan(self, a_shape, a_strides, b_shape, b_strides, shape, threads: int):
+        library = self.library
+        library.set_threads(threads)  # the primitive is made for this many threads
+        a_layout = Layout.strided(library, a_shape, a_strides)
+        b_layout = Layout.strided(library, b_shape, b_strides)
+        out_layout = Layout.plain(library, shape)
+        what = f"matrix product of {a_shape} (strides {a_strides}) by {b_shape} (strides {b_strides})"
+        with Attributes(library) as attributes:
+            product = Primitive(library, lambda pointer: library.matmul_primitive_desc_create(
+                pointer, library.engine, a_layout.handle, b_layout.handle, None, out_layout.handle,
+                attributes.handle), what)
+        implementation = product.implementation()
+        if implementation.startswith("ref"):
+            raise OneDnnError(f"{what}: oneDNN offers only its reference loop ({implementation})")
+        return product, a_layout, b_layout, out_layout

@@ -1,0 +1,83 @@
+"""The canonical MatMul (torch.matmul, XLA's dot) and MatrixProduct (torch.mm, torch.bmm) on oneDNN (kuiper/numba_kernels/matmul_native.py): which products go
+there, that they compute what float64 NumPy does, and that the rest keep the reference path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kuiper
+from kuiper import onednn
+from kuiper.onednn.primitives import PRODUCT_WORK
+
+from kuiper.graph import build
+from kuiper.model_ir import OpNode
+
+from single_op import graph
+
+pytest.importorskip("numba")
+pytestmark = pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
+
+RNG = np.random.default_rng(5)
+TOLERANCE = 1e-5
+
+
+def array(*shape, dtype=np.float32):
+    return (RNG.standard_normal(shape) / np.sqrt(shape[-1])).astype(dtype)
+
+
+def close(actual, expected):
+    assert actual.shape == expected.shape
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=TOLERANCE * max(1.0, np.abs(expected).max()))
+
+
+def one_op(op_type, arrays, params=None):
+    """Build the canonical ``op_type`` alone and run it on ``arrays``: (its output as NumPy, the model)."""
+    model = build(graph([OpNode(op_type, "op", ["a", "b"], ["out"], params or {})], ["a", "b"], ["out"]),
+                  backend="numpy")
+    return np.asarray(model(*arrays, to_numpy=True)), model
+
+
+def on_onednn(model) -> bool:
+    """Whether the model's product ran on oneDNN (its op made a plan)."""
+    (step,) = [s for s in model.steps if s.node.type in ("MatMul", "MatrixProduct")]
+    return step.op.native is not None and bool(step.op.native.plans)
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [
+    ((128, 96), (96, 100)),
+    ((2, 3, 64, 48), (48, 80)),  # a 2-D right operand under batch dims
+    ((2, 1, 64, 48), (3, 48, 80)),  # batch dims (2, 1) and (3,) broadcast to (2, 3)
+])
+def test_large_float32_products_run_on_onednn_and_match_float64(a_shape, b_shape):
+    a, b = array(*a_shape), array(*b_shape)
+    got, model = one_op("MatMul", [a, b])
+    assert np.prod(got.shape) * a.shape[-1] >= PRODUCT_WORK
+    assert on_onednn(model) and model.blas_threads == 1
+    close(got, np.matmul(a.astype(np.float64), b.astype(np.float64)))
+
+
+def test_bmm_runs_on_onednn():
+    a, b = array(4, 64, 64), array(4, 64, 64)
+    got, model = one_op("MatrixProduct", [a, b], {"rank": 3})
+    assert on_onednn(model)
+    close(got, np.matmul(a.astype(np.float64), b.astype(np.float64)))
+
+
+@pytest.mark.parametrize("a, b", [
+    (array(8, 8), array(8, 8)),  # too small to pay for a oneDNN call
+    (array(256, 64, dtype=np.float64), array(64, 128, dtype=np.float64)),
+    (array(4096), array(4096, 300)),  # a 1-D operand
+], ids=["small", "float64", "vector"])
+def test_other_products_keep_the_reference_path(a, b):
+    got, model = one_op("MatMul", [a, b])
+    assert not on_onednn(model)
+    assert got.dtype == np.result_type(a, b)
+    close(got, np.matmul(a.astype(np.float64), b.astype(np.float64)))
+
+
+def test_the_reference_still_names_a_mismatch():
+    with pytest.raises(kuiper.KuiperError):
+        one_op("MatMul", [array(128, 96), array(95, 100)])
+    with pytest.raises(kuiper.ShapeError, match=r"\$input must be 3-D"):
+        one_op("MatrixProduct", [array(64, 64), array(64, 64)], {"rank": 3})
