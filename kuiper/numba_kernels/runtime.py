@@ -34,6 +34,7 @@ import types
 from pathlib import Path
 
 from .. import onednn
+from ..onednn import openmp
 from ..config import cache_dir, switch_from_env
 from ..errors import BackendUnavailableError, ConfigError
 from ..thread_limits import requested as model_threads
@@ -191,7 +192,7 @@ def threads() -> int:
             wanted = int(os.environ.get("OMP_NUM_THREADS", "") or limit)
         except ValueError:
             wanted = limit
-    return max(1, min(wanted, limit))
+    return openmp.thread_cap(max(1, min(wanted, limit)))  # 1 in a child forked after OpenMP started
 
 
 def launch_width(work: int) -> int:
@@ -215,7 +216,8 @@ def launch_threads():
     """
     numba = _numba()  # picks the threading layer before the first launch
     callers = numba.get_num_threads()
-    numba.set_num_threads(threads())
+    count = threads()
+    numba.set_num_threads(count)
     try:
         if _threading_layer() == "workqueue":
             with _workqueue_lock:
@@ -224,6 +226,8 @@ def launch_threads():
             yield
     finally:
         numba.set_num_threads(callers)
+        if _threading_layer() == "omp":  # known once the first launch has picked it
+            openmp.note_threads(count)
 
 
 def _threading_layer() -> str:

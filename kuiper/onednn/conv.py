@@ -73,7 +73,7 @@ class Convolution:
                                                np.ascontiguousarray(bias, dtype=np.float32))
         self.weights: list[tuple[Layout, np.ndarray]] = []  # the weight in each layout a plan wanted
         self.plans = PlanCache()  # by (input shape, threads); refusals by input shape
-        # The plan of each (input shape, thread count asked for): a call looks it up before anything
+        # The plan of each (input shape, thread count the library grants): a call looks it up before anything
         # else, so the thread count, the work and the layouts are worked out once per shape, not per
         # call (for a small conv that was half of its call).
         self.calls = PlanCache()
@@ -108,6 +108,7 @@ class Convolution:
         ``residual`` (plain or Blocked, the output's shape) is what a sum post-op adds;
         ``blocked`` asks for the output in the convolution's own layout.
         """
+        threads = self.library.threads(threads)  # OpenMP's default for None; 1 in a child forked after OpenMP ran
         plan = self.calls.get((x.shape, threads))
         if plan is None:
             plan = self.calls.get_or_make((x.shape, threads), lambda: self._plan_for_call(x.shape, threads))
@@ -134,9 +135,8 @@ class Convolution:
             return Blocked(self.library, plan.out_shape, *result)
         return plan.to_plain(result[1], threads)
 
-    def _plan_for_call(self, shape, requested: int | None) -> _Plan:
-        """The plan a call on ``shape`` asking for ``requested`` threads runs: a small one on one thread."""
-        threads = self.library.threads(requested)
+    def _plan_for_call(self, shape, threads: int) -> _Plan:
+        """The plan a call on ``shape`` on ``threads`` threads runs: a small one on one thread."""
         if threads > 1:
             work = self.work(shape)
             if work < ONE_THREAD_WORK or self._runs_plain(work):
