@@ -205,12 +205,16 @@ TRANSFORMER_CASES = {
     "sdpa_3x197x64": ("F.scaled_dot_product_attention", [(1, 3, 197, 64)] * 3, {}, {}),
     "layernorm_197x768": ("nn.LayerNorm", [(1, 197, 768)], {"normalized_shape": [768], "eps": 1e-6},
                           {"weight": (768,), "bias": (768,)}),
+    # products of two run-time arrays (XLA's dot with its weight as an operand, attention written out)
+    "matmul_197x192x576": ("torch.matmul", [(197, 192), (192, 576)], {}, {}),
+    "bmm_3x197x64x197": ("torch.bmm", [(3, 197, 64), (3, 64, 197)], {}, {}),
 }
 
 
 class TransformerOps:
-    """Linear, attention and layer norm: "compiled" is the kernel plugin's class (oneDNN where it is
-    installed, docs/performance.md "Linear layers, attention and layer norms on oneDNN")."""
+    """Linear, attention, layer norm and matrix products: "compiled" is the kernel plugin's class (oneDNN
+    where it is installed, docs/performance.md "Linear layers, attention and layer norms on oneDNN" and
+    "One OpenMP pool")."""
 
     params = (list(TRANSFORMER_CASES), PATHS)
     param_names = ("case", "path")

@@ -42,12 +42,12 @@ from ..thread_limits import requested as model_threads
 DISABLE_ENV = "KUIPER_NUMBA"
 NUMBA_CACHE_ENV = "NUMBA_CACHE_DIR"
 # Work (element operations, roughly) from which a call is split over threads.  A parallel
-# launch costs 45-75 us of thread wake-ups (numba's workqueue layer on this project's 2-core
-# VM, even for an empty loop).  Inside a model it costs more: OpenBLAS's worker still spins on
-# the second core after each GEMM, so the kernel's second thread waits for it.  Measured on
-# MobileNetV2 and ResNet-18 at 2 threads (docs/performance.md), thresholds of 2^21 and above
-# and all-serial were alike, and 2^18 was 5-15% slower; 2^22 keeps the very large calls
-# (batches, big feature maps) parallel.
+# launch costs 45-200 us of thread wake-ups on numba's workqueue layer on this project's 2-core
+# VMs (even for an empty loop), 4-33 us on OpenMP (threading_layer_choice).  Measured on
+# MobileNetV2 and ResNet-18 at 2 threads on workqueue (docs/performance.md), thresholds of 2^21
+# and above and all-serial were alike, and 2^18 was 5-15% slower; on OpenMP, 2^18 against 2^22
+# moved eight zoo models by 0.89-1.11x, within this VM's noise, so 2^22 stays: it keeps the very
+# large calls (batches, big feature maps) parallel.
 PARALLEL_WORK_ENV = "KUIPER_PARALLEL_WORK"
 
 
