@@ -22,7 +22,7 @@ from ..ops import linear as reference
 from ..thread_limits import requested as model_threads
 
 
-class _OnPool:
+class _OneDnnProduct:
     """The oneDNN path shared by the product ops: ``forward`` tries it, then the reference op."""
 
     native = None  # onednn.Product, when oneDNN is there
@@ -62,11 +62,11 @@ class _OnPool:
             return None  # a layout or shape oneDNN does not take as it lies
 
 
-class NativeMatMul(_OnPool, reference.MatMul):
+class NativeMatMul(_OneDnnProduct, reference.MatMul):
     """torch.matmul and the canonical MatMul (XLA's dot), float32 products on oneDNN."""
 
 
-class NativeMM(_OnPool, reference.MM):
+class NativeMM(_OneDnnProduct, reference.MM):
     """torch.mm and torch.bmm, float32 products on oneDNN (ranks checked by the reference first)."""
 
     def forward(self, *inputs):
