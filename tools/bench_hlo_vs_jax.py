@@ -8,7 +8,10 @@ dumps the HLO text, loads it with ``kuiper.load_hlo`` on the NumPy backend, chec
 agree with JAX, and times both engines interleaved on the same inputs (median of ``--runs``).
 ``--threads`` is kuiper's thread count; give JAX the same with
 ``XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"`` for 1, or run
-on a machine of that many cores.  XLA writes JAX's exact GELU as a 60-step polynomial (erfc), the
+on a machine of that many cores.  Interleaved in one process, each engine's idle threads (XLA's
+Eigen pool, kuiper's OpenMP pool) spin on the cores the other needs, and the ratios move by about
+0.3 between runs on a 2-core machine: ``--only jax`` and ``--only kuiper``, run as two processes,
+time each engine alone (the outputs are still checked against JAX).  XLA writes JAX's exact GELU as a 60-step polynomial (erfc), the
 tanh GELU as one tanh.
 """
 
@@ -97,6 +100,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--text", choices=("optimised", "unoptimised"), default="optimised")
     parser.add_argument("--threads", type=int, default=None, help="kuiper's threads (default: every core)")
+    parser.add_argument("--only", choices=("jax", "kuiper"), default=None,
+                        help="time this engine alone (the other runs once, for the output check)")
     args = parser.parse_args()
     print(f"jax {jax.__version__}, numpy {np.__version__}, kuiper {kuiper.__version__}; {args.text} HLO text")
     print(f"{'program':<24} {'jax ms':>8} {'kuiper ms':>10} {'kuiper/jax':>11} {'max|diff|':>10}")
@@ -107,17 +112,19 @@ def main() -> None:
         expected = np.asarray(jitted(x))
         got = model(x, to_numpy=True)
         difference = float(np.max(np.abs(got - expected)))
-        times: dict[str, list[float]] = {"jax": [], "kuiper": []}
+        engines = {"jax": lambda: jitted(x).block_until_ready(), "kuiper": lambda: model(x)}
+        if args.only:
+            engines = {args.only: engines[args.only]}
+        times: dict[str, list[float]] = {engine: [float("nan")] for engine in ("jax", "kuiper")}
+        times.update({engine: [] for engine in engines})
         for _ in range(3):  # warm-up
-            jitted(x).block_until_ready()
-            model(x)
+            for run in engines.values():
+                run()
         for _ in range(args.runs):  # interleaved, so both see the same machine load
-            start = time.perf_counter()
-            jitted(x).block_until_ready()
-            times["jax"].append(time.perf_counter() - start)
-            start = time.perf_counter()
-            model(x)
-            times["kuiper"].append(time.perf_counter() - start)
+            for engine, run in engines.items():
+                start = time.perf_counter()
+                run()
+                times[engine].append(time.perf_counter() - start)
         jax_ms = statistics.median(times["jax"]) * 1e3
         kuiper_ms = statistics.median(times["kuiper"]) * 1e3
         print(f"{name:<24} {jax_ms:8.2f} {kuiper_ms:10.2f} {kuiper_ms / jax_ms:11.2f} {difference:10.2e}")

@@ -34,9 +34,9 @@ import types
 from pathlib import Path
 
 from .. import onednn
-from ..onednn import openmp
 from ..config import cache_dir, switch_from_env
 from ..errors import BackendUnavailableError, ConfigError
+from ..onednn import openmp
 from ..thread_limits import requested as model_threads
 
 DISABLE_ENV = "KUIPER_NUMBA"

@@ -20,8 +20,8 @@ import sys
 import threading
 
 from ..config import switch_from_env
-from . import openmp
 from ..errors import BackendUnavailableError
+from . import openmp
 
 DISABLE_ENV = "KUIPER_ONEDNN"
 LIBRARY_ENV = "KUIPER_ONEDNN_LIBRARY"
