@@ -37,7 +37,7 @@ class _OneDnnProduct:
 
     def forward(self, *inputs):
         if self.native is not None:
-            a, b = self.operands(inputs)[-2:]
+            a, b = self.operands(inputs)
             out = self._onednn_product(a, b)
             if out is not None:
                 return out

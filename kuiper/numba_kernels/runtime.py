@@ -36,7 +36,7 @@ from pathlib import Path
 from .. import onednn
 from ..config import cache_dir, switch_from_env
 from ..errors import BackendUnavailableError, ConfigError
-from ..onednn import openmp
+from ..onednn import fork_guard
 from ..thread_limits import requested as model_threads
 
 DISABLE_ENV = "KUIPER_NUMBA"
@@ -192,7 +192,7 @@ def threads() -> int:
             wanted = int(os.environ.get("OMP_NUM_THREADS", "") or limit)
         except ValueError:
             wanted = limit
-    return openmp.thread_cap(max(1, min(wanted, limit)))  # 1 in a child forked after OpenMP started
+    return fork_guard.thread_cap(max(1, min(wanted, limit)))  # 1 in a child forked after OpenMP started
 
 
 def launch_width(work: int) -> int:
@@ -227,7 +227,7 @@ def launch_threads():
     finally:
         numba.set_num_threads(callers)
         if _threading_layer() == "omp":  # known once the first launch has picked it
-            openmp.note_threads(count)
+            fork_guard.note_threads(count)
 
 
 def _threading_layer() -> str:

@@ -21,7 +21,7 @@ import threading
 
 from ..config import switch_from_env
 from ..errors import BackendUnavailableError
-from . import openmp
+from . import fork_guard
 
 DISABLE_ENV = "KUIPER_ONEDNN"
 LIBRARY_ENV = "KUIPER_ONEDNN_LIBRARY"
@@ -182,7 +182,7 @@ class Library:
         """The thread count a call asking for ``requested`` gets (None: OpenMP's default)."""
         if self.openmp is None:
             return 1  # a build whose pool kuiper cannot size: its primitives are all made alike
-        return openmp.thread_cap(requested or self.default_threads)
+        return fork_guard.thread_cap(requested or self.default_threads)
 
     def set_threads(self, threads: int) -> None:
         """oneDNN's threads for what follows in this thread: the primitives made, and the ones run.
@@ -191,7 +191,7 @@ class Library:
         different caps can run side by side in two threads.
         """
         if self.openmp is not None:
-            openmp.note_threads(threads)
+            fork_guard.note_threads(threads)
             self.openmp.omp_set_num_threads(threads)
 
     def check(self, status: int, what: str) -> None:

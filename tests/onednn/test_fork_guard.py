@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kuiper import onednn
-from kuiper.onednn import openmp
+from kuiper.onednn import fork_guard
 
 from conftest import op_model
 
@@ -23,23 +23,23 @@ X = RNG.standard_normal((1, 16, 40, 40)).astype(np.float32)  # 5.9 M multiply-ad
 @pytest.fixture
 def fresh_flags(monkeypatch):
     for name, value in (("_pool_started", False), ("_forked_after_start", False), ("_told", False)):
-        monkeypatch.setattr(openmp, name, value)
+        monkeypatch.setattr(fork_guard, name, value)
 
 
 def test_a_child_forked_before_any_region_keeps_its_threads(fresh_flags):
-    openmp._after_fork_in_child()
-    assert openmp.thread_cap(4) == 4
+    fork_guard._after_fork_in_child()
+    assert fork_guard.thread_cap(4) == 4
 
 
 def test_a_child_forked_after_a_region_of_several_threads_runs_on_one_and_warns_once(fresh_flags):
-    openmp.note_threads(1)
-    openmp._after_fork_in_child()
-    assert openmp.thread_cap(2) == 2  # one thread never starts the pool
-    openmp.note_threads(2)
-    openmp._after_fork_in_child()
+    fork_guard.note_threads(1)
+    fork_guard._after_fork_in_child()
+    assert fork_guard.thread_cap(2) == 2  # one thread never starts the pool
+    fork_guard.note_threads(2)
+    fork_guard._after_fork_in_child()
     with pytest.warns(RuntimeWarning, match="'spawn' or 'forkserver'"):
-        assert openmp.thread_cap(2) == 1
-    assert openmp.thread_cap(8) == 1 and openmp.thread_cap(1) == 1
+        assert fork_guard.thread_cap(2) == 1
+    assert fork_guard.thread_cap(8) == 1 and fork_guard.thread_cap(1) == 1
 
 
 def _run_in_child(model, queue):
