@@ -19,6 +19,12 @@ from .peers import PeerUnavailable, load_peer_first, onnxruntime_engine, torch_e
 from .report import format_report
 from .run import run_benchmark
 
+# The pause before each run when peers are compared.  After a run, libgomp's idle threads (kuiper's
+# oneDNN and PyTorch share them) spin for up to its GOMP_SPINCOUNT before sleeping, on the cores the
+# next engine needs; 10 ms gave ONNX Runtime its speed alone (17-18 ms on ResNet-18) where, with
+# no pause, it took 21-23 ms after PyTorch (docs/performance.md, "Engines side by side").
+PEER_PAUSE_MS = 10.0
+
 
 def cmd_bench(args) -> int:
     param = resolve_param(args.model)
@@ -26,6 +32,8 @@ def cmd_bench(args) -> int:
         raise UsageError("--batch and --runs must be at least 1, --warmup at least 0")
     if args.threads is not None and args.threads < 1:
         raise UsageError("--threads must be at least 1")
+    if args.pause is not None and args.pause < 0:
+        raise UsageError("--pause must be at least 0")
     compare = parse_compare(args.compare)
     _check_peer_files(args)
     # kuiper's own cap travels with its model (kuiper.load(threads=N)); this one is for the
@@ -83,10 +91,14 @@ def _bench(args, param: Path, compare: list[str], thread_note: str) -> int:
         except PeerUnavailable as exc:
             unavailable[name] = str(exc)
 
+    pause_ms = args.pause if args.pause is not None else (PEER_PAUSE_MS if len(engines) > 1 else 0.0)
+    if pause_ms > 0:
+        notes.append(f"{pause_ms:g} ms pause before each run (not timed), so that no engine runs beside the "
+                     "previous one's spinning threads")
     progress = sys.stderr if sys.stderr.isatty() else None
     report = run_benchmark(engines, args.batch, args.runs, args.warmup, model=str(param),
                            notes=notes, unavailable=unavailable, progress=progress,
-                           pause=args.pause / 1e3)
+                           pause=pause_ms / 1e3)
     print(format_report(report))
     if args.profile:
         model = _load(args, param)
@@ -122,9 +134,9 @@ def add_bench_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--onnx", help="ONNX file for the onnxruntime peer (default: model.onnx beside MODEL)")
     p.add_argument("--runs", type=int, default=20, help="timed rounds (default 20)")
     p.add_argument("--warmup", type=int, default=3, help="untimed rounds first (default 3)")
-    p.add_argument("--pause", type=float, default=0.0, metavar="MS",
-                   help="sleep MS milliseconds before each run so the previous engine's spinning worker "
-                        "threads go idle (default 0; try 200 when engines seem to slow each other down)")
+    p.add_argument("--pause", type=float, metavar="MS",
+                   help="sleep MS milliseconds before each run (not timed) so the previous engine's spinning "
+                        f"worker threads go idle (default {PEER_PAUSE_MS:g} when peers are compared, else 0)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
     p.add_argument("--profile", action="store_true",
                    help="also time kuiper op by op and list the op types and single ops that take longest")

@@ -100,6 +100,11 @@ def onnxruntime_engine(path: Path, inputs: list[np.ndarray], threads: int | None
     if threads is not None:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
+    # ORT's idle workers spin on after a run (tens of ms), on the cores the next engine in the
+    # round needs: interleaved with ORT, kuiper's ResNet-18 took 38-46 ms against 15-21 alone
+    # (docs/performance.md, "ONNX Runtime's spinning workers").  With this entry they spin within
+    # a run as usual and sleep at its end, as the other engines' OpenMP threads do.
+    options.add_session_config_entry("session.force_spinning_stop", "1")
     start = time.perf_counter()
     try:
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
@@ -115,4 +120,5 @@ def onnxruntime_engine(path: Path, inputs: list[np.ndarray], threads: int | None
         return session.run(None, feeds)
 
     threads_text = f"{threads} threads" if threads is not None else "default threads"
-    return Engine("onnxruntime", f"onnxruntime {ort.__version__} (CPU, {threads_text})", call, list, load_ms)
+    return Engine("onnxruntime", f"onnxruntime {ort.__version__} (CPU, {threads_text}, no idle spin)", call, list,
+                  load_ms)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from kuiper import cli
-from kuiper.bench import agreement, engines, inputs, machine, op_profile, report, run, timing
+from kuiper.bench import agreement, command, engines, inputs, machine, op_profile, peers, report, run, timing
 from kuiper.errors import InputError
 
 from conftest import MODELS
@@ -106,7 +106,8 @@ def test_bench_accepts_the_param_file_and_threads(monkeypatch, capsys):
     assert "NOT limited to 1" in out and "OMP_NUM_THREADS=1" in out
 
 
-@pytest.mark.parametrize("argv", [["--batch", "0"], ["--runs", "0"], ["--threads", "0"], ["--compare", "tensorflow"]])
+@pytest.mark.parametrize("argv", [["--batch", "0"], ["--runs", "0"], ["--threads", "0"], ["--pause", "-1"],
+                                  ["--compare", "tensorflow"]])
 def test_bench_rejects_bad_options_with_a_message(capsys, argv):
     code, _, err = bench_main(capsys, *argv)
     assert code == 2  # a usage error, like argparse's own
@@ -278,3 +279,60 @@ def test_profile_steps_time_every_step_in_every_round():
     model = kuiper.load(FIXTURE / "model.pnnx.param")
     samples = op_profile.profile_steps(model, inputs.random_inputs(model.inputs, batch=2), rounds=3)
     assert {index: len(s) for index, s in samples.items()} == {index: 3 for index in range(len(model.steps))}
+
+
+@pytest.mark.parametrize(("argv", "expected_pause"), [
+    (["--compare", "torch"], command.PEER_PAUSE_MS / 1e3),  # a peer: its idle threads get time to stop
+    (["--compare", "none"], 0.0),  # kuiper alone, back to back
+    (["--compare", "torch", "--pause", "0"], 0.0),  # the user's choice wins
+    (["--compare", "none", "--pause", "25"], 0.025),
+])
+def test_bench_pauses_before_each_run_only_when_peers_are_timed(monkeypatch, capsys, argv, expected_pause):
+    monkeypatch.setattr(command, "load_peer_first", lambda name: False)
+    monkeypatch.setattr(command, "torch_engine", lambda path, inputs, threads: fake_engine("torch", [], None))
+    monkeypatch.setattr(command, "peer_file", lambda param, suffix: param)
+    seen = {}
+    real_run = command.run_benchmark
+
+    def run_without_peers(engines, *args, pause, **kwargs):
+        seen["pause"] = pause
+        return real_run(engines[:1], *args, pause=0.0, **kwargs)  # the fake peer has no outputs to compare
+
+    monkeypatch.setattr(command, "run_benchmark", run_without_peers)
+    code, out, _ = bench_main(capsys, *argv)
+    assert code == 0
+    assert seen["pause"] == pytest.approx(expected_pause)
+    assert ("ms pause before each run" in out) == (expected_pause > 0)
+
+
+def test_onnxruntime_peer_stops_its_idle_threads_spinning_after_each_run(monkeypatch, tmp_path):
+    """ORT's idle workers would spin on through the next engine's run, on the cores it needs."""
+    entries = {}
+
+    class SessionOptions:
+        def add_session_config_entry(self, key, value):
+            entries[key] = value
+
+    class Input:
+        name = "in0"
+
+    class InferenceSession:
+        def __init__(self, path, options, providers):
+            self.options = options
+
+        def get_inputs(self):
+            return [Input()]
+
+        def run(self, names, feeds):
+            return [feeds["in0"] * 2]
+
+    fake = types.ModuleType("onnxruntime")
+    fake.__version__ = "0.0-fake"
+    fake.SessionOptions, fake.InferenceSession = SessionOptions, InferenceSession
+    monkeypatch.setitem(sys.modules, "onnxruntime", fake)
+    model_file = tmp_path / "model.onnx"
+    model_file.write_bytes(b"")
+    engine = peers.onnxruntime_engine(model_file, [np.ones(3, np.float32)], threads=2)
+    assert entries == {"session.force_spinning_stop": "1"}
+    assert "no idle spin" in engine.label
+    np.testing.assert_array_equal(engine.call()[0], np.full(3, 2, np.float32))

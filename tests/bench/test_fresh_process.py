@@ -54,7 +54,8 @@ def test_the_child_reports_a_start_up_that_covers_load_and_first_run(tmp_path):
 FAKE_ONNXRUNTIME = """
 __version__ = "0.0-test"
 class SessionOptions:
-    pass
+    def add_session_config_entry(self, key, value):
+        pass
 class _Input:
     name = "x"
 class InferenceSession:
