@@ -22,6 +22,7 @@ from ..onednn.attention import fits
 from ..onednn.primitives import PRODUCT_WORK
 from ..ops import attention as reference
 from ..thread_limits import requested as model_threads
+from .blas_weights import row_major
 from .runtime import KernelModule
 
 kernels = KernelModule("attention_kernels")
@@ -70,6 +71,7 @@ class NativeMultiheadAttention(OneDnnAttention, reference.MultiheadAttention):
     def setup(self):
         super().setup()
         self._products: dict[str, onednn.MatMul] = {}  # by projection name, made on first use
+        self._blas_weights: dict[str, np.ndarray] = {}  # by projection name, as NumPy's BLAS takes them best
 
     def multi_head(self, q, k, v, masks):
         """The heads in one compiled loop, for float32 products under ``HEADS_WORK`` without the weights."""
@@ -98,7 +100,7 @@ class NativeMultiheadAttention(OneDnnAttention, reference.MultiheadAttention):
                 return np.reshape(product(rows, model_threads()), x.shape[:-1] + (weight_t.shape[1],))
             except onednn.OneDnnError:
                 pass  # a shape oneDNN refused: NumPy computes it
-        return super().project(name, x, weight_t, bias)
+        return super().project(name, x, self.cached(self._blas_weights, name, lambda: row_major(weight_t)), bias)
 
 
 KERNELS = [NativeScaledDotProductAttention, NativeMultiheadAttention]

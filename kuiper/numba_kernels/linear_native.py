@@ -24,6 +24,7 @@ from ..onednn.primitives import PRODUCT_WORK
 from ..ops import linear as reference
 from ..thread_limits import requested as model_threads
 from . import conv_post_ops
+from .blas_weights import row_major
 
 
 class NativeLinear(reference.Linear):
@@ -31,6 +32,7 @@ class NativeLinear(reference.Linear):
 
     native = None  # the oneDNN product (with the epilogue as post-ops), when it runs this op
     epilogue_after = False  # whether the epilogue runs after the oneDNN product (it has no post-ops for it)
+    weight_laid_out = False  # whether weight_t is as NumPy's BLAS multiplies it fastest (blas_weights.py)
 
     @classmethod
     def takes_epilogue(cls, node) -> bool:
@@ -60,6 +62,8 @@ class NativeLinear(reference.Linear):
             out = self._onednn_forward(inputs[0], inputs[1:])
             if out is not None:
                 return out
+        if not self.weight_laid_out and self.weight_t is not None:  # the first product on NumPy's BLAS
+            self.weight_t, self.weight_laid_out = row_major(self.weight_t), True
         return super().forward(*inputs)
 
     def _onednn_forward(self, x, extras):
