@@ -100,7 +100,7 @@ class NativeMultiheadAttention(OneDnnAttention, reference.MultiheadAttention):
                 return np.reshape(product(rows, model_threads()), x.shape[:-1] + (weight_t.shape[1],))
             except onednn.OneDnnError:
                 pass  # a shape oneDNN refused: NumPy computes it
-        return super().project(name, x, self.cached(self._blas_weights, name, lambda: row_major(weight_t)), bias)
+        return super().project(name, x, self.cached(self._blas_weights, name, lambda: row_major(self.backend, weight_t)), bias)
 
 
 KERNELS = [NativeScaledDotProductAttention, NativeMultiheadAttention]

@@ -20,8 +20,9 @@ import numpy as np
 ROW_MAJOR_BYTES = 1 << 20
 
 
-def row_major(weight_t: np.ndarray) -> np.ndarray:
-    """``weight_t`` as a row-major array when it is small enough to copy, else as it is."""
+def row_major(backend, weight_t: np.ndarray) -> np.ndarray:
+    """``weight_t`` as a row-major array on a 64-byte boundary (``backend.aligned``, as BLAS wants its
+    operands) when it is small enough to copy, else as it is."""
     if weight_t.flags.c_contiguous or weight_t.nbytes > ROW_MAJOR_BYTES:
         return weight_t
-    return np.ascontiguousarray(weight_t)
+    return backend.aligned(weight_t)

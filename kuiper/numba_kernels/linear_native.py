@@ -63,7 +63,7 @@ class NativeLinear(reference.Linear):
             if out is not None:
                 return out
         if not self.weight_laid_out and self.weight_t is not None:  # the first product on NumPy's BLAS
-            self.weight_t, self.weight_laid_out = row_major(self.weight_t), True
+            self.weight_t, self.weight_laid_out = row_major(self.backend, self.weight_t), True
         return super().forward(*inputs)
 
     def _onednn_forward(self, x, extras):

@@ -10,6 +10,8 @@ import pytest
 
 import kuiper
 from kuiper import onednn
+from kuiper.backends import get_backend
+from kuiper.backends.numpy_backend import WEIGHT_ALIGNMENT
 from kuiper.onednn.primitives import PRODUCT_WORK
 
 from conftest import param_text, write_model
@@ -19,17 +21,19 @@ pytest.importorskip("numba")
 from kuiper.numba_kernels import blas_weights  # noqa: E402  (after the skip: the plugin needs numba)
 
 RNG = np.random.default_rng(11)
+NUMPY = get_backend("numpy")
 
 
 def test_a_small_transposed_weight_is_copied_row_major_and_others_are_left_as_they_are():
     weight = RNG.standard_normal((128, 64)).astype(np.float32)
-    laid_out = blas_weights.row_major(weight.T)
+    laid_out = blas_weights.row_major(NUMPY, weight.T)
     assert laid_out.flags.c_contiguous and not np.shares_memory(laid_out, weight)
+    assert laid_out.ctypes.data % WEIGHT_ALIGNMENT == 0  # where BLAS wants its operands
     np.testing.assert_array_equal(laid_out, weight.T)
-    assert blas_weights.row_major(weight) is weight  # row-major already
+    assert blas_weights.row_major(NUMPY, weight) is weight  # row-major already
     rows = blas_weights.ROW_MAJOR_BYTES // 4 // 64 + 1
     large = np.zeros((rows, 64), np.float32).T  # one row over the limit
-    assert blas_weights.row_major(large) is large
+    assert blas_weights.row_major(NUMPY, large) is large
 
 
 IN, OUT = 64, 128
