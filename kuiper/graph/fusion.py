@@ -146,7 +146,7 @@ def attach_epilogues(order: list[OpNode], model_outputs: list[str], backend_name
             for source in (producer.get(operand),)
             if source is not None
             and source.name not in taken
-            and _takes_epilogue(overridden, source)
+            and _takes_epilogue(overridden, source, math)
             and operand not in kept
             and readers[operand] == 1
             and position not in math.whole_inputs
@@ -177,11 +177,14 @@ def _members_of(node: OpNode) -> list[str]:
     return list(members) if isinstance(members, list) else [node.name]
 
 
-def _takes_epilogue(overridden, node: OpNode) -> bool:
-    """Whether this backend's kernel for the node's type runs an epilogue for this node."""
+def _takes_epilogue(overridden, node: OpNode, math: ElementwiseMath) -> bool:
+    """Whether this backend's kernel for the node's type runs this epilogue for this node (a kernel
+    whose op has inputs of its own besides x says ``unary_epilogues_only``: no extra inputs after them)."""
     registered = overridden.get(node.type)
     takes = getattr(registered.obj, "takes_epilogue", None) if registered is not None else None
-    return takes is not None and len(node.outputs) == 1 and takes(node)
+    if takes is None or len(node.outputs) != 1:
+        return False
+    return (math.arity == 1 or not getattr(registered.obj, "unary_epilogues_only", False)) and takes(node)
 
 
 def _fused_node(members: list[OpNode], maths, producer) -> OpNode:

@@ -26,8 +26,8 @@ class WithEpilogue:
         self.epilogue = epilogue if isinstance(epilogue, ElementwiseMath) else None
         if self.epilogue is None:
             return
-        if "weight" not in self.node.attrs:
-            raise self.error("an epilogue needs the weight as '@weight'")
+        if not self.weights_are_constant():
+            raise self.error("an epilogue needs the op's weights as constants ('@weight')")
         self.epilogue_operand = self.int_param("epilogue_operand")
         if not 0 <= self.epilogue_operand < self.epilogue.arity:
             raise self.error(f"param 'epilogue_operand' must be below {self.epilogue.arity}, "
@@ -45,6 +45,11 @@ class WithEpilogue:
             if out is not None:
                 return out
         return self.run_epilogue(super().forward(x), extras)
+
+    def weights_are_constant(self) -> bool:
+        """Whether the op reads nothing but x at run time (its weights are in the file), so that the
+        inputs after x are the epilogue's."""
+        return "weight" in self.node.attrs
 
     def compute_with_epilogue(self, x, extras):
         """The op on x with the epilogue applied, where a kernel can fuse them; else None (then the
