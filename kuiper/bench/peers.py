@@ -102,8 +102,8 @@ def onnxruntime_engine(path: Path, inputs: list[np.ndarray], threads: int | None
         options.inter_op_num_threads = 1
     # ORT's idle workers spin on after a run (tens of ms), on the cores the next engine in the
     # round needs: interleaved with ORT, kuiper's ResNet-18 took 38-46 ms against 15-21 alone
-    # (docs/performance.md, "ONNX Runtime's spinning workers").  With this entry they spin within
-    # a run as usual and sleep at its end, as the other engines' OpenMP threads do.
+    # (docs/performance.md, "Engines side by side").  With this entry they spin within a run as
+    # usual and go to sleep at its end; ORT alone ran at the same speed either way.
     options.add_session_config_entry("session.force_spinning_stop", "1")
     start = time.perf_counter()
     try:

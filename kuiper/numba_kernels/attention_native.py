@@ -100,7 +100,8 @@ class NativeMultiheadAttention(OneDnnAttention, reference.MultiheadAttention):
                 return np.reshape(product(rows, model_threads()), x.shape[:-1] + (weight_t.shape[1],))
             except onednn.OneDnnError:
                 pass  # a shape oneDNN refused: NumPy computes it
-        return super().project(name, x, self.cached(self._blas_weights, name, lambda: row_major(self.backend, weight_t)), bias)
+        laid_out = self.cached(self._blas_weights, name, lambda: row_major(self.backend, weight_t))
+        return super().project(name, x, laid_out, bias)
 
 
 KERNELS = [NativeScaledDotProductAttention, NativeMultiheadAttention]

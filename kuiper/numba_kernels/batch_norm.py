@@ -63,7 +63,11 @@ class CompiledBatchNorm(WithEpilogue, BatchNorm):
         return self.static
 
     def compute_with_epilogue(self, x, extras):
-        return self._one_pass(x, self.clamp) if self.clamp is not None else None
+        """A clamp in the same pass; any other epilogue after the one-pass batch norm."""
+        if self.clamp is not None:
+            return self._one_pass(x, self.clamp)
+        out = self._one_pass(x, NO_CLAMP)
+        return None if out is None else self.run_epilogue(out, extras)
 
     def forward(self, *inputs):
         if self.epilogue is None:
