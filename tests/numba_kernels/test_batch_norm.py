@@ -48,7 +48,7 @@ ACTIVATIONS = {  # the reader's line, its float64 math, whether the kernel appli
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
-def test_batch_norm_and_the_activation_after_it_run_as_one_op(tmp_path, activation):
+def test_batch_norm_and_the_activation_after_it_run_as_one_op(tmp_path, activation, kernel_variant):
     reader, math_of, same_pass = ACTIVATIONS[activation]
     model = _model(tmp_path, reader)
     (step,) = model.steps  # the activation became the BatchNorm's epilogue
@@ -68,7 +68,7 @@ def test_every_rank_normalises_along_axis_1(tmp_path, rank, shape):
     np.testing.assert_allclose(model(x), np.maximum(_float64_batch_norm(x), 0), rtol=2e-6, atol=2e-6)
 
 
-def test_a_nan_stays_nan_through_the_relu_as_in_pytorch(tmp_path):
+def test_a_nan_stays_nan_through_the_relu_as_in_pytorch(tmp_path, kernel_variant):
     model = _model(tmp_path, "nn.ReLU r 1 1 y z")
     x = RNG.standard_normal((1, C, 4, 4)).astype(np.float32)
     x[0, 3, 1, 2] = np.nan
