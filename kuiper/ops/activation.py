@@ -48,6 +48,8 @@ def _activation(name: str, function, doc: str, params=(), checks=()) -> type[Ele
         values = {key: reader.float_param(key, default=default) for key, default in params}
         for key, check in checks:
             check(reader, values[key])
+        if not values:
+            return unary(function)  # one function for every op of the type: its IR is made once (function_for)
         return unary(lambda x: function(x, *values.values()))
 
     return type(name, (ElementwiseOp,), {
