@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, ClassVar, Sequence
 
+from ..ir import codegen_numpy
+
 # Capabilities a backend may advertise in ``Backend.capabilities``.
 # Its arrays are numpy.ndarray in host memory: kernels written for NumPy (Numba, C extensions) take them.
 NUMPY_ARRAYS = "numpy-arrays"
@@ -104,9 +106,12 @@ class Backend:
 
     def compile_elementwise(self, function):
         """Turn a kuiper.ir elementwise Function into a callable ``f(*inputs) -> array``."""
-        from ..ir.codegen_numpy import compile_elementwise
+        return codegen_numpy.compile_elementwise(function, self.native if hasattr(self, "native") else self.xp)
 
-        return compile_elementwise(function, self.native if hasattr(self, "native") else self.xp)
+    def floating_point_warnings_off(self):
+        """A context a whole model call runs in: NumPy's floating-point warnings off once, for every op
+        (PyTorch gives none), so that the compiled functions inside need not each turn them off."""
+        return codegen_numpy.floating_point_warnings_off()
 
     def blas_threads(self) -> int | None:
         """The threads NumPy's BLAS may use while a model runs here; None leaves the library's own setting.

@@ -27,6 +27,7 @@ costs a few microseconds over the NumPy functions themselves.
 
 from __future__ import annotations
 
+import contextvars
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,6 +43,36 @@ from kuiper.ir.scalars import apply_to_scalars
 from kuiper.ir.xp_ops import clip_against, resolve
 
 _ALL_INPUTS = "all"  # the dependency key of full-size values when all inputs share a shape
+
+# True inside ``floating_point_warnings_off``: the compiled functions called there skip entering
+# numpy.errstate themselves (1.5-2 us of a residual add's 5 on a small tensor).
+_warnings_off = contextvars.ContextVar("kuiper_floating_point_warnings_off", default=False)
+
+
+class floating_point_warnings_off:
+    """``with floating_point_warnings_off():`` NumPy's floating-point warnings off for the block, as
+    every compiled function has them (PyTorch neither warns on inf/nan nor on x/0).  A model call
+    enters it once (``Backend.floating_point_warnings_off``), so its ops need not each enter it."""
+
+    def __enter__(self):
+        self._state = numpy.errstate(all="ignore")
+        self._state.__enter__()
+        self._token = _warnings_off.set(True)
+
+    def __exit__(self, *exc_info):
+        _warnings_off.reset(self._token)
+        self._state.__exit__(*exc_info)
+
+
+def _quietly(function):
+    """``function`` run with NumPy's floating-point warnings off, entering errstate only where no
+    caller has (the decorator form is made once and is thread-safe: each call has its own token)."""
+    quiet = numpy.errstate(all="ignore")(function)
+
+    def run(*args):
+        return function(*args) if _warnings_off.get() else quiet(*args)
+
+    return run
 
 
 def compile_elementwise(fn: Function, xp=None) -> CompiledExpression:
@@ -81,14 +112,13 @@ class CompiledExpression:
         result = self.fn.results[0]
         single_tensor = not (self.fn.returns_list or dtypes.is_scalar(result.dtype) or result.dtype == dtypes.SHAPE)
         self._out_dtype = _xp_dtype(xp, result.dtype) if single_tensor else None  # what out= must be
-        # PyTorch neither warns on inf/nan nor on x/0.  The decorator form of errstate is made
-        # once and is thread-safe (each call sets and resets its own context token).
-        self._evaluate = numpy.errstate(all="ignore")(self._evaluate_steps)
+        # PyTorch neither warns on inf/nan nor on x/0.
+        self._evaluate = _quietly(self._evaluate_steps)
         # A function of one array step over its tensor inputs and constants (a residual add, a
         # ReLU) runs it directly when the inputs are arrays of one shape and of the compiled
         # dtypes: a quarter of the step table's 4 us on a small tensor.
         self._one_step = self._single_step()
-        self._run_one_step = self._clip_step() or numpy.errstate(all="ignore")(self._single_step_call)
+        self._run_one_step = self._clip_step() or _quietly(self._single_step_call)
 
     # --- compile time ---------------------------------------------------------------------
 

@@ -64,6 +64,10 @@ class WithEpilogue:
 
     def compiled_epilogue(self, input_dtypes: tuple[str, ...]):
         """(Function, the backend's compiled callable) of the epilogue for these input dtypes, made once."""
+        entry = self._epilogue_compiled.get(input_dtypes)
+        if entry is not None:  # every call after the first: no closure to make
+            return entry
+
         def compile_for_dtypes():
             function = function_for(self.epilogue, input_dtypes)
             return function, compile_shared(self.backend, function)  # shared as fused ops share theirs

@@ -7,6 +7,7 @@ failure, and run the same steps with an observer as without.
 
 from __future__ import annotations
 
+import warnings
 import weakref
 
 import numpy as np
@@ -138,3 +139,30 @@ def test_every_op_failure_is_a_kuiper_error(tmp_path):
     model.steps[0].op.forward = lambda x: 1 / 0
     with pytest.raises(KuiperError, match="'relu'.*ZeroDivisionError"):
         model(np.ones((2, 4), np.float32))
+
+
+def test_a_call_gives_no_floating_point_warnings_and_leaves_numpy_settings_as_they_were(tmp_path):
+    # PyTorch warns neither on x/0 nor on inf or NaN: a model call turns NumPy's warnings off once
+    # for all its ops (Backend.floating_point_warnings_off), and back when it returns or raises.
+    text = """7767517
+4 4
+pnnx.Input i 0 2 x y #x=(2,3)f32 #y=(2,3)f32
+pnnx.Expression divide 2 1 x y q expr=div(@0,@1)
+pnnx.Expression log 1 1 q z expr=log(@0)
+pnnx.Output o 1 0 z
+"""
+    model = kuiper.load(write_model(tmp_path, text), fuse=False)
+    x = np.array([[1.0, 0.0, -1.0], [2.0, 3.0, 0.0]], np.float32)
+    y = np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 4.0]], np.float32)
+    with np.errstate(all="raise"):
+        before = np.geterr()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            z = model(x, y)
+        assert np.geterr() == before
+    with np.errstate(all="ignore"):
+        want = np.log(x.astype(np.float64) / y)
+    np.testing.assert_array_equal(np.isnan(z), np.isnan(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(z[finite], want[finite], rtol=1e-6)
+    np.testing.assert_array_equal(z[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])

@@ -15,7 +15,7 @@ import pytest
 
 from kuiper.errors import InputError
 from kuiper.ir import dtypes, simplify
-from kuiper.ir.codegen_numpy import compile_elementwise
+from kuiper.ir.codegen_numpy import compile_elementwise, floating_point_warnings_off
 from kuiper.ir.linearize import linearize
 from kuiper.ir.nodes import Const, Var
 from kuiper.ir.xp_ops import resolve
@@ -158,3 +158,21 @@ def test_one_step_over_same_shaped_arrays_skips_the_step_table(monkeypatch):
     assert len(taken) == 2
     relu = compile_elementwise(lowered("relu(@0)", "float32")[0])
     assert relu._one_step is not None and compile_elementwise(lowered("gelu(@0)", "float32")[0])._one_step is None
+
+
+def test_inside_floating_point_warnings_off_the_compiled_function_still_gives_no_warning_and_numpy_is_restored():
+    # A model call enters the context once and its compiled functions skip their own errstate:
+    # what they compute, and that nothing warns, must not change; NumPy's setting must come back.
+    fn, _ = lowered("div(exp(@0),@1)", "float32")
+    compiled = compile_elementwise(fn)
+    x = np.array([0.0, 100.0, np.nan, 1.0], np.float32)  # exp overflows, 0/0, NaN, an ordinary value
+    y = np.array([0.0, 1.0, 1.0, 0.0], np.float32)
+    want = tree_evaluate(fn, [x, y])
+    before = np.geterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with floating_point_warnings_off():
+            assert all(setting == "ignore" for setting in np.geterr().values())
+            assert_identical(compiled(x, y), want)
+        assert np.geterr() == before
+        assert_identical(compiled(x, y), want)  # outside: the function turns them off itself
