@@ -11,7 +11,7 @@ from __future__ import annotations
 from . import (attention_native, batch_norm, concat_native, conv, conv_native, conv_transpose_native,
                grid_sample, layer_norm_native, linear_native, matmul_native, norm, pool_native, pooling, recurrent)
 from .elementwise import compile_elementwise
-from .norm import softmax_in_place
+from .softmax_native import softmax_in_place
 from .runtime import blas_threads
 
 # A later module's class for an op type wins: the oneDNN classes extend the compiled ones before them.

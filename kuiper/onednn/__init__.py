@@ -18,10 +18,11 @@ from .layer_norm import LayerNormalization
 from .matmul import MatMul
 from .pool import Pooling
 from .product import Product
+from .softmax import Softmax
 from .binding import OneDnnError, loaded
 
 __all__ = ["Attention", "Blocked", "Concatenation", "Convolution", "LayerNormalization", "MatMul", "OneDnnError",
-           "Pooling", "Product", "available", "describe", "library",
+           "Pooling", "Product", "Softmax", "available", "describe", "library",
            "on_gnu_openmp"]
 
 
