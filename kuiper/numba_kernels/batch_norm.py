@@ -1,4 +1,5 @@
-"""nn.BatchNorm (inference) on the NumPy backend: one compiled pass per (image, channel) plane.
+"""nn.BatchNorm (inference) on the NumPy backend: one compiled pass per (image, channel) plane, or per image
+where each plane is one value (a BatchNorm1d on (N, C)).
 
 The reference computes ``x * scale + shift`` in two NumPy passes and a temporary, and the
 ReLU that usually follows (DenseNet's BN-ReLU-conv layers, a pre-activation ResNet) is a third
@@ -80,10 +81,15 @@ class CompiledBatchNorm(WithEpilogue, BatchNorm):
         if (not self.compiled or not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim < 2
                 or x.shape[1] != self.channels or x.size == 0):
             return None
+        low, high = np.float32(clamp[0]), np.float32(clamp[1])
+        if x.size == x.shape[0] * x.shape[1]:  # (N, C), or planes of one value: a row per image
+            rows = np.ascontiguousarray(np.reshape(x, (x.shape[0], x.shape[1])))
+            out = np.empty_like(rows)
+            kernels.scale_shift_rows(rows.size, rows, self.scale, self.shift, low, high, out)
+            return np.reshape(out, x.shape)
         planes = np.ascontiguousarray(np.reshape(x, (x.shape[0] * x.shape[1], -1)))
         out = np.empty_like(planes)
-        low, high = clamp
-        kernels.scale_shift_planes(planes.size, planes, self.scale, self.shift, np.float32(low), np.float32(high), out)
+        kernels.scale_shift_planes(planes.size, planes, self.scale, self.shift, low, high, out)
         return np.reshape(out, x.shape)
 
 

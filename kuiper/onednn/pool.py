@@ -2,7 +2,8 @@
 
 Between two convolutions that keep oneDNN's blocked layout (ResNet's stem, YOLO's SPPF
 block), pooling in that layout saves converting the tensor to a plain array and back.
-oneDNN pools in whatever layout the input arrives in, and writes its output the same way.
+oneDNN pools in whatever layout the input arrives in, and writes its output the same way; a
+plain input whose only kernel would be oneDNN's reference loop is refused.
 
 The caller gives each call's output size (PyTorch's floor or ceil rule is the op's business):
 the right padding handed to oneDNN is what makes its own size rule give that size.  A plan
@@ -108,6 +109,12 @@ class Pooling:
                     f"pooling of {shape} to {out_shape} (kernel {self.kernel}, stride {self.stride})")
         except OneDnnError as exc:
             return _Plan(layout, shape, out_shape, threads, None, str(exc))
+        implementation = pooling.implementation()
+        if layout is None and implementation.startswith("ref"):
+            # oneDNN's reference loop is all it has for plain NCHW on some machines (AVX2): far
+            # slower than the caller's own loop.
+            return _Plan(layout, shape, out_shape, threads, None,
+                         f"pooling of plain {shape}: oneDNN has only its reference loop ({implementation})")
         result = pooling.layout(ARG_DST)
         return _Plan(layout, shape, out_shape, threads, pooling, source=source, result=result,
                      to_plain=ToPlain(library, result, out_shape))

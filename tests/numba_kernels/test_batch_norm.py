@@ -61,6 +61,16 @@ def test_batch_norm_and_the_activation_after_it_run_as_one_op(tmp_path, activati
     np.testing.assert_allclose(got, math_of(_float64_batch_norm(x)), rtol=2e-6, atol=2e-6)
 
 
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("shape", [(300, C), (7, C, 1)])
+def test_planes_of_one_value_run_as_rows(tmp_path, activation, shape, kernel_variant):
+    # A BatchNorm1d after a Linear (LeViT) normalises (N, C): one row per image, not N * C planes.
+    reader, math_of, _ = ACTIVATIONS[activation]
+    model = _model(tmp_path, reader, "1d")
+    x = (3 * RNG.standard_normal(shape)).astype(np.float32)
+    np.testing.assert_allclose(model(x), math_of(_float64_batch_norm(x)), rtol=2e-6, atol=2e-6)
+
+
 @pytest.mark.parametrize(("rank", "shape"), [("1d", (3, C)), ("1d", (2, C, 11)), ("3d", (1, C, 3, 4, 5))])
 def test_every_rank_normalises_along_axis_1(tmp_path, rank, shape):
     model = _model(tmp_path, "nn.ReLU r 1 1 y z", rank)
