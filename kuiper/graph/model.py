@@ -169,7 +169,8 @@ class Model:
     def _execute(self, arrays: list, to_numpy: bool, observer: StepObserver | None = None) -> list:
         first_run, self._has_run = not self._has_run, True
         note = _noting_a_slow_first_run(self._where()) if first_run else contextlib.nullcontext()
-        with limited(self.threads, self.blas_threads), budget_of_run(), note, self.backend.floating_point_warnings_off():
+        quiet = self.backend.floating_point_warnings_off()
+        with limited(self.threads, self.blas_threads), budget_of_run(), note, quiet:
             return self._run_steps(arrays, to_numpy, observer)
 
     def _run_steps(self, arrays: list, to_numpy: bool, observer: StepObserver | None) -> list:

@@ -1,5 +1,5 @@
-"""nn.BatchNorm (inference) on the NumPy backend: one compiled pass per (image, channel) plane, or per image
-where each plane is one value (a BatchNorm1d on (N, C)).
+"""nn.BatchNorm (inference) on the NumPy backend: one compiled pass per (image, channel) plane, or
+per image where each plane is one value (a BatchNorm1d on (N, C)).
 
 The reference computes ``x * scale + shift`` in two NumPy passes and a temporary, and the
 ReLU that usually follows (DenseNet's BN-ReLU-conv layers, a pre-activation ResNet) is a third

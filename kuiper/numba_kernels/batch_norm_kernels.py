@@ -1,4 +1,5 @@
-"""Inference batch norm as one pass over each (image, channel) plane, or each row of an (N, C) input, with a clamp after it."""
+"""Inference batch norm as one pass over each (image, channel) plane, or over each row of an (N, C)
+input, with a clamp after it."""
 
 from __future__ import annotations
 

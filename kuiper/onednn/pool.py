@@ -111,8 +111,8 @@ class Pooling:
             return _Plan(layout, shape, out_shape, threads, None, str(exc))
         implementation = pooling.implementation()
         if layout is None and implementation.startswith("ref"):
-            # oneDNN's reference loop is all it has for plain NCHW on some machines (AVX2): far
-            # slower than the caller's own loop.
+            # oneDNN's reference loop is all it has for plain NCHW on some machines (AVX2) and for
+            # some windows (dilated ones): far slower than the caller's own loop.
             return _Plan(layout, shape, out_shape, threads, None,
                          f"pooling of plain {shape}: oneDNN has only its reference loop ({implementation})")
         result = pooling.layout(ARG_DST)

@@ -1,11 +1,10 @@
 """Softmax over the rows of a float32 (rows, width) array, in place, run by oneDNN.
 
 oneDNN's softmax ("accurate": each row shifted by its maximum) runs on its OpenMP threads with
-vectorised exponentials; the compiled row loop it stands in for runs on the calling thread
-below 2^22 element operations.  A row holding NaN, or only -inf, comes out as NaN throughout,
-as in PyTorch (oneDNN's own kernels leave such rows partly finite, so the caller checks them).
-A primitive is made per (rows, width) and thread count the first time it is seen, at most
-``MAX_PLANS`` kept.
+vectorised exponentials.  A row of only -inf comes out NaN throughout, as in PyTorch; a row
+holding a NaN or +inf comes out partly finite (PyTorch makes it NaN throughout), which the
+caller sees as a NaN in the row.  A primitive is made per (rows, width) and thread count the
+first time it is seen, at most ``MAX_PLANS`` kept.
 """
 
 from __future__ import annotations
