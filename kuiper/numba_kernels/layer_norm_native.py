@@ -34,9 +34,9 @@ class NativeLayerNorm(CompiledLayerNorm):
 
     def forward(self, *inputs):
         x = inputs[self.input_position()]
-        k = len(self.normalized_shape)
-        if (self.library is not None and isinstance(x, np.ndarray) and x.dtype == np.float32 and x.ndim >= k
-                and tuple(x.shape[-k:]) == self.normalized_shape and x.size >= NATIVE_ELEMENTS):
+        if not self.takes(x):
+            return super().forward(*inputs)  # the reference: other dtypes, weights as inputs, its errors
+        if self.library is not None and x.size >= NATIVE_ELEMENTS:
             row_weight, row_bias = self.row_affine()  # made at the first call: the input bounds their size
             if self.native is None:
                 self.native = onednn.LayerNormalization(self.library, row_weight, row_bias, self.eps)
@@ -45,7 +45,7 @@ class NativeLayerNorm(CompiledLayerNorm):
                 return np.reshape(self.native(rows, model_threads()), x.shape)
             except onednn.OneDnnError:
                 pass  # a shape oneDNN refused: the compiled loop takes it
-        return super().forward(*inputs)
+        return self.compiled_forward(x)
 
 
 KERNELS = [NativeLayerNorm]

@@ -43,14 +43,22 @@ class CompiledLayerNorm(reference_norm.LayerNorm):
                 np.ascontiguousarray(np.reshape(bias, (width,)), dtype=np.float32)
             return row_weight, row_bias
 
-        return self.cached(self._rows, "rows", make)
+        rows = self._rows.get("rows")  # every call after the first: no closure to make
+        return rows if rows is not None else self.cached(self._rows, "rows", make)
+
+    def takes(self, x) -> bool:
+        """Whether the compiled loop (or a kernel standing in for it) takes x: float32 ending in the
+        normalised shape, with constant or no affine weights."""
+        k = len(self.normalized_shape)
+        return (self.compiled and isinstance(x, np.ndarray) and x.dtype == np.float32 and x.ndim >= k
+                and tuple(x.shape[-k:]) == self.normalized_shape)
 
     def forward(self, *inputs):
         x = inputs[self.input_position()]
-        k = len(self.normalized_shape)
-        if (not self.compiled or not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim < k
-                or tuple(x.shape[-k:]) != self.normalized_shape):
-            return super().forward(*inputs)
+        return self.compiled_forward(x) if self.takes(x) else super().forward(*inputs)
+
+    def compiled_forward(self, x):
+        """The compiled row loop over an x that ``takes`` accepted."""
         row_weight, row_bias = self.row_affine()
         rows = np.ascontiguousarray(x.reshape(-1, row_weight.shape[0]))
         out = np.empty_like(rows)
