@@ -3,17 +3,28 @@ input, with a clamp after it."""
 
 from __future__ import annotations
 
-from numba import prange
+from numba import njit, prange
 
 from .runtime import kernel
+
+
+@njit(inline="always")
+def _normalised(value, scale, shift, low, high):
+    """clamp(value * scale + shift, low, high); a NaN stays NaN, as in PyTorch's ReLU (neither
+    comparison holds for it)."""
+    value = value * scale + shift
+    if value < low:
+        value = low
+    if value > high:
+        value = high
+    return value
 
 
 @kernel()
 def scale_shift_planes(x, scale, shift, low, high, out):
     """out[p] = clamp(x[p] * scale[c] + shift[c], low, high) for each plane p of x (N * C, S), c = p % C.
 
-    ``low``/``high`` of -inf/inf clamp nothing, 0/inf is a ReLU, 0/6 a ReLU6; a NaN stays NaN,
-    as in PyTorch's ReLU (neither comparison holds for it).
+    ``low``/``high`` of -inf/inf clamp nothing, 0/inf is a ReLU, 0/6 a ReLU6.
     """
     planes, size = x.shape
     channels = scale.shape[0]
@@ -24,12 +35,7 @@ def scale_shift_planes(x, scale, shift, low, high, out):
         source = x[p]
         target = out[p]
         for s in range(size):
-            value = source[s] * a + b
-            if value < low:
-                value = low
-            if value > high:
-                value = high
-            target[s] = value
+            target[s] = _normalised(source[s], a, b, low, high)
 
 
 @kernel()
@@ -41,9 +47,4 @@ def scale_shift_rows(x, scale, shift, low, high, out):
         source = x[n]
         target = out[n]
         for c in range(channels):
-            value = source[c] * scale[c] + shift[c]
-            if value < low:
-                value = low
-            if value > high:
-                value = high
-            target[c] = value
+            target[c] = _normalised(source[c], scale[c], shift[c], low, high)

@@ -34,17 +34,16 @@ class CompiledLayerNorm(reference_norm.LayerNorm):
         Made at the first call, not at build: only a real input of the normalised shape bounds
         their size (a file may declare normalized_shape=2^63 with no weights to check it against).
         """
-        def make():
-            width = math.prod(self.normalized_shape)
-            weight, bias = self.static_weight, self.static_bias
-            row_weight = np.ones(width, np.float32) if weight is None else \
-                np.ascontiguousarray(np.reshape(weight, (width,)), dtype=np.float32)
-            row_bias = np.zeros(width, np.float32) if bias is None else \
-                np.ascontiguousarray(np.reshape(bias, (width,)), dtype=np.float32)
-            return row_weight, row_bias
+        return self.cached(self._rows, "rows", self._make_rows)
 
-        rows = self._rows.get("rows")  # every call after the first: no closure to make
-        return rows if rows is not None else self.cached(self._rows, "rows", make)
+    def _make_rows(self):
+        width = math.prod(self.normalized_shape)
+        weight, bias = self.static_weight, self.static_bias
+        row_weight = np.ones(width, np.float32) if weight is None else \
+            np.ascontiguousarray(np.reshape(weight, (width,)), dtype=np.float32)
+        row_bias = np.zeros(width, np.float32) if bias is None else \
+            np.ascontiguousarray(np.reshape(bias, (width,)), dtype=np.float32)
+        return row_weight, row_bias
 
     def takes(self, x) -> bool:
         """Whether the compiled loop (or a kernel standing in for it) takes x: float32 ending in the

@@ -81,18 +81,20 @@ class Op:
                 raise TypeError(f"{cls.__qualname__}: param {param!r} would hide the method '{param.attr}'; "
                                 f"give it another attr=")
 
-    def cached(self, table: dict, key, make: Callable[[], Any]):
-        """``table[key]``, made by ``make()`` on first use; safe when one Model runs in many threads.
+    def cached(self, table: dict, key, make: Callable[..., Any], *arguments):
+        """``table[key]``, made by ``make(*arguments)`` on first use; safe when one Model runs in many threads.
 
         For what depends on run-time shapes or dtypes (transformed weights per tile
-        size, tables per input size): everything else is made in ``setup()``.
+        size, tables per input size): everything else is made in ``setup()``.  On a per-call
+        path, pass a method and its arguments rather than a fresh closure, which every call
+        would build only to find the value there.
         """
         value = table.get(key)
         if value is None:
             with self._cache_lock:
                 value = table.get(key)
                 if value is None:
-                    value = table[key] = make()
+                    value = table[key] = make(*arguments)
         return value
 
     # -- what subclasses write ------------------------------------------------

@@ -64,15 +64,11 @@ class WithEpilogue:
 
     def compiled_epilogue(self, input_dtypes: tuple[str, ...]):
         """(Function, the backend's compiled callable) of the epilogue for these input dtypes, made once."""
-        entry = self._epilogue_compiled.get(input_dtypes)
-        if entry is not None:  # every call after the first: no closure to make
-            return entry
+        return self.cached(self._epilogue_compiled, input_dtypes, self._compile_epilogue, input_dtypes)
 
-        def compile_for_dtypes():
-            function = function_for(self.epilogue, input_dtypes)
-            return function, compile_shared(self.backend, function)  # shared as fused ops share theirs
-
-        return self.cached(self._epilogue_compiled, input_dtypes, compile_for_dtypes)
+    def _compile_epilogue(self, input_dtypes: tuple[str, ...]):
+        function = function_for(self.epilogue, input_dtypes)
+        return function, compile_shared(self.backend, function)  # shared as fused ops share theirs
 
     def run_epilogue(self, out, extras):
         """The epilogue over the op's result ``out``, as the elementwise op it replaces ran it."""

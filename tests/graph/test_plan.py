@@ -160,6 +160,17 @@ pnnx.Output o 1 0 z
             warnings.simplefilter("error")
             z = model(x, y)
         assert np.geterr() == before
+
+        # The whole call runs with them off (an op's own NumPy code included), not just the compiled math.
+        class Settings(StepObserver):
+            seen: list = []
+
+            def before_step(self, node, inputs):
+                self.seen.append(np.geterr())
+
+        model(x, y, observer=Settings())
+        assert Settings.seen and all(set(seen.values()) == {"ignore"} for seen in Settings.seen)
+        assert np.geterr() == before
     with np.errstate(all="ignore"):
         want = np.log(x.astype(np.float64) / y)
     np.testing.assert_array_equal(np.isnan(z), np.isnan(want))
