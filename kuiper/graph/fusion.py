@@ -26,6 +26,11 @@ the conv's own result goes among the math's inputs).  The kernel runs the math o
 each output plane while it is in cache; where it cannot, the conv op runs it
 afterwards, as the elementwise op would have.
 
+A Linear whose output only ``torch.chunk(y, 2, dim=-1)`` reads, whose two halves only one
+two-input elementwise op reads (SwiGLU's ``silu(a) * b``), takes that op's math the same way,
+with param ``epilogue_halves`` (``attach_gated_epilogues``; kuiper/ops/epilogue.py): the chunk
+goes, and a kernel may compute the gate and the product as two GEMMs with post-ops.
+
 This is a rewrite of OpNodes before ops are instantiated: it knows the op
 registry and the kernel overrides' names, nothing else about backends.
 """
@@ -120,7 +125,8 @@ def fuse_elementwise(
         fused = _fused_node(members[node.name], maths, producer)
         new_order.append(fused)
         groups.append(fused.params["members"])
-    return attach_epilogues(new_order, model_outputs, backend_name, maths), groups
+    with_epilogues = attach_epilogues(new_order, model_outputs, backend_name, maths)
+    return attach_gated_epilogues(with_epilogues, model_outputs, backend_name, maths), groups
 
 
 def attach_epilogues(order: list[OpNode], model_outputs: list[str], backend_name: str,
@@ -169,6 +175,53 @@ def attach_epilogues(order: list[OpNode], model_outputs: list[str], backend_name
             source=conv.source,
         )
     return [merged_into.get(node.name, node) for node in order if node.name not in taken]
+
+
+def attach_gated_epilogues(order: list[OpNode], model_outputs: list[str], backend_name: str,
+                           maths: dict[str, ElementwiseMath]) -> list[OpNode]:
+    """Merge each Linear -> chunk(2, dim=-1) -> two-input elementwise op into one Linear node whose
+    epilogue reads the halves of its output, where the backend's kernel takes such an epilogue
+    (``takes_split_epilogue`` beside ``takes_epilogue``).  Nothing else may read the Linear's output
+    or either half, and neither may be a model output."""
+    overridden = kernel_registry(backend_name)
+    producer, readers = producers_and_readers(order)
+    kept = set(model_outputs)
+    merged_into: dict[str, OpNode] = {}  # the elementwise op's name -> the Linear node that replaces it
+    removed: set[str] = set()  # the Linear and chunk nodes merged
+    for node in order:
+        math = node.params.get("math") if node.type == FUSED_TYPE else maths.get(node.name)
+        if not isinstance(math, ElementwiseMath) or math.arity != 2 or len(node.inputs) != 2 or math.whole_inputs:
+            continue
+        chunk = producer.get(node.inputs[0])
+        if (chunk is None or chunk.type != "Chunk" or chunk.params.get("chunks") != 2
+                or chunk.params.get("dim") != -1 or sorted(chunk.outputs) != sorted(node.inputs)
+                or len(set(node.inputs)) != 2 or any(readers[half] != 1 or half in kept for half in chunk.outputs)):
+            continue
+        linear = producer.get(chunk.inputs[0]) if len(chunk.inputs) == 1 else None
+        if (linear is None or linear.name in removed or chunk.inputs[0] in kept or readers[chunk.inputs[0]] != 1
+                or "epilogue" in linear.params or not _takes_split_epilogue(overridden, linear)):
+            continue
+        removed.update((linear.name, chunk.name))
+        merged_into[node.name] = OpNode(
+            type=linear.type,
+            name=linear.name,
+            inputs=list(linear.inputs),
+            outputs=list(node.outputs),
+            params={**linear.params, "epilogue": math, "epilogue_operand": node.inputs.index(chunk.outputs[0]),
+                    "epilogue_halves": True, "epilogue_members": [chunk.name, *_members_of(node)]},
+            attrs=linear.attrs,
+            input_keys=list(linear.input_keys),
+            source=linear.source,
+        )
+    return [merged_into.get(node.name, node) for node in order if node.name not in removed]
+
+
+def _takes_split_epilogue(overridden, node: OpNode) -> bool:
+    """Whether this backend's kernel for the node's type runs an epilogue of its output's halves for this node."""
+    registered = overridden.get(node.type)
+    if registered is None or not getattr(registered.obj, "takes_split_epilogue", False):
+        return False
+    return len(node.outputs) == 1 and registered.obj.takes_epilogue(node)
 
 
 def _members_of(node: OpNode) -> list[str]:

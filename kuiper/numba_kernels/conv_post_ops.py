@@ -10,7 +10,8 @@ Recognised, with c the conv's result and r the other input:
 ``f(c)`` and ``g(f(c) + r)`` (in either order of the sum), where f and g are each the identity
 or one of the activations below, built here from the same composites the ops use, so a match
 is structural equality of IR and never a guess.  ``relu(relu(c) + r)`` (a TCN block's second
-conv, its residual and the block's ReLU) is the ReLU, the sum, and the ReLU again.
+conv, its residual and the block's ReLU) is the ReLU, the sum, and the ReLU again.  For a Linear's
+gated epilogue (the math of its output's two halves), ``gate_for`` finds ``f(gate) * value``.
 """
 
 from __future__ import annotations
@@ -62,6 +63,25 @@ def post_ops_for(epilogue: ElementwiseMath | None, operand: int) -> tuple | None
     conv = function.params[operand]
     residual = function.params[1 - operand] if epilogue.arity == 2 else None
     return _match(value, conv, residual)
+
+
+def gate_for(epilogue: ElementwiseMath, operand: int) -> tuple[int, tuple] | None:
+    """For an epilogue of a Linear's two output halves (the first at input ``operand``): (which half is
+    the gate, 0 or 1; the post-op steps of its activation) when the math is ``f(gate) * other``,
+    f the identity or an activation above; else None."""
+    function = function_for(epilogue, (FLOAT32, FLOAT32))
+    value = _value(function)
+    if not (isinstance(value, Binary) and value.op == "mul"):
+        return None
+    halves = (function.params[operand], function.params[1 - operand])
+    for gate, other in ((value.lhs, value.rhs), (value.rhs, value.lhs)):
+        if other not in halves:
+            continue
+        gate_half = 1 - halves.index(other)
+        steps = _activation(gate, halves[gate_half])
+        if steps is not None:
+            return gate_half, steps
+    return None
 
 
 def _match(value, conv: Var, residual: Var | None) -> tuple | None:

@@ -37,10 +37,13 @@ ARG_SCALE = 51  # a normalization's scale and shift
 ARG_SHIFT = 52
 ARG_SCRATCHPAD = 80
 ARG_MULTIPLE_SRC = 1024  # the first of a concatenation's inputs (1024 + i)
+ARG_SRC_1 = 2  # a binary post-op's second operand, numbered with post_op_argument
+ARG_MULTIPLE_POST_OP_BASE = 32768  # DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE of 3.x (2.x had 16384)
 QUERY_IMPL_INFO = 8  # dnnl_query_impl_info_str
 QUERY_EXEC_ARG_MD = 255  # dnnl_query_exec_arg_md: the memory descriptor of an argument
 STREAM_IN_ORDER = 1  # dnnl_stream_in_order, the default flags
 SOFTMAX_ALGORITHMS = range(0x30000, 0x30010)  # where 3.x numbers dnnl_softmax_accurate and _log (names checked)
+BINARY_ALGORITHMS = range(0x1FFF0, 0x20000)  # where 3.x numbers dnnl_binary_add, _mul, ... (names checked)
 USE_SCALE, USE_SHIFT = 0x2, 0x4  # dnnl_normalization_flags_t
 
 Handle = ctypes.c_void_p
@@ -81,6 +84,7 @@ _FUNCTIONS = {
     "dnnl_post_ops_create": (_STATUS, [ctypes.POINTER(Handle)]),
     "dnnl_post_ops_append_eltwise": (_STATUS, [Handle, ctypes.c_int, ctypes.c_float, ctypes.c_float]),
     "dnnl_post_ops_append_sum": (_STATUS, [Handle, ctypes.c_float, ctypes.c_int32, ctypes.c_int]),
+    "dnnl_post_ops_append_binary": (_STATUS, [Handle, ctypes.c_int, Handle]),
     "dnnl_post_ops_destroy": (_STATUS, [Handle]),
     "dnnl_primitive_attr_create": (_STATUS, [ctypes.POINTER(Handle)]),
     "dnnl_primitive_attr_set_post_ops": (_STATUS, [Handle, Handle]),
@@ -112,6 +116,11 @@ _FUNCTIONS = {
     "dnnl_primitive_execute": (_STATUS, [Handle, Handle, ctypes.c_int, ctypes.POINTER(ExecArg)]),
     "dnnl_primitive_destroy": (_STATUS, [Handle]),
 }
+
+
+def post_op_argument(index: int, argument: int) -> int:
+    """The execution argument number of ``argument`` (``ARG_SRC_1``) of the post-op at ``index`` in the chain."""
+    return ARG_MULTIPLE_POST_OP_BASE * (index + 1) | argument
 
 
 class OneDnnError(BackendUnavailableError):
@@ -149,6 +158,7 @@ class Library:
         self.deconvolution_direct = self.enum(self.alg_kind2str, "deconvolution_direct", limit=0x400)
         self.scratchpad_user = self.enum(self.scratchpad_mode2str, "user")
         self.softmax_accurate = self.enum(self.alg_kind2str, "softmax_accurate", values=SOFTMAX_ALGORITHMS)
+        self.binary_mul = self.enum(self.alg_kind2str, "binary_mul", values=BINARY_ALGORITHMS)
         self.openmp, self.openmp_name = _openmp(version.cpu_runtime)  # the runtime's library, its file name
         self.default_threads = self.openmp.omp_get_max_threads() if self.openmp is not None else None
         self.engine = Handle()

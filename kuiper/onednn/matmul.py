@@ -5,7 +5,8 @@ threads as the convolutions, so a model that has both never has two thread pools
 for the cores (OpenBLAS's workers spin after each call: with a convolution on oneDNN in the
 model, BLAS runs on one thread; docs/performance.md).  Post-ops (``primitives.Attributes``)
 apply the op's epilogue while the output is in cache: an activation, or a sum with a
-``residual`` that the output buffer holds before the call.
+``residual`` that the output buffer holds before the call, or a product with a ``factor`` of
+the output's shape (a gated linear unit's gate: ``numba_kernels/linear_native.py``).
 
 The weight stays as the file gave it, (out, in) row-major, described to oneDNN as the
 (in, out) matrix it is the transpose of: no copy, no reorder.  A primitive is made per row
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
+from .binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_SRC_1, ARG_WEIGHTS, Library, OneDnnError, post_op_argument
 from .primitives import ONE_THREAD_WORK, Attributes, Layout, PlanCache, Primitive
 
 
@@ -35,13 +36,20 @@ class MatMul:
             self.bias = (Layout.plain(library, row.shape), row)
         self.post_ops = tuple(post_ops)
         self.adds_residual = ("sum",) in self.post_ops
+        # The argument number of the factor a ("mul",) post-op multiplies by, or None.
+        self.factor_argument = (post_op_argument(self.post_ops.index(("mul",)), ARG_SRC_1)
+                                if ("mul",) in self.post_ops else None)
         self.plans = PlanCache()  # by (rows, threads); refusals by row count
 
-    def __call__(self, x: np.ndarray, threads: int | None = None, residual: np.ndarray | None = None) -> np.ndarray:
+    def __call__(self, x: np.ndarray, threads: int | None = None, residual: np.ndarray | None = None,
+                 factor: np.ndarray | None = None) -> np.ndarray:
         """Run on ``threads`` (None: OpenMP's default); ``residual`` (the output's shape) is what a sum
-        post-op adds."""
+        post-op adds, ``factor`` (float32, row-major, the output's shape) what a multiply post-op
+        multiplies by."""
         if self.adds_residual != (residual is not None):
             raise OneDnnError("a residual is needed by a sum post-op, and only then")
+        if (self.factor_argument is not None) != (factor is not None):
+            raise OneDnnError("a factor is needed by a multiply post-op, and only then")
         if x.ndim != 2 or x.shape[1] != self.in_features:
             raise OneDnnError(f"the input has shape {tuple(x.shape)}, the product wants (rows, {self.in_features})")
         rows = x.shape[0]
@@ -60,6 +68,11 @@ class MatMul:
                      ARG_WEIGHTS: (self.weight_layout, self.weight), ARG_DST: (result, out)}
         if self.bias is not None:
             arguments[ARG_BIAS] = self.bias
+        if factor is not None:
+            if factor.shape != out.shape or factor.dtype != np.float32 or not factor.flags.c_contiguous:
+                raise OneDnnError(f"the factor must be a row-major float32 array of shape {out.shape}, "
+                                  f"found {factor.dtype} {tuple(factor.shape)}")
+            arguments[self.factor_argument] = (result, factor)
         product.run(arguments, threads)
         return out
 
@@ -73,7 +86,7 @@ class MatMul:
         source = Layout.plain(library, (rows, self.in_features))
         result = Layout.plain(library, (rows, self.out_features))
         bias = self.bias[0].handle if self.bias is not None else None
-        with Attributes(library, self.post_ops) as attributes:
+        with Attributes(library, self.post_ops, operand=result) as attributes:
             product = Primitive(library, lambda pointer: library.matmul_primitive_desc_create(
                 pointer, library.engine, source.handle, self.weight_layout.handle, bias, result.handle,
                 attributes.handle), f"matrix product of ({rows}, {self.in_features}) by {self.weight.shape}^T")

@@ -249,9 +249,11 @@ def reorder(library: Library, source: Layout, target: Layout) -> Primitive:
 class Attributes:
     """A primitive's attributes, for the time the primitive is made: the scratchpad passed per call, and
     the post-ops applied to its output in order: ``("sum",)`` adds what the output buffer held before
-    the call, ``(algorithm, alpha, beta)`` an element-wise function (oneDNN's names: ``eltwise_relu``)."""
+    the call, ``("mul",)`` multiplies by a tensor of ``operand``'s layout passed with the call (argument
+    ``post_op_argument(index, ARG_SRC_1)``), ``(algorithm, alpha, beta)`` an element-wise function
+    (oneDNN's names: ``eltwise_relu``)."""
 
-    def __init__(self, library: Library, post_ops=()):
+    def __init__(self, library: Library, post_ops=(), operand: Layout | None = None):
         self.library = library
         self.handle = Handle()
         self.post_ops = Handle()
@@ -262,6 +264,10 @@ class Attributes:
             for step in post_ops:
                 if step[0] == "sum":
                     status = library.post_ops_append_sum(self.post_ops, 1.0, 0, library.undefined_type)
+                elif step[0] == "mul":
+                    if operand is None:
+                        raise OneDnnError("a multiply post-op needs the layout of what it multiplies by")
+                    status = library.post_ops_append_binary(self.post_ops, library.binary_mul, operand.handle)
                 else:
                     name, alpha, beta = step
                     status = library.post_ops_append_eltwise(self.post_ops, library.alg_kind(name), alpha, beta)

@@ -7,10 +7,16 @@ and ``epilogue_operand`` (where the op's result goes among the math's inputs).  
 math runs after the op, compiled by the backend exactly as the elementwise op would have
 run it; a backend's kernel may run it while the output is in cache instead
 (``compute_with_epilogue``: numba_kernels/conv.py per output plane, oneDNN as post-ops).
+
+A Linear may instead take the math that read the two halves of its output (``torch.chunk(y, 2,
+dim=-1)`` then ``silu(a) * b``: a gated linear unit, as in SwiGLU and GeGLU MLPs): then param
+``epilogue_halves`` is true, the math has two inputs, the first half goes to ``epilogue_operand``
+and the second to the other, and the op's output is half as wide.
 """
 
 from __future__ import annotations
 
+from ..errors import ShapeError
 from .elementwise import ElementwiseMath, compile_shared, dtype_name, function_for
 
 
@@ -32,7 +38,10 @@ class WithEpilogue:
         if not 0 <= self.epilogue_operand < self.epilogue.arity:
             raise self.error(f"param 'epilogue_operand' must be below {self.epilogue.arity}, "
                              f"found {self.epilogue_operand}")
-        self.epilogue_extras = self.epilogue.arity - 1
+        self.epilogue_halves = self.bool_param("epilogue_halves", default=False)
+        if self.epilogue_halves and self.epilogue.arity != 2:
+            raise self.error(f"an epilogue of the output's halves reads two inputs, found {self.epilogue.arity}")
+        self.epilogue_extras = 0 if self.epilogue_halves else self.epilogue.arity - 1
         self._epilogue_compiled: dict[tuple[str, ...], object] = {}
 
     def forward(self, *inputs):
@@ -57,10 +66,21 @@ class WithEpilogue:
         return None
 
     def epilogue_arguments(self, out, extras) -> list:
-        """The epilogue's inputs: the extras, with the op's result at its place."""
+        """The epilogue's inputs: the extras, with the op's result at its place (or its halves at theirs)."""
+        if self.epilogue_halves:
+            first, second = self.halves(out)
+            return [first, second] if self.epilogue_operand == 0 else [second, first]
         arguments = list(extras)
         arguments.insert(self.epilogue_operand, out)
         return arguments
+
+    def halves(self, out):
+        """The two halves of ``out`` along its last dim, as ``torch.chunk(out, 2, dim=-1)`` cuts them."""
+        width = out.shape[-1] if out.ndim else 0
+        if width % 2:
+            raise ShapeError(f"{self.node.describe()}: the halves of a last dim of {width} differ in size; "
+                             "the math after torch.chunk reads two of one shape")
+        return out[..., : width // 2], out[..., width // 2:]
 
     def compiled_epilogue(self, input_dtypes: tuple[str, ...]):
         """(Function, the backend's compiled callable) of the epilogue for these input dtypes, made once."""
@@ -76,12 +96,12 @@ class WithEpilogue:
         input_dtypes = tuple(map(dtype_name, arguments))
         function, run = self.compiled_epilogue(input_dtypes)
         # The result may go to ``out`` (this op's fresh array) when it has out's dtype and shape.
-        result_fits = function.results[0].dtype == input_dtypes[self.epilogue_operand]
+        result_fits = function.results[0].dtype == input_dtypes[self.epilogue_operand] and not self.epilogue_halves
         if result_fits and extras:
             shapes = [value.shape for value in arguments if self.backend.is_array(value)]
             result_fits = (all(shape == out.shape for shape in shapes)
                            or self.backend.native.broadcast_shapes(*shapes) == out.shape)
         result = run(*arguments, out=out) if result_fits else run(*arguments)
-        if any(result is value for value in extras):
+        if any(result is value for value in (arguments if self.epilogue_halves else extras)):
             result = self.xp.asarray(result, copy=True)  # the math simplified to an input: outputs are fresh
         return result

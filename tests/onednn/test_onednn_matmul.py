@@ -75,6 +75,30 @@ def test_a_sum_post_op_adds_the_residual_and_leaves_it_alone():
         product(x)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_multiply_post_op_multiplies_by_the_factor_after_the_activation(threads):
+    x, weight, b, expected = case(70, 48, 64)
+    factor = RNG.standard_normal((70, 64)).astype(np.float32)
+    kept = factor.copy()
+    product = onednn.MatMul(onednn.library(), weight, b, (("eltwise_relu", 0.0, 0.0), ("mul",)))
+    close(product(x, threads, factor=factor), np.maximum(expected, 0) * factor)
+    np.testing.assert_array_equal(factor, kept)
+
+
+def test_a_multiply_post_op_wants_a_row_major_float32_factor_of_the_output_shape():
+    x, weight, b, _ = case(6, 16, 10)
+    product = onednn.MatMul(onednn.library(), weight, b, (("mul",),))
+    factor = RNG.standard_normal((6, 10)).astype(np.float32)
+    with pytest.raises(onednn.OneDnnError, match="factor is needed"):
+        product(x)
+    with pytest.raises(onednn.OneDnnError, match=r"shape \(6, 10\), found float32 \(10, 6\)"):
+        product(x, factor=np.ascontiguousarray(factor.T))
+    with pytest.raises(onednn.OneDnnError, match="row-major float32"):
+        product(x, factor=factor.astype(np.float64))
+    with pytest.raises(onednn.OneDnnError, match="factor is needed"):
+        onednn.MatMul(onednn.library(), weight, b)(x, factor=factor)
+
+
 def test_each_row_count_gets_its_own_plan_and_old_ones_go():
     _, weight, b, _ = case(1, 16, 8)
     product = onednn.MatMul(onednn.library(), weight, b)

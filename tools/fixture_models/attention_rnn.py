@@ -221,6 +221,29 @@ class Pool3d(nn.Module):
                 self.adaptive_max(x), self.adaptive_avg(x), self.max(x))
 
 
+class GatedMLPs(nn.Module):
+    """Gated linear units as transformer MLPs write them: one Linear to twice the width, torch.chunk
+    into halves, an activation of one half times the other (SwiGLU as EVA-02 and LLaMA do it, GeGLU
+    with the factors swapped, a sigmoid gate on the second half, tanh, which has no oneDNN post-op)."""
+
+    def __init__(self):
+        super().__init__()
+        self.swiglu_in, self.swiglu_out = nn.Linear(16, 48), nn.Linear(24, 16)
+        self.geglu_in = nn.Linear(16, 32)
+        self.sigmoid_in = nn.Linear(16, 40)
+        self.tanh_in = nn.Linear(16, 24)
+        self.act = nn.SiLU()
+
+    def forward(self, x):
+        a, b = self.swiglu_in(x).chunk(2, dim=-1)
+        swiglu = self.swiglu_out(self.act(a) * b)
+        c, d = self.geglu_in(x).chunk(2, dim=-1)
+        geglu = d * F.gelu(c)
+        e, f = self.sigmoid_in(x).chunk(2, dim=-1)
+        g, h = self.tanh_in(x).chunk(2, dim=-1)
+        return swiglu, geglu, e * torch.sigmoid(f), torch.tanh(g) * h
+
+
 MODELS = {
     "attention_mha": ModelSpec(lambda: MHAVariants(), ((2, 5, 16), (2, 7, 8), (2, 7, 12)),
                                "nn.MultiheadAttention: constant float mask (mask-first order) + weights; kdim/vdim, "
@@ -246,6 +269,9 @@ MODELS = {
     "new_ops_norm_addcmul_arange": ModelSpec(lambda: NewOps(), ((2, 3, 4, 5), (2, 3, 4, 5)),
                                              "aten::addcmul (pnnx's Python cannot spell it), nn.RMSNorm/F.rms_norm, "
                                              "LRN, torch.arange", dynamic_batch=3, pnnx_py_check=False),
+    "mlp_gated": ModelSpec(lambda: GatedMLPs(), ((2, 7, 16),),
+                           "gated MLPs: Linear, torch.chunk(2, dim=-1), SiLU/GELU/sigmoid/tanh of one half times "
+                           "the other", dynamic_batch=3),
     "pool3d": ModelSpec(lambda: Pool3d(), ((1, 2, 4, 5, 6),), "AvgPool3d/F.avg_pool3d, AdaptiveMax/AvgPool3d, "
                         "MaxPool3d ceil_mode"),
 }
