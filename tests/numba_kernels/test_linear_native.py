@@ -138,3 +138,50 @@ def test_a_float64_bias_keeps_the_reference_and_its_promotion(tmp_path):
     out = model(x)
     assert out.dtype == np.float64  # float32 product + float64 bias, promoted as the reference op does
     np.testing.assert_allclose(out, _gelu(_linear(x)), rtol=0, atol=1e-5)
+
+
+def _heads_model(tmp_path, features_in, features_out, act=""):
+    """A Linear over the heads of (N, heads, L, L) maps viewed as (N, L, L, heads), as CaiT's talking heads do."""
+    weight = (RNG.standard_normal((features_out, features_in)) / math.sqrt(features_in)).astype(np.float32)
+    bias = RNG.standard_normal(features_out).astype(np.float32)
+    last = "y"
+    lines = [
+        "pnnx.Input in0 0 1 x",
+        "Tensor.permute permute 1 1 x xp dims=(0,2,3,1)",
+        f"nn.Linear proj 1 1 xp y bias=True in_features={features_in} out_features={features_out} "
+        f"@weight=({features_out},{features_in})f32 @bias=({features_out})f32",
+    ]
+    if act:
+        lines.append(f"{act} act 1 1 y z")
+        last = "z"
+    lines.append(f"pnnx.Output out 1 0 {last}")
+    path = write_model(tmp_path, param_text("\n".join(lines)), {"proj.weight": weight.tobytes(), "proj.bias": bias.tobytes()})
+    return kuiper.load(path), weight, bias
+
+
+@pytest.mark.parametrize("act, function", [("", lambda v: v), ("nn.GELU", _gelu)])
+def test_a_linear_over_the_outermost_axis_multiplies_in_place_and_returns_a_view(tmp_path, act, function):
+    model, weight, bias = _heads_model(tmp_path, 4, 6, act)
+    (step,) = [step for step in model.steps if step.node.type == "Linear"]
+    x = RNG.standard_normal((2, 4, 30, 30)).astype(np.float32)
+    xp = np.transpose(x, (0, 2, 3, 1))
+    expected = function(xp.astype(np.float64) @ weight.T.astype(np.float64) + bias)
+    seen = []
+    product = step.op._product_along_outer_axis
+    step.op._product_along_outer_axis = lambda value, axis: seen.append(axis) or product(value, axis)
+    _close(model(x), expected)
+    assert seen == [1]  # the batch, then the heads: W @ x per image, in the heads-major layout
+    _close(model(x[:1]), expected[:1])
+    assert seen == [1, 0]  # one image: the heads are outermost
+    assert product(xp, 1).base is not None  # a view of the (N, out, L, L) result, no copy
+
+
+def test_a_wide_linear_over_the_outermost_axis_keeps_onednn(tmp_path):
+    model, weight, bias = _heads_model(tmp_path, 32, 24)
+    (step,) = [step for step in model.steps if step.node.type == "Linear"]
+    x = RNG.standard_normal((2, 32, 40, 40)).astype(np.float32)
+    xp = np.transpose(x, (0, 2, 3, 1))
+    calls = []
+    step.op._product_along_outer_axis = lambda value, axis: calls.append(value)  # must not be reached
+    _close(model(x), xp.astype(np.float64) @ weight.T.astype(np.float64) + bias)
+    assert not calls
