@@ -49,21 +49,30 @@ def test_the_primitive_takes_large_float32_tensors_to_onednn_and_small_ones_to_t
     assert calls == [(2 * 4 * 64, 64)]
 
 
-def test_rows_holding_nan_or_infinities_come_out_as_pytorch_gives_them():
+@pytest.mark.parametrize("special, on_onednn", [
+    ({3: (7, np.nan), 5: (0, np.inf)}, False),  # a NaN or +inf anywhere: the row loop makes those rows NaN
+    ({}, True),  # only -inf: oneDNN, which gives a row of -inf NaN throughout as PyTorch does
+])
+def test_rows_holding_nan_or_infinities_come_out_as_pytorch_gives_them(monkeypatch, special, on_onednn):
     pytest.importorskip("numba")
     from kuiper.numba_kernels import softmax_native
 
+    calls = []
+    make_plan = onednn.Softmax.plan
+    monkeypatch.setattr(onednn.Softmax, "plan", lambda self, *a: calls.append(a[0]) or make_plan(self, *a))
     x = (RNG.standard_normal((300, 40)) * 3).astype(np.float32)
-    x[3, 7] = np.nan  # a NaN anywhere: the row is NaN
-    x[5, 0] = np.inf  # inf - inf: the row is NaN
+    for row, (column, value) in special.items():
+        x[row, column] = value  # NaN: the row is NaN; inf - inf: the row is NaN
     x[8, :] = -np.inf  # nothing left: 0 / 0
     x[9, 2:] = -np.inf  # masked out: those weights are 0
     got = x.copy()
     softmax_native.softmax_in_place(None, got, -1)
-    for row in (3, 5, 8):
+    assert bool(calls) == on_onednn
+    nan_rows = (*special, 8)
+    for row in nan_rows:
         assert np.isnan(got[row]).all()
     assert np.array_equal(got[9, 2:], np.zeros(38, np.float32))
-    finite = [row for row in range(300) if row not in (3, 5, 8)]
+    finite = [row for row in range(300) if row not in nan_rows]
     np.testing.assert_allclose(got[finite], float64_softmax(x[finite]), rtol=5e-6, atol=1e-9)
 
 
