@@ -42,10 +42,10 @@ class MatMul:
         self.plans = PlanCache()  # by (rows, threads); refusals by row count
 
     def __call__(self, x: np.ndarray, threads: int | None = None, residual: np.ndarray | None = None,
-                 factor: np.ndarray | None = None) -> np.ndarray:
+                 factor: np.ndarray | None = None, out: np.ndarray | None = None) -> np.ndarray:
         """Run on ``threads`` (None: OpenMP's default); ``residual`` (the output's shape) is what a sum
         post-op adds, ``factor`` (float32, row-major, the output's shape) what a multiply post-op
-        multiplies by."""
+        multiplies by; ``out`` (float32, row-major, (rows, out)) a buffer to write the result into."""
         if self.adds_residual != (residual is not None):
             raise OneDnnError("a residual is needed by a sum post-op, and only then")
         if (self.factor_argument is not None) != (factor is not None):
@@ -57,12 +57,16 @@ class MatMul:
         if threads > 1 and rows * self.in_features * self.out_features < ONE_THREAD_WORK:
             threads = 1
         product, source, result = self.plan(rows, threads)
+        if out is not None and (out.shape != (rows, self.out_features) or out.dtype != np.float32
+                                or not out.flags.c_contiguous or residual is not None):
+            raise OneDnnError(f"the output buffer must be a row-major float32 array of shape {(rows, self.out_features)}"
+                              f" (and no residual), found {out.dtype} {tuple(out.shape)}")
         if residual is not None:
             if tuple(residual.shape) != (rows, self.out_features):
                 raise OneDnnError(f"the residual has shape {tuple(residual.shape)}, the output "
                                   f"{(rows, self.out_features)}")
             out = np.array(residual, dtype=np.float32, order="C")  # the sum post-op adds what it holds
-        else:
+        elif out is None:
             out = np.empty((rows, self.out_features), np.float32)
         arguments = {ARG_SRC: (source, np.ascontiguousarray(x, dtype=np.float32)),
                      ARG_WEIGHTS: (self.weight_layout, self.weight), ARG_DST: (result, out)}

@@ -99,6 +99,19 @@ def test_a_multiply_post_op_wants_a_row_major_float32_factor_of_the_output_shape
         onednn.MatMul(onednn.library(), weight, b)(x, factor=factor)
 
 
+def test_the_result_goes_into_a_buffer_given_for_it_and_only_a_fitting_one():
+    x, weight, b, expected = case(9, 20, 12)
+    product = onednn.MatMul(onednn.library(), weight, b)
+    buffer = np.full((3, 9, 12), np.nan, np.float32)
+    target = buffer[1]
+    assert product(x, out=target) is target
+    close(buffer[1], expected)
+    assert np.isnan(buffer[0]).all() and np.isnan(buffer[2]).all()
+    for wrong in (np.empty((9, 11), np.float32), np.empty((9, 12), np.float64), np.empty((12, 9), np.float32).T):
+        with pytest.raises(onednn.OneDnnError, match="output buffer must be a row-major float32 array"):
+            product(x, out=wrong)
+
+
 def test_each_row_count_gets_its_own_plan_and_old_ones_go():
     _, weight, b, _ = case(1, 16, 8)
     product = onednn.MatMul(onednn.library(), weight, b)

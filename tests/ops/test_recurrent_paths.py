@@ -134,3 +134,18 @@ def test_serial_and_parallel_builds_agree_bit_for_bit():
         results.append((out, h_n, c_n))
     for serial, parallel in zip(*results):
         np.testing.assert_array_equal(serial, parallel)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_input_projection_on_onednn_matches_float64(case, compiled_only, monkeypatch):
+    from kuiper import onednn
+
+    if not onednn.available():
+        pytest.skip(onednn.describe())
+    calls = []
+    product = onednn.MatMul.__call__
+    monkeypatch.setattr(onednn.MatMul, "__call__", lambda self, *a, **k: calls.append(k.get("out")) or product(self, *a, **k))
+    monkeypatch.setattr(compiled, "PROJECTION_WORK", 0)  # every projection counts as large enough
+    check("compiled", case, batch=5, length=11)
+    layers, bidir = CASES[case][3], CASES[case][4]
+    assert len(calls) == layers * (2 if bidir else 1) and all(out is not None for out in calls)
