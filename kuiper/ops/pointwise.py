@@ -9,7 +9,9 @@ pnnx.Expression constant); the torch.* spellings take keywords and a ``value`` p
 from __future__ import annotations
 
 from ..errors import ShapeError
-from .base import Op
+from ..ir import make
+from .base import NodeParams, Op
+from .elementwise import ElementwiseMath
 
 
 class AddCMul(Op):
@@ -18,14 +20,24 @@ class AddCMul(Op):
     keys = ("input", "tensor1", "tensor2", "value")
 
     def setup(self):
-        self.divide = self.bool_param("divide", default=False)
-        self.require_inputs(3, 4)
-        self.order = [self.input_index(key, default=i) for i, key in enumerate(self.keys[: len(self.node.inputs)])]
-        if sorted(self.order) != list(range(len(self.node.inputs))):
-            raise self.error("expects inputs input, tensor1, tensor2[, value], by position or bound to $keys")
-        self.value = self.float_param("value", default=1.0)
-        if len(self.node.inputs) == 4 and self.has_param("value"):
-            raise self.error("gives 'value' both as a param and as an input")
+        self.divide, self.order, self.value = _read(self)
+
+    @classmethod
+    def elementwise(cls, node):
+        """input + value * tensor1 * tensor2 (or / tensor2) as math, so that the fusion pass can merge it
+        with the elementwise ops around it (ConvNeXt-V2's global response norm: three passes become one)."""
+        divide, order, value = _read(NodeParams(node))
+
+        def build(*inputs):
+            base, a, b = (inputs[i] for i in order[:3])
+            product = make.div(a, b) if divide else make.mul(a, b)
+            if len(order) == 4:
+                product = make.mul(product, make.cast(inputs[order[3]], product.dtype))
+            elif value != 1:
+                product = make.mul(product, make.const(value, product.dtype))
+            return make.add(base, product)
+
+        return ElementwiseMath(build, len(order))
 
     def forward(self, *inputs):
         xp = self.xp
@@ -40,3 +52,17 @@ class AddCMul(Op):
 
 
 OPS = [AddCMul]
+
+
+def _read(params: Op) -> tuple[bool, list[int], float]:
+    """(divide, the positions of input, tensor1, tensor2[, value], the value param) of an op or a bare node."""
+    divide = params.bool_param("divide", default=False)
+    params.require_inputs(3, 4)
+    keys = AddCMul.keys[: len(params.node.inputs)]
+    order = [params.input_index(key, default=i) for i, key in enumerate(keys)]
+    if sorted(order) != list(range(len(params.node.inputs))):
+        raise params.error("expects inputs input, tensor1, tensor2[, value], by position or bound to $keys")
+    value = params.float_param("value", default=1.0)
+    if len(params.node.inputs) == 4 and params.has_param("value"):
+        raise params.error("gives 'value' both as a param and as an input")
+    return divide, order, value
