@@ -12,6 +12,12 @@ Two rewrites of OpNodes before fusion (fusion.py). They read only the op set, ne
 2. An input of an elementwise op that a Constant op holding one finite value makes becomes an
    IR constant of that value and dtype in the op's math, when the constant's shape cannot
    change the result's: ``max(x, 0)`` is then ReLU, ``clamp(0, x, 6)`` ReLU6.
+3. A BatchNorm (running statistics, its own constants) of a Linear's output, read as (rows,
+   features) directly or through ``flatten`` (and given back its shape by ``reshape_as`` the
+   Linear's output, as LeViT writes its Linear + BatchNorm1d), becomes the Linear with the
+   batch norm's per-feature scale in its weight and its shift in its bias: one GEMM instead of
+   a GEMM, a pass over the output and two reshapes, and the op after it (LeViT's Hardswish)
+   then reads the Linear directly and can become its epilogue.
 
 Why: a conv or Linear runs its epilogue as oneDNN post-ops only when all of it maps to them (an
 activation of its result, a residual sum), and a bias as a broadcast input or 0 as a constant
@@ -44,6 +50,7 @@ CONV_CHANNEL_AXIS = 1  # a conv's output is (N, C, *spatial); a Linear's feature
 def fold_constants(order: list[OpNode], operands: dict[str, OperandInfo], model_outputs: list[str],
                    backend_name: str) -> list[OpNode]:
     """The op order with both rewrites made and the ops they left unread dropped."""
+    order = fold_batch_norms_into_linears(order, operands, set(model_outputs))
     order = fold_channel_adds_into_biases(order, operands, set(model_outputs), backend_name)
     order = inline_single_values(order, operands, backend_name)
     return _without_unread_ops(order, model_outputs)
@@ -76,6 +83,83 @@ def fold_channel_adds_into_biases(order: list[OpNode], operands: dict[str, Opera
                 folded.add(node.name)
                 break
     return [with_bias.get(node.name, node) for node in order if node.name not in folded]
+
+
+def fold_batch_norms_into_linears(order: list[OpNode], operands: dict[str, OperandInfo], kept: set[str]) -> list[OpNode]:
+    """Each BatchNorm of a Linear's (rows, features) output, directly or through ``flatten`` (and back
+    through ``reshape_as`` the Linear's output), as the Linear with the batch norm folded in."""
+    producer, readers = producers_and_readers(order)
+    replaced: dict[str, OpNode] = {}  # the node whose place the folded Linear (or the kept flatten) takes
+    dropped: set[str] = set()
+    for norm in order:
+        if norm.type != "BatchNorm" or len(norm.inputs) != 1 or len(norm.outputs) != 1:
+            continue
+        flatten = producer.get(norm.inputs[0])
+        linear = producer.get(flatten.inputs[0]) if flatten is not None and flatten.type == "Flatten" else flatten
+        if flatten is linear:
+            flatten = None
+        if linear is None or linear.name in dropped or _bias_axis(linear, operands) is None:
+            continue
+        rows = operands.get(norm.inputs[0])
+        if rows is None or rows.shape is None or len(rows.shape) != 2:
+            continue  # the batch norm's channels must be the Linear's features: (rows, features)
+        linear_out, norm_out = linear.outputs[0], norm.outputs[0]
+        back = _reshape_back(norm_out, linear_out, order, readers)
+        readers_of_linear = 1 + (back is not None)  # the flatten or the norm, and reshape_as reading its shape
+        if (readers[linear_out] != readers_of_linear or linear_out in kept or norm.inputs[0] in kept
+                or (flatten is not None and (len(flatten.inputs) != 1 or readers[flatten.outputs[0]] != 1))):
+            continue
+        folded = _with_batch_norm(linear, norm)
+        if folded is None:
+            continue
+        if back is not None:  # flatten, norm and reshape_as go: the Linear makes reshape_as's output
+            replaced[back.name] = _producing(folded, back.outputs)
+            dropped.update(node.name for node in (linear, flatten, norm) if node is not None)
+        elif flatten is not None:  # the flatten stays, now making the norm's output
+            replaced[linear.name] = folded
+            replaced[norm.name] = _producing(flatten, norm.outputs)
+            dropped.add(flatten.name)
+        else:
+            replaced[norm.name] = _producing(folded, norm.outputs)
+            dropped.add(linear.name)
+    return [replaced.get(node.name, node) for node in order if node.name not in dropped]
+
+
+def _reshape_back(norm_out: str, linear_out: str, order: list[OpNode], readers) -> OpNode | None:
+    """The ``reshape_as(norm_out, linear_out)`` that is the norm output's only reader, if there is one."""
+    if readers[norm_out] != 1:
+        return None
+    for node in order:
+        if node.type == "ReshapeAs" and node.inputs == [norm_out, linear_out] and node.input_keys[1:] in ([None], ["other"]):
+            return node
+    return None
+
+
+def _with_batch_norm(linear: OpNode, norm: OpNode) -> OpNode | None:
+    """The Linear computing ``norm(linear(x))``: the norm's per-channel scale and shift (the norm op's
+    own folding of its statistics and affine weights) in the weight and bias; None unless the norm's
+    statistics are constants with one value per feature of the Linear."""
+    host = get_backend("numpy")
+    try:
+        batch_norm = op_registry()["BatchNorm"].obj(norm, host)
+    except KuiperError:
+        return None  # bad params: the op reports them when it is built
+    weight = linear.attrs["weight"]
+    if not batch_norm.static or batch_norm.scale.shape != weight.shape[:1] or batch_norm.scale.dtype != np.float32:
+        return None
+    scale, shift = batch_norm.scale.astype(np.float64), batch_norm.shift.astype(np.float64)
+    bias = linear.attrs.get("bias")
+    bias = shift if bias is None else bias.astype(np.float64) * scale + shift
+    attrs = {**linear.attrs, "weight": (weight.astype(np.float64) * scale[:, None]).astype(np.float32),
+             "bias": bias.astype(np.float32)}
+    return OpNode(type=linear.type, name=linear.name, inputs=list(linear.inputs), outputs=list(linear.outputs),
+                  params={**linear.params, "bias": True}, attrs=attrs, input_keys=list(linear.input_keys),
+                  source=linear.source)
+
+
+def _producing(node: OpNode, outputs: list[str]) -> OpNode:
+    return OpNode(type=node.type, name=node.name, inputs=list(node.inputs), outputs=list(outputs),
+                  params=dict(node.params), attrs=node.attrs, input_keys=list(node.input_keys), source=node.source)
 
 
 def _is_float32_add(math_of_node: ElementwiseMath) -> bool:
