@@ -1,7 +1,8 @@
 """Constants folded where the kernels can use them: a per-channel addend into its conv's or Linear's
-bias, a single value into the elementwise math that reads it.
+bias, a per-channel factor or a batch norm into its weight, a single value into the elementwise math
+that reads it.
 
-Two rewrites of OpNodes before fusion (fusion.py). They read only the op set, never a frontend:
+Rewrites of OpNodes before fusion (fusion.py). They read only the op set, never a frontend:
 
 1. ``add(conv(x), c)``, where the conv has a constant float32 weight and ``c`` is a float32
    constant that varies only along the conv's channel dim, becomes the conv with bias
@@ -12,7 +13,9 @@ Two rewrites of OpNodes before fusion (fusion.py). They read only the op set, ne
 2. An input of an elementwise op that a Constant op holding one finite value makes becomes an
    IR constant of that value and dtype in the op's math, when the constant's shape cannot
    change the result's: ``max(x, 0)`` is then ReLU, ``clamp(0, x, 6)`` ReLU6.
-3. A BatchNorm (running statistics, its own constants) of a Linear's output, read as (rows,
+3. ``mul(conv(x), c)`` (or ``mul(linear(x), c)``), ``c`` as in 1. (a layer scale: ConvNeXt's and
+   EdgeNeXt's ``gamma``), becomes the op with weight and bias times ``c``.
+4. A BatchNorm (running statistics, its own constants) of a Linear's output, read as (rows,
    features) directly or through ``flatten`` (and given back its shape by ``reshape_as`` the
    Linear's output, as LeViT writes its Linear + BatchNorm1d), becomes the Linear with the
    batch norm's per-feature scale in its weight and its shift in its bias: one GEMM instead of
@@ -51,6 +54,7 @@ def fold_constants(order: list[OpNode], operands: dict[str, OperandInfo], model_
                    backend_name: str) -> list[OpNode]:
     """The op order with both rewrites made and the ops they left unread dropped."""
     order = fold_batch_norms_into_linears(order, operands, set(model_outputs))
+    order = fold_channel_scales_into_weights(order, operands, set(model_outputs), backend_name)
     order = fold_channel_adds_into_biases(order, operands, set(model_outputs), backend_name)
     order = inline_single_values(order, operands, backend_name)
     return _without_unread_ops(order, model_outputs)
@@ -60,29 +64,41 @@ def fold_channel_adds_into_biases(order: list[OpNode], operands: dict[str, Opera
                                   backend_name: str) -> list[OpNode]:
     """Each float32 ``conv + per-channel constant`` (or Linear + per-feature constant) as the op with
     that constant in its bias."""
+    return _fold_per_channel(order, operands, kept, backend_name, "add", _with_bias)
+
+
+def fold_channel_scales_into_weights(order: list[OpNode], operands: dict[str, OperandInfo], kept: set[str],
+                                     backend_name: str) -> list[OpNode]:
+    """Each float32 ``conv * per-channel constant`` (or Linear * per-feature constant: a layer scale) as the
+    op with its weight and bias scaled."""
+    return _fold_per_channel(order, operands, kept, backend_name, "mul", _with_scale)
+
+
+def _fold_per_channel(order, operands, kept, backend_name, operation: str, rewrite) -> list[OpNode]:
+    """Each float32 ``operation(layer(x), c)``, c a per-channel constant, as ``rewrite(layer, c, outputs)``."""
     maths = elementwise_maths(order, backend_name)
     producer, readers = producers_and_readers(order)
-    with_bias: dict[str, OpNode] = {}  # conv or Linear name -> it with the bias, producing the add's output
-    folded: set[str] = set()  # the adds
+    rewritten: dict[str, OpNode] = {}  # conv or Linear name -> it with c folded in, producing the op's output
+    folded: set[str] = set()  # the adds or multiplies
     for node in order:
         math_of_node = maths.get(node.name)
-        if math_of_node is None or len(node.inputs) != 2 or not _is_float32_add(math_of_node):
+        if math_of_node is None or len(node.inputs) != 2 or not _is_float32_binary(math_of_node, operation):
             continue
         for position, operand in enumerate(node.inputs):
             layer = producer.get(operand)
-            if layer is None or layer.name in with_bias or operand in kept or readers[operand] != 1:
+            if layer is None or layer.name in rewritten or operand in kept or readers[operand] != 1:
                 continue
             axis = _bias_axis(layer, operands)
             if axis is None:
                 continue
             weight = layer.attrs["weight"]
-            addend = _constant_value(node.inputs[1 - position], producer)
-            channels = _per_channel(addend, operands[operand].shape, weight.shape[0], axis)
+            constant = _constant_value(node.inputs[1 - position], producer)
+            channels = _per_channel(constant, operands[operand].shape, weight.shape[0], axis)
             if channels is not None:
-                with_bias[layer.name] = _with_bias(layer, channels, node.outputs)
+                rewritten[layer.name] = rewrite(layer, channels, node.outputs)
                 folded.add(node.name)
                 break
-    return [with_bias.get(node.name, node) for node in order if node.name not in folded]
+    return [rewritten.get(node.name, node) for node in order if node.name not in folded]
 
 
 def fold_batch_norms_into_linears(order: list[OpNode], operands: dict[str, OperandInfo], kept: set[str]) -> list[OpNode]:
@@ -162,8 +178,8 @@ def _producing(node: OpNode, outputs: list[str]) -> OpNode:
                   params=dict(node.params), attrs=node.attrs, input_keys=list(node.input_keys), source=node.source)
 
 
-def _is_float32_add(math_of_node: ElementwiseMath) -> bool:
-    """Whether the math on two float32 inputs is exactly their float32 sum."""
+def _is_float32_binary(math_of_node: ElementwiseMath, operation: str) -> bool:
+    """Whether the math on two float32 inputs is exactly their float32 sum (``add``) or product (``mul``)."""
     try:
         function = function_for(math_of_node, (FLOAT32, FLOAT32))
     except KuiperError:
@@ -172,7 +188,7 @@ def _is_float32_add(math_of_node: ElementwiseMath) -> bool:
     if len(statements) != 1 or len(function.results) != 1:
         return False
     first, second = function.params
-    return statements[0].value in (Binary("add", first, second, FLOAT32), Binary("add", second, first, FLOAT32))
+    return statements[0].value in (Binary(operation, first, second, FLOAT32), Binary(operation, second, first, FLOAT32))
 
 
 def _bias_axis(node: OpNode, operands: dict[str, OperandInfo]) -> int | None:
@@ -264,6 +280,18 @@ def _with_bias(layer: OpNode, channels: np.ndarray, outputs: list[str]) -> OpNod
         input_keys=list(layer.input_keys),
         source=layer.source,
     )
+
+
+def _with_scale(layer: OpNode, channels: np.ndarray, outputs: list[str]) -> OpNode:
+    """The conv or Linear with its weight and bias multiplied by ``channels`` (one per output channel,
+    the weight's first axis), producing ``outputs``: rounded once, where the product rounded twice."""
+    weight = layer.attrs["weight"]
+    scale = channels.astype(np.float64)
+    attrs = {**layer.attrs, "weight": (weight * scale.reshape((-1,) + (1,) * (weight.ndim - 1))).astype(np.float32)}
+    if layer.attrs.get("bias") is not None:
+        attrs["bias"] = (layer.attrs["bias"] * scale).astype(np.float32)
+    return OpNode(type=layer.type, name=layer.name, inputs=list(layer.inputs), outputs=list(outputs),
+                  params=dict(layer.params), attrs=attrs, input_keys=list(layer.input_keys), source=layer.source)
 
 
 def inline_single_values(order: list[OpNode], operands: dict[str, OperandInfo], backend_name: str) -> list[OpNode]:
