@@ -96,7 +96,7 @@ class NativeLinear(reference.Linear):
 
     def forward(self, *inputs):
         axis = _outer_axis(inputs[0]) if max(self.shape) <= OUTER_AXIS_FEATURES and self.weight_t is not None else None
-        if axis is not None and self.bias_fits(inputs[0]):
+        if axis is not None and self._bias_fits(inputs[0]):
             out = self._product_along_outer_axis(inputs[0], axis)
             return out if self.epilogue is None else self.run_epilogue(out, inputs[1:])
         if self.native is not None:
@@ -107,7 +107,8 @@ class NativeLinear(reference.Linear):
             self.weight_t, self.weight_laid_out = row_major(self.backend, self.weight_t), True
         return super().forward(*inputs)
 
-    def bias_fits(self, x) -> bool:
+    def _bias_fits(self, x) -> bool:
+        """Whether x has the op's input width and its bias (if any) x's dtype, so W @ x + b keeps x's dtype."""
         return x.shape[-1] == self.in_features and (self.bias is None or self.bias.dtype == x.dtype)
 
     def _product_along_outer_axis(self, x, axis: int):
@@ -115,6 +116,7 @@ class NativeLinear(reference.Linear):
         permuted view: CaiT's talking heads mix the 4 heads of (N, 4, 196, 196) attention maps viewed as
         (N, 196, 196, 4)): W @ x as the (in, rest) matrices it is, on NumPy's BLAS, and the (out, rest)
         result returned as the (..., out) view of it, with no copy of x either way."""
+        check_size(x.shape[:-1] + (self.shape[0],), 4, self.node.describe())
         columns = np.moveaxis(x, -1, axis)
         lead = columns.shape[:axis]
         out = np.matmul(self.weight_t.T, np.reshape(columns, lead + (self.in_features, -1)))
