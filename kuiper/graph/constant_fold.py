@@ -30,6 +30,7 @@ input are neither, so such convs stayed on slower paths (docs/performance.md).  
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -105,50 +106,49 @@ def fold_batch_norms_into_linears(order: list[OpNode], operands: dict[str, Opera
     """Each BatchNorm of a Linear's (rows, features) output, directly or through ``flatten`` (and back
     through ``reshape_as`` the Linear's output), as the Linear with the batch norm folded in."""
     producer, readers = producers_and_readers(order)
+    reshaped_as = {node.inputs[0]: node for node in order if node.type == "ReshapeAs" and len(node.inputs) == 2}
     replaced: dict[str, OpNode] = {}  # the node whose place the folded Linear (or the kept flatten) takes
     dropped: set[str] = set()
     for norm in order:
         if norm.type != "BatchNorm" or len(norm.inputs) != 1 or len(norm.outputs) != 1:
             continue
-        flatten = producer.get(norm.inputs[0])
-        linear = producer.get(flatten.inputs[0]) if flatten is not None and flatten.type == "Flatten" else flatten
-        if flatten is linear:
-            flatten = None
-        if linear is None or linear.name in dropped or _bias_axis(linear, operands) is None:
+        source = producer.get(norm.inputs[0])
+        flatten = source if source is not None and source.type == "Flatten" and len(source.inputs) == 1 else None
+        linear = producer.get(flatten.inputs[0]) if flatten is not None else source
+        if linear is None or linear.name in dropped or not _is_linear(linear) or _bias_axis(linear, operands) is None:
             continue
         rows = operands.get(norm.inputs[0])
         if rows is None or rows.shape is None or len(rows.shape) != 2:
             continue  # the batch norm's channels must be the Linear's features: (rows, features)
         linear_out, norm_out = linear.outputs[0], norm.outputs[0]
-        back = _reshape_back(norm_out, linear_out, order, readers)
+        back = reshaped_as.get(norm_out)
+        if back is None or back.inputs[1] != linear_out or readers[norm_out] != 1:
+            back = None
         readers_of_linear = 1 + (back is not None)  # the flatten or the norm, and reshape_as reading its shape
         if (readers[linear_out] != readers_of_linear or linear_out in kept or norm.inputs[0] in kept
-                or (flatten is not None and (len(flatten.inputs) != 1 or readers[flatten.outputs[0]] != 1))):
+                or (flatten is not None and readers[flatten.outputs[0]] != 1)):
             continue
         folded = _with_batch_norm(linear, norm)
         if folded is None:
             continue
         if back is not None:  # flatten, norm and reshape_as go: the Linear makes reshape_as's output
-            replaced[back.name] = _producing(folded, back.outputs)
+            replaced[back.name] = dataclasses.replace(folded, outputs=list(back.outputs))
             dropped.update(node.name for node in (linear, flatten, norm) if node is not None)
         elif flatten is not None:  # the flatten stays, now making the norm's output
             replaced[linear.name] = folded
-            replaced[norm.name] = _producing(flatten, norm.outputs)
+            replaced[norm.name] = dataclasses.replace(flatten, outputs=list(norm.outputs))
             dropped.add(flatten.name)
         else:
-            replaced[norm.name] = _producing(folded, norm.outputs)
+            replaced[norm.name] = dataclasses.replace(folded, outputs=list(norm.outputs))
             dropped.add(linear.name)
     return [replaced.get(node.name, node) for node in order if node.name not in dropped]
 
 
-def _reshape_back(norm_out: str, linear_out: str, order: list[OpNode], readers) -> OpNode | None:
-    """The ``reshape_as(norm_out, linear_out)`` that is the norm output's only reader, if there is one."""
-    if readers[norm_out] != 1:
-        return None
-    for node in order:
-        if node.type == "ReshapeAs" and node.inputs == [norm_out, linear_out] and node.input_keys[1:] in ([None], ["other"]):
-            return node
-    return None
+def _is_linear(node: OpNode) -> bool:
+    """Whether the node is an op of the Linear family, whose features are its output's last dim (a conv's
+    channels are dim 1: a batch norm of its flattened output normalises something else)."""
+    registered = op_registry().get(node.type)
+    return registered is not None and issubclass(registered.obj, Linear)
 
 
 def _with_batch_norm(linear: OpNode, norm: OpNode) -> OpNode | None:
@@ -168,14 +168,7 @@ def _with_batch_norm(linear: OpNode, norm: OpNode) -> OpNode | None:
     bias = shift if bias is None else bias.astype(np.float64) * scale + shift
     attrs = {**linear.attrs, "weight": (weight.astype(np.float64) * scale[:, None]).astype(np.float32),
              "bias": bias.astype(np.float32)}
-    return OpNode(type=linear.type, name=linear.name, inputs=list(linear.inputs), outputs=list(linear.outputs),
-                  params={**linear.params, "bias": True}, attrs=attrs, input_keys=list(linear.input_keys),
-                  source=linear.source)
-
-
-def _producing(node: OpNode, outputs: list[str]) -> OpNode:
-    return OpNode(type=node.type, name=node.name, inputs=list(node.inputs), outputs=list(outputs),
-                  params=dict(node.params), attrs=node.attrs, input_keys=list(node.input_keys), source=node.source)
+    return dataclasses.replace(linear, params={**linear.params, "bias": True}, attrs=attrs)
 
 
 def _is_float32_binary(math_of_node: ElementwiseMath, operation: str) -> bool:
@@ -290,8 +283,7 @@ def _with_scale(layer: OpNode, channels: np.ndarray, outputs: list[str]) -> OpNo
     attrs = {**layer.attrs, "weight": (weight * scale.reshape((-1,) + (1,) * (weight.ndim - 1))).astype(np.float32)}
     if layer.attrs.get("bias") is not None:
         attrs["bias"] = (layer.attrs["bias"] * scale).astype(np.float32)
-    return OpNode(type=layer.type, name=layer.name, inputs=list(layer.inputs), outputs=list(outputs),
-                  params=dict(layer.params), attrs=attrs, input_keys=list(layer.input_keys), source=layer.source)
+    return dataclasses.replace(layer, outputs=list(outputs), attrs=attrs)
 
 
 def inline_single_values(order: list[OpNode], operands: dict[str, OperandInfo], backend_name: str) -> list[OpNode]:

@@ -87,3 +87,29 @@ def test_a_linear_whose_output_is_also_returned_keeps_its_batch_norm(tmp_path):
     z, y = model(x)
     np.testing.assert_allclose(z, _norm(x.astype(np.float64)), rtol=0, atol=2e-5)
     np.testing.assert_allclose(y, x.astype(np.float64) @ WEIGHT.T + BIAS, rtol=0, atol=2e-5)
+
+
+def test_a_batch_norm_of_a_flattened_conv_output_is_not_a_linears_and_stays(tmp_path):
+    """(1, 8, 8) conv output flattened to (8, 8): the norm's channels are the length, not the conv's 8
+    output channels, although the counts agree."""
+    channels = 8
+    conv = (RNG.standard_normal((channels, 2, 3)) / 3).astype(np.float32)
+    stats = {key: value[:channels] for key, value in
+             (("mean", MEAN), ("var", VAR), ("gamma", GAMMA), ("beta", BETA))}
+    body = f"""
+pnnx.Input in0 0 1 x #x=(1,2,8)f32
+nn.Conv1d conv 1 1 x y bias=False dilation=(1) groups=1 in_channels=2 kernel_size=(3) out_channels={channels} padding=(1) padding_mode=zeros stride=(1) @weight=({channels},2,3)f32 #y=(1,{channels},8)f32
+torch.flatten flat 1 1 y f end_dim=1 start_dim=0 #f=({channels},8)f32
+nn.BatchNorm1d bn 1 1 f z affine=True eps={EPS} num_features=8 @bias=(8)f32 @running_mean=(8)f32 @running_var=(8)f32 @weight=(8)f32 #z=({channels},8)f32
+pnnx.Output output 1 0 z
+"""
+    weights = {"conv.weight": conv.tobytes(), "bn.bias": stats["beta"].tobytes(),
+               "bn.running_mean": stats["mean"].tobytes(), "bn.running_var": stats["var"].tobytes(),
+               "bn.weight": stats["gamma"].tobytes()}
+    model = kuiper.load(write_model(tmp_path, param_text(body), weights))
+    assert "BatchNorm" in [step.node.type for step in model.steps]
+    x = RNG.standard_normal((1, 2, 8)).astype(np.float32)
+    padded = np.pad(x[0].astype(np.float64), ((0, 0), (1, 1)))
+    y = np.stack([sum(conv[o, i, k] * padded[i, k:k + 8] for i in range(2) for k in range(3)) for o in range(channels)])
+    expected = (y - stats["mean"]) / np.sqrt(stats["var"].astype(np.float64) + EPS) * stats["gamma"] + stats["beta"]
+    np.testing.assert_allclose(model(x), expected, rtol=0, atol=2e-5)
