@@ -58,6 +58,18 @@ def kuiper_add_primitives(backend_name, capabilities):
 
 
 @hookspec
+def kuiper_add_providers(backend_name, capabilities):
+    """Return ``{name: provider}``: execution providers that claim partitions of graphs built for that backend.
+
+    After the graph passes, each provider is offered the model's steps in order (see
+    ``kuiper.graph.providers.Provider``) and claims runs of them it compiles whole; a claimed run
+    becomes one step that calls the provider's compiled partition, and what no provider claims
+    runs op by op.  Providers are asked in plugin order, built-ins first; each sees only what
+    earlier ones left.  Return None or ``{}`` for backends you do not serve.
+    """
+
+
+@hookspec
 def kuiper_add_frontends():
     """Return a list of Frontend classes (see ``kuiper.frontends.Frontend``).
 

@@ -93,6 +93,7 @@ def reset_registries() -> None:
     op_registry.cache_clear()
     kernel_registry.cache_clear()
     primitive_registry.cache_clear()
+    provider_registry.cache_clear()
     frontend_registry.cache_clear()
     custom_call_registry.cache_clear()
 
@@ -225,6 +226,12 @@ def kernel_registry(backend_name: str) -> dict[str, Registered]:
 def primitive_registry(backend_name: str) -> dict[str, Registered]:
     """``{primitive name: Registered(function)}`` replacing Backend primitives on this backend."""
     return _per_backend(plugin_manager().hook.kuiper_add_primitives, backend_name, "primitive")
+
+
+@functools.lru_cache(maxsize=None)
+def provider_registry(backend_name: str) -> dict[str, Registered]:
+    """``{provider name: Registered(provider)}``: what may claim partitions of a graph built for this backend."""
+    return _per_backend(plugin_manager().hook.kuiper_add_providers, backend_name, "provider")
 
 
 @functools.lru_cache(maxsize=None)
