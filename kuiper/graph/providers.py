@@ -16,7 +16,8 @@ and the reference its tests compare with.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from collections import Counter
+from typing import Any, Mapping, Sequence
 
 from ..errors import PluginError
 from ..model_ir import OpNode
@@ -38,15 +39,20 @@ class Provider:
     """Subclass, and return an instance from the ``kuiper_add_providers`` hook.
 
     ``claim`` returns half-open ``(start, stop)`` index ranges of ``units`` (a run of consecutive
-    steps) that this provider runs whole; ``compile`` makes the op for one such range.
+    steps) that this provider runs whole; ``uses`` counts, for every operand of the model, the
+    inputs of steps that read it, plus one if the caller gets it (an operand used once inside a
+    claim is private to it).  ``compile`` makes the Partition op for one claimed range: ``node``
+    stands for it (its inputs are the operands the members read from outside, its outputs those
+    that later steps or the caller read).
     """
 
     name: str = ""
 
-    def claim(self, units: Sequence[Unit], target: Target) -> list[tuple[int, int]]:
+    def claim(self, units: Sequence[Unit], target: Target, uses: Mapping[str, int]) -> list[tuple[int, int]]:
         return []
 
-    def compile(self, members: Sequence[Unit], inputs: list[str], outputs: list[str], target: Target) -> Partition:
+    def compile(self, members: Sequence[Unit], inputs: list[str], outputs: list[str], target: Target,
+                node: OpNode) -> Partition:
         raise NotImplementedError
 
 
@@ -86,12 +92,15 @@ def partition_node(provider: Provider, members: Sequence[Unit], inputs: list[str
 
 def offer_to_providers(units: list[Unit], target: Target, model_outputs: Sequence[str]) -> list[Unit]:
     """``units`` with every run a provider claims replaced by one unit running its Partition."""
+    kept = set(model_outputs)
+    uses = Counter(operand for unit in units for operand in unit.node.inputs)
+    uses.update(kept)
     for provider in target.providers:
-        units = _offer(provider, units, target, set(model_outputs))
+        units = _offer(provider, units, target, kept, uses)
     return units
 
 
-def _offer(provider: Provider, units: list[Unit], target: Target, kept: set[str]) -> list[Unit]:
+def _offer(provider: Provider, units: list[Unit], target: Target, kept: set[str], uses: Counter) -> list[Unit]:
     result: list[Unit] = []
     start = 0
     while start < len(units):
@@ -103,14 +112,15 @@ def _offer(provider: Provider, units: list[Unit], target: Target, kept: set[str]
         while stop < len(units) and units[stop].node.type != PARTITION_TYPE:
             stop += 1
         run = units[start:stop]
-        result += _claimed(provider, run, units[stop:], target, kept)
+        result += _claimed(provider, run, units[stop:], target, kept, uses)
         start = stop
     return result
 
 
-def _claimed(provider: Provider, run: list[Unit], later: list[Unit], target: Target, kept: set[str]) -> list[Unit]:
+def _claimed(provider: Provider, run: list[Unit], later: list[Unit], target: Target, kept: set[str],
+             uses: Counter) -> list[Unit]:
     """The run with the provider's claims compiled; ``later`` units read what the run makes."""
-    claims = sorted(provider.claim(run, target))
+    claims = sorted(provider.claim(run, target, uses))
     done, result = 0, []
     for begin, end in claims:
         if not (done <= begin < end <= len(run)):
@@ -121,7 +131,7 @@ def _claimed(provider: Provider, run: list[Unit], later: list[Unit], target: Tar
         after = [unit.node for unit in run[end:] + later]
         inputs, outputs = _boundary(members, after, kept)
         node = partition_node(provider, members, inputs, outputs)
-        result.append(Unit(node=node, op=provider.compile(members, inputs, outputs, target)))
+        result.append(Unit(node=node, op=provider.compile(members, inputs, outputs, target, node)))
         done = end
     return result + run[done:]
 
