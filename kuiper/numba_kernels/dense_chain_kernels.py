@@ -30,7 +30,7 @@ RELU, CLIP, LOGISTIC, SWISH, HARDSWISH, GELU_ERF = (ACTIVATIONS[name] for name i
 
 
 @njit(inline="always")
-def _activate(value, code, alpha, beta):
+def activate(value, code, alpha, beta):
     if code == RELU:
         if value < 0.0:
             value = 0.0
@@ -81,11 +81,11 @@ def _layer(source, target, weights, biases, layers, params, layer, residual):
         if bias_at != NO_BIAS:
             total += biases[bias_at + o]
         if code != 0:
-            total = _activate(total, code, alpha, beta)
+            total = activate(total, code, alpha, beta)
         if adds:
             total += residual[o]
             if after != 0:
-                total = _activate(total, after, alpha_after, beta_after)
+                total = activate(total, after, alpha_after, beta_after)
         target[o] = total
 
 
