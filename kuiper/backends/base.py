@@ -14,6 +14,7 @@ import functools
 from typing import Any, Callable, ClassVar, Sequence
 
 from ..ir import codegen_numpy
+from . import standard
 
 # Capabilities a backend may advertise in ``Backend.capabilities``.
 # Its arrays are numpy.ndarray in host memory: kernels written for NumPy (Numba, C extensions) take them.
@@ -70,21 +71,24 @@ class Backend:
         raise NotImplementedError
 
     # -- primitives ------------------------------------------------------------
+    # The defaults are written in the array API standard (standard.py): any namespace runs them.
+    # A backend whose library has a faster or view-returning version overrides them.
     def pad(self, x, pads: Sequence[tuple[int, int]], mode: str = "constant", value: float = 0.0):
         """Pad every axis by (before, after); mode is constant, reflect, replicate or circular."""
-        raise NotImplementedError
+        return standard.pad(self.xp, x, pads, mode, value)
 
     def sliding_window(self, x, window: Sequence[int], axes: Sequence[int]):
-        """A view of x with the window dimensions appended (like NumPy's sliding_window_view)."""
-        raise NotImplementedError
+        """x with the window dimensions appended (like NumPy's sliding_window_view; a view where the
+        backend can make one: callers never write into it)."""
+        return standard.sliding_window(self.xp, x, window, axes)
 
     def einsum(self, equation: str, *operands):
-        raise NotImplementedError
+        return standard.einsum(self.xp, equation, *operands)
 
     def scatter_add(self, target, indices, values):
         """Add ``values`` into the 1-D array ``target`` at ``indices`` (1-D, same length), in place;
         repeated indices accumulate.  Returns ``target``."""
-        raise NotImplementedError
+        return standard.scatter_add(self.xp, target, indices, values)
 
     def erf(self, x):
         """The error function, elementwise (GELU needs it; the array API has none)."""
@@ -93,16 +97,10 @@ class Backend:
         return erf(getattr(self, "native", None) or self.xp, x)
 
     def softmax_in_place(self, x, axis: int):
-        """softmax along ``axis``, written over ``x`` (a fresh float array the caller owns).
-
-        Subtracting the max keeps exp from overflowing; working in place keeps attention
-        scores (N, heads, L, S) from being copied three times.
-        """
-        xp = self.xp
-        x -= xp.max(x, axis=axis, keepdims=True)
-        xp.exp(x, out=x)
-        x /= xp.sum(x, axis=axis, keepdims=True)
-        return x
+        """softmax along ``axis``, written over ``x`` (a fresh float array the caller owns) where the
+        backend can: attention scores (N, heads, L, S) are then not copied three times.  The default
+        returns a new array (the standard has no ``out=``); callers use what it returns."""
+        return standard.softmax(self.xp, x, axis)
 
     def compile_elementwise(self, function):
         """Turn a kuiper.ir elementwise Function into a callable ``f(*inputs) -> array``."""

@@ -34,3 +34,10 @@ class NumPyLikeBackend(Backend):
     def scatter_add(self, target, indices, values):
         self.native.add.at(target, indices, values)  # unbuffered: repeated indices accumulate
         return target
+
+    def softmax_in_place(self, x, axis: int):
+        xp = self.xp
+        x -= xp.max(x, axis=axis, keepdims=True)
+        xp.exp(x, out=x)
+        x /= xp.sum(x, axis=axis, keepdims=True)
+        return x
