@@ -21,9 +21,14 @@ from . import standard
 NUMPY_ARRAYS = "numpy-arrays"
 # It compiles and launches CUDA C++ source at run time (CuPy's RawModule): te runs its generated CUDA there.
 CUDA_SOURCE = "cuda-source"
+# Its functions write into a given array (``out=``) and its arrays tell whether they are contiguous and
+# writeable (``flags``), as NumPy's and CuPy's do: the graph lends an elementwise op the buffer of an
+# input nothing else reads, to write its result into.  The standard has neither, so other namespaces
+# get a fresh array per result.
+OUT_BUFFERS = "out-buffers"
 
 # The methods a kernel plugin may replace through the ``kuiper_add_primitives`` hook.
-PRIMITIVES = ("pad", "sliding_window", "einsum", "scatter_add", "erf", "softmax_in_place", "compile_elementwise",
+PRIMITIVES = ("pad", "sliding_window", "einsum", "scatter_add", "put", "erf", "softmax_in_place", "compile_elementwise",
               "blas_threads")
 
 
@@ -89,6 +94,12 @@ class Backend:
         """Add ``values`` into the 1-D array ``target`` at ``indices`` (1-D, same length), in place;
         repeated indices accumulate.  Returns ``target``."""
         return standard.scatter_add(self.xp, target, indices, values)
+
+    def put(self, target, indices, values):
+        """Write ``values`` into the 1-D array ``target`` at ``indices`` (1-D, same length), in place;
+        of repeated indices the last value stays.  Returns ``target``.  (The standard's assignment
+        takes slices and integers, not index arrays.)"""
+        return standard.put(self.xp, target, indices, values)
 
     def erf(self, x):
         """The error function, elementwise (GELU needs it; the array API has none)."""

@@ -35,6 +35,10 @@ class NumPyLikeBackend(Backend):
         self.native.add.at(target, indices, values)  # unbuffered: repeated indices accumulate
         return target
 
+    def put(self, target, indices, values):
+        target[indices] = values
+        return target
+
     def softmax_in_place(self, x, axis: int):
         xp = self.xp
         x -= xp.max(x, axis=axis, keepdims=True)

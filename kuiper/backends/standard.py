@@ -159,6 +159,24 @@ def scatter_add(xp, target, indices, values):
     return target
 
 
+def put(xp, target, indices, values):
+    """Write ``values`` into the 1-D ``target`` at ``indices`` in place; of repeated indices, the last
+    value stays (as NumPy's assignment does).
+
+    The standard has no scatter: a stable sort of the indices puts each position's last write
+    at the end of its run, which ``searchsorted`` finds for every position at once.
+    """
+    if indices.shape[0] == 0:
+        return target
+    order = xp.argsort(indices, stable=True)
+    sorted_indices, sorted_values = xp.take(indices, order), xp.take(values, order)
+    positions = xp.arange(target.shape[0], dtype=indices.dtype, device=target.device)
+    last = xp.clip(xp.searchsorted(sorted_indices, positions, side="right") - 1, 0, None)
+    written = xp.take(sorted_indices, last) == positions
+    target[...] = xp.where(written, xp.astype(xp.take(sorted_values, last), target.dtype), target)
+    return target
+
+
 def softmax(xp, x, axis: int):
     """softmax along ``axis``; subtracting the max keeps exp from overflowing."""
     x = xp.exp(x - xp.max(x, axis=axis, keepdims=True))

@@ -64,7 +64,15 @@ class _Resolver(Visitor):
         return _cast(self.xp, dtypes.storage_dtype(node.dtype))
 
     def visit_Select(self, node: Select) -> XpOp:
-        return XpOp(self.xp.where, False)
+        xp = self.xp
+        dtype = dtypes.array_dtype(xp, dtypes.storage_dtype(node.dtype))
+
+        def where(condition, a, b):
+            if not hasattr(a, "shape") and not hasattr(b, "shape"):
+                a = xp.asarray(a, dtype=dtype)  # the standard's where takes one Python scalar at most
+            return xp.where(condition, a, b)
+
+        return XpOp(where, False)
 
     def generic_visit(self, node: IRExpr):
         raise TypeError(f"no array operation for {type(node).__name__}")

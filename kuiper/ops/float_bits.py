@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from ..ir import dtypes
 from ..ir.dtypes import array_dtype
 from .base import Op
 from .params import DType, Int
@@ -19,15 +20,15 @@ class BitcastConvert(Op):
     params = (DType("dtype"),)
 
     def setup(self):
-        self.itemsize = self.xp.empty((), dtype=self.dtype).itemsize
+        self.itemsize = dtypes.itemsize(self.dtype)
 
     def forward(self, x):
         contiguous = self.xp.asarray(x, copy=True)
         target_size = self.itemsize
-        if target_size == x.dtype.itemsize:
+        if target_size == dtypes.itemsize(x.dtype):
             return contiguous.view(self.dtype)
-        if target_size < x.dtype.itemsize:  # each element becomes several: a new minor dim
-            return self.xp.reshape(contiguous.view(self.dtype), (*x.shape, x.dtype.itemsize // target_size))
+        if target_size < dtypes.itemsize(x.dtype):  # each element becomes several: a new minor dim
+            return self.xp.reshape(contiguous.view(self.dtype), (*x.shape, dtypes.itemsize(x.dtype) // target_size))
         return self.xp.reshape(contiguous.view(self.dtype), x.shape[:-1])  # the minor dim is consumed
 
 
@@ -41,8 +42,8 @@ class ReducePrecision(Op):
 
     def forward(self, x):
         xp = self.xp
-        source_exponent, source_mantissa = self.LAYOUT[x.dtype.itemsize]
-        unsigned_type = array_dtype(xp, f"uint{x.dtype.itemsize * 8}")
+        source_exponent, source_mantissa = self.LAYOUT[dtypes.itemsize(x.dtype)]
+        unsigned_type = array_dtype(xp, f"uint{dtypes.itemsize(x.dtype) * 8}")
         bits = x.view(unsigned_type)
 
         def const(value):
@@ -53,7 +54,7 @@ class ReducePrecision(Op):
             last_bit = (bits & const(1 << drop)) >> const(drop)
             bits = (bits + last_bit + const((1 << (drop - 1)) - 1)) & ~const((1 << drop) - 1)
         if self.exponent_bits < source_exponent:
-            width = x.dtype.itemsize * 8
+            width = dtypes.itemsize(x.dtype) * 8
             exponent_mask = const(((1 << source_exponent) - 1) << source_mantissa)
             bias = (1 << (source_exponent - 1)) - 1
             reduced_bias = (1 << (self.exponent_bits - 1)) - 1

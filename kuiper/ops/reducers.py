@@ -13,6 +13,8 @@ bitwise.  float16 sums and products accumulate in float32 (as XLA does) and roun
 
 from __future__ import annotations
 
+from ..ir import dtypes
+
 NAMED = ("add", "mul", "max", "min", "and", "or")
 
 
@@ -51,7 +53,7 @@ def identity(xp, name: str, dtype):
 
 def _accumulation_dtype(xp, dtype):
     """float16 sums and products run in float32 (rounding each partial result to float16 drifts)."""
-    return xp.float32 if dtype == xp.float16 else dtype
+    return xp.float32 if dtypes.name_of(dtype) == "float16" else dtype  # (the standard has no float16)
 
 
 def reduce_named(xp, name: str, x, axes: tuple[int, ...], init):
