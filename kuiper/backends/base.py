@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, ClassVar, Sequence
 
-from ..ir import codegen_numpy
+from ..ir import bitcast, codegen_numpy
 from . import standard
 
 # Capabilities a backend may advertise in ``Backend.capabilities``.
@@ -28,7 +28,7 @@ CUDA_SOURCE = "cuda-source"
 OUT_BUFFERS = "out-buffers"
 
 # The methods a kernel plugin may replace through the ``kuiper_add_primitives`` hook.
-PRIMITIVES = ("pad", "sliding_window", "einsum", "scatter_add", "put", "erf", "softmax_in_place", "compile_elementwise",
+PRIMITIVES = ("pad", "sliding_window", "einsum", "scatter_add", "put", "bitcast", "erf", "softmax_in_place", "compile_elementwise",
               "blas_threads")
 
 
@@ -100,6 +100,12 @@ class Backend:
         of repeated indices the last value stays.  Returns ``target``.  (The standard's assignment
         takes slices and integers, not index arrays.)"""
         return standard.put(self.xp, target, indices, values)
+
+    def bitcast(self, x, dtype):
+        """The bits of the C-contiguous ``x`` read as ``dtype`` (a narrower or wider one splits or joins
+        the last axis, as NumPy's ``view`` does).  The default, written in the standard (which has no
+        bitcast), reads integers and float32/float64 of one width as each other, NaN payloads aside."""
+        return bitcast.bitcast(self.xp, x, dtype)
 
     def erf(self, x):
         """The error function, elementwise (GELU needs it; the array API has none)."""

@@ -39,6 +39,9 @@ class NumPyLikeBackend(Backend):
         target[indices] = values
         return target
 
+    def bitcast(self, x, dtype):
+        return x.view(dtype)
+
     def softmax_in_place(self, x, axis: int):
         xp = self.xp
         x -= xp.max(x, axis=axis, keepdims=True)

@@ -28,8 +28,6 @@ frontends that name them (XLA HLO), not part of the promotion rules or the tenso
 
 from __future__ import annotations
 
-import functools
-
 import ml_dtypes
 import numpy
 
@@ -117,14 +115,15 @@ def array_dtype(xp, name: str):
     return _namespace_dtypes(xp).get(name)
 
 
-@functools.lru_cache(maxsize=None)
 def _namespace_dtypes(xp) -> dict:
     """``{name: dtype}`` as the namespace lists them (the standard's inspection API); {} without one."""
     info = getattr(xp, "__array_namespace_info__", None)
     return dict(info().dtypes()) if info is not None else {}
 
 
-_ARRAY_DTYPE_NAMES: dict = {}  # array dtype -> name: str(dtype) costs ~10 us, paid on every elementwise call
+# (dtype class, array dtype) -> name: str(dtype) costs ~10 us, paid on every elementwise call.  The class
+# comes first so that no two namespaces' dtypes are ever compared (array-api-strict warns when they are).
+_ARRAY_DTYPE_NAMES: dict = {}
 
 
 def name_of(dtype) -> str:
@@ -136,7 +135,8 @@ def name_of(dtype) -> str:
     """
     if isinstance(dtype, str):
         return dtype
-    name = _ARRAY_DTYPE_NAMES.get(dtype)
+    key = (dtype.__class__, dtype)
+    name = _ARRAY_DTYPE_NAMES.get(key)
     if name is not None:
         return name
     if isinstance(dtype, numpy.dtype) or isinstance(dtype, type) and issubclass(dtype, numpy.generic):
@@ -145,7 +145,7 @@ def name_of(dtype) -> str:
         name = str(dtype).rpartition(".")[2]
         if not (name in TENSOR_DTYPES or name in EXTENDED_DTYPES or name in _WIDE):
             raise IRError(f"{dtype!r} is not an array dtype kuiper knows")
-    _ARRAY_DTYPE_NAMES[dtype] = name
+    _ARRAY_DTYPE_NAMES[key] = name
     return name
 
 
@@ -160,7 +160,7 @@ _EXTENDED_KINDS = {FLOAT: ("real floating", "numeric"), INT: ("integral", "numer
 
 def isdtype(xp, dtype, kind) -> bool:
     """``xp.isdtype(dtype, kind)`` (a kind name or a tuple of them), also for ml_dtypes' types."""
-    name = _ARRAY_DTYPE_NAMES.get(dtype) or (str(dtype) if is_extended(dtype) else None)
+    name = _ARRAY_DTYPE_NAMES.get((dtype.__class__, dtype)) or (str(dtype) if is_extended(dtype) else None)
     if name in EXTENDED_DTYPES:
         category_, _ = EXTENDED_DTYPES[name]
         kinds = (kind,) if isinstance(kind, str) else kind
@@ -303,7 +303,7 @@ def of_value(value) -> str:
     if isinstance(value, (bool, int, float, complex)):
         return of_python_value(value)
     dtype = value.dtype
-    name = _ARRAY_DTYPE_NAMES.get(dtype)
+    name = _ARRAY_DTYPE_NAMES.get((dtype.__class__, dtype))
     return name if name is not None else name_of(dtype)
 
 

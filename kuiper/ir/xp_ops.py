@@ -68,8 +68,11 @@ class _Resolver(Visitor):
         dtype = dtypes.array_dtype(xp, dtypes.storage_dtype(node.dtype))
 
         def where(condition, a, b):
+            # The standard's where takes an array condition and one Python scalar at most.
+            if not hasattr(condition, "shape"):
+                condition = xp.asarray(condition)
             if not hasattr(a, "shape") and not hasattr(b, "shape"):
-                a = xp.asarray(a, dtype=dtype)  # the standard's where takes one Python scalar at most
+                a = xp.asarray(a, dtype=dtype)
             return xp.where(condition, a, b)
 
         return XpOp(where, False)

@@ -289,7 +289,7 @@ class ConvNd(WithEpilogue, ConvBase):
             part = self.compute_im2col(x[start : start + images], weight, bias)
             if out is None:
                 out = self.xp.empty((x.shape[0],) + tuple(part.shape[1:]), dtype=part.dtype)
-            out[start : start + images] = part
+            out[start : start + images, ...] = part
         return out
 
     def _check_padding(self, shape, pads) -> None:

@@ -143,7 +143,7 @@ def depthwise_conv2d(xp, x, matrix, kernel: tuple[int, int], stride: tuple[int, 
         out = xp.empty((batch, channels, ho, wq), dtype=x.dtype)
         for first in range(0, batch, images):
             last = min(batch, first + images)
-            out[first:last] = _depthwise_chunk(xp, x[first:last], matrix, kernel, stride, pads, (ho, wo), chunked)
+            out[first:last, ...] = _depthwise_chunk(xp, x[first:last, ...], matrix, kernel, stride, pads, (ho, wo), chunked)
     return out[:, :, :, :wo] if wq != wo else out
 
 
@@ -160,18 +160,18 @@ def _depthwise_chunk(xp, x, matrix, kernel, stride, pads, out_size, chunked: boo
     out = None
     for first in range(0, channels, block):
         last = min(channels, first + block)
-        part = columns[:, : last - first]
+        part = columns[:, : last - first, ...]
         for i in range(kh):
             for j in range(kw):
                 start = (i // sh) * wq + j // sw
                 part[:, :, i * kw + j, :] = planes[i % sh, j % sw, :, first:last, start : start + length]
-        products = xp.matmul(matrix[first:last], part)  # (N, block, 1, length)
+        products = xp.matmul(matrix[first:last, ...], part)  # (N, block, 1, length)
         if last - first == channels:
             out = products
         else:
             if out is None:
                 out = xp.empty((batch, channels, 1, length), dtype=products.dtype)
-            out[:, first:last] = products
+            out[:, first:last, ...] = products
     return xp.reshape(out, (batch, channels, ho, wq))
 
 
@@ -312,7 +312,7 @@ def _winograd_tiles(xp, backend, padded, prepared: WinogradWeight, bias):
     transformed = xp.reshape(transformed, (alpha * alpha, channels, tiles))
     products = xp.matmul(prepared.filters, transformed)  # (alpha^2, O, P)
     if bias is not None:
-        products[prepared.bias_position] += xp.reshape(bias, (-1, 1))
+        products[prepared.bias_position, ...] += xp.reshape(bias, (-1, 1))
     out_channels = prepared.out_channels
     flat = xp.reshape(products, (alpha * alpha, out_channels * tiles))
     out = xp.matmul(prepared.output_transform, flat)  # (m^2, O * P)

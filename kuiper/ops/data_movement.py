@@ -95,7 +95,10 @@ class Pad(Op):
             keep.append(slice(max(-low, 0), total - max(-high, 0)))
         check_size(tuple(grown), dtypes.itemsize(x.dtype), self.node.describe())
         fill = self.value if value is None else value
-        result = xp.full(tuple(grown), fill, dtype=x.dtype)
+        if hasattr(fill, "shape"):  # a 0-d array: the standard's full takes a Python scalar
+            result = xp.asarray(xp.broadcast_to(xp.astype(fill, x.dtype), tuple(grown)), copy=True)
+        else:
+            result = xp.full(tuple(grown), fill, dtype=x.dtype)
         result[tuple(place)] = x
         return result[tuple(keep)]
 

@@ -24,12 +24,12 @@ class BitcastConvert(Op):
 
     def forward(self, x):
         contiguous = self.xp.asarray(x, copy=True)
-        target_size = self.itemsize
+        target_size, bitcast = self.itemsize, self.backend.bitcast
         if target_size == dtypes.itemsize(x.dtype):
-            return contiguous.view(self.dtype)
+            return bitcast(contiguous, self.dtype)
         if target_size < dtypes.itemsize(x.dtype):  # each element becomes several: a new minor dim
-            return self.xp.reshape(contiguous.view(self.dtype), (*x.shape, dtypes.itemsize(x.dtype) // target_size))
-        return self.xp.reshape(contiguous.view(self.dtype), x.shape[:-1])  # the minor dim is consumed
+            return self.xp.reshape(bitcast(contiguous, self.dtype), (*x.shape, dtypes.itemsize(x.dtype) // target_size))
+        return self.xp.reshape(bitcast(contiguous, self.dtype), x.shape[:-1])  # the minor dim is consumed
 
 
 class ReducePrecision(Op):
@@ -44,7 +44,7 @@ class ReducePrecision(Op):
         xp = self.xp
         source_exponent, source_mantissa = self.LAYOUT[dtypes.itemsize(x.dtype)]
         unsigned_type = array_dtype(xp, f"uint{dtypes.itemsize(x.dtype) * 8}")
-        bits = x.view(unsigned_type)
+        bits = self.backend.bitcast(x, unsigned_type)
 
         def const(value):
             return xp.asarray(value, dtype=unsigned_type)
@@ -64,7 +64,7 @@ class ReducePrecision(Op):
             signed_zero = bits & const(1 << (width - 1))
             bits = xp.where(overflows, signed_zero | exponent_mask, bits)
             bits = xp.where(underflows, signed_zero, bits)
-        result = bits.view(x.dtype)
+        result = self.backend.bitcast(bits, x.dtype)
         return xp.where(xp.isnan(x), x, result) if self.mantissa_bits > 0 else result
 
 

@@ -137,7 +137,7 @@ class GridSample(Op):
                 if self.padding_mode != "zeros":
                     row = xp.astype(self._pad_position(xp.astype(row, xp.float64), height), xp.int64)
                     column = xp.astype(self._pad_position(xp.astype(column, xp.float64), width), xp.int64)
-                term = self._gather(x, [row, column], sizes) * (wy[i] * wx[j])[:, None]
+                term = self._gather(x, [row, column], sizes) * (wy[i] * wx[j])[:, None, ...]
                 out = term if out is None else out + term
         return out
 

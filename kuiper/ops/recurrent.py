@@ -189,7 +189,7 @@ class Recurrent(Op):
         out = xp.empty((length, batch, size * self.directions), dtype=x.dtype)
         step = getattr(self, f"_{self.kind.lower()}_step")
         for t in range(length):
-            h, c = step(projected[t], h, c, w)
+            h, c = step(projected[t, ...], h, c, w)
             out[t, :, :size] = h[0, ...]
             if self.directions == 2:
                 out[length - 1 - t, :, size:] = h[1, ...]
