@@ -16,6 +16,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kuiper.errors import UnsupportedOperatorError
 from kuiper.ir import dtypes
 from kuiper.ir.erf import erf as erf_fallback
 from kuiper.ir.functions import operation
@@ -152,6 +153,9 @@ def _is_ufunc(fn) -> bool:
 
 def _cast(xp, dtype_name: str) -> XpOp:
     target = dtypes.array_dtype(xp, dtype_name)
+    if target is None:  # float16 on a namespace that keeps to the standard
+        raise UnsupportedOperatorError(
+            f"a cast to {dtype_name}: the array namespace {getattr(xp, '__name__', xp)!r} has no such dtype")
     copyto = getattr(xp, "copyto", None)
     if copyto is not None:
 

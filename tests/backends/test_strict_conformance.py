@@ -66,7 +66,7 @@ def test_hlo_fixture_matches_jax_on_the_strict_namespace(text, fuse):
     expected = [data[f"output{i}"] for i in range(sum(key.startswith("output") for key in data.files))]
     if text in NEEDS_FLOAT16:
         with pytest.raises(UnsupportedOperatorError, match="float16"):
-            kuiper.load(HLO / text, backend=STRICT, fuse=False)(*inputs)
+            kuiper.load(HLO / text, backend=STRICT, fuse=fuse)(*inputs)
         return
     model = kuiper.load(HLO / text, backend=STRICT, fuse=fuse)
     outputs = model(*inputs)
