@@ -162,18 +162,20 @@ def cmd_backends(args) -> int:
 def cmd_ops(args) -> int:
     registry = op_registry()
     spellings = pnnx_spellings()
+    backends = sorted(backend_registry())
+    kernels = {backend: kernel_registry(backend) for backend in backends}
     print(f"{len(registry)} op types:")
+    print(f"(each served by its plugin on every backend, {', '.join(backends)}, except where a kernel "
+          "plugin replaces it: 'on BACKEND' under it)")
     for op_type in sorted(registry):
         registered = registry[op_type]
         print(f"  {op_type:<36} {registered.obj.__qualname__:<24} [{registered.plugin}]")
         if op_type in spellings:
             print(f"      PNNX: {', '.join(spellings[op_type])}")
-    for backend in sorted(backend_registry()):
-        kernels = kernel_registry(backend)
-        if kernels:
-            print(f"kernels replacing ops on backend '{backend}':")
-            for op_type in sorted(kernels):
-                print(f"  {op_type:<36} {kernels[op_type].obj.__qualname__:<24} [{kernels[op_type].plugin}]")
+        for backend in backends:
+            kernel = kernels[backend].get(op_type)
+            if kernel is not None:
+                print(f"      on {backend}: {kernel.obj.__qualname__} [{kernel.plugin}]")
     return 0
 
 

@@ -41,7 +41,9 @@ def kuiper_add_kernels(backend_name, capabilities):
     kuiper.backends.base): choose by it rather than by name, e.g. kernels written
     for NumPy arrays serve every backend with ``"numpy-arrays"``.  An
     implementation may take either argument or both.  Return None or ``{}`` for
-    backends you do not specialise.
+    backends you do not specialise.  Key kernels by canonical op types (``ReLU``, as ``kuiper ops``
+    lists them): a key no op declares, or a frontend's spelling (PNNX's ``nn.ReLU``), is refused
+    with a PluginError naming the type to use, since no model would ever reach it.
     """
 
 

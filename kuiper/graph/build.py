@@ -11,10 +11,9 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 
-import numpy as np
-
-from ..backends.base import NUMPY_ARRAYS, Backend
+from ..backends.base import NUMPY_ARRAYS, OUT_BUFFERS, Backend
 from ..errors import GraphError, UnsupportedOperatorError
+from ..ir import dtypes
 from ..limits import check_size
 from ..model_ir import ModelIR, OpNode
 from .constant_fold import fold_constants
@@ -57,9 +56,9 @@ def check_declared_sizes(ir: ModelIR) -> None:
     for info in ir.operands.values():
         if info.shape and all(isinstance(d, int) for d in info.shape) and info.dtype:
             try:
-                itemsize = np.dtype(info.dtype).itemsize
-            except TypeError:
-                continue  # a dtype NumPy does not know (bfloat16): its ops check what they make
+                itemsize = dtypes.itemsize(info.dtype)
+            except KeyError:
+                continue  # a dtype name kuiper does not know: its ops check what they make
             check_size(info.shape, itemsize, f"{ir.source or 'model'}: operand '{info.name}' as declared")
 
 
@@ -235,7 +234,8 @@ def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool
         )
         for i, unit in enumerate(units)
     ]
-    _lend_dead_buffers(steps, keep)
+    if OUT_BUFFERS in backend.capabilities:
+        _lend_dead_buffers(steps, keep)
     agree_on_layouts(steps, keep)
     if NUMPY_ARRAYS in backend.capabilities:
         keep_freed_memory()  # activations live in the process heap: keep it between calls
