@@ -201,7 +201,7 @@ def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool
 
     units = [Unit(node, _instantiate_on_device(node, target, fuse, providers)) for node in order]
     if providers:
-        units = offer_to_providers(units, target, output_operands)
+        units = offer_to_providers(units, target, output_operands, ir.operands)
     compute = [unit.node for unit in units]
     slot_of: dict[str, int] = {operand: slot for slot, operand in enumerate(ir.inputs)}
     for node in compute:

@@ -20,7 +20,7 @@ from collections import Counter
 from typing import Any, Mapping, Sequence
 
 from ..errors import PluginError
-from ..model_ir import OpNode
+from ..model_ir import OperandInfo, OpNode
 from ..ops.base import Op
 from .target import Target
 
@@ -35,20 +35,34 @@ class Unit:
     op: Any
 
 
+@dataclass(frozen=True)
+class ClaimContext:
+    """What a provider may know of the whole model when it claims: the Target, how many step inputs
+    read each operand (plus one if the caller gets it: an operand used once inside a claim is private
+    to it), and each operand's declared shape and dtype (None dims free; the batch, dim 0 of an
+    input, may differ at run time)."""
+
+    target: Target
+    uses: Mapping[str, int]
+    operands: Mapping[str, OperandInfo]
+
+    def declared_shape(self, operand: str) -> tuple | None:
+        info = self.operands.get(operand)
+        return None if info is None or info.shape is None else tuple(info.shape)
+
+
 class Provider:
     """Subclass, and return an instance from the ``kuiper_add_providers`` hook.
 
     ``claim`` returns half-open ``(start, stop)`` index ranges of ``units`` (a run of consecutive
-    steps) that this provider runs whole; ``uses`` counts, for every operand of the model, the
-    inputs of steps that read it, plus one if the caller gets it (an operand used once inside a
-    claim is private to it).  ``compile`` makes the Partition op for one claimed range: ``node``
-    stands for it (its inputs are the operands the members read from outside, its outputs those
-    that later steps or the caller read).
+    steps) that this provider runs whole.  ``compile`` makes the Partition op for one claimed
+    range: ``node`` stands for it (its inputs are the operands the members read from outside, its
+    outputs those that later steps or the caller read).
     """
 
     name: str = ""
 
-    def claim(self, units: Sequence[Unit], target: Target, uses: Mapping[str, int]) -> list[tuple[int, int]]:
+    def claim(self, units: Sequence[Unit], context: ClaimContext) -> list[tuple[int, int]]:
         return []
 
     def compile(self, members: Sequence[Unit], inputs: list[str], outputs: list[str], target: Target,
@@ -90,17 +104,19 @@ def partition_node(provider: Provider, members: Sequence[Unit], inputs: list[str
                   source=first.source)
 
 
-def offer_to_providers(units: list[Unit], target: Target, model_outputs: Sequence[str]) -> list[Unit]:
+def offer_to_providers(units: list[Unit], target: Target, model_outputs: Sequence[str],
+                       operands: Mapping[str, OperandInfo]) -> list[Unit]:
     """``units`` with every run a provider claims replaced by one unit running its Partition."""
     kept = set(model_outputs)
     uses = Counter(operand for unit in units for operand in unit.node.inputs)
     uses.update(kept)
+    context = ClaimContext(target, uses, operands)
     for provider in target.providers:
-        units = _offer(provider, units, target, kept, uses)
+        units = _offer(provider, units, context, kept)
     return units
 
 
-def _offer(provider: Provider, units: list[Unit], target: Target, kept: set[str], uses: Counter) -> list[Unit]:
+def _offer(provider: Provider, units: list[Unit], context: ClaimContext, kept: set[str]) -> list[Unit]:
     result: list[Unit] = []
     start = 0
     while start < len(units):
@@ -112,15 +128,15 @@ def _offer(provider: Provider, units: list[Unit], target: Target, kept: set[str]
         while stop < len(units) and units[stop].node.type != PARTITION_TYPE:
             stop += 1
         run = units[start:stop]
-        result += _claimed(provider, run, units[stop:], target, kept, uses)
+        result += _claimed(provider, run, units[stop:], context, kept)
         start = stop
     return result
 
 
-def _claimed(provider: Provider, run: list[Unit], later: list[Unit], target: Target, kept: set[str],
-             uses: Counter) -> list[Unit]:
+def _claimed(provider: Provider, run: list[Unit], later: list[Unit], context: ClaimContext,
+             kept: set[str]) -> list[Unit]:
     """The run with the provider's claims compiled; ``later`` units read what the run makes."""
-    claims = sorted(provider.claim(run, target, uses))
+    claims = sorted(provider.claim(run, context))
     done, result = 0, []
     for begin, end in claims:
         if not (done <= begin < end <= len(run)):
@@ -131,7 +147,7 @@ def _claimed(provider: Provider, run: list[Unit], later: list[Unit], target: Tar
         after = [unit.node for unit in run[end:] + later]
         inputs, outputs = _boundary(members, after, kept)
         node = partition_node(provider, members, inputs, outputs)
-        result.append(Unit(node=node, op=provider.compile(members, inputs, outputs, target, node)))
+        result.append(Unit(node=node, op=provider.compile(members, inputs, outputs, context.target, node)))
         done = end
     return result + run[done:]
 

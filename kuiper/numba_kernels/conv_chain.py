@@ -17,6 +17,7 @@ images of the channels the first layer takes, the convolutions run op by op
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 
@@ -27,6 +28,7 @@ from ..limits import check_size
 from ..ops.conv import ConvNd
 from .dense_chain import MIN_LAYERS, layer_math
 from .runtime import KernelModule, launch_width
+from .scratch import ScratchPool
 
 kernels = KernelModule("conv_chain_kernels")
 
@@ -65,23 +67,61 @@ def _joins(unit) -> bool:
 class ConvChainProvider(Provider):
     name = "conv-chain"
 
-    def claim(self, units, target, uses):
+    def claim(self, units, context):
         runs, start = [], None
         for index, unit in enumerate(units):
             joins = _joins(unit)
             if (joins and start is not None and not layer_math(units[index - 1].op)[1]
                     and unit.node.inputs[0] == units[index - 1].node.outputs[0]
-                    and uses.get(unit.node.inputs[0], 0) == 1):
+                    and context.uses.get(unit.node.inputs[0], 0) == 1):
                 continue  # reads only the layer before, which nothing else reads (a residual layer ends a run)
             if start is not None:
                 runs.append((start, index))
             start = index if joins else None
         if start is not None:
             runs.append((start, len(units)))
-        return [(begin, end) for begin, end in runs if end - begin >= MIN_LAYERS]
+        return [(begin, end) for begin, end in runs
+                if end - begin >= MIN_LAYERS and _small_at_declared_size(units[begin:end], context)]
 
     def compile(self, members, inputs, outputs, target, node):
         return ConvChain(node, target.backend, members)
+
+
+def _small_at_declared_size(members, context) -> bool:
+    """Whether the run's layers stay under LAYER_WORK at the image size the file declares (a free size:
+    yes).  A claim whose calls would all run op by op only hides its members from the passes after
+    the claims (native layouts between convolutions: ResNet-18's 64-channel 56 x 56 convs)."""
+    shape = context.declared_shape(members[0].node.inputs[0])
+    if shape is None or len(shape) != 4 or not all(isinstance(d, int) for d in shape[2:]):
+        return True
+    rows = [_geometry(unit) + (0, NO_BIAS, 0, 0, 0) for unit in members]
+    return size_table(rows, shape[2], shape[3]) is not None
+
+
+def _geometry(unit) -> tuple:
+    """(in channels, out channels, kernel height, kernel width, ((top, bottom), (left, right)) pads)."""
+    out_channels, in_channels, kh, kw = unit.node.attrs["weight"].shape
+    return in_channels, out_channels, kh, kw, unit.op.static_pads
+
+
+def size_table(layer_rows, height: int, width: int):
+    """(layer table, padded size, a channel's most sums, output shape, work per image) of a chain for an
+    image size, from each layer's ``_geometry`` + (weight at, bias at, activation, residual, after);
+    None when a layer's output would be empty or its work above LAYER_WORK."""
+    rows, padded, sums, work = [], 0, 0, 0
+    for c_in, c_out, kh, kw, ((top, bottom), (left, right)), w_at, b_at, code, residual, after in layer_rows:
+        hp, wp = height + top + bottom, width + left + right
+        h_out, w_out = hp - kh + 1, wp - kw + 1
+        layer_work = c_out * c_in * kh * kw * h_out * wp
+        if h_out < 1 or w_out < 1 or layer_work > LAYER_WORK:
+            return None
+        rows.append((c_in, height, width, c_out, h_out, w_out, kh, kw, top, left, hp, wp, w_at, b_at, code,
+                     residual, after))
+        padded = max(padded, c_in * hp * wp + kw)
+        sums = max(sums, h_out * wp)
+        work += layer_work
+        height, width = h_out, w_out
+    return np.array(rows, np.int64), padded, sums, (rows[-1][3], height, width), work
 
 
 _NO_RESIDUAL = np.zeros((1, 1), np.float32)
@@ -104,10 +144,10 @@ class ConvChain(Partition):
         for index, (unit, op) in enumerate(zip(self.members, ops)):
             weight = np.ascontiguousarray(unit.node.attrs["weight"], np.float32)
             (code, alpha, beta), residual, (after, alpha_after, beta_after) = layer_math(op)
-            out_channels, in_channels, kh, kw = weight.shape
+            out_channels = weight.shape[0]
             bias = op.static_bias_vector
-            self.layer_rows.append((in_channels, out_channels, kh, kw, op.static_pads, weight_at,
-                                    NO_BIAS if bias is None else bias_at, code, int(residual), after))
+            self.layer_rows.append(_geometry(unit) + (weight_at, NO_BIAS if bias is None else bias_at, code,
+                                                      int(residual), after))
             weights.append(weight.reshape(-1))
             weight_at += weight.size
             if bias is not None:
@@ -122,29 +162,12 @@ class ConvChain(Partition):
         self.residual_at = self.node.inputs.index(last.inputs[1]) if self.layer_rows[-1][8] else None
         self._tables: dict[tuple[int, int], tuple | None] = {}  # image size -> (table, sizes) or None: too large
         self._tables_lock = threading.Lock()
-
-    def _table(self, height: int, width: int):
-        """(layer table, padded size, a channel's most sums, output shape, work per image) for an image size; None when
-        a layer's output would be empty or its work above LAYER_WORK."""
-        rows, padded, sums, work = [], 0, 0, 0
-        for c_in, c_out, kh, kw, ((top, bottom), (left, right)), w_at, b_at, code, residual, after in self.layer_rows:
-            hp, wp = height + top + bottom, width + left + right
-            h_out, w_out = hp - kh + 1, wp - kw + 1
-            layer_work = c_out * c_in * kh * kw * h_out * wp
-            if h_out < 1 or w_out < 1 or layer_work > LAYER_WORK:
-                return None
-            rows.append((c_in, height, width, c_out, h_out, w_out, kh, kw, top, left, hp, wp, w_at, b_at, code,
-                         residual, after))
-            padded = max(padded, c_in * hp * wp + kw)
-            sums = max(sums, h_out * wp)
-            work += layer_work
-            height, width = h_out, w_out
-        return np.array(rows, np.int64), padded, sums, (rows[-1][3], height, width), work
+        self._scratch = ScratchPool()  # (images, padded size) -> padded buffers
 
     def table(self, height: int, width: int):
         found = self._tables.get((height, width), False)
         if found is False:
-            found = self._table(height, width)
+            found = size_table(self.layer_rows, height, width)
             with self._tables_lock:
                 if len(self._tables) >= MAX_TABLES:
                     self._tables.clear()
@@ -168,10 +191,18 @@ class ConvChain(Partition):
                 return self.run_members(*inputs)  # a residual that broadcasts: the op's own epilogue
             residual = np.ascontiguousarray(residual).reshape(images, -1)
         check_size(shape, 4, self.node.describe())
-        check_size((images, 2 * padded_size), 4, self.node.describe())
         out = np.empty((images, math.prod(out_shape)), np.float32)
-        padded = np.empty((images, 2, padded_size), np.float32)
-        flat = np.ascontiguousarray(x).reshape(images, -1)
-        kernels.conv_chain.launch(launch_width(images * work) > 1, flat, self.weights, self.biases, layers,
-                                  self.params, residual, padded, sums_size, out)
+        key = (images, padded_size)
+        padded = self._scratch.take(key, functools.partial(self._padded, images, padded_size))
+        try:
+            flat = np.ascontiguousarray(x).reshape(images, -1)
+            kernels.conv_chain.launch(launch_width(images * work) > 1, flat, self.weights, self.biases, layers,
+                                      self.params, residual, padded, sums_size, out)
+        finally:
+            self._scratch.give_back(key, padded)
         return out.reshape(shape)
+
+    def _padded(self, images: int, size: int) -> np.ndarray:
+        """Each image's two padded layer inputs."""
+        check_size((images, 2, size), 4, self.node.describe())
+        return np.empty((images, 2, size), np.float32)

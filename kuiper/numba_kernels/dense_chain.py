@@ -16,8 +16,8 @@ oneDNN's threads win), or whose input is not float32, runs the layers op by op
 
 from __future__ import annotations
 
+import functools
 import math
-import threading
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from ..limits import check_size
 from ..ops.linear import LinearProjection
 from . import conv_post_ops
 from .runtime import KernelModule, launch_width
+from .scratch import ScratchPool
 
 kernels = KernelModule("dense_chain_kernels")
 
@@ -100,13 +101,13 @@ def _adds_residual(unit) -> bool:
 class DenseChainProvider(Provider):
     name = "dense-chain"
 
-    def claim(self, units, target, uses):
+    def claim(self, units, context):
         runs, start = [], None
         for index, unit in enumerate(units):
             joins = _joins(unit)
             if (joins and start is not None and not _adds_residual(units[index - 1])
                     and unit.node.inputs[0] == units[index - 1].node.outputs[0]
-                    and uses.get(unit.node.inputs[0], 0) == 1):
+                    and context.uses.get(unit.node.inputs[0], 0) == 1):
                 continue  # reads only the layer before, which nothing else reads (a residual layer ends a run)
             if start is not None:
                 runs.append((start, index))
@@ -157,8 +158,7 @@ class DenseChain(Partition):
         last = self.members[-1].node
         # Where the last layer's residual (its second input) is among the partition's inputs; None: none.
         self.residual_at = self.node.inputs.index(last.inputs[1]) if layers[-1, RESIDUAL] else None
-        self._buffers: dict[int, list] = {}  # rows -> free (first, second) pairs, reused call after call
-        self._buffers_lock = threading.Lock()
+        self._scratch = ScratchPool()  # rows -> (first, second) pairs
 
     def forward(self, *inputs):
         x = inputs[0]
@@ -178,25 +178,15 @@ class DenseChain(Partition):
         check_size((rows, self.out_features), 4, self.node.describe())
         flat = np.ascontiguousarray(x).reshape(rows, self.in_features)
         out = np.empty((rows, self.out_features), np.float32)
-        pair = self._take_buffers(rows)
+        pair = self._scratch.take(rows, functools.partial(self._buffers, rows))
         try:
             kernels.dense_chain.launch(launch_width(work) > 1, flat, self.weights, self.biases, self.layers, self.params,
                                        residual, pair[0], pair[1], out)
         finally:
-            self._buffers.setdefault(rows, []).append(pair)
+            self._scratch.give_back(rows, pair)
         return out.reshape(shape)
 
-    def _take_buffers(self, rows: int):
-        """A (first, second) pair for ``rows`` rows: one a finished call gave back, or a new one.  A
-        call in another thread takes another pair, so each pair is used by one call at a time."""
-        free = self._buffers.get(rows)
-        if free:
-            try:
-                return free.pop()
-            except IndexError:  # another thread took the last one
-                pass
-        with self._buffers_lock:
-            if len(self._buffers) > 8 and rows not in self._buffers:
-                self._buffers.clear()  # many batch sizes: keep the memory bounded
+    def _buffers(self, rows: int) -> tuple:
+        """The values between layers for ``rows`` rows: two arrays of the widest layer's width."""
         check_size((2, rows, self.widest), 4, self.node.describe())
         return np.empty((rows, self.widest), np.float32), np.empty((rows, self.widest), np.float32)

@@ -31,7 +31,7 @@ class ReluRuns(Provider):
     def __init__(self, partition=Doubling, claims=None):
         self.partition, self.fixed_claims, self.offered = partition, claims, []
 
-    def claim(self, units, target, uses):
+    def claim(self, units, context):
         self.offered.append([unit.node.name for unit in units])
         if self.fixed_claims is not None:
             return self.fixed_claims

@@ -161,3 +161,12 @@ def test_strided_or_grouped_convolutions_are_not_claimed(tmp_path):
     blobs = {"c0.weight": np.ones((4, 4, 3, 3), np.float32).tobytes(), "c1.weight": np.ones((4, 2, 3, 3), np.float32).tobytes()}
     model = kuiper.load(write_model(tmp_path, text, blobs, name="strided"))
     assert not _partitions(model)
+
+
+def test_convolutions_too_large_at_the_declared_image_size_are_not_claimed(tmp_path):
+    """A claim whose calls would all run op by op would only hide its convolutions from the passes
+    after it (native layouts between oneDNN convolutions)."""
+    path, _ = _chain(tmp_path, [16, 16, 16], [3, 3], [1, 1], "nn.ReLU", shape=(1, 16, 64, 64))
+    assert not _partitions(kuiper.load(path))
+    path, _ = _chain(tmp_path, [16, 16, 16], [3, 3], [1, 1], "nn.ReLU", shape=(1, 16, 8, 8))
+    assert len(_partitions(kuiper.load(path))) == 1

@@ -203,3 +203,26 @@ def test_a_residual_that_broadcasts_takes_the_layers_own_path(tmp_path):
     rng = np.random.default_rng(10)
     x, r = rng.uniform(-1, 1, (4, 6)).astype(np.float32), rng.uniform(-1, 1, (1, 6)).astype(np.float32)
     np.testing.assert_allclose(model(x, r), reference(x, r), rtol=2e-5, atol=2e-6)
+
+
+def test_a_steady_call_allocates_its_output_and_nothing_else(tmp_path):
+    """The values between layers come from buffers kept between calls (scratch.py), as a replayed call needs."""
+    import tracemalloc
+
+    path, _ = _chain(tmp_path, [128, 128, 128, 128], "nn.ReLU")
+    model = kuiper.load(path)
+    x = np.random.default_rng(11).uniform(-1, 1, (64, 128)).astype(np.float32)
+    model(x)
+    model(x)  # warm: the buffers exist
+    output_bytes = 64 * 128 * 4
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        kept = model(x)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert kept.nbytes == output_bytes
+    # Two intermediate buffers would be another 64 KB; a few KB of Python objects are allowed.
+    assert peak - before < output_bytes + 16 * 1024, peak - before
