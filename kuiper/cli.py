@@ -21,6 +21,7 @@ from .dask.cli import run_files, wants_files
 from .errors import BackendUnavailableError, KuiperError, UnsupportedOperatorError, UsageError
 from .formats.pnnx_ops import pnnx_spellings
 from .frontends import load_ir
+from .graph.providers import PARTITION_TYPE
 from .hlo.cli import add_hlo_command
 from .numba_kernels import kernel_notes
 from .plugins import backend_registry, kernel_registry, op_registry
@@ -138,6 +139,12 @@ def cmd_info(args) -> int:
         print(f"fused {len(model.fused_groups)} elementwise chain(s):")
         for group in model.fused_groups:
             print("  " + " + ".join(group))
+    partitions = [step.node for step in model.steps if step.node.type == PARTITION_TYPE]
+    if partitions:
+        print(f"{len(partitions)} run(s) of ops claimed by execution providers, one compiled call each:")
+        for node in partitions:
+            members = node.params["members"]
+            print(f"  {node.params['provider']}: {' + '.join(members)} ({len(members)} ops)")
     if "numpy-arrays" in model.backend.capabilities:  # the compiled CPU kernels' backends
         print("\n".join(kernel_notes(model)))
     return 0
