@@ -119,12 +119,17 @@ def load(
 
 
 def load_hlo(path_or_text: str | os.PathLike, backend: str | None = None, fuse: bool = True, *,
-             threads: int | None = None, providers: bool = True) -> Model:
+             threads: int | None = None, providers: bool = True, constants=None) -> Model:
     """``kuiper.load(path_or_text, format="hlo", threads=threads)``: XLA HLO text (a file, or the text itself).
 
     Inputs are the ENTRY parameters in order; a ROOT tuple gives one output per leaf.
+    ``constants={number or name: array}`` binds those parameters to arrays once, at load time (JAX
+    passes weights as arguments: bound, they are prepared once, as constant weights are); the
+    Model's inputs are then the parameters left, in order.
     """
-    return load(path_or_text, backend=backend, fuse=fuse, format="hlo", threads=threads, providers=providers)
+    options = {} if constants is None else {"constants": constants}
+    return load(path_or_text, backend=backend, fuse=fuse, format="hlo", threads=threads, providers=providers,
+                **options)
 
 
 def backends():
