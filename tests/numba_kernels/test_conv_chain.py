@@ -170,3 +170,19 @@ def test_convolutions_too_large_at_the_declared_image_size_are_not_claimed(tmp_p
     assert not _partitions(kuiper.load(path))
     path, _ = _chain(tmp_path, [16, 16, 16], [3, 3], [1, 1], "nn.ReLU", shape=(1, 16, 8, 8))
     assert len(_partitions(kuiper.load(path))) == 1
+
+
+def test_calls_from_many_threads_at_once_each_get_their_own_result(tmp_path):
+    """Each call takes its own scratch buffers (scratch.py): threads never write into each other's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path, reference = _chain(tmp_path, [3, 8, 8, 4], [3, 3, 3], [1, 1, 1], "nn.ReLU")
+    model = kuiper.load(path)
+    assert len(_partitions(model)) == 1
+    inputs = [np.random.default_rng(seed).uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32) for seed in range(16)]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda x: [model(x) for _ in range(20)], inputs))
+    for x, outputs in zip(inputs, results):
+        want = reference(x)
+        for got in outputs:
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
