@@ -1,10 +1,10 @@
-"""The conv-chain provider: runs of small stride-1 2-D convolutions, each reading the last, as one compiled call.
+"""The conv-chain provider: runs of small 2-D convolutions, each reading the last, as one compiled call.
 
 A Conv2d(8, 8, 3, padding=1) on an 8 x 8 image is 37 K multiply-adds, a few microseconds of
 arithmetic, and its op path (the oneDNN call, its post-ops, the checks) took 16 us: a net of 24
 such layers spent most of its 0.4-0.6 ms between ops, where ONNX Runtime takes 0.1-0.2.  This
 provider claims each run of two or more float32 Conv2d steps with constant weights, groups 1,
-stride 1, dilation 1 and zero padding, each reading only the one before it, whose epilogues are
+one stride for both dims, dilation 1 and zero padding, each reading only the one before it, whose epilogues are
 activations (and, on the last, a residual sum) as dense_chain.layer_math reads them.  The run
 then costs one compiled call (``conv_chain_kernels.conv_chain``).
 
@@ -42,9 +42,10 @@ LAYER_WORK = 1 << 18
 MAX_TABLES = 8
 
 # The kernel's layer table: a row per layer.  The layer's input planes (C_IN, H_IN, W_IN) are padded
-# to (HP, WP) with PT rows above and PL columns left; it computes C_OUT planes of H_OUT x W_OUT.
+# to (HP, WP) with PT rows above and PL columns left; it computes C_OUT planes of H_OUT x W_OUT, its
+# kernel KH x KW moved by STRIDE along both dims.
 (C_IN, H_IN, W_IN, C_OUT, H_OUT, W_OUT, KH, KW, PT, PL, HP, WP, WEIGHT_AT, BIAS_AT, ACTIVATION, RESIDUAL,
- AFTER) = range(17)
+ AFTER, STRIDE) = range(18)
 NO_BIAS = -1
 
 
@@ -56,7 +57,7 @@ def _joins(unit) -> bool:
     weight, bias = node.attrs.get("weight"), op.static_bias_vector
     if weight is None or weight.dtype != np.float32 or weight.ndim != 4 or (bias is not None and bias.dtype != np.float32):
         return False
-    if op.groups != 1 or op.stride != (1, 1) or op.dilation != (1, 1) or op.padding_mode != "zeros":
+    if op.groups != 1 or op.stride[0] != op.stride[1] or op.dilation != (1, 1) or op.padding_mode != "zeros":
         return False
     if weight.size > LAYER_WEIGHTS:
         return False
@@ -94,7 +95,7 @@ def _small_at_declared_size(members, context) -> bool:
     shape = context.declared_shape(members[0].node.inputs[0])
     if shape is None or len(shape) != 4 or not all(isinstance(d, int) for d in shape[2:]):
         return True
-    rows = [_geometry(unit) + (0, NO_BIAS, 0, 0, 0) for unit in members]
+    rows = [_geometry(unit) + (0, NO_BIAS, 0, 0, 0, unit.op.stride[0]) for unit in members]
     return size_table(rows, shape[2], shape[3]) is not None
 
 
@@ -106,18 +107,21 @@ def _geometry(unit) -> tuple:
 
 def size_table(layer_rows, height: int, width: int):
     """(layer table, padded size, a channel's most sums, output shape, work per image) of a chain for an
-    image size, from each layer's ``_geometry`` + (weight at, bias at, activation, residual, after);
-    None when a layer's output would be empty or its work above LAYER_WORK."""
+    image size, from each layer's ``_geometry`` + (weight at, bias at, activation, residual, after,
+    stride); None when a layer's output would be empty or its work above LAYER_WORK."""
     rows, padded, sums, work = [], 0, 0, 0
-    for c_in, c_out, kh, kw, ((top, bottom), (left, right)), w_at, b_at, code, residual, after in layer_rows:
+    for c_in, c_out, kh, kw, ((top, bottom), (left, right)), w_at, b_at, code, residual, after, stride in layer_rows:
         hp, wp = height + top + bottom, width + left + right
-        h_out, w_out = hp - kh + 1, wp - kw + 1
+        if hp < kh or wp < kw:
+            return None
+        h_out, w_out = (hp - kh) // stride + 1, (wp - kw) // stride + 1
         layer_work = c_out * c_in * kh * kw * h_out * wp
-        if h_out < 1 or w_out < 1 or layer_work > LAYER_WORK:
+        if layer_work > LAYER_WORK:
             return None
         rows.append((c_in, height, width, c_out, h_out, w_out, kh, kw, top, left, hp, wp, w_at, b_at, code,
-                     residual, after))
-        padded = max(padded, c_in * hp * wp + kw)
+                     residual, after, stride))
+        # A tap reads every stride-th element from its start, over the padded width of each output row.
+        padded = max(padded, c_in * hp * wp + stride * h_out * wp + kw)
         sums = max(sums, h_out * wp)
         work += layer_work
         height, width = h_out, w_out
@@ -147,7 +151,7 @@ class ConvChain(Partition):
             out_channels = weight.shape[0]
             bias = op.static_bias_vector
             self.layer_rows.append(_geometry(unit) + (weight_at, NO_BIAS if bias is None else bias_at, code,
-                                                      int(residual), after))
+                                                      int(residual), after, op.stride[0]))
             weights.append(weight.reshape(-1))
             weight_at += weight.size
             if bias is not None:

@@ -1,11 +1,12 @@
-"""A chain of small stride-1 2-D convolutions, each with its activation, in one compiled call per batch.
+"""A chain of small 2-D convolutions, each with its activation, in one compiled call per batch.
 
 Each image goes through every layer with its planes in cache.  A layer's input is first written
 into a zero-padded buffer of Hp x Wp planes; then every output row y, column x of output channel
-co is the sum over (ci, ky, kx) of w * padded[ci, y + ky, x + kx].  Computed over the padded width
-(x up to Wp, the columns past W_out thrown away), that input is a contiguous run of the padded
-plane starting at ky * Wp + kx, so each tap is one long vectorised multiply-add over
-H_out * Wp values instead of H_out short rows.  The bias, activation and residual are applied as
+co is the sum over (ci, ky, kx) of w * padded[ci, s * y + ky, s * x + kx] (s the stride).  Computed
+over the padded width (x up to Wp, the columns past W_out thrown away), output j = y * Wp + x reads
+padded element s * j + ky * Wp + kx of the plane: a contiguous run (every s-th element) starting at
+ky * Wp + kx, so each tap is one long vectorised multiply-add over H_out * Wp values instead of
+H_out short rows.  The bias, activation and residual are applied as
 the valid columns are copied into the next layer's padded buffer, or into the output.
 
 The layer table is conv_chain.py's; activations are dense_chain_kernels.activate's.
@@ -17,14 +18,14 @@ import numpy as np
 from numba import njit, prange
 
 from .conv_chain import (ACTIVATION, AFTER, BIAS_AT, C_IN, C_OUT, H_IN, H_OUT, HP, KH, KW, NO_BIAS, PL, PT,
-                         RESIDUAL, W_IN, W_OUT, WEIGHT_AT, WP)
+                         RESIDUAL, STRIDE, W_IN, W_OUT, WEIGHT_AT, WP)
 from .dense_chain_kernels import SUM_IN_ANY_ORDER, activate
 from .runtime import kernel
 
 
 @njit(inline="always")
 def _taps(padded, sums, weights, layers, layer, co):
-    """sums[j] = sum over (ci, ky, kx) of w[co, ci, ky, kx] * padded[ci, ky * WP + kx + j], j < H_OUT * WP.
+    """sums[j] = sum over (ci, ky, kx) of w[co, ci, ky, kx] * padded[ci, ky * WP + kx + s * j], j < H_OUT * WP.
 
     ``sums`` is an array the kernel allocated itself: the compiler then knows that it shares no
     memory with ``padded`` and vectorises the loop (into a slice of an argument it did not).
@@ -34,6 +35,7 @@ def _taps(padded, sums, weights, layers, layer, co):
     kw = layers[layer, KW]
     hp = layers[layer, HP]
     wp = layers[layer, WP]
+    stride = layers[layer, STRIDE]
     span = layers[layer, H_OUT] * wp
     weight_at = layers[layer, WEIGHT_AT] + co * c_in * kh * kw
     sums[:span] = 0.0
@@ -42,9 +44,14 @@ def _taps(padded, sums, weights, layers, layer, co):
             for kx in range(kw):
                 w = weights[weight_at + (ci * kh + ky) * kw + kx]
                 start = ci * hp * wp + ky * wp + kx
-                source = padded[start: start + span]
-                for j in range(span):
-                    sums[j] += w * source[j]
+                if stride == 1:  # a contiguous slice: the loop vectorises without gathers
+                    source = padded[start: start + span]
+                    for j in range(span):
+                        sums[j] += w * source[j]
+                else:
+                    every = padded[start: start + stride * span: stride]
+                    for j in range(span):
+                        sums[j] += w * every[j]
 
 
 @njit(inline="always")

@@ -25,29 +25,30 @@ ACTIVATIONS = {
 }
 
 
-def _conv64(x, weight, bias, padding):
-    """Cross-correlation in float64, stride 1: x (N, C, H, W), weight (O, C, kh, kw), padding (ph, pw)."""
+def _conv64(x, weight, bias, padding, stride=1):
+    """Cross-correlation in float64: x (N, C, H, W), weight (O, C, kh, kw), padding (ph, pw), one stride."""
     ph, pw = padding
     padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
     kh, kw = weight.shape[2:]
     windows = np.lib.stride_tricks.sliding_window_view(padded, (kh, kw), axis=(2, 3))  # N, C, H', W', kh, kw
     with np.errstate(invalid="ignore"):
-        out = np.einsum("nchwij,ocij->nohw", windows, weight.astype(np.float64))
+        out = np.einsum("nchwij,ocij->nohw", windows[:, :, ::stride, ::stride], weight.astype(np.float64))
     return out + (0 if bias is None else bias.astype(np.float64)[None, :, None, None])
 
 
-def _chain(tmp_path, channels, kernels, paddings, activation, bias=True, shape=(1, 3, 8, 8)):
+def _chain(tmp_path, channels, kernels, paddings, activation, bias=True, shape=(1, 3, 8, 8), strides=None):
     """Conv2d layers channels[0] -> channels[1] -> ..., each followed by ``activation``."""
     rng = np.random.default_rng(len(channels) + sum(kernels))
     declared = ",".join("?" if d is None else str(d) for d in shape)
     lines, blobs, layers = [f"pnnx.Input in0 0 1 v0 #v0=({declared})f32"], {}, []
     value = "v0"
-    for index, (c_in, c_out, k, p) in enumerate(zip(channels, channels[1:], kernels, paddings)):
+    strides = strides or [1] * len(kernels)
+    for index, (c_in, c_out, k, p, st) in enumerate(zip(channels, channels[1:], kernels, paddings, strides)):
         weight = rng.uniform(-0.5, 0.5, (c_out, c_in, k, k)).astype(np.float32)
         b = rng.uniform(-0.5, 0.5, c_out).astype(np.float32) if bias else None
         attrs = f"@weight=({c_out},{c_in},{k},{k})f32" + (f" @bias=({c_out})f32" if bias else "")
         lines.append(f"nn.Conv2d c{index} 1 1 {value} y{index} bias={bias} dilation=(1,1) groups=1 in_channels={c_in} "
-                     f"kernel_size=({k},{k}) out_channels={c_out} padding=({p},{p}) padding_mode=zeros stride=(1,1) "
+                     f"kernel_size=({k},{k}) out_channels={c_out} padding=({p},{p}) padding_mode=zeros stride=({st},{st}) "
                      f"{attrs}")
         blobs[f"c{index}.weight"] = weight.tobytes()
         if bias:
@@ -56,14 +57,14 @@ def _chain(tmp_path, channels, kernels, paddings, activation, bias=True, shape=(
         if activation is not None:
             lines.append(f"{activation} a{index} 1 1 {value} z{index}")
             value = f"z{index}"
-        layers.append((weight, b, (p, p)))
+        layers.append((weight, b, (p, p), st))
     lines.append(f"pnnx.Output out0 1 0 {value}")
     path = write_model(tmp_path, param_text("\n".join(lines)), blobs, name=f"convs{next(_NAMES)}")
 
     def reference(x):
         value = x
-        for weight, b, padding in layers:
-            value = ACTIVATIONS[activation](_conv64(value, weight, b, padding))
+        for weight, b, padding, stride in layers:
+            value = ACTIVATIONS[activation](_conv64(value, weight, b, padding, stride))
         return value
 
     return path, reference
@@ -149,17 +150,32 @@ def test_a_residual_block_ends_with_its_sum(tmp_path):
     np.testing.assert_allclose(model(x), want, rtol=1e-5, atol=1e-6)
 
 
-def test_strided_or_grouped_convolutions_are_not_claimed(tmp_path):
-    conv = ("bias=False dilation=(1,1) in_channels=4 kernel_size=(3,3) out_channels=4 padding=(1,1) "
-            "padding_mode=zeros @weight=(4,{per},3,3)f32")
+@pytest.mark.parametrize("shape", [(2, 3, 9, 8), (1, 3, 12, 13)], ids=str)
+def test_strided_convolutions_downsample_in_the_chain(tmp_path, shape, kernel_variant):
+    """The conv autoencoder's encoder: 3x3 stride-2 convolutions (odd and even sizes), then a stride-1 one."""
+    path, reference = _chain(tmp_path, [3, 6, 8, 4], [3, 3, 3], [1, 1, 1], "nn.ReLU", shape=(1, 3, None, None),
+                             strides=[2, 2, 1])
+    model = kuiper.load(path)
+    (partition,) = _partitions(model)
+    x = np.random.default_rng(12).uniform(-1, 1, shape).astype(np.float32)
+    want = reference(x)
+    got = model(x)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("stride, groups", [((2, 1), 1), ((1, 1), 2)], ids=["uneven stride", "grouped"])
+def test_grouped_or_unevenly_strided_convolutions_are_not_claimed(tmp_path, stride, groups):
+    conv = (f"bias=False dilation=(1,1) in_channels=4 kernel_size=(3,3) out_channels=4 padding=(1,1) "
+            f"padding_mode=zeros groups={groups} stride=({stride[0]},{stride[1]}) @weight=(4,{4 // groups},3,3)f32")
     text = param_text(f"""
         pnnx.Input in0 0 1 x #x=(1,4,8,8)f32
-        nn.Conv2d c0 1 1 x y0 groups=1 stride=(2,2) {conv.format(per=4)}
-        nn.Conv2d c1 1 1 y0 y1 groups=2 stride=(1,1) {conv.format(per=2)}
+        nn.Conv2d c0 1 1 x y0 {conv}
+        nn.Conv2d c1 1 1 y0 y1 {conv}
         pnnx.Output out0 1 0 y1
     """)
-    blobs = {"c0.weight": np.ones((4, 4, 3, 3), np.float32).tobytes(), "c1.weight": np.ones((4, 2, 3, 3), np.float32).tobytes()}
-    model = kuiper.load(write_model(tmp_path, text, blobs, name="strided"))
+    weight = np.ones((4, 4 // groups, 3, 3), np.float32).tobytes()
+    model = kuiper.load(write_model(tmp_path, text, {"c0.weight": weight, "c1.weight": weight}, name="excluded"))
     assert not _partitions(model)
 
 
