@@ -35,6 +35,7 @@ ARG_WEIGHTS = 33
 ARG_BIAS = 41
 ARG_SCALE = 51  # a normalization's scale and shift
 ARG_SHIFT = 52
+ARG_MEAN, ARG_VARIANCE = 49, 50  # a normalization's statistics (DNNL_ARG_MEAN, DNNL_ARG_VARIANCE of 3.x)
 ARG_SCRATCHPAD = 80
 ARG_MULTIPLE_SRC = 1024  # the first of a concatenation's inputs (1024 + i)
 ARG_SRC_1 = 2  # a binary post-op's second operand, numbered with post_op_argument
@@ -154,6 +155,7 @@ class Library:
         self.undefined_type = self.enum(self.dt2str, "undef")
         self.format_any = self.enum(self.fmt_tag2str, "any")
         self.forward_inference = self.enum(self.prop_kind2str, "forward_inference")
+        self.forward_training = self.enum(self.prop_kind2str, "forward_training")  # also writes statistics
         self.convolution_direct = self.enum(self.alg_kind2str, "convolution_direct", limit=0x400)
         self.deconvolution_direct = self.enum(self.alg_kind2str, "deconvolution_direct", limit=0x400)
         self.scratchpad_user = self.enum(self.scratchpad_mode2str, "user")

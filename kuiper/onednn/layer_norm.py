@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .binding import ARG_DST, ARG_SCALE, ARG_SHIFT, ARG_SRC, USE_SCALE, USE_SHIFT, Library
+from .binding import ARG_DST, ARG_MEAN, ARG_SCALE, ARG_SHIFT, ARG_SRC, ARG_VARIANCE, USE_SCALE, USE_SHIFT, Library
 from .primitives import Attributes, Layout, PlanCache, Primitive
 
 
@@ -28,23 +28,29 @@ class LayerNormalization:
         self.eps = float(eps)
         self.plans = PlanCache()  # by (rows, threads)
 
-    def __call__(self, rows: np.ndarray, threads: int | None = None) -> np.ndarray:
+    def __call__(self, rows: np.ndarray, threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(the normalized rows, each row's variance as oneDNN computed it, float32: inf where its float32
+        sum of squares overflowed, for |x| above ~7e17, and the row came out as the shift alone)."""
         threads = self.library.threads(threads)
-        step, layout = self.plan(rows.shape[0], threads)
+        step, layout, statistics = self.plan(rows.shape[0], threads)
         out = np.empty(rows.shape, np.float32)
+        mean, variance = np.empty(rows.shape[0], np.float32), np.empty(rows.shape[0], np.float32)
         step.run({ARG_SRC: (layout, np.ascontiguousarray(rows, dtype=np.float32)), ARG_DST: (layout, out),
-                  ARG_SCALE: self.scale, ARG_SHIFT: self.shift}, threads)
-        return out
+                  ARG_SCALE: self.scale, ARG_SHIFT: self.shift, ARG_MEAN: (statistics, mean),
+                  ARG_VARIANCE: (statistics, variance)}, threads)
+        return out, variance
 
-    def plan(self, count: int, threads: int) -> tuple[Primitive, Layout]:
+    def plan(self, count: int, threads: int) -> tuple[Primitive, Layout, Layout]:
         return self.plans.get_or_make((count, threads), lambda: self._make_plan(count, threads))
 
-    def _make_plan(self, count: int, threads: int) -> tuple[Primitive, Layout]:
+    def _make_plan(self, count: int, threads: int) -> tuple[Primitive, Layout, Layout]:
         library = self.library
         library.set_threads(threads)  # the primitive is made for this many threads
         layout = Layout.plain(library, (count, self.width))
+        statistics = Layout.plain(library, (count,))
+        # Training propagation: the same kernel, which also hands out each row's mean and variance.
         with Attributes(library) as attributes:
             step = Primitive(library, lambda pointer: library.layer_normalization_forward_primitive_desc_create(
-                pointer, library.engine, library.forward_inference, layout.handle, layout.handle, None, self.eps,
-                USE_SCALE | USE_SHIFT, attributes.handle), f"layer normalization of ({count}, {self.width})")
-        return step, layout
+                pointer, library.engine, library.forward_training, layout.handle, layout.handle, statistics.handle,
+                self.eps, USE_SCALE | USE_SHIFT, attributes.handle), f"layer normalization of ({count}, {self.width})")
+        return step, layout, statistics
