@@ -65,6 +65,8 @@ def pytorch_model(name: str):
         return lambda x: (x + 1.0) * 2.0 - x * 2.0
     if name == "layernorm":
         return lambda x: F.layer_norm(x, (768,), _tensor(weights, "n.weight"), _tensor(weights, "n.bias"), 1e-5)
+    if name == "instancenorm":
+        return lambda x: F.instance_norm(x, eps=1e-5)
     if name == "softmax":
         return lambda x: F.softmax(x, dim=-1)
     if name == "causal_attention":

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from .norm_base import AffineNormOp, channel_shape, describe_value, normalize_over
-from .special_values import FLOAT32_MAX, is_tame
 
 
 class GroupNorm(AffineNormOp):
@@ -72,7 +71,7 @@ class LayerNorm(AffineNormOp):
         if not self.backend.is_array(x) or x.ndim < k or tuple(x.shape[-k:]) != self.normalized_shape:
             raise ShapeError(f"{self.node.describe()}: the last {k} dim(s) must be {self.normalized_shape}, "
                              f"found input {describe_value(x)}")
-        out = self._normalized(x)
+        out = normalize_over(self.xp, x, self.axes, self.eps)
         weight, bias = self.affine_values(inputs)
         for name, value in (("weight", weight), ("bias", bias)):
             if value is not None and tuple(value.shape) != self.normalized_shape:
@@ -83,17 +82,6 @@ class LayerNorm(AffineNormOp):
         if bias is not None:
             out = out + bias
         return out
-
-
-    def _normalized(self, x):
-        """x normalized over the last dims.  kuiper's rule (docs/reliability.md): a float32 LayerNorm's
-        statistics are float64 wherever float32 ones could overflow, so |x| up to float32's largest
-        value normalizes to finite numbers (PyTorch's overflow to NaN or to the bias above ~1e19).
-        The compiled kernel always sums in float64; here one dot product finds the inputs that need it."""
-        xp = self.xp
-        if x.dtype == xp.float32 and not is_tame(xp, x, FLOAT32_MAX / 8):
-            return xp.astype(normalize_over(xp, xp.astype(x, xp.float64), self.axes, self.eps), xp.float32)
-        return normalize_over(xp, x, self.axes, self.eps)
 
 
 class RMSNorm(AffineNormOp):

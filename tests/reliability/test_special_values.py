@@ -71,6 +71,8 @@ MODELS["maxpool"] = ((2, 16, 32, 32), ["nn.MaxPool2d p 1 1 x y kernel_size=(2,2)
 MODELS["chain"] = ((4, 4096), ["pnnx.Expression e 1 1 x y expr=sub(mul(add(@0,1.0),2.0),mul(@0,2.0))"], {})
 MODELS["layernorm"] = ((8, 8, 768), ["nn.LayerNorm n 1 1 x y elementwise_affine=True eps=1e-05 normalized_shape=(768) "
                                      "@weight=(768)f32 @bias=(768)f32"], {"n.weight": _normal(768), "n.bias": _normal(768)})
+MODELS["instancenorm"] = ((2, 32, 16, 16), ["nn.InstanceNorm2d n 1 1 x y affine=False eps=1e-05 num_features=32 "
+                                            "track_running_stats=False"], {})
 MODELS["softmax"] = ((64, 256), ["F.softmax s 1 1 x y dim=-1"], {})
 MODELS["causal_attention"] = ((1, 4, 256, 32), ["F.scaled_dot_product_attention a 3 1 x x x y attn_mask=None "
                                                 "dropout_p=0.0 is_causal=True"], {})
@@ -207,18 +209,19 @@ FLOAT64 = {
                                      + _weights("linear64_relu")["l.bias"]),
     "causal_attention": _causal_attention64,
     "layernorm": lambda x: _layer_norm64(x, _weights("layernorm")["n.weight"], _weights("layernorm")["n.bias"]),
+    "instancenorm": lambda x: _layer_norm64(x.reshape(2, 32, 256), 1.0, 0.0).reshape(x.shape),
 }
 
 
 @pytest.mark.parametrize("name", list(FLOAT64))
 def test_the_reference_follows_ieee_as_float64_numpy_does(tmp_path, engine_switch, name):
     """The reference ops against float64 NumPy, which follows IEEE 754.  Huge inputs are left out where
-    float32's range itself overflows (attention's products) and kept for LayerNorm, whose statistics
+    float32's range itself overflows (attention's products) and kept for the norms, whose statistics
     are float64 by kuiper's rule (docs/reliability.md)."""
     engine_switch("reference")
     outputs = _outputs(tmp_path, name, fuse=False)
     for label, x in _feeds(MODELS[name][0]):
-        if label.startswith("huge") and name != "layernorm":
+        if label.startswith("huge") and not name.endswith("norm"):
             continue
         with np.errstate(all="ignore"):
             want = FLOAT64[name](x)
