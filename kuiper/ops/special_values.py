@@ -29,6 +29,9 @@ FLOAT32_MAX = 3.4028234663852886e38
 def sum_of_squares(xp, x) -> float:
     """The sum of x's squares as a Python float: NaN or inf when x holds NaN or +-inf (or when the
     sum overflows x's dtype), else a finite number at least max(|x|) ** 2."""
+    vdot = getattr(xp, "vdot", None)  # NumPy's and CuPy's: flattens x, and warns of no overflow (matmul does)
+    if vdot is not None:
+        return float(vdot(x, x))
     flat = xp.reshape(x, (-1,))
     return float(xp.matmul(flat, flat))
 
