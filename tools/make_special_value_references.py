@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's answers to the special-value feeds of tests/reliability/test_special_values.py.
 
-Builds each of that test's small models in PyTorch from the same weights (its ``MODELS``, seeded),
+Builds that test's small models in PyTorch (its ``PYTORCH_MODELS``) from the same weights (seeded),
 feeds it the same NaN, +inf and -inf feeds (its ``_feeds``; the huge finite ones are left out, where
 the order of a float32 sum decides what overflows), and saves where PyTorch puts NaN, +inf and -inf
 (bits, packed) and a seeded sample of its finite values, into tests/fixtures/special_values.npz.
@@ -77,7 +77,7 @@ def pytorch_model(name: str):
 def main() -> None:
     torch.set_grad_enabled(False)
     arrays = {}
-    for name in suite.MODELS:
+    for name in suite.PYTORCH_MODELS:
         run = pytorch_model(name)
         for label, x in suite._feeds(suite.MODELS[name][0]):
             if label.startswith("huge"):

@@ -77,6 +77,69 @@ MODELS["softmax"] = ((64, 256), ["F.softmax s 1 1 x y dim=-1"], {})
 MODELS["causal_attention"] = ((1, 4, 256, 32), ["F.scaled_dot_product_attention a 3 1 x x x y attn_mask=None "
                                                 "dropout_p=0.0 is_causal=True"], {})
 
+# A 1x1 depthwise conv by ones, then a ReLU: relu(x) exactly (a dense identity would multiply each NaN by the
+# zeros of the other channels, which IEEE makes NaN), on oneDNN with a post-op.
+IDENTITY = ("nn.Conv2d c 1 1 x a bias=False kernel_size=(1,1) in_channels=32 out_channels=32 groups=32 "
+            "@weight=(32,1,1,1)f32")
+MODELS["identity_conv_relu"] = ((1, 32, 56, 56), [IDENTITY, RELU], {"c.weight": np.ones((32, 1, 1, 1), np.float32)})
+MODELS["identity_conv_relu6"] = ((1, 32, 56, 56), [IDENTITY, ACTIVATIONS["relu6"]],
+                                 {"c.weight": np.ones((32, 1, 1, 1), np.float32)})
+
+# The models tools/make_special_value_references.py has PyTorch's answers for.
+PYTORCH_MODELS = tuple(MODELS)
+
+
+def _plain_conv(name, source, target, cin, cout, kernel=3, pad=1, groups=1, extra=""):
+    shape = (cout, cin // groups, kernel, kernel)
+    line = (f"nn.Conv2d {name} 1 1 {source} {target} bias=True kernel_size=({kernel},{kernel}) in_channels={cin} "
+            f"out_channels={cout} padding=({pad},{pad}) groups={groups} {extra} "
+            f"@weight=({','.join(map(str, shape))})f32 @bias=({cout})f32")
+    return line, {f"{name}.weight": _normal(*shape, scale=0.1), f"{name}.bias": _normal(cout)}
+
+
+# More kernel overrides and fast paths, held to the reference only: other post-ops, the compiled depthwise and
+# pointwise convs, pooling between oneDNN convs (blocked layouts), norms, recurrent cells, attention heads.
+for _act, _spelling in (("gelu", "nn.GELU r 1 1 a y"), ("sigmoid", "nn.Sigmoid r 1 1 a y"),
+                        ("hardswish", "nn.Hardswish r 1 1 a y")):
+    _line, _weights = _plain_conv("c", "x", "a", 32, 64)
+    MODELS[f"conv_{_act}"] = ((1, 32, 28, 28), [_line, _spelling], _weights)
+_line, _weights = _plain_conv("c", "x", "a", 32, 32, groups=32)
+MODELS["depthwise_relu6"] = ((2, 32, 56, 56), [_line, ACTIVATIONS["relu6"]], _weights)
+_line, _weights = _plain_conv("c", "x", "a", 32, 64, kernel=1, pad=0)
+MODELS["pointwise_relu"] = ((1, 32, 28, 28), [_line, RELU], _weights)
+_line, _weights = _plain_conv("c", "x", "a", 32, 64)
+_second, _more = _plain_conv("d", "p", "y", 64, 64)
+for _pool in ("MaxPool2d", "AvgPool2d"):
+    MODELS[f"conv_{_pool.lower()}_conv"] = ((1, 32, 56, 56), [
+        _line, f"nn.{_pool} p 1 1 a p kernel_size=(3,3) stride=(2,2) padding=(1,1)", _second], {**_weights, **_more})
+MODELS["adaptive_maxpool"] = ((2, 16, 32, 32), ["nn.AdaptiveMaxPool2d p 1 1 x y output_size=(3,3)"], {})
+MODELS["batchnorm_relu"] = ((2, 16, 20, 20), [
+    "nn.BatchNorm2d b 1 1 x a affine=True eps=1e-05 num_features=16 @running_mean=(16)f32 @running_var=(16)f32 "
+    "@weight=(16)f32 @bias=(16)f32", RELU],
+    {"b.running_mean": _normal(16), "b.running_var": np.abs(_normal(16)) + 0.5, "b.weight": _normal(16),
+     "b.bias": _normal(16)})
+MODELS["groupnorm"] = ((2, 32, 16, 16), ["nn.GroupNorm g 1 1 x y affine=True eps=1e-05 num_channels=32 num_groups=4 "
+                                         "@weight=(32)f32 @bias=(32)f32"], {"g.weight": _normal(32), "g.bias": _normal(32)})
+MODELS["softmax_wide"] = ((64, 1024), ["F.softmax s 1 1 x y dim=-1"], {})  # oneDNN's softmax
+MODELS["linear_residual_relu"] = ((64, 256), [
+    "nn.Linear l 1 1 x a bias=True in_features=256 out_features=256 @weight=(256,256)f32 @bias=(256)f32",
+    "pnnx.Expression e 2 1 a x s expr=add(@0,@1)", "nn.ReLU r 1 1 s y"],
+    {"l.weight": _normal(256, 256, scale=0.05), "l.bias": _normal(256)})
+for _cell, _gates in (("GRU", 3), ("LSTM", 4)):
+    MODELS[_cell.lower()] = ((2, 20, 32), [
+        f"nn.{_cell} g 1 1 x y batch_first=True bias=True hidden_size=32 input_size=32 num_layers=1 "
+        f"bidirectional=False @weight_ih_l0=({32 * _gates},32)f32 @weight_hh_l0=({32 * _gates},32)f32 "
+        f"@bias_ih_l0=({32 * _gates})f32 @bias_hh_l0=({32 * _gates})f32"],
+        {f"g.{key}": _normal(*shape, scale=0.2) for key, shape in (
+            ("weight_ih_l0", (32 * _gates, 32)), ("weight_hh_l0", (32 * _gates, 32)), ("bias_ih_l0", (32 * _gates,)),
+            ("bias_hh_l0", (32 * _gates,)))})
+MODELS["multihead_attention"] = ((2, 64, 64), [
+    "nn.MultiheadAttention a 1 1 x y batch_first=True embed_dim=64 num_heads=4 bias=True add_bias_kv=False "
+    "add_zero_attn=False @in_proj_weight=(192,64)f32 @in_proj_bias=(192)f32 @out_proj.weight=(64,64)f32 "
+    "@out_proj.bias=(64)f32"],
+    {"a.in_proj_weight": _normal(192, 64, scale=0.1), "a.in_proj_bias": _normal(192),
+     "a.out_proj.weight": _normal(64, 64, scale=0.1), "a.out_proj.bias": _normal(64)})
+
 
 def _feeds(shape) -> list[tuple[str, np.ndarray]]:
     """(label, input): one and five special values, a whole plane of them, and huge finite values."""
@@ -240,15 +303,6 @@ def test_a_causal_model_keeps_rows_before_a_nan_token_clean(tmp_path, engine_swi
         assert not np.isnan(out[0, 1:]).any(), engine
 
 
-# A 1x1 depthwise conv by ones, then a ReLU: relu(x) exactly (a dense identity would multiply each NaN by the
-# zeros of the other channels, which IEEE makes NaN), on oneDNN with a post-op.
-IDENTITY = ("nn.Conv2d c 1 1 x a bias=False kernel_size=(1,1) in_channels=32 out_channels=32 groups=32 "
-            "@weight=(32,1,1,1)f32")
-MODELS["identity_conv_relu"] = ((1, 32, 56, 56), [IDENTITY, RELU], {"c.weight": np.ones((32, 1, 1, 1), np.float32)})
-MODELS["identity_conv_relu6"] = ((1, 32, 56, 56), [IDENTITY, ACTIVATIONS["relu6"]],
-                                 {"c.weight": np.ones((32, 1, 1, 1), np.float32)})
-
-
 @pytest.mark.parametrize("engine", ["default", "compiled", "reference"])
 def test_hand_computed_ieee_cases(engine_switch, tmp_path, engine):
     """Cases worked out by hand: relu(NaN) = NaN, relu(-inf) = 0, relu(inf) = inf, relu6(+inf) = 6,
@@ -287,7 +341,7 @@ def test_hand_computed_ieee_cases(engine_switch, tmp_path, engine):
 PYTORCH = Path(__file__).parent.parent / "fixtures" / "special_values.npz"  # tools/make_special_value_references.py
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name", PYTORCH_MODELS)
 def test_the_default_engine_puts_nan_and_inf_where_pytorch_does(tmp_path, engine_switch, name):
     """PyTorch 2.13's outputs on the same weights and feeds (huge ones left out: there the order of a
     float32 sum decides what overflows): its NaN, +inf and -inf positions, and a sample of its values."""
