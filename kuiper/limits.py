@@ -166,7 +166,8 @@ def check_feeds(model, arrays) -> None:
     """Refuse a run whose feeds would make a declared operand exceed the budget.
 
     Each operand's declared size is scaled by the fed batch over the declared batch
-    (dim 0 of the input; never scaled down), so a batch of 10^6 on a CNN fails here,
+    (dim 0 of the input as the file declared it, even where the frontend freed it; never
+    scaled down), so a batch of 10^6 on a CNN fails here,
     before the first op, and so does a file declaring an operand larger than the budget.
     """
     estimates = getattr(model, "_size_estimates", None)
@@ -176,9 +177,10 @@ def check_feeds(model, arrays) -> None:
     if not largest_bytes:
         return
     scale, reason = 1.0, ""
+    operands = model.ir.operands if getattr(model, "ir", None) is not None else {}
     for spec, array in zip(model.inputs, arrays):
         shape = getattr(array, "shape", ())
-        declared_batch = spec.shape[0] if spec.shape and spec.shape[0] else 1
+        declared_batch = spec.shape[0] if spec.shape and spec.shape[0] else _traced_batch(operands.get(spec.name))
         if shape and shape[0] / declared_batch > scale:
             scale = shape[0] / declared_batch
             reason = f"input '{spec.name}' has batch {shape[0]} (declared {declared_batch}); "
@@ -189,6 +191,13 @@ def check_feeds(model, arrays) -> None:
             f"{model.source or 'model'}: {reason}operand '{largest_name}' would need about {_human(needed)}, "
             f"over the size budget of {_human(budget)} (use a smaller batch, or raise {ENV_VAR})"
         )
+
+
+def _traced_batch(info) -> int:
+    """The batch an input with a freed dim 0 was declared with in the file (the other operands' shapes
+    hold it), else 1."""
+    batch = getattr(info, "traced_batch", None)
+    return batch if isinstance(batch, int) and batch > 0 else 1
 
 
 def _declared_sizes(model) -> tuple[int, str]:

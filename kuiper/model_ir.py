@@ -25,6 +25,9 @@ class OperandInfo:
     name: str
     shape: Shape | None = None
     dtype: str | None = None  # numpy dtype name, e.g. "float32"
+    # For an input whose dim 0 a frontend freed (shape[0] None): the batch the file declared, which the
+    # other operands' declared shapes were traced with (the size budget scales them by fed / this).
+    traced_batch: int | None = None
 
 
 @dataclass

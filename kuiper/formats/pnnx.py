@@ -116,7 +116,7 @@ def _batch_free(operands: dict, inputs: list[str]) -> dict:
     for operand in inputs:
         info = free.get(operand)
         if info is not None and info.shape:
-            free[operand] = replace(info, shape=(None, *info.shape[1:]))
+            free[operand] = replace(info, shape=(None, *info.shape[1:]), traced_batch=info.shape[0])
     return free
 
 

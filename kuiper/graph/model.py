@@ -193,7 +193,15 @@ class Model:
         if not (self.backend.is_array(array) or isinstance(array, np.ndarray)):
             if not any(hasattr(array, p) for p in ("__array__", "__dlpack__", "__cuda_array_interface__")):
                 raise InputError(f"{self._where()}: input '{spec.name}' must be an array, got {type(array).__name__}")
-            array = self.backend.asarray(array)  # other libraries' arrays, by the array protocols
+            try:
+                array = self.backend.asarray(array)  # other libraries' arrays, by the array protocols
+            except (RuntimeError, TypeError, ValueError, BufferError) as exc:
+                # A PyTorch tensor that requires grad, or of a dtype NumPy lacks (bfloat16), refuses the protocols.
+                raise InputError(
+                    f"{self._where()}: input '{spec.name}': a {type(array).__name__} that does not convert to an "
+                    f"array ({type(exc).__name__}: {exc}); pass a NumPy array, e.g. for a PyTorch tensor "
+                    f"x.detach().cpu().float().numpy()"
+                ) from exc
         expected = spec.dtype
         if expected is not None:
             got = dtypes.name_of(array.dtype)

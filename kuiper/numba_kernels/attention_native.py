@@ -21,6 +21,7 @@ from ..limits import check_size
 from ..onednn.attention import fits
 from ..onednn.primitives import PRODUCT_WORK
 from ..ops import attention as reference
+from ..ops.special_values import is_tame
 from ..thread_limits import requested as model_threads
 from .blas_weights import row_major
 from .runtime import KernelModule
@@ -46,7 +47,8 @@ class OneDnnAttention:
             self.kernel_note = "products and softmax on oneDNN (the reference under 1 M multiply-adds)"
 
     def attention(self, q, k, v, scale: float, masks=(), keep_weights: bool = False):
-        if self.native is not None and _work(q, k, v) >= PRODUCT_WORK and fits(q, k, v):  # cheap test first
+        if (self.native is not None and _work(q, k, v) >= PRODUCT_WORK and fits(q, k, v)  # cheap tests first
+                and _tame(q, k, v)):
             # The (..., L, S) scores are the one buffer sized by the inputs' product, checked first.
             check_size(q.shape[:-1] + (k.shape[-2],), 4, self.node.describe())
             try:
@@ -59,6 +61,12 @@ class OneDnnAttention:
 def _work(q, k, v) -> int:
     """Multiply-adds of the two products: each (L, S) score takes E, each output S times Ev."""
     return math.prod(q.shape[:-1]) * k.shape[-2] * (q.shape[-1] + v.shape[-1])
+
+
+def _tame(q, k, v) -> bool:
+    """Whether q, k and v hold only finite values of moderate size; others take the reference's
+    ``attend_exactly``, where a masked-out NaN or inf token leaves the rows that may not see it clean."""
+    return is_tame(np, q) and is_tame(np, k) and is_tame(np, v)
 
 
 def _all_float32_arrays(*values) -> bool:
@@ -85,7 +93,8 @@ class NativeMultiheadAttention(OneDnnAttention, reference.MultiheadAttention):
         """The heads in one compiled loop, for float32 products under ``HEADS_WORK`` without the weights."""
         batch, length, width = q.shape
         work = batch * length * k.shape[1] * (width + v.shape[2])
-        if self.need_weights or work >= HEADS_WORK or not _all_float32_arrays(q, k, v, *masks):
+        if (self.need_weights or work >= HEADS_WORK or not _all_float32_arrays(q, k, v, *masks)
+                or not _tame(q, k, v)):
             return super().multi_head(q, k, v, masks)
         mask = None
         for addend in masks:  # (L, S), (N, heads, L, S) or (N, 1, 1, S): one 4-D sum

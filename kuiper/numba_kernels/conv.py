@@ -32,6 +32,7 @@ import numpy as np
 from ..limits import check_size
 from ..ops import conv as reference
 from ..ops import conv_algorithms as algorithms
+from ..ops.special_values import is_tame
 from .conv_native import OneDnnConv
 from .conv_epilogue import NONE as NO_EPILOGUE
 from .conv_epilogue import Epilogue
@@ -131,7 +132,8 @@ class CompiledConv2d(OneDnnConv, reference.Conv2d):
             return out
         if self.compiled == "winograd":
             m = algorithms.winograd_tile_size(x.shape[0], out_h, out_w)
-            if m is not None:
+            # NaN, +-inf or huge values go to im2col: Winograd's transforms would spread one over a tile.
+            if m is not None and is_tame(np, x):
                 return self._winograd(x, m, out_h, out_w, epilogue)
         return self._im2col(x, weight, out_h, out_w, epilogue)
 

@@ -21,6 +21,7 @@ import numpy as np
 from .. import onednn
 from ..limits import check_size
 from ..ops import conv as reference
+from ..ops.special_values import linear_bound, outputs_tame
 from ..thread_limits import requested as model_threads
 from . import conv_post_ops
 
@@ -36,6 +37,7 @@ class OneDnnPath:
 
     native = None  # the oneDNN (de)convolution, with the epilogue's post-ops, when it runs this op
     epilogue_after = False  # whether the epilogue runs after the oneDNN call (it has no post-ops for it)
+    _output_bound = None  # linear_bound of the weight, on the first call
 
     def native_layout(self) -> str | None:
         """oneDNN's blocked layout, when this op runs there and gives its own output (no epilogue
@@ -73,11 +75,26 @@ class OneDnnPath:
             residual = extras[0]
             if tuple(residual.shape) != out_shape or residual.dtype != np.float32:
                 return None  # a broadcast or another dtype: the other paths take it
+        if not self._tame(x, residual):
+            return None  # NaN, +-inf or sums that could overflow: the other paths follow IEEE 754 (see _tame)
         try:
             out = self.native(x, model_threads(), residual=residual, blocked=self.output_layout == NATIVE_LAYOUT)
         except onednn.OneDnnError:
             return None  # oneDNN refused this input shape (once: it remembers)
         return self.run_epilogue(out, extras) if self.epilogue_after else out
+
+    def _tame(self, x, residual) -> bool:
+        """Whether oneDNN's result on x (and the residual of a sum post-op) is IEEE 754's.
+
+        Not always where an input holds NaN or +-inf: its ReLU and clip post-ops are max/min
+        instructions that turn NaN into 0, its GEMM kernels make NaN where PyTorch gives +-inf,
+        and an output that overflows before a sum or a clip can lose a NaN the same way.  None of
+        that happens when every output is finite, which one dot product per tensor bounds
+        (special_values.py: 6 us per 100 K floats).  Blocked buffers' padding holds zeros."""
+        if self._output_bound is None:
+            weight = self.native.plain_weight[1]
+            self._output_bound = linear_bound(np, weight, None if self.native.bias is None else self.native.bias[1])
+        return outputs_tame(np, _buffer(x), self._output_bound, None if residual is None else _buffer(residual))
 
     @functools.cached_property
     def _shapes_by_input(self) -> dict:
@@ -98,6 +115,11 @@ class OneDnnPath:
     def budget_shapes(self, in_shape, out_shape) -> tuple[tuple[int, ...], ...]:
         """The shapes the size budget is checked for, in order, before a call makes its buffers."""
         raise NotImplementedError
+
+
+def _buffer(value) -> np.ndarray:
+    """A plain array, or a Blocked tensor's buffer."""
+    return value.buffer if isinstance(value, onednn.Blocked) else value
 
 
 def blocked_shape(shape) -> tuple[int, ...]:

@@ -42,9 +42,16 @@ class NativeLayerNorm(CompiledLayerNorm):
                 self.native = onednn.LayerNormalization(self.library, row_weight, row_bias, self.eps)
             rows = np.reshape(x, (-1, row_weight.shape[0]))
             try:
-                return np.reshape(self.native(rows, model_threads()), x.shape)
+                out, finite = self.native(rows, model_threads())
             except onednn.OneDnnError:
                 pass  # a shape oneDNN refused: the compiled loop takes it
+            else:
+                # oneDNN sums squares in float32: a row with |x| above ~7e17 overflows (its variance is inf)
+                # and comes out as the bias alone.  Such inputs, and rows holding NaN, take the compiled
+                # loop, whose statistics are float64 (docs/reliability.md); oneDNN's variances tell them
+                # apart (a check of the input beforehand cost a read of it: 1.6x on 8x197x768).
+                if finite:
+                    return np.reshape(out, x.shape)
         return self.compiled_forward(x)
 
 

@@ -28,6 +28,7 @@ from .. import onednn
 from ..limits import check_size
 from ..onednn.primitives import PRODUCT_WORK
 from ..ops import linear as reference
+from ..ops.special_values import linear_bound, outputs_tame
 from ..thread_limits import requested as model_threads
 from . import conv_post_ops
 from .blas_weights import row_major
@@ -46,6 +47,7 @@ class NativeLinear(reference.Linear):
     """nn.Linear with its GEMM (and epilogue) on oneDNN where it applies, else the reference op."""
 
     native = None  # the oneDNN product (with the epilogue as post-ops), when it runs this op
+    _output_bound = None  # linear_bound of the weight and bias, on the first oneDNN call
     gate = None  # with a gated epilogue: the gate's product, its activation as a post-op (native multiplies by it)
     takes_split_epilogue = True  # the fusion pass may give it the math of its output's halves
     epilogue_after = False  # whether the epilogue runs after the oneDNN product (it has no post-ops for it)
@@ -138,6 +140,10 @@ class NativeLinear(reference.Linear):
             if not isinstance(residual, np.ndarray) or residual.shape != out_shape or residual.dtype != np.float32:
                 return None  # a broadcast or another dtype: the reference runs the epilogue after the product
             residual = np.reshape(residual, (rows, -1))
+        if self._output_bound is None:
+            self._output_bound = linear_bound(np, self.weight_t, self.bias)
+        if not outputs_tame(np, x, self._output_bound, residual):
+            return None  # NaN, +-inf or outputs that could overflow: oneDNN's ReLU and clip post-ops drop NaN
         check_size(out_shape, 4, self.node.describe())
         x_rows = np.reshape(x, (rows, self.in_features))
         try:

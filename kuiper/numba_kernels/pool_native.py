@@ -23,6 +23,7 @@ import numpy as np
 from .. import onednn
 from ..limits import check_size
 from ..ops.pooling_window import pool_output_size
+from ..ops.special_values import is_tame
 from ..thread_limits import requested as model_threads
 from .conv_native import BLOCK_CHANNELS, NATIVE_LAYOUT
 from .pooling import CompiledAvgPool2d, CompiledMaxPool2d
@@ -39,7 +40,7 @@ class OneDnnPooling:
 
     native = None  # the oneDNN pooling, when it runs this op
     dilation = (1, 1)  # average pooling has none
-    drops_nan = False  # whether oneDNN's algorithm loses a NaN that PyTorch's keeps (its max does)
+    drops_nan = False  # whether oneDNN's algorithm loses a NaN that PyTorch's keeps, or an -inf (its max does)
     pools_plain_inputs = False  # whether a plain input goes to oneDNN too, not only a Blocked one
 
     def use_native(self, algorithm: str | None) -> None:
@@ -79,8 +80,8 @@ class OneDnnPooling:
         # The size budget, with channels rounded up as a blocked buffer holds them.
         check_size((x.shape[0], -(-x.shape[1] // BLOCK_CHANNELS) * BLOCK_CHANNELS) + out_size, 4,
                    self.node.describe())
-        if self.drops_nan and np.isnan(np.max(x.buffer)):
-            return None  # a NaN the max would drop: the compiled loop keeps it
+        if self.drops_nan and not is_tame(np, x.buffer):
+            return None  # a NaN the max would drop, or -inf it would give as -FLT_MAX: the compiled loop is exact
         try:
             return self.native(x, out_size, model_threads(), blocked=self.output_layout == NATIVE_LAYOUT)
         except onednn.OneDnnError:

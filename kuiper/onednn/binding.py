@@ -22,6 +22,7 @@ import threading
 from ..config import switch_from_env
 from ..errors import BackendUnavailableError
 from . import fork_guard
+from .signal_stack import SignalStack
 
 DISABLE_ENV = "KUIPER_ONEDNN"
 LIBRARY_ENV = "KUIPER_ONEDNN_LIBRARY"
@@ -35,6 +36,7 @@ ARG_WEIGHTS = 33
 ARG_BIAS = 41
 ARG_SCALE = 51  # a normalization's scale and shift
 ARG_SHIFT = 52
+ARG_MEAN, ARG_VARIANCE = 49, 50  # a normalization's statistics (DNNL_ARG_MEAN, DNNL_ARG_VARIANCE of 3.x)
 ARG_SCRATCHPAD = 80
 ARG_MULTIPLE_SRC = 1024  # the first of a concatenation's inputs (1024 + i)
 ARG_SRC_1 = 2  # a binary post-op's second operand, numbered with post_op_argument
@@ -73,6 +75,7 @@ _FUNCTIONS = {
     "dnnl_engine_create": (_STATUS, [ctypes.POINTER(Handle), ctypes.c_int, ctypes.c_size_t]),
     "dnnl_stream_create": (_STATUS, [ctypes.POINTER(Handle), Handle, ctypes.c_uint]),
     "dnnl_stream_wait": (_STATUS, [Handle]),
+    "dnnl_stream_destroy": (_STATUS, [Handle]),
     "dnnl_memory_desc_create_with_strides": (_STATUS, [ctypes.POINTER(Handle), ctypes.c_int, Dims, ctypes.c_int, Dims]),
     "dnnl_memory_desc_create_with_tag": (_STATUS, [ctypes.POINTER(Handle), ctypes.c_int, Dims, ctypes.c_int, ctypes.c_int]),
     "dnnl_memory_desc_destroy": (_STATUS, [Handle]),
@@ -154,6 +157,7 @@ class Library:
         self.undefined_type = self.enum(self.dt2str, "undef")
         self.format_any = self.enum(self.fmt_tag2str, "any")
         self.forward_inference = self.enum(self.prop_kind2str, "forward_inference")
+        self.forward_training = self.enum(self.prop_kind2str, "forward_training")  # also writes statistics
         self.convolution_direct = self.enum(self.alg_kind2str, "convolution_direct", limit=0x400)
         self.deconvolution_direct = self.enum(self.alg_kind2str, "deconvolution_direct", limit=0x400)
         self.scratchpad_user = self.enum(self.scratchpad_mode2str, "user")
@@ -168,13 +172,11 @@ class Library:
     @property
     def stream(self) -> Handle:
         """This thread's stream: oneDNN streams are not to be shared by threads running at once (a model
-        may run in several threads, e.g. Dask's); one per thread, kept for the thread's life."""
-        stream = getattr(self._streams, "handle", None)
-        if stream is None:
-            stream = Handle()
-            self.check(self.stream_create(ctypes.byref(stream), self.engine, STREAM_IN_ORDER), "stream")
-            self._streams.handle = stream
-        return stream
+        may run in several threads, e.g. Dask's); one per thread, destroyed as the thread ends."""
+        state = getattr(self._streams, "state", None)
+        if state is None:
+            state = self._streams.state = _ThreadState(self)
+        return state.stream
 
     @staticmethod
     def enum(to_text, name: str, limit: int = 256, values=None) -> int:
@@ -228,6 +230,22 @@ def _openmp(cpu_runtime: int):
         except (OSError, AttributeError):
             continue
     return None, None
+
+
+class _ThreadState:
+    """What one thread keeps for running oneDNN: its stream, and an alternate signal stack
+    (signal_stack.py).  Kept in a thread-local, so both go when the thread ends: a server that
+    calls a model from a new thread per request does not grow."""
+
+    def __init__(self, library: Library):
+        self.library = library
+        self.signal_stack = SignalStack()
+        self.stream = Handle()
+        library.check(library.stream_create(ctypes.byref(self.stream), library.engine, STREAM_IN_ORDER), "stream")
+
+    def __del__(self):
+        if self.stream:
+            self.library.stream_destroy(self.stream)
 
 
 @functools.cache

@@ -133,9 +133,9 @@ class Primitive:
         library.check(create_descriptor(ctypes.byref(self.descriptor)), what)
         library.check(library.primitive_create(ctypes.byref(self.handle), self.descriptor), what)
         self.scratchpad = self.layout(ARG_SCRATCHPAD)
-        self._bound = threading.local()  # this thread's memory objects and argument table (``_bind``)
-        self._memories: list[Handle] = []  # every thread's, freed with the primitive
-        self._memories_lock = threading.Lock()
+        # This thread's memory objects and argument table (``_bind``): a thread's are destroyed when it ends
+        # (or with the primitive), so threads that come and go leave nothing behind.
+        self._bound = threading.local()
 
     def layout(self, argument: int) -> Layout:
         """The layout this primitive wants for one of its arguments."""
@@ -178,6 +178,9 @@ class Primitive:
 
     def _bind(self, arguments: dict[int, tuple[Layout, np.ndarray]]):
         """This thread's memory objects for these argument numbers, and the argument table naming them."""
+        owned = getattr(self._bound, "owned", None)
+        if owned is None:
+            owned = self._bound.owned = _Memories(self.library)
         memories = getattr(self._bound, "memories", None) or {}
         layouts = getattr(self._bound, "layouts", None) or {}
         for number, (layout, _) in arguments.items():
@@ -186,8 +189,7 @@ class Primitive:
                 memory = Handle()
                 self.library.check(self.library.memory_create(ctypes.byref(memory), layout.handle, self.library.engine,
                                                               None), "memory")
-                with self._memories_lock:
-                    self._memories.append(memory)
+                owned.handles.append(memory)
                 memories[number] = memory
         table = (ExecArg * len(arguments))(*(ExecArg(number, memories[number]) for number in arguments))
         self._bound.memories, self._bound.layouts, self._bound.table = memories, layouts, table
@@ -196,12 +198,23 @@ class Primitive:
         return memories, table
 
     def __del__(self):
-        for memory in getattr(self, "_memories", ()):
-            self.library.memory_destroy(memory)
         if self.handle:
             self.library.primitive_destroy(self.handle)
         if self.descriptor:
             self.library.primitive_desc_destroy(self.descriptor)
+
+
+class _Memories:
+    """One thread's memory objects for one primitive, destroyed with it: when the thread ends (its
+    thread-local is cleared) or when the primitive goes (and its thread-locals with it)."""
+
+    def __init__(self, library: Library):
+        self.library = library
+        self.handles: list[Handle] = []
+
+    def __del__(self):
+        for memory in self.handles:
+            self.library.memory_destroy(memory)
 
 
 _scratch = threading.local()  # this thread's scratch buffer (``scratch_buffer``)

@@ -23,6 +23,7 @@ import math
 from ..errors import ShapeError
 from .base import Op
 from .params import Bool, Float, Int
+from .special_values import is_tame
 
 NEG_INF = -math.inf
 
@@ -47,14 +48,59 @@ def causal_mask(xp, length: int, source_length: int, dtype):
 
 
 def attend(backend, q, k, v, scale: float, masks=(), keep_weights: bool = False):
-    """softmax(q @ k^T * scale + sum(masks)) @ v; leading dims broadcast.  Returns (out, weights or None)."""
+    """softmax(q @ k^T * scale + sum(masks)) @ v; leading dims broadcast.  Returns (out, weights or None).
+
+    Inputs holding NaN or +-inf take ``attend_exactly`` (three dot products tell them apart)."""
     xp = backend.xp
+    if not (is_tame(xp, q) and is_tame(xp, k) and is_tame(xp, v)):
+        return attend_exactly(backend, q, k, v, scale, masks, keep_weights)
     scores = xp.matmul(q, xp.matrix_transpose(k))  # fresh (.., L, S): everything below works in it
     scores *= scale
     for mask in masks:
         scores += mask
     weights = backend.softmax_in_place(scores, -1)
     return xp.matmul(weights, v), (weights if keep_weights else None)
+
+
+def attend_exactly(backend, q, k, v, scale: float, masks=(), keep_weights: bool = False):
+    """``attend`` where a masked-out (query, key) pair has no influence at all, as IEEE 754 and PyTorch give it
+    when a NaN or inf is in a key or value that a query may not see (a causal model's later tokens).
+
+    Adding -inf to a NaN score leaves NaN, and a zero weight times a NaN or inf value is NaN: the plain
+    products would spread one bad token over every row.  Here masked scores are set to -inf, the
+    products use v with its non-finite entries zeroed, and each output gets what those entries add
+    under IEEE 754, counted by three more products: NaN where a NaN is weighted (or an inf by an
+    unmasked zero weight, or infs of both signs), else the inf's sign.  Slower; for such inputs only."""
+    xp = backend.xp
+    scores = xp.matmul(q, xp.matrix_transpose(k))
+    scores *= scale
+    allowed = None
+    for mask in masks:
+        scores += mask
+        keep = mask != NEG_INF
+        allowed = keep if allowed is None else xp.logical_and(allowed, keep)
+    if allowed is not None:
+        scores = xp.where(allowed, scores, xp.asarray(NEG_INF, dtype=scores.dtype))
+    weights = backend.softmax_in_place(scores, -1)
+    finite = xp.isfinite(v)
+    zero = xp.zeros((), dtype=v.dtype)
+    out = xp.matmul(weights, xp.where(finite, v, zero))
+    if bool(xp.all(finite)):
+        return out, (weights if keep_weights else None)
+    present = xp.ones(weights.shape, dtype=xp.bool) if allowed is None else xp.broadcast_to(allowed, weights.shape)
+
+    def counts(rows, columns):  # per output, how many weighted entries are both
+        return xp.matmul(xp.astype(rows, v.dtype), xp.astype(columns, v.dtype))
+
+    positive = xp.logical_and(present, weights > 0)
+    plus, minus = v == math.inf, v == -math.inf
+    nans = counts(present, xp.isnan(v)) + counts(xp.logical_and(present, weights == 0), xp.logical_or(plus, minus))
+    ups, downs = counts(positive, plus), counts(positive, minus)
+    nan = xp.logical_or(nans > 0, xp.logical_and(ups > 0, downs > 0))
+    out = xp.where(downs > 0, xp.asarray(-math.inf, dtype=out.dtype), out)
+    out = xp.where(ups > 0, xp.asarray(math.inf, dtype=out.dtype), out)
+    out = xp.where(nan, xp.asarray(math.nan, dtype=out.dtype), out)
+    return out, (weights if keep_weights else None)
 
 
 def _shape(value) -> tuple:

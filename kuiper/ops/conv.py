@@ -32,6 +32,7 @@ from ..limits import check_size
 from . import conv_algorithms as algorithms
 from .base import Op, prod, spatial_variants
 from .epilogue import WithEpilogue
+from .special_values import is_tame
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 MAX_SPATIAL_DIMS = 3
@@ -323,8 +324,8 @@ class ConvNd(WithEpilogue, ConvBase):
         if out_h < 1 or out_w < 1:
             return None
         m = algorithms.winograd_tile_size(x.shape[0], out_h, out_w)
-        if m is None:
-            return None
+        if m is None or not is_tame(xp, x):
+            return None  # few tiles; or NaN, +-inf or huge values, which the transforms would spread over a tile
         return algorithms.winograd_conv2d(xp, self.backend, x, self.winograd_weight(m), pads, self.static_bias_vector)
 
     def winograd_weight(self, m: int) -> algorithms.WinogradWeight:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from .base import Op
+from .special_values import FLOAT32_MAX, is_tame
 
 
 def describe_value(value) -> str:
@@ -62,7 +63,17 @@ def channel_shape(channels: int, ndim: int, channel_axis: int = 1) -> tuple[int,
 
 
 def normalize_over(xp, x, axes, eps: float):
-    """(x - mean) / sqrt(var + eps) over ``axes`` with the biased variance."""
+    """(x - mean) / sqrt(var + eps) over ``axes`` with the biased variance.
+
+    kuiper's rule (docs/reliability.md): float32 statistics are float64 wherever float32 squares could
+    overflow, so values up to float32's largest normalize to finite numbers, as the compiled kernels
+    (float64 sums always) give them; one dot product finds such inputs."""
+    if x.dtype == xp.float32 and not is_tame(xp, x, FLOAT32_MAX / 8):
+        return xp.astype(_normalize(xp, xp.astype(x, xp.float64), axes, eps), xp.float32)
+    return _normalize(xp, x, axes, eps)
+
+
+def _normalize(xp, x, axes, eps: float):
     mean = xp.mean(x, axis=axes, keepdims=True)
     centered = x - mean
     var = xp.mean(centered * centered, axis=axes, keepdims=True)

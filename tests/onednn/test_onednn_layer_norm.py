@@ -29,16 +29,29 @@ def test_each_row_is_normalized_then_scaled_and_shifted():
     scale, shift = RNG.standard_normal(24).astype(np.float32), RNG.standard_normal(24).astype(np.float32)
     norm = onednn.LayerNormalization(onednn.library(), scale, shift, 1e-5)
     for threads in (1, 2):
-        out = norm(x, threads)
-        assert out.dtype == np.float32
+        out, finite = norm(x, threads)
+        assert out.dtype == np.float32 and finite
         np.testing.assert_allclose(out, float64_layer_norm(x, scale, shift, 1e-5), rtol=0, atol=TOLERANCE)
+
+
+def test_rows_whose_float32_squares_overflow_are_told_apart():
+    """oneDNN's statistics are float32: |x| ~ 1e18 over 768 features overflows, and the row comes out as the
+    shift alone; the variances it hands out say so, and nn.LayerNorm then takes its float64 loop."""
+    x = RNG.standard_normal((4, 768)).astype(np.float32)
+    x[2] *= np.float32(1e18)
+    shift = RNG.standard_normal(768).astype(np.float32)
+    norm = onednn.LayerNormalization(onednn.library(), np.ones(768, np.float32), shift, 1e-5)
+    out, finite = norm(x)
+    assert not finite
+    np.testing.assert_array_equal(out[2], shift)  # the fault the variances tell apart
+    assert norm(x[[0, 1, 3]])[1]
 
 
 def test_eps_matters_for_a_constant_row():
     x = np.full((2, 8), 4.0, np.float32)
     x[1] += np.arange(8, dtype=np.float32) * 1e-3
     norm = onednn.LayerNormalization(onednn.library(), np.ones(8, np.float32), np.zeros(8, np.float32), 1e-2)
-    np.testing.assert_allclose(norm(x), float64_layer_norm(x, 1, 0, 1e-2), rtol=0, atol=TOLERANCE)
+    np.testing.assert_allclose(norm(x)[0], float64_layer_norm(x, 1, 0, 1e-2), rtol=0, atol=TOLERANCE)
 
 
 LAYER_NORM = """7767517

@@ -225,6 +225,37 @@ def test_feed_with_wrong_dtype(linear_model):
         linear_model(np.zeros((1, 3), np.int64))
 
 
+class _GradTensor:
+    """Stands in for a PyTorch tensor that requires grad: its ``__array__`` refuses as torch's does."""
+
+    shape, ndim = (1, 3), 2
+
+    def __array__(self, dtype=None, copy=None):
+        raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+
+
+class _Bfloat16Tensor(_GradTensor):
+    """Stands in for a bfloat16 PyTorch tensor, whose conversion NumPy cannot take."""
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("Got unsupported ScalarType BFloat16")
+
+
+@pytest.mark.parametrize("feed, cause", [(_GradTensor(), "requires grad"), (_Bfloat16Tensor(), "BFloat16")])
+def test_a_feed_that_refuses_to_convert_is_an_input_error_saying_what_to_pass(linear_model, feed, cause):
+    with pytest.raises(InputError, match=rf"input 'x': a {type(feed).__name__} .*{cause}.*pass a NumPy array, "
+                                         r"e.g. for a PyTorch tensor x.detach\(\).cpu\(\).float\(\).numpy\(\)"):
+        linear_model(feed)
+
+
+def test_pytorch_tensors_that_require_grad_or_are_bfloat16_are_input_errors(linear_model):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (CI has none; the stand-ins above run)")
+    for tensor in (torch.zeros((1, 3), requires_grad=True), torch.zeros((1, 3), dtype=torch.bfloat16)):
+        with pytest.raises(InputError, match="pass a NumPy array"):
+            linear_model(tensor)
+    assert linear_model(torch.zeros((1, 3))).shape == (1, 2)
+
+
 def test_float64_feed_is_converted_to_the_declared_float32(linear_model):
     assert linear_model(np.zeros((1, 3), np.float64)).dtype == np.float32
 

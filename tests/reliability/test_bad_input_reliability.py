@@ -334,6 +334,21 @@ def test_4_a_huge_batch_is_refused_before_the_first_op(tmp_path, monkeypatch):
         model(np.zeros((3000, 4, 7, 7), np.float32))
 
 
+def test_4_a_model_exported_with_a_large_batch_runs_that_batch(tmp_path, monkeypatch):
+    """Issue 49: the frontend frees each input's dim 0, but the other operands keep the exported batch;
+    the budget scales them by the fed batch over that exported batch, not over 1."""
+    param = write_model(tmp_path, "7767517\n3 2\npnnx.Input in0 0 1 x #x=(40000,1)f32\n"
+                                  "nn.LayerNorm ln 1 1 x y elementwise_affine=False eps=1e-05 normalized_shape=(1) "
+                                  "#x=(40000,1)f32 #y=(40000,1)f32\npnnx.Output out 1 0 y\n")
+    model = kuiper.load(param)
+    monkeypatch.setenv("KUIPER_MEMORY_BUDGET", "1MiB")
+    # (40000, 1) f32 is 156 KiB: before, 40000 * 156 KiB = 5.96 GiB was asked of the budget.
+    assert np.asarray(model(np.ones((40000, 1), np.float32))).shape == (40000, 1)
+    with pytest.raises(SizeLimitError, match="input 'x' has batch 400000 \\(declared 40000\\); operand 'y' would "
+                                             "need about 1.53 MiB"):
+        model(np.ones((400000, 1), np.float32))
+
+
 # -- 6 and 7: values that used to escape as ValueError/TypeError/OverflowError -----------
 
 
