@@ -88,6 +88,32 @@ MODELS["identity_conv_relu6"] = ((1, 32, 56, 56), [IDENTITY, ACTIVATIONS["relu6"
 # The models tools/make_special_value_references.py has PyTorch's answers for.
 PYTORCH_MODELS = tuple(MODELS)
 
+# Runs the execution providers compile whole (kuiper/numba_kernels/conv_chain.py, dense_chain.py): held to
+# the reference like every other fast path.
+_first, _w1 = _conv("c", "x", "a", 4, 8)
+_second, _w2 = _conv("d", "z", "b", 8, 8)
+MODELS["conv_chain_relu"] = ((1, 4, 10, 10), [_first, "nn.ReLU r1 1 1 a z", _second, "nn.ReLU r2 1 1 b y"],
+                             {**_w1, **_w2})
+_strided, _w3 = _conv("c", "x", "a", 4, 8, extra="stride=(2,2)")
+MODELS["conv_chain_stride2_relu6"] = ((1, 4, 10, 10), [_strided, "nn.ReLU6 r1 1 1 a z", _second, "nn.ReLU6 r2 1 1 b y"],
+                                      {**_w3, **_w2})
+_block, _w4 = _conv("d", "z", "b", 8, 4)
+MODELS["conv_chain_residual_relu"] = ((1, 4, 10, 10), [_first, "nn.ReLU r1 1 1 a z", _block,
+                                                        "pnnx.Expression e 2 1 b x s expr=add(@0,@1)",
+                                                        "nn.ReLU r2 1 1 s y"], {**_w1, **_w4})
+_DENSE = "nn.Linear {name} 1 1 {source} {target} bias=True in_features={n} out_features={m} @weight=({m},{n})f32 @bias=({m})f32"
+MODELS["dense_chain_relu"] = ((4, 64), [_DENSE.format(name="l", source="x", target="a", n=64, m=64), "nn.ReLU r1 1 1 a z",
+                                        _DENSE.format(name="k", source="z", target="b", n=64, m=32), "nn.ReLU6 r2 1 1 b y"],
+                              {"l.weight": _normal(64, 64, scale=0.1), "l.bias": _normal(64),
+                               "k.weight": _normal(32, 64, scale=0.1), "k.bias": _normal(32)})
+MODELS["dense_chain_residual"] = ((4, 64), [_DENSE.format(name="l", source="x", target="a", n=64, m=128),
+                                            "nn.GELU g 1 1 a z", _DENSE.format(name="k", source="z", target="b", n=128, m=64),
+                                            "pnnx.Expression e 2 1 b x y expr=add(@0,@1)"],
+                                  {"l.weight": _normal(128, 64, scale=0.1), "l.bias": _normal(128),
+                                   "k.weight": _normal(64, 128, scale=0.1), "k.bias": _normal(64)})
+PROVIDER_MODELS = ("conv_chain_relu", "conv_chain_stride2_relu6", "conv_chain_residual_relu", "dense_chain_relu",
+                   "dense_chain_residual")
+
 
 def _plain_conv(name, source, target, cin, cout, kernel=3, pad=1, groups=1, extra=""):
     shape = (cout, cin // groups, kernel, kernel)
@@ -163,6 +189,13 @@ def _load(tmp_path, name: str, fuse: bool):
     blobs = {key: np.asarray(value, "<f4").tobytes() for key, value in weights.items()}
     path = write_model(tmp_path, param_text(body), blobs or None, name=f"{name}_{fuse}")
     return kuiper.load(path, fuse=fuse)
+
+
+def test_the_provider_models_run_as_partitions(tmp_path):
+    """Not a vacuous pass: each model meant for a provider is claimed by it on the default engine."""
+    for name in PROVIDER_MODELS:
+        model = _load(tmp_path, name, True)
+        assert [step.node.type for step in model.steps].count("Partition") == 1, name
 
 
 def _outputs(tmp_path, name: str, fuse: bool) -> dict[str, np.ndarray]:
