@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 import tracemalloc
 
@@ -91,6 +92,43 @@ def test_shapes_left_out_are_inferred_for_elementwise_tuple_and_get_tuple_elemen
     assert by_name["lt"].shape == ArrayShape("pred", (2, 3))
     assert by_name["t"].shape == TupleShape((ArrayShape("pred", (2, 3)), ArrayShape("s32", (2, 3))))
     assert by_name["g"].shape == ArrayShape("s32", (2, 3))
+
+
+def test_compact_tuple_element_operands_become_get_tuple_elements_made_once():
+    text = """ENTRY e {
+  p = (f32[2], (s32[2], f32[2])) parameter(0)
+  a = f32[2] negate(f32[2] %p#0)
+  b = f32[2] multiply(p#1#1, f32[2] p#1#1)
+  ROOT r = (f32[2], s32[2]) tuple(add(a, b), %p#1#0)
+}"""
+    entry = parse(text).entry
+    made = [(i.name, i.operands, i.attributes["index"]) for i in entry.instructions if i.opcode == "get-tuple-element"]
+    assert made == [("p#0", ["p"], 0), ("p#1", ["p"], 1), ("p#1#1", ["p#1"], 1), ("p#1#0", ["p#1"], 0)]
+    assert entry.by_name["b"].operands == ["p#1#1", "p#1#1"]
+    x, i, y = np.float32([1, -2]), np.int32([7, 8]), np.float32([3, 0.5])
+    # Tuple parameters are fed flat; build the tuple inside to run it.
+    model = kuiper.load_hlo(text.replace("p = (f32[2], (s32[2], f32[2])) parameter(0)",
+                                         "x = f32[2] parameter(0)\n  i = s32[2] parameter(1)\n"
+                                         "  y = f32[2] parameter(2)\n  q = (s32[2], f32[2]) tuple(i, y)\n"
+                                         "  p = (f32[2], (s32[2], f32[2])) tuple(x, q)"))
+    first, second = model(x, i, y, to_numpy=True)
+    np.testing.assert_array_equal(first, [-1 + 9, 2 + 0.25])  # -x + y*y
+    np.testing.assert_array_equal(second, [7, 8])
+
+
+@pytest.mark.parametrize("operand, message", [
+    ("%p#2", "tuple index 2 is out of range"),
+    ("%p#0#0", "'p#0' is f32[2], not a tuple"),
+    ("%x#0", "'x' is f32[2], not a tuple"),
+    ("%p#a", "a tuple index after '#'"),
+    ("%p#-1", "tuple index -1 is out of range"),
+    ("%later#0", "'later' must be defined before"),
+])
+def test_a_compact_tuple_element_of_no_tuple_element_is_an_error_at_its_column(operand, message):
+    text = f"ENTRY e {{\n  p = (f32[2], f32[2]) parameter(0)\n  x = f32[2] parameter(1)\n  ROOT r = f32[2] negate({operand})\n}}"
+    with pytest.raises(HloSyntaxError, match=re.escape(message)) as info:
+        parse(text)
+    assert info.value.line == 4 and info.value.column >= 26
 
 
 def test_inferred_shapes_change_type_where_the_opcode_does():
