@@ -27,7 +27,7 @@ ragged-dot real recv recv-done reduce reduce-precision reduce-scatter reduce-win
 reverse rng rng-bit-generator rng-get-and-update-state round-nearest-afz round-nearest-even rsqrt scatter select
 select-and-scatter send send-done set-dimension-size shift-left shift-right-arithmetic shift-right-logical sign
 sine slice sort sqrt stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while xor
-cos sin clz optimization-barrier
+cos sin clz optimization-barrier acos acosh asin asinh atanh cosh sinh
 """.split())
 
 # Opcodes whose operands and result share their dims (XLA has no implicit broadcasting).
@@ -35,7 +35,7 @@ ELEMENTWISE_UNARY = frozenset(
     ["abs", "cbrt", "ceil", "cos", "cosine", "erf", "exponential", "exponential-minus-one", "floor", "imag",
      "is-finite", "log", "log-plus-one", "logistic", "negate", "not", "popcnt", "real", "round-nearest-afz",
      "round-nearest-even", "rsqrt", "sign", "sin", "sine", "sqrt", "tan", "tanh", "count-leading-zeros", "clz",
-     "convert", "copy", "reduce-precision"]
+     "convert", "copy", "reduce-precision", "acos", "acosh", "asin", "asinh", "atanh", "cosh", "sinh"]
 )
 ELEMENTWISE_BINARY = frozenset(
     ["add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power", "atan2", "and", "or",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import pickle
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -27,6 +29,42 @@ def binary(opcode: str, a, b, type_: str = "s32", extra: str = ""):
 
 
 INT_MIN = -(2**31)
+
+
+# XLA's hyperbolic and inverse trigonometric opcodes, each on values inside its domain and one
+# outside it (NaN); references from Python's math module in double precision.
+INVERSE_AND_HYPERBOLIC = {
+    "asin": (math.asin, [-1.0, -0.5, 0.0, 0.25, 1.0], 1.5),
+    "acos": (math.acos, [-1.0, -0.5, 0.0, 0.25, 1.0], -1.5),
+    "sinh": (math.sinh, [-3.0, -0.5, 0.0, 1e-4, 2.0], None),
+    "cosh": (math.cosh, [-3.0, -0.5, 0.0, 1e-4, 2.0], None),
+    "asinh": (math.asinh, [-100.0, -0.5, 0.0, 1e-4, 3.0], None),
+    "acosh": (math.acosh, [1.0, 1.5, 2.0, 10.0, 1e4], 0.5),
+    "atanh": (math.atanh, [-0.99, -0.5, 0.0, 1e-4, 0.75], 2.0),
+}
+
+
+@pytest.mark.parametrize("type_", ["f32", "f64", "bf16"])
+@pytest.mark.parametrize("opcode", sorted(INVERSE_AND_HYPERBOLIC))
+def test_inverse_trigonometric_and_hyperbolic_opcodes(opcode, type_):
+    function, values, outside = INVERSE_AND_HYPERBOLIC[opcode]
+    values = values + ([outside] if outside is not None else [])
+    dtype = {"f32": np.float32, "f64": np.float64, "bf16": ml_dtypes.bfloat16}[type_]
+    x = np.asarray(values, dtype)
+    got = run(f"  x = {type_}[{len(x)}] parameter(0)\n  ROOT r = {type_}[{len(x)}] {opcode}(x)", x)
+    expected = np.array([function(v) if outside is None or v != outside else math.nan for v in x.astype(float)])
+    assert got.dtype == dtype
+    tolerance = {"f32": 1e-6, "f64": 1e-14, "bf16": 8e-3}[type_]
+    np.testing.assert_allclose(got.astype(np.float64), expected, rtol=tolerance, atol=tolerance * 1e-3)
+
+
+def test_a_chain_of_hyperbolic_opcodes_and_their_inverses():
+    x = np.float32([-1.0, 0.75, 2.0])
+    # asinh(sinh(x)) = x and acosh(cosh(x)) = |x| (a chain the graph fuses into one elementwise op);
+    # acosh near 1 amplifies cosh's rounding by 1/sinh(x), under 2 here, hence 2e-6.
+    got = run("  x = f32[3] parameter(0)\n  s = f32[3] sinh(x)\n  a = f32[3] asinh(s)\n  c = f32[3] cosh(a)\n"
+              "  ROOT r = f32[3] acosh(c)", x)
+    np.testing.assert_allclose(got, [1.0, 0.75, 2.0], rtol=2e-6)
 
 
 def test_integer_divide_and_remainder_truncate_and_define_zero_divisors():
