@@ -5,7 +5,7 @@ Token kinds (``Token.kind``):
   INT      ``3``, ``-1``
   FLOAT    ``1.5``, ``-2e-05``, ``inf``/``-inf``/``nan`` are NAMEs and become floats in literals
            (as does a NaN with a payload, ``-nan(0x7f)``, one NAME)
-  STRING   ``"..."`` with backslash escapes (value: the unquoted text)
+  STRING   ``"..."`` or ``'...'`` (mesh axis names) with backslash escapes (value: the unquoted text)
   SHAPE    a plain array shape as one token: ``f32[8,16]{1,0}``, ``pred[]`` (dynamic dims and
            tiled layouts lex piece by piece)
   RECORD   a flat ``{...}`` holding a string and no nested braces or brackets, as one token:
@@ -57,7 +57,7 @@ _TOKEN_RE = re.compile(
     | (?P<DIMS>-?[0-9]+(?:[_x]-?[0-9]+)+(?![0-9.eE]))
     | (?P<FLOAT>-?(?:[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+))
     | (?P<INT>-?[0-9]+)
-    | (?P<STRING>"(?:[^"\\\n]|\\.)*")
+    | (?P<STRING>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
     | (?P<NEGNAME>-(?:inf|nan)\b)
     | (?P<punct>\.\.\.|->|<=|[{}()\[\],=:*?!@<>+|#~])
     )

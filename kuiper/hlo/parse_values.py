@@ -3,6 +3,7 @@
     literal  := [shape] ( '{' '...' '}' | '{' [literal (',' literal)*] '}' | '(' [literal (',' literal)*] ')'
                         | INT | FLOAT | true | false | inf | -inf | nan | -nan )
     value    := atom | '{' items '}' | '[' items ']' | '(' items ')'   (items: values, key=value, "key": value)
+              | ('mesh' | 'maximal_mesh') '[' items ']' ['{' items '}']   replica groups over mesh axes
 
 Attribute values are read generically (lists, dicts, words, numbers, shapes); the verifier and
 the translators give them meaning.
@@ -20,6 +21,7 @@ from .shapes import ELEMENT_TYPES, Shape
 from .token_stream import TokenStream
 
 LITERAL_WORDS = ("true", "false", "inf", "-inf", "nan", "-nan")
+MESHES = ("mesh", "maximal_mesh")
 _CLOSE = {"{": "}", "[": "]", "(": ")"}
 # One pair of a RECORD: key (bare or quoted), '=' or ':', value (quoted, or up to a space, ',' or '}').
 _PAIR_RE = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([A-Za-z0-9_.\-]+))\s*[=:]\s*("(?:[^"\\]|\\.)*"|[^\s,}"]+)\s*,?')
@@ -91,6 +93,8 @@ def parse_value(stream: TokenStream, cache: dict[str, Shape]) -> Any:
                         and stream.token.text.startswith("_"):
                     stream.advance()
                 result = stream.source.text[token.position : stream.previous.position + len(stream.previous.text)]
+            elif result in MESHES and stream.token.kind == "[":
+                result = _mesh(stream, cache, result)
         elif kind == RECORD:
             result = _record(stream, token)
         elif kind in (DIMS, LABELS):
@@ -104,6 +108,19 @@ def parse_value(stream: TokenStream, cache: dict[str, Shape]) -> Any:
             stream.advance()
             parse_value(stream, cache)
     return result
+
+
+def _mesh(stream: TokenStream, cache: dict[str, Shape], word: str) -> tuple:
+    """``mesh['x'=2,'y'=2] {'y'}`` (replica groups over a device mesh's named axes) or
+    ``maximal_mesh[device_id=0]``: ``(word, {axis: size} or {key: value}, [axis names] or None)``."""
+    stream.advance()  # '['
+    stream.nest("attribute values")
+    axes = _group(stream, cache, "[")
+    over = None
+    if stream.accept("{"):
+        over = _group(stream, cache, "{")
+    stream.unnest()
+    return word, axes if isinstance(axes, dict) else {}, over
 
 
 def _record(stream: TokenStream, token: Token) -> Any:
