@@ -3,7 +3,7 @@
     literal  := [shape] ( '{' '...' '}' | '{' [literal (',' literal)*] '}' | '(' [literal (',' literal)*] ')'
                         | INT | FLOAT | true | false | inf | -inf | nan | -nan )
     value    := atom | '{' items '}' | '[' items ']' | '(' items ')'   (items: values, key=value, "key": value)
-              | ('mesh' | 'maximal_mesh') '[' items ']' ['{' items '}']   replica groups over mesh axes
+              | ('mesh' | 'maximal_mesh') '[' ... ']' ['{' ... '}']       replica groups over mesh axes (_mesh)
 
 Attribute values are read generically (lists, dicts, words, numbers, shapes); the verifier and
 the translators give them meaning.
@@ -111,16 +111,84 @@ def parse_value(stream: TokenStream, cache: dict[str, Shape]) -> Any:
 
 
 def _mesh(stream: TokenStream, cache: dict[str, Shape], word: str) -> tuple:
-    """``mesh['x'=2,'y'=2] {'y'}`` (replica groups over a device mesh's named axes) or
-    ``maximal_mesh[device_id=0]``: ``(word, {axis: size} or {key: value}, [axis names] or None)``."""
+    """Replica groups over a device mesh, checked as XLA's parser checks them:
+
+        'mesh' '[' [STRING '=' INT (',' STRING '=' INT)*] [',' 'device_ids' '=' '(' ids ')'] ']'
+               ['{' axis (',' axis)* '}']        axis := STRING [':' '(' INT ')' INT]   (a sub-axis)
+        'maximal_mesh' '[' 'device_id' '=' INT ']'
+
+    An axis is named, or given by its index as a string (``{'1'}``). The value is ``(word, {axis
+    name: size}, [the size of each axis a group spans] or None)``.
+    """
     stream.advance()  # '['
-    stream.nest("attribute values")
-    axes = _group(stream, cache, "[")
-    over = None
-    if stream.accept("{"):
-        over = _group(stream, cache, "{")
-    stream.unnest()
-    return word, axes if isinstance(axes, dict) else {}, over
+    if word == "maximal_mesh":
+        if not stream.accept_word("device_id"):
+            raise stream.error("expected device_id= in maximal_mesh[...]")
+        stream.expect("=", "'=' after device_id")
+        device = int(stream.expect(INT, "a device id").text)
+        stream.expect("]", "']' to end maximal_mesh")
+        return word, {"device_id": device}, None
+    sizes: dict[str, int] = {}
+    while stream.token.kind == STRING:
+        axis = unquote(stream.advance().text)
+        stream.expect("=", "'=' after the mesh axis name")
+        size = stream.expect(INT, "the mesh axis size")
+        if int(size.text) < 0:
+            raise stream.error(f"mesh axis '{axis}' has a negative size", size)
+        sizes[axis] = int(size.text)
+        if not stream.accept(","):
+            break
+    devices = 1
+    for size in sizes.values():
+        devices *= size
+    if stream.accept_word("device_ids"):
+        stream.expect("=", "'=' after device_ids")
+        opening = stream.expect("(", "'(' before the device ids")
+        if stream.token.kind == "[":  # an iota device list: ``[4]`` or ``[2,2]T(1,0)``
+            stream.nest("attribute values")
+            dims = parse_value(stream, cache)
+            stream.unnest()
+            if stream.token.kind == NAME and stream.token.text == "T":
+                stream.advance()
+                parse_value(stream, cache)
+            count = 1
+            for dim in dims if isinstance(dims, list) else []:
+                count *= dim if isinstance(dim, int) else 1
+        else:
+            count = 0
+            while stream.accept(INT):
+                count += 1
+                if not stream.accept(","):
+                    break
+        stream.expect(")", "')' to end device_ids")
+        if count != devices:
+            raise stream.error(f"mesh device_ids lists {count} devices, but the mesh axes {sizes} hold {devices}",
+                               opening)
+    stream.expect("]", "']' to end the mesh axes")
+    if not stream.accept("{"):
+        return word, sizes, None
+    names = list(sizes)
+    over: list[int] = []
+    while not stream.accept("}"):
+        token = stream.expect(STRING, "a mesh axis name or index")
+        axis = unquote(token.text)
+        index = names.index(axis) if axis in names else int(axis) if _INT_RE.fullmatch(axis) else None
+        if index is None:
+            raise stream.error(f"axis '{axis}' is not a valid axis name or index in mesh {sizes}", token)
+        if not 0 <= index < len(names):
+            raise stream.error(f"axis index {index} is out of bounds for mesh {sizes}, which has {len(names)} axes",
+                               token)
+        size = sizes[names[index]]
+        if stream.accept(":"):  # a sub-axis: ``'x':(2)4``, 4 devices after the first 2 of axis x
+            stream.expect("(", "'(' before the sub-axis's pre-size")
+            stream.expect(INT, "the sub-axis's pre-size")
+            stream.expect(")", "')' after the sub-axis's pre-size")
+            size = int(stream.expect(INT, "the sub-axis's size").text)
+        over.append(size)
+        if not stream.accept(","):
+            stream.expect("}", "',' or '}' in the mesh axes of a group")
+            break
+    return word, sizes, over
 
 
 def _record(stream: TokenStream, token: Token) -> Any:

@@ -31,20 +31,13 @@ def group_size(site: Site) -> int:
     groups = attribute(site, "replica_groups", [])
     if isinstance(groups, tuple) and len(groups) == 2 and groups[0]:  # the iota form
         return groups[0][-1]
+    if isinstance(groups, tuple) and len(groups) == 3 and groups[0] == "maximal_mesh":  # one device
+        return 1
     if isinstance(groups, tuple) and len(groups) == 3 and groups[0] == "mesh":  # ``mesh['x'=2,'y'=4] {'y'}``
-        return mesh_group_size(site, groups[1], groups[2])
+        return int(np.prod(groups[2] or [], dtype=np.int64))  # the sizes of the axes a group spans
     if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
         raise site.error(f"replica_groups={groups!r} must be {{{{ids}},...}} or [groups,size]<=[dims]")
     return max((len(g) for g in groups), default=1)
-
-
-def mesh_group_size(site: Site, sizes: dict, over: list | None) -> int:
-    """A group spans the mesh axes it names (``{'y'}``), every device of one value of the others."""
-    if not all(isinstance(size, int) and size > 0 for size in sizes.values()) \
-            or not isinstance(over, list) or any(axis not in sizes for axis in over):
-        raise site.error(f"replica_groups=mesh[...] must give each axis a size and name its group's axes, "
-                         f"found axes {sizes!r} and {over!r}")
-    return int(np.prod([sizes[axis] for axis in over], dtype=np.int64))
 
 
 def reaches_itself(site: Site) -> bool:

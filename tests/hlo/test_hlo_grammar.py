@@ -131,6 +131,23 @@ def test_a_compact_tuple_element_of_no_tuple_element_is_an_error_at_its_column(o
     assert info.value.line == 4 and info.value.column >= 26
 
 
+@pytest.mark.parametrize("groups, message", [
+    ("mesh['x'=2,'y'=2] {'z'}", "axis 'z' is not a valid axis name or index"),
+    ("mesh['x'=2,'y'=2] {'5'}", "axis index 5 is out of bounds"),
+    ("mesh['x'=2,'y'=2, device_ids=(0,1,2)] {'x'}", "device_ids lists 3 devices, but the mesh axes"),
+    ("mesh['x'=2,'y'=2, device_ids=([8])] {'x'}", "device_ids lists 8 devices"),
+    ("mesh['x'=2 'y'=2] {'x'}", "']' to end the mesh axes"),
+    ("maximal_mesh[device=0]", "expected device_id="),
+])
+def test_bad_mesh_replica_groups_are_errors_at_their_column(groups, message):
+    text = (f"add {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}}\n"
+            f"ENTRY e {{\n  p = f32[4] parameter(0)\n  ROOT r = f32[4] all-reduce(p), replica_groups={groups}, "
+            f"to_apply=add\n}}")
+    with pytest.raises(HloSyntaxError, match=re.escape(message)) as info:
+        parse(text)
+    assert info.value.line == 8 and info.value.column > 40
+
+
 def test_inferred_shapes_change_type_where_the_opcode_does():
     module = parse("ENTRY e {\n  x = f32[3] parameter(0)\n  f = is-finite(x)\n  ROOT c = complex(x, x)\n}")
     assert module.entry.by_name["f"].shape == ArrayShape("pred", (3,))

@@ -56,6 +56,7 @@ def test_opt_barrier_and_domain_pass_their_operands_through():
     # replica groups over a device mesh's named axes: a group spans the axes named in braces
     "all-reduce(p), replica_groups=mesh['x'=1,'y'=1] {'y'}, to_apply=add",
     "all-reduce(p), replica_groups=mesh['x'=4,'y'=1] {'y'}, to_apply=add",
+    "all-reduce(p), replica_groups=maximal_mesh[device_id=0], to_apply=add",
 ])
 def test_a_collective_over_one_participant_gives_the_operand(instruction):
     np.testing.assert_array_equal(run(f"ROOT r = f32[2,3] {instruction}", X), X)
@@ -71,7 +72,9 @@ def test_collective_permute_to_no_one_gives_zeros():
     ("all-gather(p), replica_groups={}, dimensions={0}", "more than one participant"),  # f32[4,3] from f32[2,3]
     ("collective-permute(p), source_target_pairs={{0,1},{1,0}}", r"devices \[1\]"),
     ("all-reduce(p), replica_groups=mesh['x'=2,'y'=3] {'x','y'}, to_apply=add", "6 devices"),
-    ("all-reduce(p), replica_groups=mesh['x'=2,'y'=3] {'z'}, to_apply=add", "name its group's axes"),
+    ("all-reduce(p), replica_groups=mesh['x'=2,'y'=3] {'1'}, to_apply=add", "3 devices"),  # an axis by index
+    ("all-reduce(p), replica_groups=mesh['x'=2,'y'=3, device_ids=(5,4,3,2,1,0)] {'x':(1)2}, to_apply=add",
+     "2 devices"),
 ])
 def test_a_collective_for_several_devices_is_refused(instruction, needs):
     result = "f32[4,3]" if instruction.startswith("all-gather") else "f32[2,3]"
