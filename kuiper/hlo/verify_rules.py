@@ -195,10 +195,13 @@ def _conditional_problem(instruction: HloInstruction, operands: list[Shape]) -> 
 
 
 def _async_problem(instruction: HloInstruction, operands: list[Shape], computation: HloComputation) -> str | None:
-    """``async-start`` gives ((operands), outputs, state...); update keeps that shape; done gives the outputs.
+    """``async-start`` gives ((operands), outputs, state...); an update may bind more operands; done gives the outputs.
 
-    The sugared forms (``custom-call-start``/``-update``/``-done``) follow the same rules and must
-    name the same wrapped opcode all along the chain.
+    As XLA's verifier: an ``async-update`` takes the chain's state first and then the operands it
+    binds, and its shape extends its state's (the bound operands and the outputs each a prefix of
+    its own); the state reaches an update or a done through tuples, get-tuple-elements, copies and
+    barriers (``_async_producer``). The sugared forms (``custom-call-start``/``-update``/``-done``)
+    follow the same rules and must name the same wrapped opcode all along the chain.
     """
     opcode = instruction.opcode
     shape = instruction.shape
@@ -211,16 +214,34 @@ def _async_problem(instruction: HloInstruction, operands: list[Shape], computati
         if len(written) != len(operands) or not all(a.same_dims(b) for a, b in zip(written, operands)):
             return f"the shape's operand part {shape.elements[0]} does not match the operands"
         return None
-    if len(operands) != 1:
-        return f"takes one operand (the async-start or async-update), found {len(operands)}"
-    producer = computation.by_name[instruction.operands[0]]
+    if not operands or stage == "done" and len(operands) != 1:
+        return f"takes {'one operand' if stage == 'done' else 'the async state first'} (the async-start or " \
+               f"async-update), found {len(operands)} operands"
+    state = operands[0]
+    if not state.is_tuple or len(state.elements) < 2 or not state.elements[0].is_tuple:
+        return f"its first operand must be an async state ((operands), outputs, state...), found {state}"
+    if stage == "update":
+        problem = _async_update_shape_problem(state, shape, operands[1:])
+        if problem:
+            return problem
+    elif not state.elements[1].same_dims(shape):
+        return f"gives {shape}, its async-start's outputs are {state.elements[1]}"
+    producer = _async_producer(instruction, computation)
+    if producer is None:
+        return None  # the state comes through a parameter or a while: XLA follows it across computations
+    if producer.opcode == "parameter":  # of the entry: no caller hands it an async state
+        return f"its operand '{instruction.operands[0]}' comes from parameter '{producer.name}' of the entry " \
+               f"computation, not from an async-start or -update"
     wrapped = opcode.rsplit("-", 1)[0]
     if producer.opcode not in (f"{wrapped}-start", f"{wrapped}-update", "async-start", "async-update") or \
             wrapped != "async" and not producer.opcode.startswith(wrapped + "-"):
-        return f"its operand '{producer.name}' is a {producer.opcode}, not the {wrapped}-start or -update of its chain"
+        return f"its operand '{instruction.operands[0]}' comes from {producer.opcode} '{producer.name}', not the " \
+               f"{wrapped}-start or -update of its chain"
     start = producer
-    while start.opcode.endswith("-update") and start.operands and start.operands[0] in computation.by_name:
-        start = computation.by_name[start.operands[0]]
+    while start.opcode.endswith("-update") and start.operands:
+        start = _async_producer(start, computation)
+        if start is None:
+            return None
     called, expected = instruction.attributes.get("calls"), start.attributes.get("calls")
     if called is not None and expected is not None and called != expected:
         return f"expected async_wrapped_computation to be {expected} (its async-start's), but got {called}"
@@ -228,11 +249,62 @@ def _async_problem(instruction: HloInstruction, operands: list[Shape], computati
     if thread is not None and thread != start.attributes.get("async_execution_thread", "main"):
         return f"expected async_execution_thread to be {start.attributes.get('async_execution_thread', 'main')} " \
                f"(its async-start's), but got {thread}"
-    if stage == "update" and not producer.shape.same_dims(shape):
-        return f"an async update keeps its operand's shape {producer.shape}, found {shape}"
-    if stage == "done" and producer.shape.is_tuple and len(producer.shape.elements) >= 2 \
-            and not producer.shape.elements[1].same_dims(shape):
-        return f"gives {shape}, its async-start's outputs are {producer.shape.elements[1]}"
+    return None
+
+
+def _async_update_shape_problem(state: Shape, shape: Shape, bound: list[Shape]) -> str | None:
+    """An update's shape: its state's bound operands then those it binds, its outputs extended, any context."""
+    before, after = state.elements[0].elements, shape.elements[0].elements
+    if len(after) < len(before) or not all(a.same_dims(b) for a, b in zip(before, after)):
+        return f"the state's operands {state.elements[0]} must begin the update's {shape.elements[0]}"
+    if not _is_prefix(state.elements[1], shape.elements[1]):
+        return f"the state's outputs {state.elements[1]} must begin the update's {shape.elements[1]}"
+    if len(bound) != len(after) - len(before):
+        return f"binds {len(bound)} new operand(s), but its shape adds {len(after) - len(before)}: {shape.elements[0]}"
+    for number, (operand, written) in enumerate(zip(bound, after[len(before):]), start=1):
+        if not written.same_dims(operand):
+            return f"operand {number} is {operand}, its shape binds {written}"
+    return None
+
+
+def _is_prefix(first: Shape, second: Shape) -> bool:
+    """XLA's ShapeUtil::IsPrefix: tuple elements a prefix of the other's, arrays equal."""
+    if first.is_tuple and second.is_tuple:
+        return len(first.elements) <= len(second.elements) and all(
+            _is_prefix(a, b) for a, b in zip(first.elements, second.elements))
+    return first.same_dims(second)
+
+
+# Instructions an async state passes through unchanged on its way from a start to an update or done.
+_ASYNC_PASSTHROUGH = ("copy", "opt-barrier", "optimization-barrier")
+
+
+def _async_producer(instruction: HloInstruction, computation: HloComputation) -> HloInstruction | None:
+    """Where the async state of ``instruction``'s first operand is made, as XLA's FindAsyncProducer
+    traces it within the computation: back through get-tuple-elements of tuples, copies and
+    barriers. None when it comes through a parameter or a while (XLA follows those into other
+    computations; kuiper leaves those chains unchecked) or from no instruction of the computation;
+    an entry parameter itself, which no caller can have given an async state."""
+    path: list[int] = []  # tuple indices still to take, innermost last
+    current = computation.by_name.get(instruction.operands[0])
+    for _ in range(len(computation.instructions) + 1):  # a chain visits each instruction once at most
+        if current is None or current.opcode == "while" or current.opcode == "parameter" and not computation.is_entry:
+            return None
+        if current.opcode == "parameter":
+            return current if not path else None
+        if current.opcode == "get-tuple-element" and current.operands:
+            index = current.attributes.get("index")
+            if not isinstance(index, int):
+                return None
+            path.append(index)
+            current = computation.by_name.get(current.operands[0])
+        elif current.opcode == "tuple" and path:
+            index = path.pop()
+            current = computation.by_name.get(current.operands[index]) if 0 <= index < len(current.operands) else None
+        elif current.opcode in _ASYNC_PASSTHROUGH and current.operands:
+            current = computation.by_name.get(current.operands[0])
+        else:
+            return current if not path else None
     return None
 
 

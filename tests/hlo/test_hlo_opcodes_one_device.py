@@ -100,6 +100,18 @@ def test_async_start_runs_its_computation_and_done_returns_the_result():
     np.testing.assert_array_equal(run(body, X), -X)
 
 
+def test_two_starts_may_wrap_one_computation_and_a_state_may_pass_a_tuple_and_a_copy():
+    body = ("s0 = ((f32[2,3]), f32[2,3], s32[]) async-start(p), calls=negate_all\n"
+            "  d0 = f32[2,3] async-done(s0)\n"
+            "  s1 = ((f32[2,3]), f32[2,3], s32[]) async-start(d0), calls=negate_all\n"
+            "  t = (((f32[2,3]), f32[2,3], s32[]), f32[2,3]) tuple(s1, p)\n"
+            "  g = ((f32[2,3]), f32[2,3], s32[]) get-tuple-element(t), index=0\n"
+            "  c = ((f32[2,3]), f32[2,3], s32[]) copy(g)\n"
+            "  d1 = f32[2,3] async-done(c)\n"
+            "  ROOT r = f32[2,3] subtract(d1, d0)")
+    np.testing.assert_array_equal(run(body, X), 2 * X)  # x - (-x)
+
+
 def test_send_and_recv_are_refused_naming_why():
     body = ("t = token[] after-all()\n  s = (f32[2,3], u32[], token[]) send(p, t), channel_id=1\n"
             "  ROOT d = token[] send-done(s), channel_id=1")

@@ -65,7 +65,21 @@ _ASYNC_BODY = "async_body {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] negate
 @pytest.mark.parametrize("lines, message", [
     (["p = f32[2] parameter(0)", "s = (f32[2], f32[2], s32[]) async-start(p), calls=async_body",
       "ROOT d = f32[2] async-done(s)"], "must be \\(\\(async operands\\), async outputs"),
-    (["p = f32[2] parameter(0)", "ROOT d = f32[2] async-done(p)"], "is a parameter, not the async-start or -update"),
+    (["p = f32[2] parameter(0)", "ROOT d = f32[2] async-done(p)"], "must be an async state"),
+    (["p = ((f32[2]), f32[2], s32[]) parameter(0)", "ROOT d = f32[2] async-done(p)"],
+     "parameter 'p' of the entry computation, not from an async-start"),
+    (["p = f32[2] parameter(0)", "s = ((f32[2]), f32[2], s32[]) async-start(p), calls=async_body",
+      "n = ((f32[2]), f32[2], s32[]) negate(s)", "ROOT d = f32[2] async-done(n)"], "comes from negate 'n'"),
+    # updates: the state's operands and outputs begin the update's, each new operand is bound
+    (["p = f32[2] parameter(0)", "s = ((f32[2]), (), s32[]) async-start(p), calls=async_body",
+      "u = ((f32[2], f32[3]), (), s32[]) async-update(s, p)", "ROOT d = () async-done(u)"],
+     "operand 1 is f32\\[2\\], its shape binds f32\\[3\\]"),
+    (["p = f32[2] parameter(0)", "s = ((f32[2]), (), s32[]) async-start(p), calls=async_body",
+      "u = ((f32[2], f32[2]), (), s32[]) async-update(s)", "ROOT d = () async-done(u)"],
+     "binds 0 new operand\\(s\\), but its shape adds 1"),
+    (["p = f32[2] parameter(0)", "s = ((f32[2]), (f32[2]), s32[]) async-start(p), calls=async_body",
+      "u = ((f32[2]), (f32[3]), s32[]) async-update(s)", "ROOT d = (f32[3]) async-done(u)"],
+     "the state's outputs \\(f32\\[2\\]\\) must begin"),
     (["p = f32[2] parameter(0)", "s = ((f32[2]), f32[2], s32[]) async-start(p), calls=async_body",
       "ROOT d = f32[3] async-done(s)"], "gives f32\\[3\\], its async-start's outputs are f32\\[2\\]"),
     (["p = f32[2] parameter(0)", "s = ((f32[3]), f32[2], s32[]) async-start(p), calls=async_body",
@@ -78,9 +92,6 @@ _ASYNC_BODY = "async_body {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] negate
       "ROOT d = f32[2] async-done(s), calls=other_body"], "to be async_body .*but got other_body"),
     (["p = f32[2] parameter(0)", "s = ((f32[2]), f32[2], s32[]) async-start(p), calls=async_body",
       'ROOT d = f32[2] async-done(s), async_execution_thread="side"'], "to be main .*but got side"),
-    (["p = f32[2] parameter(0)", "s = ((f32[2]), f32[2], s32[]) async-start(p), calls=async_body",
-      "t = ((f32[2]), f32[2], s32[]) async-start(p), calls=async_body", "d = f32[2] async-done(s)",
-      "ROOT e = f32[2] async-done(t)"], "called by more than one async op"),
 ])
 def test_malformed_async_chains(lines, message):
     other = _ASYNC_BODY.replace("async_body", "other_body")
