@@ -44,10 +44,14 @@ def _read(params) -> tuple[str, tuple[str, ...], str, str, str]:
 def _params_key(params: dict) -> tuple | None:
     """The params that decide an Elementwise node's math, as a dict key (None when they cannot be one)."""
     operands = params.get("operand_dtypes")
-    key = (params.get("function"), tuple(operands) if isinstance(operands, (list, tuple)) else None,
-           params.get("dtype"), params.get("direction"), params.get("order"))
-    return key if all(part is None or isinstance(part, (str, tuple)) for part in key) \
-        and all(isinstance(t, str) for t in key[1] or ()) else None
+    if not isinstance(operands, (list, tuple)):
+        return None
+    key = (params.get("function"), tuple(operands), params.get("dtype"), params.get("direction"), params.get("order"))
+    try:
+        hash(key)  # only params that were read and checked are ever stored under a key
+    except TypeError:
+        return None
+    return key
 
 
 class Elementwise(ElementwiseOp):
