@@ -6,6 +6,7 @@ rule is one that XLA enforces when it parses or verifies a module; kuiper is nev
 
 from __future__ import annotations
 
+import math
 import re
 
 from .literals import literal_problem
@@ -48,6 +49,13 @@ MINIMUM_OPERANDS = {"dynamic-reshape": 1, "concatenate": 1, "conditional": 1}
 API_VERSIONS = ("API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING", "API_VERSION_STATUS_RETURNING_UNIFIED",
                 "API_VERSION_TYPED_FFI")
 ACCURACY_MODES = ("default", "highest")
+# Opcodes that take a result_accuracy (XLA's unary transcendental functions).
+WITH_RESULT_ACCURACY = frozenset(
+    ["acos", "acosh", "asin", "asinh", "atanh", "exponential-minus-one", "log", "log-plus-one", "logistic", "sqrt",
+     "cbrt", "rsqrt", "tanh", "erf", "sine", "sin", "sinh", "cosine", "cos", "cosh", "tan", "exponential"])
+# Ops with async forms of their own (all-reduce-start ...): XLA's parser wraps none of them in a
+# sugared async chain, so ``all-reduce-update`` or ``copy-update`` is no opcode.
+_NOT_ASYNC_WRAPPED = frozenset(["all-gather", "all-reduce", "collective-permute", "copy", "recv", "send"])
 _PADDING = re.compile(r"-?[0-9]+_-?[0-9]+(?:_[0-9]+)?(?:x-?[0-9]+_-?[0-9]+(?:_[0-9]+)?)*")
 _WINDOW_PAD = re.compile(r"-?[0-9]+_-?[0-9]+(?:x-?[0-9]+_-?[0-9]+)*")
 # Module attributes: ``input_output_alias={ {0}: (0, {}, may-alias), ... }``, ``buffer_donor={ (0, {1}), ... }``.
@@ -74,7 +82,7 @@ def module_attribute_problem(key: str, text: str) -> str | None:
 def instruction_problem(instruction: HloInstruction, computation: HloComputation) -> str | None:
     opcode = instruction.opcode
     base = re.sub(r"-(start|update|done)$", "", opcode)  # ``custom-call-start``: the async form of an op
-    if opcode not in XLA_OPCODES and base not in XLA_OPCODES:
+    if opcode not in XLA_OPCODES and (base not in XLA_OPCODES or base in _NOT_ASYNC_WRAPPED):
         return f"unknown opcode '{opcode}'"
     operands = [computation.by_name[name].shape for name in instruction.operands]
     count = OPERAND_COUNTS.get(opcode, 1 if opcode in ELEMENTWISE_UNARY else 2 if opcode in ELEMENTWISE_BINARY else None)
@@ -130,6 +138,17 @@ def _shape_problem(instruction: HloInstruction, operands: list[Shape], computati
         return _concatenate_problem(instruction, operands)
     elif opcode == "conditional":
         return _conditional_problem(instruction, operands)
+    elif opcode in ("recv", "infeed"):
+        if not shape.is_tuple or not shape.elements:
+            return f"{opcode} must have a non-empty tuple shape (its data, then a token), found {shape}"
+    elif opcode == "dynamic-reshape":
+        if not shape.is_tuple and len(operands) - 1 != shape.rank:
+            return f"expects one dim size operand per result dimension; the result {shape} has {shape.rank}, " \
+                   f"found {len(operands) - 1}"
+        if not shape.is_tuple and not operands[0].is_tuple and -1 not in shape.dims + operands[0].dims \
+                and shape.size() != operands[0].size():
+            return f"expects the same number of elements in result shape {shape} ({shape.size()}) as in the " \
+                   f"operand {operands[0]} ({operands[0].size()}), counting bounded dims at their bound"
     elif opcode.startswith("async-") or opcode not in XLA_OPCODES:  # the rest: sugared async forms
         return _async_problem(instruction, operands, computation)
     return None
@@ -332,12 +351,47 @@ def _attribute_problem(instruction: HloInstruction, operands: list[Shape], compu
             return problem or f"dim_labels={labels} do not fit the input {operands[0]}"
     if opcode in ("all-gather", "reduce-scatter", "all-gather-start") and attributes.get("dimensions") == []:
         return "dimensions={} is empty: it must name the dimension to gather or scatter"
+    if "result_accuracy" in attributes and opcode not in WITH_RESULT_ACCURACY:
+        return f"{opcode} takes no result_accuracy: only unary transcendental functions (exponential, log, " \
+               f"tanh, sine ...) do"
+    if opcode == "broadcast" and "dimensions" not in attributes and not operands[0].is_tuple and operands[0].rank:
+        return f"a broadcast of {operands[0]} needs dimensions={{...}}: only a scalar's may be left out"
+    if isinstance(window, dict) and "rhs_reversal" in window:
+        sizes, reversal = str(window.get("size", "")).split("x"), str(window["rhs_reversal"]).split("x")
+        if len(reversal) != len(sizes):
+            return f"window rhs_reversal={window['rhs_reversal']} has {len(reversal)} value(s), the window " \
+                   f"size={window.get('size')} {len(sizes)} dimension(s)"
+    for key in ("replica_groups", "sharding"):
+        problem = _device_list_problem(key, attributes.get(key))
+        if problem:
+            return problem
     if "result_accuracy" in attributes and not _is_result_accuracy(attributes["result_accuracy"]):
         return (f"result_accuracy={attributes['result_accuracy']!r} is neither {{mode=default|highest}} nor "
                 "{tolerance={atol=..,rtol=..,ulps=..}}")
     if opcode == "custom-call":
         return _custom_call_problem(instruction, operands)
     return None
+
+
+def _device_list_problem(key: str, value) -> str | None:
+    """An iota device list ``[2,2]<=[4]`` or a sharding's ``devices=[2,2]0,1,2,3`` must fill its tile."""
+    devices = value.get("devices") if key == "sharding" and isinstance(value, dict) else value
+    if isinstance(devices, tuple) and len(devices) == 2 and all(_ints(part) for part in devices):
+        tile, iota = devices
+        if math.prod(tile) != math.prod(iota):
+            return f"{key}: the iota device list {list(iota)} holds {math.prod(iota)} devices, which does not match " \
+                   f"the tile assignment dimensions {list(tile)} ({math.prod(tile)} devices)"
+    if key == "sharding" and isinstance(value, dict) and _ints(devices):
+        listed = [item for item in value.get("_items", []) if isinstance(item, int)]
+        if listed and len(listed) != math.prod(devices):
+            return f"sharding lists {len(listed)} devices, which does not match the tile assignment size " \
+                   f"{math.prod(devices)} of devices={devices}"
+    return None
+
+
+def _ints(value) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, int) and not isinstance(v, bool)
+                                                           for v in value)
 
 
 def _is_result_accuracy(value) -> bool:
