@@ -201,6 +201,21 @@ def test_values_at_the_edge_of_a_float_type_round_to_it():
 def test_layouts_with_sparse_and_index_type_suffixes_parse():
     module = parse("ENTRY e {\n  ROOT p = f32[4,4]{1,0:D(D,C+~)#(u32)} parameter(0)\n}")
     assert module.entry.root.shape.layout.extra == "D(D,C+~)#(u32)"
+    sparse = parse("ENTRY e {\n  ROOT p = f32[4,4]{1,0:D(D,S)T(2,2)P(f32[4,4])} parameter(0)\n}")
+    assert sparse.entry.root.shape.layout.extra == "D(D,S)T(2,2)P(f32[4,4])"
+
+
+@pytest.mark.parametrize("layout, message, at", [
+    ("{1,0:D(X,C)}", "expected a DimLevelType abbreviation (D, C, S or H), found 'X'", "X"),
+    ("{1,0:D(D C)}", "',' or ')' in the dim level types", "C)"),
+    ("{1,0:T(128,8)P(f32[4,4])}", "physical shape P(...), but is not for a sparse array", "P("),
+    ("{1,0:D(D,D)P(f32[4,4])}", "physical shape P(...), but is not for a sparse array", "P("),
+])
+def test_bad_dim_level_types_and_a_dense_physical_shape_are_errors_at_their_column(layout, message, at):
+    line = f"  ROOT p = f32[4,4]{layout} parameter(0)"
+    with pytest.raises(HloSyntaxError, match=re.escape(message)) as info:
+        parse(f"ENTRY e {{\n{line}\n}}")
+    assert (info.value.line, info.value.column) == (2, line.index(at) + 1)
 
 
 def test_quoted_keys_and_iota_device_lists_in_attribute_values_parse():
