@@ -67,6 +67,41 @@ def test_a_chain_of_hyperbolic_opcodes_and_their_inverses():
     np.testing.assert_allclose(got, [1.0, 0.75, 2.0], rtol=2e-6)
 
 
+def test_complex_keeps_infinite_parts_and_convert_makes_and_drops_the_imaginary_part():
+    inf, nan = math.inf, math.nan
+    real, imag = np.float32([1, inf, nan, -2]), np.float32([inf, -inf, 1, 0])
+    got = run("  a = f32[4] parameter(0)\n  b = f32[4] parameter(1)\n  ROOT c = c64[4] complex(a, b)", real, imag)
+    # (1, inf) stays (1, inf): built as a + b * 1j it became (nan, inf), since inf * 1j = 0 * inf + inf i
+    np.testing.assert_array_equal(got.real, real)
+    np.testing.assert_array_equal(got.imag, imag)
+    x = np.float32([1.5, -2, inf])
+    made = run("  x = f32[3] parameter(0)\n  ROOT c = c64[3] convert(x)", x)
+    assert made.dtype == np.complex64
+    np.testing.assert_array_equal(made.real, x)
+    np.testing.assert_array_equal(made.imag, [0, 0, 0])
+    dropped = run("  x = f32[3] parameter(0)\n  c = c64[3] convert(x)\n  n = c64[3] negate(c)\n"
+                  "  ROOT r = f32[3] real(n)", x)
+    np.testing.assert_array_equal(dropped, -x)
+
+
+def test_complex_division_gives_xlas_answers_at_zeros_and_infinities():
+    inf, nan = math.inf, math.nan
+    a = np.complex64([1 + 2j, 1 + 1j, 1 - 1j, complex(1, 1), complex(inf, 1), 1 + 1j])
+    b = np.array([3 + 4j, 0, 0, complex(nan, inf), 2, complex(inf, 0)], np.complex64)  # complex() keeps parts
+    got = run("  a = c64[6] parameter(0)\n  b = c64[6] parameter(1)\n  ROOT q = c64[6] divide(a, b)", a, b)
+    expected = [
+        (0.44, 0.08),  # (1+2i)(3-4i)/25
+        (inf, inf),  # a zero divisor: each part times inf with the divisor's real sign
+        (inf, -inf),
+        (0.0, -0.0),  # finite over infinite: 0 * (1*0 + 1*1) and 0 * (1*0 - 1*1), as XLA gives
+        (inf, nan),  # Smith's algorithm gives (inf, (1 - 0*inf)/2): not both NaN, so kept
+        (0.0, 0.0),  # Smith's algorithm: (0*1 + 1)/inf, (1 - 0*1)/inf
+    ]
+    np.testing.assert_allclose(got.real, [r for r, _ in expected], rtol=1e-6)
+    np.testing.assert_allclose(got.imag, [i for _, i in expected], rtol=1e-6)
+    assert math.copysign(1, got[3].imag) == -1.0
+
+
 def test_integer_divide_and_remainder_truncate_and_define_zero_divisors():
     a = np.array([7, -7, 7, -7, 5, INT_MIN, -5], np.int32)
     b = np.array([2, 2, -2, -2, 0, -1, 0], np.int32)
