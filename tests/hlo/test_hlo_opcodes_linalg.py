@@ -36,6 +36,21 @@ def test_cholesky_reads_one_triangle_and_factors_it(lower):
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_half_precision_cholesky_and_triangular_solve_match_float64():
+    rng = np.random.default_rng(3)
+    a = positive_definite(rng, 2, 4).astype(np.float16)
+    factor = run(["f16[2,4,4]"], "ROOT r = f16[2,4,4] cholesky(p0), lower=true", a)
+    assert factor.dtype == np.float16
+    expected = np.linalg.cholesky(a.astype(np.float64))
+    np.testing.assert_allclose(factor.astype(np.float64), expected, rtol=2e-3, atol=2e-3)  # f16: 11 bits
+    b = rng.standard_normal((2, 4, 3)).astype(np.float16)
+    solved = run(["f16[2,4,4]", "f16[2,4,3]"], "ROOT x = f16[2,4,3] triangular-solve(p0, p1), left_side=true, "
+                 "lower=true, transpose_a=NO_TRANSPOSE", factor, b)
+    assert solved.dtype == np.float16
+    reference = np.linalg.solve(np.tril(factor.astype(np.float64)), b.astype(np.float64))
+    np.testing.assert_allclose(solved.astype(np.float64), reference, rtol=4e-3, atol=4e-3)
+
+
 def test_cholesky_of_a_matrix_that_is_not_positive_definite_gives_nans():
     got = run(["f32[2,2]"], "ROOT r = f32[2,2] cholesky(p0), lower=true", np.float32([[1, 2], [2, 1]]))
     assert np.isnan(got).all()
