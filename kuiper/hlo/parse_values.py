@@ -110,6 +110,47 @@ def parse_value(stream: TokenStream, cache: dict[str, Shape]) -> Any:
     return result
 
 
+def parse_frontend_attributes(stream: TokenStream, cache: dict[str, Shape]) -> Any:
+    """``frontend_attributes={key="text", key={any balanced braces}}`` as XLA reads it: each value a
+    string or a JSON-like dict kept as its text (``{empty_mesh = #sdy.mesh<[]>}``, MLIR attributes
+    that no other value grammar reads). A RECORD token (strings only) is read as a record."""
+    token = stream.token
+    if token.kind == RECORD:
+        return parse_value(stream, cache)
+    stream.expect("{", "'{' to start frontend attributes")
+    result: dict[str, Any] = {}
+    while not stream.accept("}"):
+        key = stream.expect(NAME, "a frontend attribute name").text
+        stream.expect("=", f"'=' after frontend attribute '{key}'")
+        if stream.token.kind == STRING:
+            result[key] = Quoted(unquote(stream.advance().text))
+        elif stream.token.kind in ("{", RECORD):
+            result[key] = _balanced_braces(stream)
+        else:
+            raise stream.error(f"expected a string or '{{' for frontend attribute '{key}', found "
+                               f"{stream.describe(stream.token)}")
+        if not stream.accept(","):
+            stream.expect("}", "'}' at the end of frontend attributes")
+            break
+    return result
+
+
+def _balanced_braces(stream: TokenStream) -> str:
+    """The text from a '{' to its matching '}', whatever tokens lie between."""
+    first = stream.token
+    if first.kind == RECORD:  # a flat ``{...}`` with a string, already one token
+        stream.advance()
+        return first.text
+    depth = 0
+    while True:
+        token = stream.advance()
+        if token.kind == END:
+            raise stream.error("'{' is never closed with '}'", first)
+        depth += {"{": 1, "}": -1}.get(token.kind, 0)
+        if depth == 0:
+            return stream.source.text[first.position : token.position + 1]
+
+
 def _mesh(stream: TokenStream, cache: dict[str, Shape], word: str) -> tuple:
     """Replica groups over a device mesh, checked as XLA's parser checks them:
 

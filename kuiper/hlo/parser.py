@@ -27,7 +27,7 @@ from .infer_shapes import inferred_shape
 from .lexer import END, INT, NAME, SourceText, Token
 from .module import HloComputation, HloInstruction, HloModule
 from .parse_shapes import is_shape_start, parse_shape
-from .parse_values import parse_literal, parse_value
+from .parse_values import parse_frontend_attributes, parse_literal, parse_value
 from .shapes import Shape
 from .token_stream import TokenStream
 from .verify import verify_module
@@ -108,7 +108,10 @@ class _Parser:
             key = stream.name("an attribute name")
             stream.expect("=", f"'=' after attribute '{key}'")
             start = stream.token
-            attributes[key] = parse_value(stream, self.shape_cache)
+            if key == "frontend_attributes":
+                attributes[key] = parse_frontend_attributes(stream, self.shape_cache)
+            else:
+                attributes[key] = parse_value(stream, self.shape_cache)
             problem = check_text and check_text(key, self.source.text[start.position : stream.token.position])
             if problem:
                 raise self.error(problem, start)

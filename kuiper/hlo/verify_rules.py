@@ -28,7 +28,7 @@ ragged-dot real recv recv-done reduce reduce-precision reduce-scatter reduce-win
 reverse rng rng-bit-generator rng-get-and-update-state round-nearest-afz round-nearest-even rsqrt scatter select
 select-and-scatter send send-done set-dimension-size shift-left shift-right-arithmetic shift-right-logical sign
 sine slice sort sqrt stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while xor
-cos sin clz optimization-barrier acos acosh asin asinh atanh cosh sinh
+cos sin clz optimization-barrier acos acosh asin asinh atanh cosh sinh scan scaled-dot
 """.split())
 
 # Opcodes whose operands and result share their dims (XLA has no implicit broadcasting).
@@ -43,7 +43,7 @@ ELEMENTWISE_BINARY = frozenset(
      "xor", "shift-left", "shift-right-arithmetic", "shift-right-logical", "compare", "complex"]
 )
 # Opcodes with a fixed operand count (beyond the elementwise ones).
-OPERAND_COUNTS = {"rng-bit-generator": 1, "select": 3, "clamp": 3, "get-tuple-element": 1, "bitcast-convert": 1,
+OPERAND_COUNTS = {"rng-bit-generator": 1, "scaled-dot": 4, "select": 3, "clamp": 3, "get-tuple-element": 1, "bitcast-convert": 1,
                   "reshape": 1, "transpose": 1, "broadcast": 1, "pad": 2}
 MINIMUM_OPERANDS = {"dynamic-reshape": 1, "concatenate": 1, "conditional": 1}
 API_VERSIONS = ("API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING", "API_VERSION_STATUS_RETURNING_UNIFIED",

@@ -148,6 +148,36 @@ def test_bad_mesh_replica_groups_are_errors_at_their_column(groups, message):
     assert info.value.line == 8 and info.value.column > 40
 
 
+def test_frontend_attributes_hold_strings_or_any_balanced_braces():
+    module = parse('HloModule m, frontend_attributes={xla.sdy.meshes={empty_mesh = #sdy.mesh<[]>}, k="v"}\n'
+                   'ENTRY e {\n  ROOT p = f32[2] parameter(0), frontend_attributes={a={b={"c"}}, d="e"}\n}')
+    assert module.attributes["frontend_attributes"] == {"xla.sdy.meshes": "{empty_mesh = #sdy.mesh<[]>}", "k": "v"}
+    assert module.entry.root.attributes["frontend_attributes"] == {"a": '{b={"c"}}', "d": "e"}
+    for bad, message in (("{k=1}", "a string or '{' for frontend attribute 'k'"),
+                         ('{k={x} m="n"}', "'}' at the end of frontend attributes")):
+        with pytest.raises(HloSyntaxError, match=re.escape(message)):
+            parse(f"ENTRY e {{\n  ROOT p = f32[2] parameter(0), frontend_attributes={bad}\n}}")
+
+
+def test_scan_and_scaled_dot_parse_and_are_refused_when_run():
+    text = """s {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  c = f32[] add(a, b)
+  ROOT t = (f32[], f32[]) tuple(c, c)
+}
+ENTRY e {
+  x = f32[4] parameter(0)
+  i = f32[] parameter(1)
+  ROOT r = (f32[4], f32[]) scan(x, i), dimensions={0}, num_carries=1, to_apply=s
+}"""
+    assert parse(text).entry.root.opcode == "scan"
+    with pytest.raises(KuiperError, match="r in e: scan"):
+        kuiper.load_hlo(text)
+    with pytest.raises(HloSyntaxError, match="takes 4 operand"):
+        parse("ENTRY e {\n  a = f8e4m3fn[2,4] parameter(0)\n  ROOT d = f32[2,2] scaled-dot(a, a)\n}")
+
+
 def test_inferred_shapes_change_type_where_the_opcode_does():
     module = parse("ENTRY e {\n  x = f32[3] parameter(0)\n  f = is-finite(x)\n  ROOT c = complex(x, x)\n}")
     assert module.entry.by_name["f"].shape == ArrayShape("pred", (3,))
