@@ -100,13 +100,28 @@ ENTRY e {
     np.testing.assert_array_equal(got, [2050.0])
 
 
-def test_dot_to_a_narrower_result_type_is_still_refused():
+@pytest.mark.parametrize("lhs_type", ["f32", "f16"])
+def test_dot_to_a_narrower_result_type_computes_in_the_wider_type_and_rounds_once(lhs_type):
+    """As XLA's result caster: 2048 + 1 + 1 summed in f32 is 2050, which f16 holds; summed in f16
+    it would stay 2048 (the spacing there is 2, and 2049 rounds to even)."""
+    text = f"""HloModule dot
+ENTRY e {{
+  a = {lhs_type}[1,3] parameter(0)
+  b = f32[3] parameter(1)
+  ROOT d = f16[1] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}"""
+    got = run(text, np.array([[2048, 1, 1]], lhs_type.replace("f", "float")), np.ones(3, np.float32))
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, [2050.0])
+
+
+def test_dot_of_floats_to_an_integer_result_is_refused():
     text = """HloModule dot
 ENTRY e {
   a = f32[2,2] parameter(0)
-  ROOT d = f16[2,2] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT d = s32[2,2] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}
 }"""
-    with pytest.raises(OperatorParamError, match="f32 and f32 with a f16 result"):
+    with pytest.raises(OperatorParamError, match="f32 and f32 with a s32 result"):
         kuiper.load_hlo(text, backend="numpy")
 
 
