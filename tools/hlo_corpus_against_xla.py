@@ -64,10 +64,6 @@ HAND_CHECKED = {
     "xla/tests/collective_pipeliner_execution_test.cc:1239": (  # the same module in a later XLA checkout
         "unspecified: accumulation precision", "XLA sums this bf16 reduce (in a while body) in bf16, kuiper in "
         "f32, as XLA does for an entry-level reduce"),
-    "xla/backends/gpu/transforms/layout_assignment_h100.hlo:1": (
-        "unspecified: rounding precision", "an f8e4m3fn convolution: kuiper's result is the exact sum rounded once "
-        "to f8 (all 131072 values), XLA's the exact sum rounded to f16 and then to f8 (all 131072 values): "
-        "495 of them differ"),
 }
 IDENTITY_OF = {"add": 0, "or": 0, "xor": 0, "multiply": 1, "and": 1, "maximum": -np.inf, "minimum": np.inf}
 
