@@ -257,7 +257,9 @@ def _async_problem(instruction: HloInstruction, operands: list[Shape], computati
         return f"its operand '{instruction.operands[0]}' comes from {producer.opcode} '{producer.name}', not the " \
                f"{wrapped}-start or -update of its chain"
     start = producer
-    while start.opcode.endswith("-update") and start.operands:
+    for _ in range(len(computation.instructions)):  # bounded: a chain of updates that loops ends too
+        if not (start.opcode.endswith("-update") and start.operands):
+            break
         start = _async_producer(start, computation)
         if start is None:
             return None

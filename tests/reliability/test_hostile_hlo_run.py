@@ -278,3 +278,20 @@ def test_a_call_cycle_is_an_error_not_a_hang():
     text = _call_chain(3).replace("ROOT r = f32[2] negate(p)", "ROOT r = f32[2] call(p), to_apply=c2")
     with pytest.raises(KuiperError):
         kuiper.load_hlo(text)
+
+
+def test_async_updates_that_feed_each_other_end_in_an_error_not_a_hang():
+    # The verifier walks an async chain back to its start; a cycle of updates once made that walk endless.
+    text = """HloModule m
+b {
+  x = f32[2] parameter(0)
+  ROOT y = f32[2] negate(x)
+}
+ENTRY e {
+  p = f32[2] parameter(0)
+  u1 = ((f32[2]), f32[2], s32[]) async-update(u2), calls=b
+  u2 = ((f32[2]), f32[2], s32[]) async-update(u1), calls=b
+  ROOT d = f32[2] async-done(u2), calls=b
+}"""
+    with pytest.raises(KuiperError, match="cycle through 'u2'"):
+        kuiper.load_hlo(text)
