@@ -319,7 +319,10 @@ _PIECES = ["HloModule", "m", "ENTRY", "ROOT", "e", "{", "}", "(", ")", "[", "]",
            "1", "-2", "0.5", "1e400", "-nan", "inf", "->", ":", "\n", "  ", '"s"', "/*c*/", "// c\n", "{...}",
            "index=0", "dimensions={}", "dimensions={0}", "padding=0_0", "3x3", "%x", "<=", "?", "#", "~", "@",
            "\"", "/*", "u4[]", "c64[]", "(1e100, 0)", "api_version=X", "result_accuracy={mode=high}",
-           "control-predecessors={q}", "input_output_alias={ {0}: (0, {}) }", "calls=e", "to_apply=e"]
+           "control-predecessors={q}", "input_output_alias={ {0}: (0, {}) }", "calls=e", "to_apply=e",
+           # the forms issue 48 added: mesh groups, quoted axes, frontend attributes, updates, layouts
+           "mesh", "maximal_mesh", "'x'", "'0'", "replica_groups=", "frontend_attributes=", "#sdy.mesh<[]>",
+           "async-update", "D(", "C+", "P(", "T(2)", "scan", "%p#0", "#1", "'", "device_ids=", "all-reduce"]
 
 
 @FUZZ
@@ -353,5 +356,31 @@ ENTRY main (p: f32[2,3]) -> (f32[2], s32[]) {
 def test_fuzz_a_mutated_module_only_raises_kuiper_errors(position, removed, inserted):
     try:
         parse(_VALID[:position] + inserted + _VALID[position + removed :])
+    except KuiperError:
+        pass
+
+
+_VALID_NEWER = """HloModule fuzz2, frontend_attributes={m={e = #sdy.mesh<[]>}, k="v"}
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  p = (f32[2]{0:D(C)}, f32[2]) parameter(0)
+  r = f32[2] all-reduce(f32[2] %p#1), replica_groups=mesh['x'=1,'y'=2, device_ids=(0,1)] {'x'}, to_apply=add
+  s = ((f32[2]), (), s32[]) async-start(r), calls=add
+  u = ((f32[2], f32[2]), (f32[2]), s32[]) async-update(s, r), calls=add
+  ROOT d = (f32[2]) async-done(u), calls=add
+}
+"""
+
+
+@FUZZ
+@given(st.integers(0, len(_VALID_NEWER) - 1), st.integers(0, 3),
+       st.text(alphabet="{}()[],=:%#-0123456789'aDCPefs<>\n ", max_size=4))
+def test_fuzz_a_mutated_module_of_the_newer_forms_only_raises_kuiper_errors(position, removed, inserted):
+    try:
+        parse(_VALID_NEWER[:position] + inserted + _VALID_NEWER[position + removed :])
     except KuiperError:
         pass
