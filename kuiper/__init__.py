@@ -66,6 +66,7 @@ def load(
     *,
     format: str | None = None,  # noqa: A002 - the user-facing word
     threads: int | None = None,
+    providers: bool = True,
     **options,
 ) -> Model:
     """Load a model file (or model text) and build it for one backend.
@@ -79,6 +80,8 @@ def load(
     elementwise op separate (for debugging and comparisons).  ``threads=N`` caps
     the CPU threads each run of this model uses (BLAS and the compiled kernels, as
     ONNX Runtime's ``intra_op_num_threads``); None keeps the libraries' defaults.
+    ``providers=False`` runs every step as its own op: no execution provider compiles a run of
+    them into one call (kuiper/graph/providers.py; for comparisons, like ``fuse=False``).
 
     A PNNX model can also be loaded from memory: ``path`` is then the ``.pnnx.param``'s
     content and ``bin_path`` the ``.pnnx.bin``'s (or its path), each as bytes or a
@@ -98,7 +101,7 @@ def load(
         options["bin_path"] = bin_path
     frontend, ir = read_model(path, format, **options)
     resolved = backend if not isinstance(backend, (str, type(None))) else get_backend(backend)
-    model = build(ir, backend=resolved, fuse=fuse)
+    model = build(ir, backend=resolved, fuse=fuse, providers=providers)
     model.threads = threads
     logger.debug("loaded %s (%s): %d nodes on backend %s in %.0f ms", model.source, frontend.name, len(model.steps),
                  model.backend.name, (time.perf_counter() - started) * 1e3)
@@ -107,6 +110,8 @@ def load(
     arguments = {"path": os.fspath(path), "backend": model.backend.name, "fuse": fuse, "format": frontend.name}
     if threads is not None:
         arguments["threads"] = threads
+    if not providers:
+        arguments["providers"] = False
     arguments.update({key: os.fspath(value) if isinstance(value, os.PathLike) else value
                       for key, value in options.items()})
     model.origin = Origin(load, arguments)
@@ -114,12 +119,17 @@ def load(
 
 
 def load_hlo(path_or_text: str | os.PathLike, backend: str | None = None, fuse: bool = True, *,
-             threads: int | None = None) -> Model:
+             threads: int | None = None, providers: bool = True, constants=None) -> Model:
     """``kuiper.load(path_or_text, format="hlo", threads=threads)``: XLA HLO text (a file, or the text itself).
 
     Inputs are the ENTRY parameters in order; a ROOT tuple gives one output per leaf.
+    ``constants={number or name: array}`` binds those parameters to arrays once, at load time (JAX
+    passes weights as arguments: bound, they are prepared once, as constant weights are); the
+    Model's inputs are then the parameters left, in order.
     """
-    return load(path_or_text, backend=backend, fuse=fuse, format="hlo", threads=threads)
+    options = {} if constants is None else {"constants": constants}
+    return load(path_or_text, backend=backend, fuse=fuse, format="hlo", threads=threads, providers=providers,
+                **options)
 
 
 def backends():

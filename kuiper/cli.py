@@ -21,6 +21,7 @@ from .dask.cli import run_files, wants_files
 from .errors import BackendUnavailableError, KuiperError, UnsupportedOperatorError, UsageError
 from .formats.pnnx_ops import pnnx_spellings
 from .frontends import load_ir
+from .graph.providers import PARTITION_TYPE
 from .hlo.cli import add_hlo_command
 from .numba_kernels import kernel_notes
 from .plugins import backend_registry, kernel_registry, op_registry
@@ -138,6 +139,12 @@ def cmd_info(args) -> int:
         print(f"fused {len(model.fused_groups)} elementwise chain(s):")
         for group in model.fused_groups:
             print("  " + " + ".join(group))
+    partitions = [step.node for step in model.steps if step.node.type == PARTITION_TYPE]
+    if partitions:
+        print(f"{len(partitions)} run(s) of ops claimed by execution providers, one compiled call each:")
+        for node in partitions:
+            members = node.params["members"]
+            print(f"  {node.params['provider']}: {' + '.join(members)} ({len(members)} ops)")
     if "numpy-arrays" in model.backend.capabilities:  # the compiled CPU kernels' backends
         print("\n".join(kernel_notes(model)))
     return 0
@@ -162,18 +169,20 @@ def cmd_backends(args) -> int:
 def cmd_ops(args) -> int:
     registry = op_registry()
     spellings = pnnx_spellings()
+    backends = sorted(backend_registry())
+    kernels = {backend: kernel_registry(backend) for backend in backends}
     print(f"{len(registry)} op types:")
+    print(f"(each served by its plugin on every backend, {', '.join(backends)}, except where a kernel "
+          "plugin replaces it: 'on BACKEND' under it)")
     for op_type in sorted(registry):
         registered = registry[op_type]
         print(f"  {op_type:<36} {registered.obj.__qualname__:<24} [{registered.plugin}]")
         if op_type in spellings:
             print(f"      PNNX: {', '.join(spellings[op_type])}")
-    for backend in sorted(backend_registry()):
-        kernels = kernel_registry(backend)
-        if kernels:
-            print(f"kernels replacing ops on backend '{backend}':")
-            for op_type in sorted(kernels):
-                print(f"  {op_type:<36} {kernels[op_type].obj.__qualname__:<24} [{kernels[op_type].plugin}]")
+        for backend in backends:
+            kernel = kernels[backend].get(op_type)
+            if kernel is not None:
+                print(f"      on {backend}: {kernel.obj.__qualname__} [{kernel.plugin}]")
     return 0
 
 

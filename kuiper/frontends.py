@@ -36,6 +36,12 @@ class Frontend:
     suffixes: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
+    def spellings(cls) -> dict[str, str]:
+        """``{this format's op type: the canonical type it translates to}`` (PNNX's ``nn.ReLU``: ``ReLU``),
+        so that a plugin registering a kernel or op under a format's spelling is told the canonical one."""
+        return {}
+
+    @classmethod
     def claims(cls, path: Path) -> bool:
         """True when this frontend reads ``path``; the default looks at the file name only."""
         return any(path.name.endswith(suffix) for suffix in cls.suffixes)

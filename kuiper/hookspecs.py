@@ -41,7 +41,9 @@ def kuiper_add_kernels(backend_name, capabilities):
     kuiper.backends.base): choose by it rather than by name, e.g. kernels written
     for NumPy arrays serve every backend with ``"numpy-arrays"``.  An
     implementation may take either argument or both.  Return None or ``{}`` for
-    backends you do not specialise.
+    backends you do not specialise.  Key kernels by canonical op types (``ReLU``, as ``kuiper ops``
+    lists them): a key no op declares, or a frontend's spelling (PNNX's ``nn.ReLU``), is refused
+    with a PluginError naming the type to use, since no model would ever reach it.
     """
 
 
@@ -54,6 +56,18 @@ def kuiper_add_primitives(backend_name, capabilities):
     as ``function(default, *args)``, where ``default`` is the backend's own method,
     for the calls the plugin does not take.  They are installed once, when the
     backend is first created.  Return None or ``{}`` for backends you do not specialise.
+    """
+
+
+@hookspec
+def kuiper_add_providers(backend_name, capabilities):
+    """Return ``{name: provider}``: execution providers that claim partitions of graphs built for that backend.
+
+    After the graph passes, each provider is offered the model's steps in order (see
+    ``kuiper.graph.providers.Provider``) and claims runs of them it compiles whole; a claimed run
+    becomes one step that calls the provider's compiled partition, and what no provider claims
+    runs op by op.  Providers are asked in plugin order, built-ins first; each sees only what
+    earlier ones left.  Return None or ``{}`` for backends you do not serve.
     """
 
 

@@ -9,6 +9,7 @@ distribution and the error: one broken package must not break every command.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import importlib.metadata
@@ -93,6 +94,7 @@ def reset_registries() -> None:
     op_registry.cache_clear()
     kernel_registry.cache_clear()
     primitive_registry.cache_clear()
+    provider_registry.cache_clear()
     frontend_registry.cache_clear()
     custom_call_registry.cache_clear()
 
@@ -191,6 +193,9 @@ def op_registry() -> dict[str, Registered]:
             for op_type in cls.types:
                 _add_once(registry, op_type, Registered(cls, plugin), "op type",
                           "; use the kuiper_add_kernels hook to replace an op on one backend")
+    for op_type, registered in registry.items():
+        _refuse_a_frontends_spelling(op_type, registered, "an op",
+                                     "; to replace that op, register a kernel for it (kuiper_add_kernels)")
     return registry
 
 
@@ -218,13 +223,51 @@ def _per_backend(hook, backend_name: str, what: str) -> dict[str, Registered]:
 @functools.lru_cache(maxsize=None)
 def kernel_registry(backend_name: str) -> dict[str, Registered]:
     """``{op type: Registered(Op subclass)}`` replacing generic ops on this backend."""
-    return _per_backend(plugin_manager().hook.kuiper_add_kernels, backend_name, "op type")
+    registry = _per_backend(plugin_manager().hook.kuiper_add_kernels, backend_name, "op type")
+    _refuse_undeclared_types(registry, f"a kernel on backend '{backend_name}'")
+    return registry
+
+
+def _refuse_undeclared_types(registry: dict[str, Registered], what: str) -> None:
+    """A PluginError for a type no op declares (a kernel for it would never run): naming the canonical
+    type when it is a frontend's spelling of one, else the nearest declared types."""
+    declared = op_registry()
+    for op_type, registered in registry.items():
+        if op_type in declared:
+            continue
+        _refuse_a_frontends_spelling(op_type, registered, what)
+        by_lower_case = {declared_type.lower(): declared_type for declared_type in declared}
+        near = [by_lower_case[found] for found in difflib.get_close_matches(op_type.lower(), list(by_lower_case), n=3)]
+        raise PluginError(
+            f"plugin {_named(registered)} registers {what} for op type '{op_type}', which no op declares, so no "
+            f"model would run it{'; did you mean ' + ' or '.join(map(repr, near)) + '?' if near else ''} "
+            "(`kuiper ops` lists the op types)")
+
+
+def _refuse_a_frontends_spelling(op_type: str, registered: Registered, what: str, advice: str = "") -> None:
+    """A PluginError when ``op_type`` is how a frontend spells a canonical type: frontends translate their
+    spellings before any op or kernel is chosen, so one registered under a spelling is never reached."""
+    for frontend in frontend_registry().values():
+        spellings = getattr(frontend.obj, "spellings", dict)()
+        canonical = spellings.get(op_type)
+        if canonical is not None and canonical != op_type:
+            language = frontend.obj.name.upper()
+            raise PluginError(
+                f"plugin {_named(registered)} registers {what} for op type '{op_type}': {op_type} is {language}'s "
+                f"spelling of {canonical} (the {language} frontend translates it before any op is chosen, so "
+                f"nothing registered under '{op_type}' would run); register it under '{canonical}'{advice}")
 
 
 @functools.lru_cache(maxsize=None)
 def primitive_registry(backend_name: str) -> dict[str, Registered]:
     """``{primitive name: Registered(function)}`` replacing Backend primitives on this backend."""
     return _per_backend(plugin_manager().hook.kuiper_add_primitives, backend_name, "primitive")
+
+
+@functools.lru_cache(maxsize=None)
+def provider_registry(backend_name: str) -> dict[str, Registered]:
+    """``{provider name: Registered(provider)}``: what may claim partitions of a graph built for this backend."""
+    return _per_backend(plugin_manager().hook.kuiper_add_providers, backend_name, "provider")
 
 
 @functools.lru_cache(maxsize=None)

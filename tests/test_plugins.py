@@ -88,6 +88,56 @@ def test_a_kernel_override_wins_over_fusion(tmp_path, register_plugin):
     np.testing.assert_allclose(model(x), 1 / (1 + np.exp(-(np.maximum(2 * x, 0) + 1000))), rtol=1e-6)
 
 
+class _SpelledKernelPlugin:
+    """A round-2 plugin: its kernel keyed by PNNX's spelling, which the PNNX frontend translates away."""
+
+    @kuiper.hookimpl
+    def kuiper_add_kernels(self, backend_name):
+        return {"nn.ReLU": _FastReLU} if backend_name == "numpy" else {}
+
+
+def test_a_kernel_under_a_frontends_spelling_is_refused_naming_the_canonical_type(tmp_path, register_plugin):
+    register_plugin(_SpelledKernelPlugin(), "spelled_relu")
+    with pytest.raises(PluginError, match=r"plugin 'spelled_relu' \(_FastReLU\) registers a kernel on backend 'numpy' "
+                                          r"for op type 'nn.ReLU': nn.ReLU is PNNX's spelling of ReLU .*"
+                                          r"register it under 'ReLU'"):
+        kuiper.load(_relu_model(tmp_path))  # before: it loaded, and ran the built-in ReLU without a word
+
+
+def test_a_kernel_for_a_type_no_op_declares_is_refused_with_the_nearest_types(register_plugin):
+    class Misspelled:
+        @kuiper.hookimpl
+        def kuiper_add_kernels(self, backend_name):
+            return {"Relu": _FastReLU}
+
+    register_plugin(Misspelled(), "misspelled")
+    with pytest.raises(PluginError, match=r"for op type 'Relu', which no op declares, .* did you mean 'ReLU'"):
+        plugins.kernel_registry("numpy")
+
+
+def test_an_op_under_a_frontends_spelling_is_refused_pointing_to_kernels(register_plugin):
+    class SpelledOp:
+        @kuiper.hookimpl
+        def kuiper_add_ops(self):
+            return [type("SpelledSigmoid", (Op,), {"types": ("F.sigmoid",)})]
+
+    register_plugin(SpelledOp(), "spelled_op")
+    with pytest.raises(PluginError, match=r"F.sigmoid is PNNX's spelling of Sigmoid .* register it under 'Sigmoid'; "
+                                          r"to replace that op, register a kernel for it \(kuiper_add_kernels\)"):
+        plugins.op_registry()
+
+
+def test_kuiper_ops_names_the_plugin_that_serves_a_type_on_each_backend(register_plugin, capsys):
+    register_plugin(_KernelPlugin(), "fast_relu")
+    assert main(["ops"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    relu = next(i for i, line in enumerate(lines) if line.split()[:1] == ["ReLU"])
+    assert lines[relu].split()[-1] == "[builtin_ops]"
+    served = [line.strip() for line in lines[relu + 1:] if line.startswith("      ")][:3]
+    assert "on numpy: _FastReLU [fast_relu]" in served
+    assert not any(line.startswith("on cupy") for line in served)  # cupy runs the op's own class
+
+
 def test_two_plugins_claiming_one_op_type_is_an_error(register_plugin):
     class Again:
         @kuiper.hookimpl

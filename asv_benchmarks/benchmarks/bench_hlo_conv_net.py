@@ -6,6 +6,11 @@ text). The PNNX model (``nn.Conv2d`` + ``nn.ReLU``) is written at setup from the
 and biases in that text, so every engine runs the same weights; PyTorch runs when torch is
 installed. ``tools/bench_hlo_conv_net.py`` times all three interleaved, for the ratios in
 docs/performance.md.
+
+JAX users pass weights as arguments of the jitted function: ``hlo-args`` is the same text with
+every weight constant turned into an ENTRY parameter (``weights_as_parameters``), called with the
+weights at every call; ``hlo-bound`` binds those parameters to the arrays at load
+(``kuiper.load_hlo(text, constants=...)``, issue 44).
 """
 
 from __future__ import annotations
@@ -45,6 +50,22 @@ def conv_layers(text: str) -> list[tuple[np.ndarray, np.ndarray]]:
     return list(zip(kernels, biases))
 
 
+def weights_as_parameters(text: str) -> tuple[str, dict[int, np.ndarray]]:
+    """The text with each array constant of the ENTRY computation (the weights) made a parameter, numbered
+    after x in program order, as JAX writes weights passed as arguments; and {number: the weight}."""
+    entry = parse(text, source=DATA.name).entry
+    weights = [i for i in entry.instructions if i.opcode == "constant" and i.shape.size() > 1]
+    lines, numbers = text.splitlines(), {}
+    for number, instruction in enumerate(weights, start=1):
+        numbers[instruction.name] = number
+    for index, line in enumerate(lines):
+        name = line.strip().split(" = ", 1)[0]
+        if name in numbers and " constant(" in line:
+            lines[index] = line[: line.index(" constant(")] + f" parameter({numbers[name]})"
+    arrays = {numbers[i.name]: literal_array(i) for i in weights}
+    return "\n".join(lines), arrays
+
+
 def write_pnnx_net(layers, input_shape: tuple[int, ...], folder: Path) -> Path:
     """The layers as the PNNX file pnnx writes for nn.Conv2d(padding=1) + nn.ReLU blocks."""
     ops = [OpLine("pnnx.Input", "pnnx_input_0", [], ["x"])]
@@ -75,9 +96,10 @@ def torch_module(layers):
 
 
 class HloConvNet:
-    """The same net three ways: ``hlo`` (kuiper.load_hlo), ``pnnx`` (kuiper.load), ``torch``."""
+    """The same net five ways: ``hlo`` (kuiper.load_hlo, weights in the text), ``hlo-args`` (weights passed
+    per call), ``hlo-bound`` (those bound at load), ``pnnx`` (kuiper.load), ``torch``."""
 
-    params = (["hlo", "pnnx", "torch"], BACKENDS)
+    params = (["hlo", "hlo-args", "hlo-bound", "pnnx", "torch"], BACKENDS)
     param_names = ("engine", "backend")
     number = 1
     warmup_time = 0.5
@@ -90,6 +112,15 @@ class HloConvNet:
         x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
         if engine == "torch":
             self.run = self.torch_net(conv_layers(text), x, backend)
+            return
+        if engine in ("hlo-args", "hlo-bound"):
+            args_text, weights = weights_as_parameters(text)
+            bound = engine == "hlo-bound"
+            self.model = kuiper.load_hlo(args_text, backend=backend, constants=weights if bound else None)
+            arrays = [x] if bound else [x] + [weights[number] for number in sorted(weights)]
+            inputs = [self.model.backend.asarray(a) for a in arrays]
+            self.run = lambda: run_once(self.model, inputs)
+            self.run()
             return
         if engine == "hlo":
             self.model = hlo_model

@@ -13,16 +13,22 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, ClassVar, Sequence
 
-from ..ir import codegen_numpy
+from ..ir import bitcast, codegen_numpy
+from . import standard
 
 # Capabilities a backend may advertise in ``Backend.capabilities``.
 # Its arrays are numpy.ndarray in host memory: kernels written for NumPy (Numba, C extensions) take them.
 NUMPY_ARRAYS = "numpy-arrays"
 # It compiles and launches CUDA C++ source at run time (CuPy's RawModule): te runs its generated CUDA there.
 CUDA_SOURCE = "cuda-source"
+# Its functions write into a given array (``out=``) and its arrays tell whether they are contiguous and
+# writeable (``flags``), as NumPy's and CuPy's do: the graph lends an elementwise op the buffer of an
+# input nothing else reads, to write its result into.  The standard has neither, so other namespaces
+# get a fresh array per result.
+OUT_BUFFERS = "out-buffers"
 
 # The methods a kernel plugin may replace through the ``kuiper_add_primitives`` hook.
-PRIMITIVES = ("pad", "sliding_window", "einsum", "scatter_add", "erf", "softmax_in_place", "compile_elementwise",
+PRIMITIVES = ("pad", "sliding_window", "einsum", "scatter_add", "put", "bitcast", "erf", "softmax_in_place", "compile_elementwise",
               "blas_threads")
 
 
@@ -70,21 +76,36 @@ class Backend:
         raise NotImplementedError
 
     # -- primitives ------------------------------------------------------------
+    # The defaults are written in the array API standard (standard.py): any namespace runs them.
+    # A backend whose library has a faster or view-returning version overrides them.
     def pad(self, x, pads: Sequence[tuple[int, int]], mode: str = "constant", value: float = 0.0):
         """Pad every axis by (before, after); mode is constant, reflect, replicate or circular."""
-        raise NotImplementedError
+        return standard.pad(self.xp, x, pads, mode, value)
 
     def sliding_window(self, x, window: Sequence[int], axes: Sequence[int]):
-        """A view of x with the window dimensions appended (like NumPy's sliding_window_view)."""
-        raise NotImplementedError
+        """x with the window dimensions appended (like NumPy's sliding_window_view; a view where the
+        backend can make one: callers never write into it)."""
+        return standard.sliding_window(self.xp, x, window, axes)
 
     def einsum(self, equation: str, *operands):
-        raise NotImplementedError
+        return standard.einsum(self.xp, equation, *operands)
 
     def scatter_add(self, target, indices, values):
         """Add ``values`` into the 1-D array ``target`` at ``indices`` (1-D, same length), in place;
         repeated indices accumulate.  Returns ``target``."""
-        raise NotImplementedError
+        return standard.scatter_add(self.xp, target, indices, values)
+
+    def put(self, target, indices, values):
+        """Write ``values`` into the 1-D array ``target`` at ``indices`` (1-D, same length), in place;
+        of repeated indices the last value stays.  Returns ``target``.  (The standard's assignment
+        takes slices and integers, not index arrays.)"""
+        return standard.put(self.xp, target, indices, values)
+
+    def bitcast(self, x, dtype):
+        """The bits of the C-contiguous ``x`` read as ``dtype`` (a narrower or wider one splits or joins
+        the last axis, as NumPy's ``view`` does).  The default, written in the standard (which has no
+        bitcast), reads integers and float32/float64 of one width as each other, NaN payloads aside."""
+        return bitcast.bitcast(self.xp, x, dtype)
 
     def erf(self, x):
         """The error function, elementwise (GELU needs it; the array API has none)."""
@@ -93,16 +114,10 @@ class Backend:
         return erf(getattr(self, "native", None) or self.xp, x)
 
     def softmax_in_place(self, x, axis: int):
-        """softmax along ``axis``, written over ``x`` (a fresh float array the caller owns).
-
-        Subtracting the max keeps exp from overflowing; working in place keeps attention
-        scores (N, heads, L, S) from being copied three times.
-        """
-        xp = self.xp
-        x -= xp.max(x, axis=axis, keepdims=True)
-        xp.exp(x, out=x)
-        x /= xp.sum(x, axis=axis, keepdims=True)
-        return x
+        """softmax along ``axis``, written over ``x`` (a fresh float array the caller owns) where the
+        backend can: attention scores (N, heads, L, S) are then not copied three times.  The default
+        returns a new array (the standard has no ``out=``); callers use what it returns."""
+        return standard.softmax(self.xp, x, axis)
 
     def compile_elementwise(self, function):
         """Turn a kuiper.ir elementwise Function into a callable ``f(*inputs) -> array``."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..errors import DeviceMemoryError, KuiperError
 from ..hookspecs import hookimpl
-from .base import CUDA_SOURCE
+from .base import CUDA_SOURCE, OUT_BUFFERS
 from .numpy_like import NumPyLikeBackend
 
 
@@ -42,7 +42,7 @@ def _cupy_status():
 class CupyBackend(NumPyLikeBackend):
     name = "cupy"
     description = "NVIDIA GPU backend (CuPy for CUDA 13) with fused elementwise kernels"
-    capabilities = frozenset({CUDA_SOURCE})
+    capabilities = frozenset({CUDA_SOURCE, OUT_BUFFERS})
     cpu_cache_blocking = False
 
     @classmethod

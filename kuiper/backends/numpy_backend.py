@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..hookspecs import hookimpl
-from .base import NUMPY_ARRAYS
+from .base import NUMPY_ARRAYS, OUT_BUFFERS
 from .numpy_like import NumPyLikeBackend
 from .numpy_namespace import array_namespace
 
@@ -22,7 +22,7 @@ WEIGHT_ALIGNMENT = 64
 class NumpyBackend(NumPyLikeBackend):
     name = "numpy"
     description = "CPU reference backend (NumPy; BLAS threads follow OMP_NUM_THREADS)"
-    capabilities = frozenset({NUMPY_ARRAYS})
+    capabilities = frozenset({NUMPY_ARRAYS, OUT_BUFFERS})
     native = np
     xp = array_namespace()
 

@@ -34,3 +34,17 @@ class NumPyLikeBackend(Backend):
     def scatter_add(self, target, indices, values):
         self.native.add.at(target, indices, values)  # unbuffered: repeated indices accumulate
         return target
+
+    def put(self, target, indices, values):
+        target[indices] = values
+        return target
+
+    def bitcast(self, x, dtype):
+        return x.view(dtype)
+
+    def softmax_in_place(self, x, axis: int):
+        xp = self.xp
+        x -= xp.max(x, axis=axis, keepdims=True)
+        xp.exp(x, out=x)
+        x /= xp.sum(x, axis=axis, keepdims=True)
+        return x

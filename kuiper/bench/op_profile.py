@@ -6,6 +6,8 @@ import time
 
 import numpy as np
 
+from ..graph.providers import PARTITION_TYPE
+
 
 class _StepTimer:
     """A StepObserver that times each step, synchronising the backend around it."""
@@ -38,23 +40,44 @@ def profile_steps(model, inputs: list, rounds: int) -> dict[int, list[float]]:
 
 
 def format_profile(model, samples: dict[int, list[float]], top: int = 12) -> list[str]:
-    """Median time per op type (summed over its ops) and the slowest single ops."""
+    """Median time per op type (summed over its ops; a provider's partitions as one kind), the ops that
+    ran inside partitions, and the slowest single steps."""
     medians = {i: float(np.median(s)) * 1e3 for i, s in samples.items()}
     total = sum(medians.values()) or float("nan")
     by_type: dict[str, list[float]] = {}
+    ops_of: dict[str, int] = {}
     for index, ms in medians.items():
-        by_type.setdefault(model.steps[index].node.type, []).append(ms)
+        node = model.steps[index].node
+        by_type.setdefault(_kind(node), []).append(ms)
+        ops_of[_kind(node)] = ops_of.get(_kind(node), 0) + _op_count(node)
     rounds = len(next(iter(samples.values()), []))
-    lines = [f"kuiper per-op profile (median of {rounds} step-by-step runs, sum {total:.2f} ms):", "  by op type:"]
+    ops = sum(ops_of.values())
+    partitions = [model.steps[i].node for i in medians if model.steps[i].node.type == PARTITION_TYPE]
+    claimed = sum(_op_count(node) for node in partitions)
+    lines = [f"kuiper per-op profile (median of {rounds} step-by-step runs, sum {total:.2f} ms):",
+             f"  {ops} ops in {len(medians)} steps, {1e3 * total / max(ops, 1):.1f} us per op; {claimed} ops ran in "
+             f"{len(partitions)} provider partitions (one compiled call each)", "  by op type:"]
     for op_type, times in sorted(by_type.items(), key=lambda kv: -sum(kv[1])):
-        lines.append(f"    {op_type:<28} {sum(times):9.2f} ms {100 * sum(times) / total:5.1f}%  ({len(times)} ops)")
+        count = (f"{len(times)} partitions, {ops_of[op_type]} ops" if op_type.startswith(PARTITION_TYPE)
+                 else f"{len(times)} ops")
+        lines.append(f"    {op_type:<28} {sum(times):9.2f} ms {100 * sum(times) / total:5.1f}%  ({count})")
     lines.append(f"  slowest {min(top, len(medians))} ops:")
     for index in sorted(medians, key=lambda i: -medians[i])[:top]:
         node = model.steps[index].node
         info = model.ir.operands.get(node.inputs[0]) if node.inputs else None
         shape = _shape_text(info.shape) if info is not None and info.shape is not None else "?"
-        lines.append(f"    {node.name:<28} {node.type:<22} {medians[index]:9.2f} ms  input {shape}")
+        lines.append(f"    {node.name:<28} {_kind(node):<22} {medians[index]:9.2f} ms  input {shape}")
     return lines
+
+
+def _kind(node) -> str:
+    """The op type, or for a provider's partition ``Partition (provider)``."""
+    return f"{PARTITION_TYPE} ({node.params.get('provider')})" if node.type == PARTITION_TYPE else node.type
+
+
+def _op_count(node) -> int:
+    """The ops a step runs: a partition's members, else one."""
+    return len(node.params.get("members", ())) if node.type == PARTITION_TYPE else 1
 
 
 def _shape_text(shape) -> str:

@@ -20,7 +20,7 @@ from ..model_ir import ModelIR, OpNode
 from ..pnnx_expr import op as expression_op
 from .files import read_regular_file
 from .pnnx_bin import EXTRA_ENTRIES_ALLOWED, WeightArchive
-from .pnnx_ops import translate
+from .pnnx_ops import PNNX_OPS, translate
 from .pnnx_param import parse_param
 
 
@@ -149,6 +149,10 @@ class PnnxFrontend(Frontend):
     @classmethod
     def load(cls, path: Path, bin_path: str | os.PathLike | None = None, strict: bool = False) -> ModelIR:
         return load_pnnx(path, bin_path, strict=strict)
+
+    @classmethod
+    def spellings(cls) -> dict[str, str]:
+        return {spelling: translation.canonical for spelling, translation in PNNX_OPS.items()}
 
     @classmethod
     def claims_content(cls, content: bytes) -> bool:

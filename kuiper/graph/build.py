@@ -1,4 +1,5 @@
-"""ModelIR -> Model: check op types, order, fold constants, fuse, build sub-graphs, instantiate on one backend, plan lifetimes.
+"""ModelIR -> Model: check op types, order, fold constants, fuse, build sub-graphs, instantiate on one
+Target (the backend resolved once, kuiper/graph/target.py), offer runs to its providers, plan lifetimes.
 
 A param that holds a ModelIR (or a list of them) is a sub-graph: a loop body, a reducer,
 a branch.  It is built here, on the same backend, before the op that uses it is made, and
@@ -10,14 +11,11 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 
-import numpy as np
-
-from ..backends import get_backend
-from ..backends.base import NUMPY_ARRAYS, Backend
+from ..backends.base import NUMPY_ARRAYS, OUT_BUFFERS, Backend
 from ..errors import GraphError, UnsupportedOperatorError
+from ..ir import dtypes
 from ..limits import check_size
 from ..model_ir import ModelIR, OpNode
-from ..plugins import kernel_registry, op_registry
 from .constant_fold import fold_constants
 from .conv_crop import fold_crops_into_convs
 from .fusion import fuse_elementwise
@@ -26,15 +24,15 @@ from .hoist import hoist_unary_elementwise
 from .model import Model, TensorSpec
 from .native_layouts import agree_on_layouts
 from .plan import Step
+from .providers import Unit, offer_to_providers
+from .target import Target, resolve_target
 
 
-def check_supported(ir: ModelIR, backend_name: str) -> None:
+def check_supported(ir: ModelIR, target: Target) -> None:
     """Raise ONE error listing every unknown op type with the ops that use it."""
-    registry = op_registry()
-    kernels = kernel_registry(backend_name)
     unknown: dict[str, list[str]] = defaultdict(list)
     for node in ir.ops:
-        if node.type not in registry and node.type not in kernels:
+        if not target.knows(node.type):
             unknown[node.type].append(_named_with_place(node, ir.source))
     if unknown:
         lines = [f"  {op_type}: used by {', '.join(names)}" for op_type, names in sorted(unknown.items())]
@@ -58,9 +56,9 @@ def check_declared_sizes(ir: ModelIR) -> None:
     for info in ir.operands.values():
         if info.shape and all(isinstance(d, int) for d in info.shape) and info.dtype:
             try:
-                itemsize = np.dtype(info.dtype).itemsize
-            except TypeError:
-                continue  # a dtype NumPy does not know (bfloat16): its ops check what they make
+                itemsize = dtypes.itemsize(info.dtype)
+            except KeyError:
+                continue  # a dtype name kuiper does not know: its ops check what they make
             check_size(info.shape, itemsize, f"{ir.source or 'model'}: operand '{info.name}' as declared")
 
 
@@ -130,24 +128,23 @@ def _tensor_spec(ir: ModelIR, operand: str) -> TensorSpec:
     return TensorSpec(operand, info.shape if info else None, info.dtype if info else None)
 
 
-def build_subgraphs(node: OpNode, backend: Backend, fuse: bool) -> dict:
-    """Each sub-graph param of ``node`` built as a Model on ``backend`` (a list param: a list of Models)."""
+def build_subgraphs(node: OpNode, target: Target, fuse: bool, providers: bool) -> dict:
+    """Each sub-graph param of ``node`` built as a Model on ``target`` (a list param: a list of Models)."""
     built: dict = {}
     for key, value in node.params.items():
         if isinstance(value, ModelIR):
-            built[key] = build(value, backend, fuse)
+            built[key] = build(value, target, fuse, providers)
         elif isinstance(value, (list, tuple)) and value and all(isinstance(v, ModelIR) for v in value):
-            built[key] = [build(v, backend, fuse) for v in value]
+            built[key] = [build(v, target, fuse, providers) for v in value]
     return built
 
 
-def instantiate(node: OpNode, backend: Backend, fuse: bool = True):
-    kernels = kernel_registry(backend.name)
-    registered = kernels.get(node.type) or op_registry()[node.type]
-    subgraphs = build_subgraphs(node, backend, fuse)
+def instantiate(node: OpNode, target: Target, fuse: bool = True, providers: bool = True):
+    op_class = target.op_class(node.type)
+    subgraphs = build_subgraphs(node, target, fuse, providers)
     if subgraphs:
-        return registered.obj(node, backend, subgraphs=subgraphs)
-    return registered.obj(node, backend)
+        return op_class(node, target.backend, subgraphs=subgraphs)
+    return op_class(node, target.backend)
 
 
 def _lend_dead_buffers(steps: list[Step], keep: set[str]) -> None:
@@ -171,32 +168,41 @@ def _lend_dead_buffers(steps: list[Step], keep: set[str]) -> None:
         )
 
 
-def _instantiate_on_device(node: OpNode, backend: Backend, fuse: bool):
+def _instantiate_on_device(node: OpNode, target: Target, fuse: bool, providers: bool):
     """Instantiate, turning device failures (weights that do not fit) into KuiperErrors."""
     try:
-        return instantiate(node, backend, fuse)
+        return instantiate(node, target, fuse, providers)
     except Exception as exc:
-        translated = backend.device_error(exc)
+        translated = target.backend.device_error(exc)
         if translated is not None:
             raise translated from exc
         raise
 
 
-def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) -> Model:
-    """Build a runnable Model bound to one backend (see kuiper.config for how None is resolved)."""
-    backend = backend if isinstance(backend, Backend) else get_backend(backend)
-    check_supported(ir, backend.name)
+def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool = True,
+          providers: bool = True) -> Model:
+    """Build a runnable Model bound to one backend (see kuiper.config for how None is resolved).
+
+    ``fuse=False`` keeps every elementwise op separate; ``providers=False`` leaves every step to its op
+    (no partitions: kuiper/graph/providers.py).  Sub-graphs are built the same way.
+    """
+    target = resolve_target(backend)
+    backend = target.backend
+    check_supported(ir, target)
     check_declared_sizes(ir)
     output_operands = list(ir.outputs)
     order = topological_order(ir, output_operands)
     fused_groups: list[list[str]] = []
     if fuse:
         order = fold_crops_into_convs(order, ir.operands, output_operands)
-        order = fold_constants(order, ir.operands, output_operands, backend.name)
-        order = hoist_unary_elementwise(order, output_operands, backend.name)
-        order, fused_groups = fuse_elementwise(order, output_operands, backend.name)
+        order = fold_constants(order, ir.operands, output_operands, target)
+        order = hoist_unary_elementwise(order, output_operands, target)
+        order, fused_groups = fuse_elementwise(order, output_operands, target)
 
-    compute = order
+    units = [Unit(node, _instantiate_on_device(node, target, fuse, providers)) for node in order]
+    if providers:
+        units = offer_to_providers(units, target, output_operands, ir.operands)
+    compute = [unit.node for unit in units]
     slot_of: dict[str, int] = {operand: slot for slot, operand in enumerate(ir.inputs)}
     for node in compute:
         for operand in node.outputs:
@@ -220,15 +226,16 @@ def build(ir: ModelIR, backend: str | Backend | None = None, fuse: bool = True) 
 
     steps = [
         Step(
-            op=_instantiate_on_device(node, backend, fuse),
-            node=node,
-            input_slots=tuple(slot_of[o] for o in node.inputs),
-            output_slots=tuple(slot_of[o] for o in node.outputs),
+            op=unit.op,
+            node=unit.node,
+            input_slots=tuple(slot_of[o] for o in unit.node.inputs),
+            output_slots=tuple(slot_of[o] for o in unit.node.outputs),
             free_slots=tuple(frees[i]),
         )
-        for i, node in enumerate(compute)
+        for i, unit in enumerate(units)
     ]
-    _lend_dead_buffers(steps, keep)
+    if OUT_BUFFERS in backend.capabilities:
+        _lend_dead_buffers(steps, keep)
     agree_on_layouts(steps, keep)
     if NUMPY_ARRAYS in backend.capabilities:
         keep_freed_memory()  # activations live in the process heap: keep it between calls

@@ -45,6 +45,7 @@ from ..ops.elementwise import FUSED_TYPE, ElementwiseMath, function_for
 from ..ops.linear import Linear
 from ..plugins import op_registry
 from .fusion import elementwise_maths, producers_and_readers
+from .target import Target
 
 FLOAT32 = "float32"
 SHAPE_ONLY_TYPES = ("Broadcast", "Reshape")  # ops that lay a constant's values out anew, computing nothing
@@ -52,32 +53,32 @@ CONV_CHANNEL_AXIS = 1  # a conv's output is (N, C, *spatial); a Linear's feature
 
 
 def fold_constants(order: list[OpNode], operands: dict[str, OperandInfo], model_outputs: list[str],
-                   backend_name: str) -> list[OpNode]:
+                   target: Target) -> list[OpNode]:
     """The op order with both rewrites made and the ops they left unread dropped."""
     order = fold_batch_norms_into_linears(order, operands, set(model_outputs))
-    order = fold_channel_scales_into_weights(order, operands, set(model_outputs), backend_name)
-    order = fold_channel_adds_into_biases(order, operands, set(model_outputs), backend_name)
-    order = inline_single_values(order, operands, backend_name)
+    order = fold_channel_scales_into_weights(order, operands, set(model_outputs), target)
+    order = fold_channel_adds_into_biases(order, operands, set(model_outputs), target)
+    order = inline_single_values(order, operands, target)
     return _without_unread_ops(order, model_outputs)
 
 
 def fold_channel_adds_into_biases(order: list[OpNode], operands: dict[str, OperandInfo], kept: set[str],
-                                  backend_name: str) -> list[OpNode]:
+                                  target: Target) -> list[OpNode]:
     """Each float32 ``conv + per-channel constant`` (or Linear + per-feature constant) as the op with
     that constant in its bias."""
-    return _fold_per_channel(order, operands, kept, backend_name, "add", _with_bias)
+    return _fold_per_channel(order, operands, kept, target, "add", _with_bias)
 
 
 def fold_channel_scales_into_weights(order: list[OpNode], operands: dict[str, OperandInfo], kept: set[str],
-                                     backend_name: str) -> list[OpNode]:
+                                     target: Target) -> list[OpNode]:
     """Each float32 ``conv * per-channel constant`` (or Linear * per-feature constant: a layer scale) as the
     op with its weight and bias scaled."""
-    return _fold_per_channel(order, operands, kept, backend_name, "mul", _with_scale)
+    return _fold_per_channel(order, operands, kept, target, "mul", _with_scale)
 
 
-def _fold_per_channel(order, operands, kept, backend_name, operation: str, rewrite) -> list[OpNode]:
+def _fold_per_channel(order, operands, kept, target: Target, operation: str, rewrite) -> list[OpNode]:
     """Each float32 ``operation(layer(x), c)``, c a per-channel constant, as ``rewrite(layer, c, outputs)``."""
-    maths = elementwise_maths(order, backend_name)
+    maths = elementwise_maths(order, target)
     producer, readers = producers_and_readers(order)
     rewritten: dict[str, OpNode] = {}  # conv or Linear name -> it with c folded in, producing the op's output
     folded: set[str] = set()  # the adds or multiplies
@@ -286,9 +287,9 @@ def _with_scale(layer: OpNode, channels: np.ndarray, outputs: list[str]) -> OpNo
     return dataclasses.replace(layer, outputs=list(outputs), attrs=attrs)
 
 
-def inline_single_values(order: list[OpNode], operands: dict[str, OperandInfo], backend_name: str) -> list[OpNode]:
+def inline_single_values(order: list[OpNode], operands: dict[str, OperandInfo], target: Target) -> list[OpNode]:
     """Each elementwise op with single-value constant inputs as one computing them as IR constants."""
-    maths = elementwise_maths(order, backend_name)
+    maths = elementwise_maths(order, target)
     producer, _ = producers_and_readers(order)
     rewritten = []
     for node in order:

@@ -32,7 +32,7 @@ with param ``epilogue_halves`` (``attach_gated_epilogues``; kuiper/ops/epilogue.
 goes, and a kernel may compute the gate and the product as two GEMMs with post-ops.
 
 This is a rewrite of OpNodes before ops are instantiated: it knows the op
-registry and the kernel overrides' names, nothing else about backends.
+Target's op classes and kernel overrides, nothing else about backends.
 """
 
 from __future__ import annotations
@@ -42,21 +42,19 @@ from collections import defaultdict
 from ..errors import KuiperError
 from ..model_ir import OpNode
 from ..ops.elementwise import FUSED_TYPE, ElementwiseMath
-from ..plugins import kernel_registry, op_registry
+from .target import Target
 
 # Ops chained in one fused group at most (a fused op's math is a tree this deep, times
 # each op's own depth); deep enough that real activation chains fuse whole.
 MAX_GROUP_DEPTH = 32
 
 
-def elementwise_maths(order: list[OpNode], backend_name: str) -> dict[str, ElementwiseMath]:
+def elementwise_maths(order: list[OpNode], target: Target) -> dict[str, ElementwiseMath]:
     """op name -> its math, for every op fusion may touch."""
-    registry = op_registry()
-    overridden = kernel_registry(backend_name)
     found = {}
     for node in order:
-        registered = registry.get(node.type)
-        if registered is None or node.type in overridden or len(node.outputs) != 1:
+        registered = target.ops.get(node.type)
+        if registered is None or target.overrides(node.type) or len(node.outputs) != 1:
             continue
         try:
             math = registered.obj.elementwise(node)
@@ -78,10 +76,10 @@ def producers_and_readers(order: list[OpNode]) -> tuple[dict[str, OpNode], dict[
 
 
 def fuse_elementwise(
-    order: list[OpNode], model_outputs: list[str], backend_name: str
+    order: list[OpNode], model_outputs: list[str], target: Target
 ) -> tuple[list[OpNode], list[list[str]]]:
     """Return the new op order and, for `kuiper info`, the op names merged into each fused op."""
-    maths = elementwise_maths(order, backend_name)
+    maths = elementwise_maths(order, target)
     producer = {operand: node for node in order for operand in node.outputs}
     readers: dict[str, list[tuple[OpNode, int]]] = defaultdict(list)  # operand -> (reader, input position)
     for node in order:
@@ -125,18 +123,17 @@ def fuse_elementwise(
         fused = _fused_node(members[node.name], maths, producer)
         new_order.append(fused)
         groups.append(fused.params["members"])
-    with_epilogues = attach_epilogues(new_order, model_outputs, backend_name, maths)
-    return attach_gated_epilogues(with_epilogues, model_outputs, backend_name, maths), groups
+    with_epilogues = attach_epilogues(new_order, model_outputs, target, maths)
+    return attach_gated_epilogues(with_epilogues, model_outputs, target, maths), groups
 
 
-def attach_epilogues(order: list[OpNode], model_outputs: list[str], backend_name: str,
+def attach_epilogues(order: list[OpNode], model_outputs: list[str], target: Target,
                      maths: dict[str, ElementwiseMath]) -> list[OpNode]:
     """Merge each conv whose only reader is elementwise into one conv node with that math as its epilogue.
 
     ``maths`` are the single ops' math by name (fused ops carry theirs).  The merged node
     takes the reader's place in the order, where all of both nodes' inputs exist.
     """
-    overridden = kernel_registry(backend_name)
     producer, readers = producers_and_readers(order)
     kept = set(model_outputs)
     position_in_order = {node.name: index for index, node in enumerate(order)}
@@ -152,7 +149,7 @@ def attach_epilogues(order: list[OpNode], model_outputs: list[str], backend_name
             for source in (producer.get(operand),)
             if source is not None
             and source.name not in taken
-            and _takes_epilogue(overridden, source, math)
+            and _takes_epilogue(target, source, math)
             and operand not in kept
             and readers[operand] == 1
             and position not in math.whole_inputs
@@ -177,13 +174,12 @@ def attach_epilogues(order: list[OpNode], model_outputs: list[str], backend_name
     return [merged_into.get(node.name, node) for node in order if node.name not in taken]
 
 
-def attach_gated_epilogues(order: list[OpNode], model_outputs: list[str], backend_name: str,
+def attach_gated_epilogues(order: list[OpNode], model_outputs: list[str], target: Target,
                            maths: dict[str, ElementwiseMath]) -> list[OpNode]:
     """Merge each Linear -> chunk(2, dim=-1) -> two-input elementwise op into one Linear node whose
     epilogue reads the halves of its output, where the backend's kernel takes such an epilogue
     (``takes_split_epilogue`` beside ``takes_epilogue``).  Nothing else may read the Linear's output
     or either half, and neither may be a model output."""
-    overridden = kernel_registry(backend_name)
     producer, readers = producers_and_readers(order)
     kept = set(model_outputs)
     merged_into: dict[str, OpNode] = {}  # the elementwise op's name -> the Linear node that replaces it
@@ -199,7 +195,7 @@ def attach_gated_epilogues(order: list[OpNode], model_outputs: list[str], backen
             continue
         linear = producer.get(chunk.inputs[0]) if len(chunk.inputs) == 1 else None
         if (linear is None or linear.name in removed or chunk.inputs[0] in kept or readers[chunk.inputs[0]] != 1
-                or "epilogue" in linear.params or not _takes_split_epilogue(overridden, linear)):
+                or "epilogue" in linear.params or not _takes_split_epilogue(target, linear)):
             continue
         removed.update((linear.name, chunk.name))
         merged_into[node.name] = OpNode(
@@ -216,9 +212,9 @@ def attach_gated_epilogues(order: list[OpNode], model_outputs: list[str], backen
     return [merged_into.get(node.name, node) for node in order if node.name not in removed]
 
 
-def _takes_split_epilogue(overridden, node: OpNode) -> bool:
+def _takes_split_epilogue(target: Target, node: OpNode) -> bool:
     """Whether this backend's kernel for the node's type runs an epilogue of its output's halves for this node."""
-    registered = overridden.get(node.type)
+    registered = target.kernels.get(node.type)
     if registered is None or not getattr(registered.obj, "takes_split_epilogue", False):
         return False
     return len(node.outputs) == 1 and registered.obj.takes_epilogue(node)
@@ -230,10 +226,10 @@ def _members_of(node: OpNode) -> list[str]:
     return list(members) if isinstance(members, list) else [node.name]
 
 
-def _takes_epilogue(overridden, node: OpNode, math: ElementwiseMath) -> bool:
+def _takes_epilogue(target: Target, node: OpNode, math: ElementwiseMath) -> bool:
     """Whether this backend's kernel for the node's type runs this epilogue for this node (a kernel
     whose op has inputs of its own besides x says ``unary_epilogues_only``: no extra inputs after them)."""
-    registered = overridden.get(node.type)
+    registered = target.kernels.get(node.type)
     takes = getattr(registered.obj, "takes_epilogue", None) if registered is not None else None
     if takes is None or len(node.outputs) != 1:
         return False

@@ -18,14 +18,14 @@ Like the fusion pass, this rewrites OpNodes before ops are instantiated.
 from __future__ import annotations
 
 from ..model_ir import OpNode
-from ..plugins import op_registry
 from .fusion import elementwise_maths, producers_and_readers
+from .target import Target
 
 
-def hoist_unary_elementwise(order: list[OpNode], model_outputs: list[str], backend_name: str) -> list[OpNode]:
+def hoist_unary_elementwise(order: list[OpNode], model_outputs: list[str], target: Target) -> list[OpNode]:
     """The op order with each one-input elementwise op moved above the rearranging ops before it."""
-    maths = elementwise_maths(order, backend_name)
-    registry = op_registry()
+    maths = elementwise_maths(order, target)
+    registry = target.ops
     order = list(order)
     producer, readers = producers_and_readers(order)
     place = {node.name: index for index, node in enumerate(order)}

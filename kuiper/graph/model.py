@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..errors import InputError, KuiperError, ShapeError
+from ..ir import dtypes
 from ..limits import budget_of_run, check_feeds
 from ..model_ir import ModelIR
 from ..thread_limits import limited
@@ -195,11 +196,9 @@ class Model:
             array = self.backend.asarray(array)  # other libraries' arrays, by the array protocols
         expected = spec.dtype
         if expected is not None:
-            expected_dtype = np.dtype(expected)
-            if array.dtype != expected_dtype:
-                same_kind = (array.dtype.kind == "f" and expected_dtype.kind == "f") or (
-                    array.dtype.kind in "iu" and expected_dtype.kind in "iu"
-                )
+            got = dtypes.name_of(array.dtype)
+            if got != expected:
+                same_kind = dtypes.array_category(got) == dtypes.array_category(expected) in (dtypes.FLOAT, dtypes.INT)
                 if not same_kind:
                     raise InputError(
                         f"{self._where()}: input '{spec.name}' expects dtype {expected}, got {array.dtype} "

@@ -120,6 +120,8 @@ def literal_array(instruction: HloInstruction, shape: ArrayShape | None = None, 
     shape = shape or instruction.shape
     literal = instruction.literal if literal is None else literal
     where = f"constant '{instruction.name}' ({instruction.computation})"
+    if isinstance(literal, np.ndarray):  # a parameter bound to an array at load time (bind.py), checked there
+        return literal
     if literal is ELIDED:
         raise HloSyntaxError(
             f"{where} was printed as {{...}}: the printer left out its values, so the module cannot run. "

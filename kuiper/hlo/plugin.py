@@ -21,9 +21,9 @@ class HloFrontend(Frontend):
     suffixes = (".hlo.txt", ".hlo")
 
     @classmethod
-    def load(cls, path: Path, **options) -> ModelIR:
+    def load(cls, path: Path, constants=None, **options) -> ModelIR:
         _no_options(options)
-        return _read(path)
+        return _read(path, constants)
 
     @classmethod
     def claims_text(cls, text: str) -> bool:
@@ -32,22 +32,25 @@ class HloFrontend(Frontend):
         return looks_like_hlo_text(text)
 
     @classmethod
-    def load_text(cls, text: str, **options) -> ModelIR:
+    def load_text(cls, text: str, constants=None, **options) -> ModelIR:
         _no_options(options)
-        return _read(text)
+        return _read(text, constants)
 
 
-def _read(path_or_text) -> ModelIR:
-    """Parse HLO text (or the file it names) and translate its ENTRY computation."""
-    from .files import read_module  # the reader, on first use (see the module docstring)
+def _read(path_or_text, constants=None) -> ModelIR:
+    """Parse HLO text (or the file it names) and translate its ENTRY computation, with the parameters
+    ``constants`` names ({number or name: array}) bound to those arrays (bind.py)."""
+    from .bind import bind_parameters  # the reader, on first use (see the module docstring)
+    from .files import read_module
     from .lower import lower_entry
 
-    return lower_entry(read_module(path_or_text))
+    module = read_module(path_or_text)
+    return lower_entry(bind_parameters(module, constants) if constants else module)
 
 
 def _no_options(options: dict) -> None:
     if options:
-        raise UsageError(f"the HLO frontend takes no options, got {', '.join(sorted(options))}")
+        raise UsageError(f"the HLO frontend takes only the option 'constants', got {', '.join(sorted(options))}")
 
 
 @hookimpl

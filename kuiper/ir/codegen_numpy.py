@@ -438,4 +438,4 @@ def _assigned(fn: Function, result: Var) -> IRExpr:
 def _xp_dtype(xp, dtype: str):
     if dtype == dtypes.SHAPE:
         return None
-    return getattr(xp, dtypes.storage_dtype(dtype))
+    return dtypes.array_dtype(xp, dtypes.storage_dtype(dtype))

@@ -90,8 +90,11 @@ def is_available(name: str) -> bool:
 def array_dtype(xp, name: str):
     """The dtype object of array namespace ``xp`` for the dtype name ``name``; None for an unknown name.
 
-    The one place a dtype name is resolved: NumPy's own names through ``xp``, the extended ones
-    through ml_dtypes, which extends NumPy only (CuPy has no such types: an UnsupportedOperatorError).
+    The one place a dtype name is resolved:
+    NumPy's and CuPy's as attributes of ``xp`` (float16 too, which the standard leaves out), any
+    other namespace's from its table of dtypes by name (the standard's
+    ``__array_namespace_info__().dtypes()``), and the extended ones through ml_dtypes, which extends
+    NumPy only (CuPy has no such types: an UnsupportedOperatorError).
     """
     if name in EXTENDED_DTYPES:
         namespace = getattr(xp, "__name__", str(xp))
@@ -103,13 +106,67 @@ def array_dtype(xp, name: str):
     if name.startswith("_"):
         return None
     found = getattr(xp, name, None)
-    if found is None:
-        return None
-    try:
-        numpy.dtype(found)  # xp.add or xp.linalg is no dtype
-    except TypeError:
-        return None
-    return found
+    if found is not None:
+        try:
+            numpy.dtype(found)  # NumPy's and CuPy's types (xp.add or xp.linalg is no dtype)
+            return found
+        except TypeError:
+            pass
+    return _namespace_dtypes(xp).get(name)
+
+
+def _namespace_dtypes(xp) -> dict:
+    """``{name: dtype}`` as the namespace lists them (the standard's inspection API); {} without one."""
+    info = getattr(xp, "__array_namespace_info__", None)
+    return dict(info().dtypes()) if info is not None else {}
+
+
+# (dtype class, array dtype) -> name: str(dtype) costs ~10 us, paid on every elementwise call.  The class
+# comes first so that no two namespaces' dtypes are ever compared (array-api-strict warns when they are).
+_ARRAY_DTYPE_NAMES: dict = {}
+
+
+def name_of(dtype) -> str:
+    """The name of an array dtype of any namespace (or of a name): NumPy's float32 dtype, its
+    scalar type numpy.float32, ``array_api_strict.float32`` and ``torch.float32`` are all 'float32'.
+
+    A dtype that is not NumPy's is named by the last dotted part of its text, which is how the
+    namespaces that follow the standard print their dtypes; a name kuiper does not know is an IRError.
+    """
+    if isinstance(dtype, str):
+        return dtype
+    key = (dtype.__class__, dtype)
+    name = _ARRAY_DTYPE_NAMES.get(key)
+    if name is not None:
+        return name
+    if isinstance(dtype, numpy.dtype) or isinstance(dtype, type) and issubclass(dtype, numpy.generic):
+        name = numpy.dtype(dtype).name
+    else:
+        name = str(dtype).rpartition(".")[2]
+        if not (name in TENSOR_DTYPES or name in EXTENDED_DTYPES or name in _WIDE):
+            raise IRError(f"{dtype!r} is not an array dtype kuiper knows")
+    _ARRAY_DTYPE_NAMES[key] = name
+    return name
+
+
+def itemsize(dtype) -> int:
+    """Bytes per element of an array dtype of any namespace (an int4 is stored in a byte)."""
+    return max(1, bits(name_of(dtype)) // 8)
+
+
+# The standard's dtype kinds (``xp.isdtype``) of the extended types, which NumPy's isdtype refuses.
+_EXTENDED_KINDS = {FLOAT: ("real floating", "numeric"), INT: ("integral", "numeric")}
+
+
+def isdtype(xp, dtype, kind) -> bool:
+    """``xp.isdtype(dtype, kind)`` (a kind name or a tuple of them), also for ml_dtypes' types."""
+    name = _ARRAY_DTYPE_NAMES.get((dtype.__class__, dtype)) or (str(dtype) if is_extended(dtype) else None)
+    if name in EXTENDED_DTYPES:
+        category_, _ = EXTENDED_DTYPES[name]
+        kinds = (kind,) if isinstance(kind, str) else kind
+        signed = "signed integer" if not name.startswith("u") else "unsigned integer"
+        return any(k in _EXTENDED_KINDS[category_] or (category_ == INT and k == signed) for k in kinds)
+    return xp.isdtype(dtype, kind)
 
 
 def is_extended(dtype) -> bool:
@@ -126,6 +183,15 @@ def bits(dtype: str) -> int:
     if dtype in EXTENDED_DTYPES:
         return EXTENDED_DTYPES[dtype][1]
     return TENSOR_DTYPES[dtype][1] if dtype in TENSOR_DTYPES else _WIDE[dtype]
+
+
+def array_category(name: str) -> int | None:
+    """The category (BOOL, INT, FLOAT, COMPLEX) of an array dtype name, the extended and wide
+    unsigned ones too; None for a name kuiper does not know."""
+    if name in _WIDE:
+        return INT
+    found = TENSOR_DTYPES.get(name) or EXTENDED_DTYPES.get(name)
+    return found[0] if found else None
 
 
 def integer_info(dtype):
@@ -232,18 +298,13 @@ def of_python_value(value: object) -> str:
     raise IRError(f"{value!r} has no elementwise dtype (None is not a value)")
 
 
-_ARRAY_DTYPE_NAMES: dict = {}  # array dtype -> name: str(dtype) costs ~10 us, paid on every elementwise call
-
-
 def of_value(value) -> str:
     """The IR dtype of a run-time value: a Python scalar's own name, else its array's dtype name."""
     if isinstance(value, (bool, int, float, complex)):
         return of_python_value(value)
     dtype = value.dtype
-    name = _ARRAY_DTYPE_NAMES.get(dtype)
-    if name is None:
-        name = _ARRAY_DTYPE_NAMES[dtype] = str(dtype)
-    return name
+    name = _ARRAY_DTYPE_NAMES.get((dtype.__class__, dtype))
+    return name if name is not None else name_of(dtype)
 
 
 # C type of a value of each dtype as stored (kernel parameters, buffers); float16 is CUDA's

@@ -16,6 +16,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kuiper.errors import UnsupportedOperatorError
 from kuiper.ir import dtypes
 from kuiper.ir.erf import erf as erf_fallback
 from kuiper.ir.functions import operation
@@ -64,7 +65,18 @@ class _Resolver(Visitor):
         return _cast(self.xp, dtypes.storage_dtype(node.dtype))
 
     def visit_Select(self, node: Select) -> XpOp:
-        return XpOp(self.xp.where, False)
+        xp = self.xp
+        dtype = dtypes.array_dtype(xp, dtypes.storage_dtype(node.dtype))
+
+        def where(condition, a, b):
+            # The standard's where takes an array condition and one Python scalar at most.
+            if not hasattr(condition, "shape"):
+                condition = xp.asarray(condition)
+            if not hasattr(a, "shape") and not hasattr(b, "shape"):
+                a = xp.asarray(a, dtype=dtype)
+            return xp.where(condition, a, b)
+
+        return XpOp(where, False)
 
     def generic_visit(self, node: IRExpr):
         raise TypeError(f"no array operation for {type(node).__name__}")
@@ -141,6 +153,9 @@ def _is_ufunc(fn) -> bool:
 
 def _cast(xp, dtype_name: str) -> XpOp:
     target = dtypes.array_dtype(xp, dtype_name)
+    if target is None:  # float16 on a namespace that keeps to the standard
+        raise UnsupportedOperatorError(
+            f"a cast to {dtype_name}: the array namespace {getattr(xp, '__name__', xp)!r} has no such dtype")
     copyto = getattr(xp, "copyto", None)
     if copyto is not None:
 

@@ -53,6 +53,14 @@ def kuiper_add_primitives(capabilities):
     return dict(_compiled().PRIMITIVES)
 
 
+@hookimpl
+def kuiper_add_providers(capabilities):
+    """The compiled dense-chain provider (dense_chain.py), for backends whose arrays are NumPy arrays."""
+    if NUMPY_ARRAYS not in capabilities or not available():
+        return None
+    return dict(_compiled().PROVIDERS)
+
+
 def kernel_notes(model) -> list[str]:
     """Lines for ``kuiper info``: whether the kernels are on, and the path each replaced op takes."""
     lines = [describe(), onednn.describe()]

@@ -14,6 +14,7 @@ the sign fill (0 or -1) for a right shift.
 from __future__ import annotations
 
 from ..errors import InputError
+from ..ir import dtypes
 from .base import Op
 from .compare import promoted_dtype
 from .params import Choice
@@ -47,7 +48,7 @@ class BinaryOperands(Op):
 
 def left_shift(xp, a, b):
     """a << b in a's integer dtype; shifts outside [0, bits) give 0."""
-    bits = a.dtype.itemsize * 8
+    bits = dtypes.itemsize(a.dtype) * 8
     outside = (b < 0) | (b >= bits)
     shifted = xp.bitwise_left_shift(a, xp.where(outside, xp.zeros_like(b), b))
     return xp.where(outside, xp.zeros_like(shifted), shifted)
@@ -55,7 +56,7 @@ def left_shift(xp, a, b):
 
 def right_shift(xp, a, b):
     """a >> b (arithmetic for signed dtypes); shifts outside [0, bits) give the sign fill."""
-    bits = a.dtype.itemsize * 8
+    bits = dtypes.itemsize(a.dtype) * 8
     signed = xp.isdtype(a.dtype, "signed integer")
     longest = bits - 1 if signed else bits
     outside = (b < 0) | (b >= longest)

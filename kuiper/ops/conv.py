@@ -27,6 +27,7 @@ through im2col in chunks of images, so that the columns stay in cache.
 from __future__ import annotations
 
 from ..errors import ShapeError
+from ..ir import dtypes
 from ..limits import check_size
 from . import conv_algorithms as algorithms
 from .base import Op, prod, spatial_variants
@@ -222,7 +223,8 @@ class ConvNd(WithEpilogue, ConvBase):
             and self.stride == (1, 1)
             and self.groups == 1
             and min(weight.in_channels, weight.out_channels) >= algorithms.WINOGRAD_MIN_CHANNELS
-            and weight.matrix.dtype.kind in "fc"  # its fractional transforms would round integers
+            # its fractional transforms would round integers
+            and dtypes.isdtype(self.xp, weight.matrix.dtype, ("real floating", "complex floating"))
         ):
             self.winograd_weights = {}  # tile size m -> WinogradWeight, made on first use (4x / 1.8x the weight)
             return "winograd"
@@ -277,7 +279,7 @@ class ConvNd(WithEpilogue, ConvBase):
                 if bias is not None and self.algorithm != "winograd":
                     out += bias
                 return out
-        columns_bytes = weight.matrix.shape[-1] * self.groups * prod(outs) * x.dtype.itemsize  # per image
+        columns_bytes = weight.matrix.shape[-1] * self.groups * prod(outs) * dtypes.itemsize(x.dtype)  # per image
         images = max(1, IM2COL_CHUNK_BYTES // max(1, columns_bytes))
         if x.shape[0] <= images or not self.backend.cpu_cache_blocking:
             return self.compute_im2col(x, weight, bias)
@@ -287,7 +289,7 @@ class ConvNd(WithEpilogue, ConvBase):
             part = self.compute_im2col(x[start : start + images], weight, bias)
             if out is None:
                 out = self.xp.empty((x.shape[0],) + tuple(part.shape[1:]), dtype=part.dtype)
-            out[start : start + images] = part
+            out[start : start + images, ...] = part
         return out
 
     def _check_padding(self, shape, pads) -> None:

@@ -52,6 +52,8 @@ from fractions import Fraction
 
 import numpy as np  # only to build the small constant Winograd matrices once
 
+from ..ir import dtypes
+
 # Depthwise columns per chunk of images (kept in cache), and per block of channels of one
 # image (only bounds the workspace: smaller blocks were no faster, and with glibc's default
 # malloc settings the smaller allocations made it return memory and fault it in again).
@@ -133,7 +135,7 @@ def depthwise_conv2d(xp, x, matrix, kernel: tuple[int, int], stride: tuple[int, 
     ho = (height + sum(pads[0]) - kh) // sh + 1
     wo = (width + sum(pads[1]) - kw) // sw + 1
     wq = wo + (kw - 1) // sw
-    image_bytes = channels * kh * kw * ho * wq * x.dtype.itemsize  # one image's columns
+    image_bytes = channels * kh * kw * ho * wq * dtypes.itemsize(x.dtype)  # one image's columns
     images = max(1, DEPTHWISE_IMAGES_CHUNK_BYTES // image_bytes) if chunked else batch
     if batch <= images:
         out = _depthwise_chunk(xp, x, matrix, kernel, stride, pads, (ho, wo), chunked)
@@ -141,7 +143,7 @@ def depthwise_conv2d(xp, x, matrix, kernel: tuple[int, int], stride: tuple[int, 
         out = xp.empty((batch, channels, ho, wq), dtype=x.dtype)
         for first in range(0, batch, images):
             last = min(batch, first + images)
-            out[first:last] = _depthwise_chunk(xp, x[first:last], matrix, kernel, stride, pads, (ho, wo), chunked)
+            out[first:last, ...] = _depthwise_chunk(xp, x[first:last, ...], matrix, kernel, stride, pads, (ho, wo), chunked)
     return out[:, :, :, :wo] if wq != wo else out
 
 
@@ -153,23 +155,23 @@ def _depthwise_chunk(xp, x, matrix, kernel, stride, pads, out_size, chunked: boo
     length = ho * wq
     block = channels
     if chunked:
-        block = max(1, DEPTHWISE_CHANNELS_CHUNK_BYTES // (batch * kh * kw * length * x.dtype.itemsize))
+        block = max(1, DEPTHWISE_CHANNELS_CHUNK_BYTES // (batch * kh * kw * length * dtypes.itemsize(x.dtype)))
     columns = xp.empty((batch, min(block, channels), kh * kw, length), dtype=x.dtype)
     out = None
     for first in range(0, channels, block):
         last = min(channels, first + block)
-        part = columns[:, : last - first]
+        part = columns[:, : last - first, ...]
         for i in range(kh):
             for j in range(kw):
                 start = (i // sh) * wq + j // sw
                 part[:, :, i * kw + j, :] = planes[i % sh, j % sw, :, first:last, start : start + length]
-        products = xp.matmul(matrix[first:last], part)  # (N, block, 1, length)
+        products = xp.matmul(matrix[first:last, ...], part)  # (N, block, 1, length)
         if last - first == channels:
             out = products
         else:
             if out is None:
                 out = xp.empty((batch, channels, 1, length), dtype=products.dtype)
-            out[:, first:last] = products
+            out[:, first:last, ...] = products
     return xp.reshape(out, (batch, channels, ho, wq))
 
 
@@ -277,14 +279,20 @@ def winograd_conv2d(xp, backend, x, prepared: WinogradWeight, pads, bias=None):
     padded = xp.zeros((batch, channels, tiles_h * m + 2, tiles_w * m + 2), dtype=x.dtype)
     padded[:, :, top : top + height, left : left + width] = x
     out_channels = prepared.out_channels
-    out = xp.empty((batch, out_channels, tiles_h * m, tiles_w * m), dtype=x.dtype)
+    out = None
     chunk = max(1, WINOGRAD_CHUNK_TILES // (tiles_h * tiles_w))
     for start in range(0, batch, chunk):
         stop = min(batch, start + chunk)
-        tiles = _winograd_tiles(xp, backend, padded[start:stop], prepared, bias)  # (m, m, O, n, th, tw)
-        # out[n, o, i*m + a, j*m + b] = tiles[a, b, o, n, i, j], written in place through a 6-D view.
-        target = xp.reshape(out[start:stop], (stop - start, out_channels, tiles_h, m, tiles_w, m))
-        target[...] = xp.permute_dims(tiles, (3, 2, 4, 0, 5, 1))
+        tiles = _winograd_tiles(xp, backend, padded[start:stop, ...], prepared, bias)  # (m, m, O, n, th, tw)
+        # out[n, o, i*m + a, j*m + b] = tiles[a, b, o, n, i, j].  Not written through a reshaped view
+        # of ``out``: the standard's reshape may copy, and the write would be lost.
+        images = xp.reshape(xp.permute_dims(tiles, (3, 2, 4, 0, 5, 1)), (stop - start, out_channels, tiles_h * m, tiles_w * m))
+        if stop - start == batch:
+            out = images
+            break
+        if out is None:
+            out = xp.empty((batch, out_channels, tiles_h * m, tiles_w * m), dtype=x.dtype)
+        out[start:stop, ...] = images
     if tiles_h * m != out_h or tiles_w * m != out_w:
         out = out[:, :, :out_h, :out_w]
     return out
@@ -297,14 +305,14 @@ def _winograd_tiles(xp, backend, padded, prepared: WinogradWeight, bias):
     batch, channels = padded.shape[:2]
     tiles_h, tiles_w = (padded.shape[2] - 2) // m, (padded.shape[3] - 2) // m
     tiles = batch * tiles_h * tiles_w
-    windows = backend.sliding_window(padded, (alpha, alpha), (2, 3))[:, :, ::m, ::m]  # (N, C, th, tw, a, a)
+    windows = backend.sliding_window(padded, (alpha, alpha), (2, 3))[:, :, ::m, ::m, ...]  # (N, C, th, tw, a, a)
     # Gather the tiles tile-position-major: row k = (a, b) holds that element of every (channel, tile).
     data = xp.reshape(xp.permute_dims(windows, (4, 5, 1, 0, 2, 3)), (alpha * alpha, channels * tiles))
     transformed = xp.matmul(prepared.input_transform, data)  # (alpha^2, C * P)
     transformed = xp.reshape(transformed, (alpha * alpha, channels, tiles))
     products = xp.matmul(prepared.filters, transformed)  # (alpha^2, O, P)
     if bias is not None:
-        products[prepared.bias_position] += xp.reshape(bias, (-1, 1))
+        products[prepared.bias_position, ...] += xp.reshape(bias, (-1, 1))
     out_channels = prepared.out_channels
     flat = xp.reshape(products, (alpha * alpha, out_channels * tiles))
     out = xp.matmul(prepared.output_transform, flat)  # (m^2, O * P)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 
 from ..errors import ShapeError
+from ..ir import dtypes
 from ..limits import check_size
 from .base import spatial_variants
 from .conv import ConvBase, PreparedWeight
@@ -68,7 +69,7 @@ class ConvTransposeNd(WithEpilogue, ConvBase):
         )
         if any(o < 0 for o in outs):
             raise ShapeError(f"{self.node.describe()}: input {tuple(x.shape)} gives a negative output size {outs}")
-        check_size((batch, weight.out_channels) + outs, x.dtype.itemsize, self.node.describe())
+        check_size((batch, weight.out_channels) + outs, dtypes.itemsize(x.dtype), self.node.describe())
         if batch == 0:  # an empty batch gives an empty batch (as in PyTorch)
             return xp.zeros((0, weight.out_channels, *outs), dtype=x.dtype)
         columns = xp.matmul(weight.matrix, xp.reshape(x, (batch, self.groups, weight.in_channels // self.groups, -1)))
@@ -84,7 +85,7 @@ class ConvTransposeNd(WithEpilogue, ConvBase):
                 slice(t * d, t * d + (size - 1) * s + 1, s)
                 for t, d, s, size in zip(tap, self.dilation, self.stride, sizes)
             )
-            result[target] += columns[(slice(None), slice(None)) + tap]
+            result[target] += columns[(slice(None), slice(None)) + tap + (...,)]
         out = result[(slice(None), slice(None)) + tuple(slice(p, p + o) for p, o in zip(self.padding, outs))]
         if bias is not None:
             out = out + bias

@@ -11,6 +11,7 @@ in shape.py, concat.py and io.py under those canonical types.
 from __future__ import annotations
 
 from ..errors import ShapeError
+from ..ir import dtypes
 from ..limits import check_size
 from .base import Op
 from .params import DType, Float, Int, Ints
@@ -92,9 +93,12 @@ class Pad(Op):
             grown.append(total)
             place.append(slice(before, before + dilated, interior + 1))
             keep.append(slice(max(-low, 0), total - max(-high, 0)))
-        check_size(tuple(grown), x.dtype.itemsize, self.node.describe())
+        check_size(tuple(grown), dtypes.itemsize(x.dtype), self.node.describe())
         fill = self.value if value is None else value
-        result = xp.full(tuple(grown), fill, dtype=x.dtype)
+        if hasattr(fill, "shape"):  # a 0-d array: the standard's full takes a Python scalar
+            result = xp.asarray(xp.broadcast_to(xp.astype(fill, x.dtype), tuple(grown)), copy=True)
+        else:
+            result = xp.full(tuple(grown), fill, dtype=x.dtype)
         result[tuple(place)] = x
         return result[tuple(keep)]
 
@@ -148,7 +152,7 @@ class Iota(Op):
     def setup(self):
         if self.dim >= len(self.shape):
             raise self.error(f"param 'dim'={self.dim} is out of range for shape {list(self.shape)}")
-        line = self.xp.arange(self.shape[self.dim]).astype(self.dtype)
+        line = self.xp.astype(self.xp.arange(self.shape[self.dim]), self.dtype)
         column = [1] * len(self.shape)
         column[self.dim] = self.shape[self.dim]
         self.value = self.xp.broadcast_to(self.xp.reshape(line, tuple(column)), self.shape)

@@ -15,15 +15,27 @@ of floats is -NaN < -inf < -0 < +0 < inf < NaN.
 
 from __future__ import annotations
 
+from ..ir import dtypes
+from ..ir.bitcast import bitcast
 from ..ir.dtypes import array_dtype, integer_info, is_extended, is_extended_float
 
 
 def _bits(x) -> int:
-    return x.dtype.itemsize * 8
+    return dtypes.itemsize(x.dtype) * 8
 
 
-def _is_float(x) -> bool:
-    return x.dtype.kind in "fc"
+def _is_float(xp, x) -> bool:
+    return dtypes.isdtype(xp, x.dtype, ("real floating", "complex floating"))
+
+
+def _kind(xp, x, kind: str) -> bool:
+    return dtypes.isdtype(xp, x.dtype, kind)
+
+
+def _view(xp, x, dtype):
+    """The bits of ``x`` read as ``dtype`` of the same width: NumPy's ``view``, or for a namespace
+    without one, the fallback written in the standard (kuiper/ir/bitcast.py)."""
+    return x.view(dtype) if hasattr(x, "view") else bitcast(xp, x, dtype)
 
 
 def _unsigned(xp, x):
@@ -43,7 +55,7 @@ def _truncating_quotient(xp, a, b):
     """(quotient truncated toward zero, the divisor actually used, where b was 0)."""
     zero = b == 0
     safe = xp.where(zero, _full(xp, b, 1), b)
-    if a.dtype.kind == "i":
+    if _kind(xp, a, "signed integer"):
         smallest = xp.iinfo(a.dtype).min
         safe = xp.where((a == smallest) & (safe == -1), _full(xp, safe, 1), safe)  # INT_MIN / -1 = INT_MIN
     quotient = a // safe  # floors
@@ -54,12 +66,12 @@ def _truncating_quotient(xp, a, b):
 
 
 def divide(xp, a, b):
-    if a.dtype.kind == "c":
+    if _kind(xp, a, "complex floating"):
         return complex_divide(xp, a, b)
-    if _is_float(a):
+    if _is_float(xp, a):
         return a / b
     quotient, _, zero = _truncating_quotient(xp, a, b)
-    all_ones = -1 if a.dtype.kind == "i" else xp.iinfo(a.dtype).max
+    all_ones = -1 if _kind(xp, a, "signed integer") else xp.iinfo(a.dtype).max
     return xp.where(zero, _full(xp, quotient, all_ones), quotient)
 
 
@@ -67,7 +79,10 @@ def make_complex(xp, real, imag):
     """The complex array ``real + i imag``, each part kept as it is: ``real + imag * 1j`` would turn an
     infinite imaginary part into NaN + inf i (``inf * 1j`` is ``0 * inf + inf i``)."""
     pair = xp.stack([real, imag], axis=-1)  # float32 pairs are the bytes of complex64 values
-    return pair.view(array_dtype(xp, "complex64" if pair.dtype.itemsize == 4 else "complex128"))[..., 0]
+    if not hasattr(pair, "view"):  # a namespace without views (the standard has none): exact but for inf * 1j
+        return real + imag * 1j
+    wide = "complex64" if dtypes.itemsize(pair.dtype) == 4 else "complex128"
+    return pair.view(array_dtype(xp, wide))[..., 0]
 
 
 def complex_divide(xp, a, b):
@@ -119,18 +134,18 @@ class _quiet:
 
 
 def remainder(xp, a, b):
-    if _is_float(a):
+    if _is_float(xp, a):
         return xp.fmod(a, b)
     quotient, safe, zero = _truncating_quotient(xp, a, b)
     return xp.where(zero, a, a - quotient * safe)
 
 
 def power(xp, a, b):
-    if _is_float(a):
+    if _is_float(xp, a):
         return xp.pow(a, b)
     negative = b < 0
     result = a ** xp.where(negative, xp.zeros_like(b), b)
-    if a.dtype.kind == "u":
+    if _kind(xp, a, "unsigned integer"):
         return result
     # x ** -n is 0 except for 1 and -1 (XLA's integer pow).
     odd = (b % 2) != 0
@@ -142,9 +157,9 @@ def power(xp, a, b):
 # -- bits ----------------------------------------------------------------------------------
 def _shift_amount(xp, x, amount):
     """The shift as an unsigned count (negative counts are huge), and where it is >= the width."""
-    count = amount.view(_unsigned(xp, amount)) if amount.dtype.kind == "i" else amount
+    count = _view(xp, amount, _unsigned(xp, amount)) if _kind(xp, amount, "signed integer") else amount
     out_of_range = count >= _bits(x)
-    return xp.where(out_of_range, xp.zeros_like(count), count).astype(x.dtype), out_of_range
+    return xp.astype(xp.where(out_of_range, xp.zeros_like(count), count), x.dtype), out_of_range
 
 
 def shift_left(xp, x, amount):
@@ -153,30 +168,30 @@ def shift_left(xp, x, amount):
 
 
 def shift_right_arithmetic(xp, x, amount):
-    signed = x.view(_signed(xp, x)) if x.dtype.kind == "u" else x
+    signed = _view(xp, x, _signed(xp, x)) if _kind(xp, x, "unsigned integer") else x
     count, out_of_range = _shift_amount(xp, signed, amount)
     fill = xp.where(signed < 0, _full(xp, signed, -1), xp.zeros_like(signed))
-    result = xp.where(out_of_range, fill, signed >> count.astype(signed.dtype))
-    return result.view(x.dtype)
+    result = xp.where(out_of_range, fill, signed >> xp.astype(count, signed.dtype))
+    return _view(xp, result, x.dtype)
 
 
 def shift_right_logical(xp, x, amount):
-    unsigned = x.view(_unsigned(xp, x))
+    unsigned = _view(xp, x, _unsigned(xp, x))
     count, out_of_range = _shift_amount(xp, unsigned, amount)
-    result = xp.where(out_of_range, xp.zeros_like(unsigned), unsigned >> count.astype(unsigned.dtype))
-    return result.view(x.dtype)
+    result = xp.where(out_of_range, xp.zeros_like(unsigned), unsigned >> xp.astype(count, unsigned.dtype))
+    return _view(xp, result, x.dtype)
 
 
 def population_count(xp, x):
-    unsigned = x.view(_unsigned(xp, x))
+    unsigned = _view(xp, x, _unsigned(xp, x))
     count = xp.zeros_like(unsigned)
     for bit in range(_bits(x)):
         count = count + ((unsigned >> bit) & 1)
-    return count.astype(x.dtype)
+    return xp.astype(count, x.dtype)
 
 
 def count_leading_zeros(xp, x):
-    unsigned = x.view(_unsigned(xp, x))
+    unsigned = _view(xp, x, _unsigned(xp, x))
     width = _bits(x)
     bit_length = xp.zeros(x.shape, dtype=x.dtype)
     for bit in range(width):
@@ -185,7 +200,7 @@ def count_leading_zeros(xp, x):
 
 
 def logical_not(xp, x):
-    return xp.logical_not(x) if x.dtype.kind == "b" else xp.bitwise_invert(x)
+    return xp.logical_not(x) if xp.isdtype(x.dtype, "bool") else xp.bitwise_invert(x)
 
 
 # -- rounding and signs ----------------------------------------------------------------------
@@ -201,13 +216,13 @@ def logistic(xp, x):
 
 def total_order_key(xp, x):
     """Integers ordered like XLA's total order of floats: -NaN < -inf < -0 < +0 < inf < NaN."""
-    as_int = x.view(_signed(xp, x))
+    as_int = _view(xp, x, _signed(xp, x))
     return xp.where(as_int < 0, as_int ^ xp.iinfo(as_int.dtype).max, as_int)
 
 
 def atan2(xp, y, x):
     """atan2(y, x); of complex operands XLA's definition, -i log((x + iy) / sqrt(x^2 + y^2))."""
-    if y.dtype.kind == "c":  # (NumPy's arctan2 takes real operands only)
+    if _kind(xp, y, "complex floating"):  # (NumPy's arctan2 takes real operands only)
         return -1j * xp.log((x + 1j * y) / xp.sqrt(x * x + y * y))
     return xp.atan2(y, x)
 
@@ -221,7 +236,7 @@ UNARY = {
     "log1p": lambda xp, x: xp.log1p(x),
     "sqrt": lambda xp, x: xp.sqrt(x),
     "rsqrt": lambda xp, x: xp.ones_like(x) / xp.sqrt(x),
-    "cbrt": lambda xp, x: xp.cbrt(x),
+    "cbrt": lambda xp, x: xp.cbrt(x) if hasattr(xp, "cbrt") else xp.sign(x) * xp.pow(xp.abs(x), 1 / 3),
     "sin": lambda xp, x: xp.sin(x),
     "cos": lambda xp, x: xp.cos(x),
     "tan": lambda xp, x: xp.tan(x),
@@ -269,12 +284,12 @@ COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
 
 def compare(xp, a, b, direction: str, order: str):
     """``a <direction> b``; ``order``: "" or "float" (natural), "total" (floats), "signed", "unsigned" (bits)."""
-    if order == "total" and a.dtype.kind == "f":
+    if order == "total" and _kind(xp, a, "real floating"):
         a, b = total_order_key(xp, a), total_order_key(xp, b)
-    elif order == "unsigned" and a.dtype.kind == "i":
-        a, b = a.view(_unsigned(xp, a)), b.view(_unsigned(xp, b))
-    elif order == "signed" and a.dtype.kind == "u":
-        a, b = a.view(_signed(xp, a)), b.view(_signed(xp, b))
+    elif order == "unsigned" and _kind(xp, a, "signed integer"):
+        a, b = _view(xp, a, _unsigned(xp, a)), _view(xp, b, _unsigned(xp, b))
+    elif order == "signed" and _kind(xp, a, "unsigned integer"):
+        a, b = _view(xp, a, _signed(xp, a)), _view(xp, b, _signed(xp, b))
     if direction == "eq":
         return xp.asarray(a == b)
     if direction == "ne":
@@ -292,17 +307,17 @@ def convert(xp, x, dtype):
     """To ``dtype`` (a backend dtype): float -> int saturates, NaN -> 0; -> bool is != 0; complex -> real drops imag."""
     target = xp.empty((), dtype=dtype).dtype
     if is_extended_float(x.dtype):  # bfloat16, float8 ...: a float32 holds each of their values exactly
-        x = x.astype(xp.float32)
-    if target.kind == "b":
+        x = xp.astype(x, xp.float32)
+    if dtypes.isdtype(xp, target, "bool"):
         return xp.asarray(x != 0)
-    if x.dtype.kind == "c" and target.kind != "c":
+    if _kind(xp, x, "complex floating") and not dtypes.isdtype(xp, target, "complex floating"):
         x = xp.real(x)
-    if x.dtype.kind == "f" and (target.kind in "iu" or is_extended(target) and not is_extended_float(target)):
-        info = integer_info(target)  # int4 ... too
+    if _kind(xp, x, "real floating") and dtypes.isdtype(xp, target, "integral"):
+        info = integer_info(target) if is_extended(target) else xp.iinfo(target)  # int4 ... too
         truncated = xp.trunc(xp.where(xp.isnan(x), xp.zeros_like(x), x))
         # Compare in float64 so the bounds themselves are exact.
-        wide = truncated.astype(xp.float64)
+        wide = xp.astype(truncated, xp.float64)
         low, high = xp.full(x.shape, info.min, dtype=dtype), xp.full(x.shape, info.max, dtype=dtype)
-        inside = xp.clip(wide, float(info.min), float(info.max)).astype(dtype)
+        inside = xp.astype(xp.clip(wide, float(info.min), float(info.max)), dtype)
         return xp.where(wide >= float(info.max), high, xp.where(wide <= float(info.min), low, inside))
-    return xp.asarray(x).astype(dtype)
+    return xp.astype(xp.asarray(x), dtype)

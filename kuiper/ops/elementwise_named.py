@@ -75,7 +75,7 @@ class Elementwise(ElementwiseOp):
         self.require_inputs(len(operands))
         self.dtype = array_dtype(self.xp, dtype_name)
         if self.dtype is None:
-            raise self.unsupported("dtype", dtype_name, "a NumPy dtype name")
+            raise self.unsupported("dtype", dtype_name, f"a dtype of the '{self.backend.name}' backend's array namespace")
         self.math = math_for(self.function, operands, dtype_name, self.direction, self.order)
         self._compiled = {}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from ..ir import dtypes
 from ..ir.dtypes import array_dtype
 from .base import Op
 from .params import DType, Int
@@ -19,16 +20,16 @@ class BitcastConvert(Op):
     params = (DType("dtype"),)
 
     def setup(self):
-        self.itemsize = self.xp.empty((), dtype=self.dtype).itemsize
+        self.itemsize = dtypes.itemsize(self.dtype)
 
     def forward(self, x):
         contiguous = self.xp.asarray(x, copy=True)
-        target_size = self.itemsize
-        if target_size == x.dtype.itemsize:
-            return contiguous.view(self.dtype)
-        if target_size < x.dtype.itemsize:  # each element becomes several: a new minor dim
-            return self.xp.reshape(contiguous.view(self.dtype), (*x.shape, x.dtype.itemsize // target_size))
-        return self.xp.reshape(contiguous.view(self.dtype), x.shape[:-1])  # the minor dim is consumed
+        target_size, bitcast = self.itemsize, self.backend.bitcast
+        if target_size == dtypes.itemsize(x.dtype):
+            return bitcast(contiguous, self.dtype)
+        if target_size < dtypes.itemsize(x.dtype):  # each element becomes several: a new minor dim
+            return self.xp.reshape(bitcast(contiguous, self.dtype), (*x.shape, dtypes.itemsize(x.dtype) // target_size))
+        return self.xp.reshape(bitcast(contiguous, self.dtype), x.shape[:-1])  # the minor dim is consumed
 
 
 class ReducePrecision(Op):
@@ -41,9 +42,9 @@ class ReducePrecision(Op):
 
     def forward(self, x):
         xp = self.xp
-        source_exponent, source_mantissa = self.LAYOUT[x.dtype.itemsize]
-        unsigned_type = array_dtype(xp, f"uint{x.dtype.itemsize * 8}")
-        bits = x.view(unsigned_type)
+        source_exponent, source_mantissa = self.LAYOUT[dtypes.itemsize(x.dtype)]
+        unsigned_type = array_dtype(xp, f"uint{dtypes.itemsize(x.dtype) * 8}")
+        bits = self.backend.bitcast(x, unsigned_type)
 
         def const(value):
             return xp.asarray(value, dtype=unsigned_type)
@@ -53,7 +54,7 @@ class ReducePrecision(Op):
             last_bit = (bits & const(1 << drop)) >> const(drop)
             bits = (bits + last_bit + const((1 << (drop - 1)) - 1)) & ~const((1 << drop) - 1)
         if self.exponent_bits < source_exponent:
-            width = x.dtype.itemsize * 8
+            width = dtypes.itemsize(x.dtype) * 8
             exponent_mask = const(((1 << source_exponent) - 1) << source_mantissa)
             bias = (1 << (source_exponent - 1)) - 1
             reduced_bias = (1 << (self.exponent_bits - 1)) - 1
@@ -63,7 +64,7 @@ class ReducePrecision(Op):
             signed_zero = bits & const(1 << (width - 1))
             bits = xp.where(overflows, signed_zero | exponent_mask, bits)
             bits = xp.where(underflows, signed_zero, bits)
-        result = bits.view(x.dtype)
+        result = self.backend.bitcast(bits, x.dtype)
         return xp.where(xp.isnan(x), x, result) if self.mantissa_bits > 0 else result
 
 

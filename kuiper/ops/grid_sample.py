@@ -101,7 +101,7 @@ class GridSample(Op):
         index = xp.broadcast_to(index, (batch, channels, index.shape[-1]))
         values = xp.take_along_axis(xp.reshape(x, (batch, channels, -1)), index, axis=2)
         values = xp.reshape(values, (batch, channels, *out_shape))
-        return xp.where(inside[:, None], values, xp.zeros_like(values))
+        return xp.where(inside[:, None, ...], values, xp.zeros_like(values))
 
     def _nearest(self, x, positions, sizes):
         xp = self.xp
@@ -119,7 +119,7 @@ class GridSample(Op):
                 w = fraction if step else 1.0 - fraction
                 weight = w if weight is None else weight * w
             values = self._gather(x, [low + step for low, step in zip(lows, corner)], sizes)
-            term = values * weight[:, None]
+            term = values * weight[:, None, ...]
             out = term if out is None else out + term
         return out
 
@@ -137,7 +137,7 @@ class GridSample(Op):
                 if self.padding_mode != "zeros":
                     row = xp.astype(self._pad_position(xp.astype(row, xp.float64), height), xp.int64)
                     column = xp.astype(self._pad_position(xp.astype(column, xp.float64), width), xp.int64)
-                term = self._gather(x, [row, column], sizes) * (wy[i] * wx[j])[:, None]
+                term = self._gather(x, [row, column], sizes) * (wy[i] * wx[j])[:, None, ...]
                 out = term if out is None else out + term
         return out
 

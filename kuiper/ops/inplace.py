@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from .base import Op
-from .slicing import Slice, index_item
+from .slicing import Slice, index_item, indexed
 
 
 class ValueOp(Op):
@@ -48,8 +48,9 @@ class Fill(ValueOp):
         self.require_inputs(1 + self.read_value("value"))
 
     def forward(self, *inputs):
-        x = inputs[self.input_at]
-        return self.xp.full_like(x, self.value_for(inputs, x.dtype))
+        x, xp = inputs[self.input_at], self.xp
+        # full_like takes a Python scalar only (the standard); the value may be a 0-d array
+        return xp.asarray(xp.broadcast_to(self.value_for(inputs, x.dtype), tuple(x.shape)), copy=True)
 
 
 class MaskedFill(ValueOp):
@@ -92,7 +93,7 @@ class IndexPut(ValueOp):
         values = self.value_for(inputs, x.dtype)
         # Positions of the selected elements: the same indexing applied to 0, 1, 2, ... (x's layout).
         try:
-            positions = xp.reshape(xp.arange(x.size, dtype=xp.int64), tuple(x.shape))[key]
+            positions = indexed(xp, xp.reshape(xp.arange(x.size, dtype=xp.int64), tuple(x.shape)), key)
         except IndexError as exc:
             raise ShapeError(f"{self.node.describe()}: index out of range for shape {tuple(x.shape)}: {exc}") from None
         try:
@@ -105,7 +106,7 @@ class IndexPut(ValueOp):
         if self.accumulate:
             self.backend.scatter_add(out, flat_positions, flat_values)
         else:
-            out[flat_positions] = flat_values
+            self.backend.put(out, flat_positions, flat_values)
         return xp.reshape(out, tuple(x.shape))
 
 

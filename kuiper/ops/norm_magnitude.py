@@ -32,9 +32,9 @@ class LocalResponseNorm(NormOp):
         pads = [(0, 0)] * x.ndim
         pads[1] = (self.size // 2, (self.size - 1) // 2)
         squares = self.backend.pad(x * x, tuple(pads), "constant", value=0.0)
-        total = squares[:, :channels]
+        total = squares[:, :channels, ...]
         for offset in range(1, self.size):  # size is small (2 to 5): a sum of shifted views
-            total = total + squares[:, offset:offset + channels]
+            total = total + squares[:, offset:offset + channels, ...]
         return x / (total * (self.alpha / self.size) + self.k) ** self.beta
 
 

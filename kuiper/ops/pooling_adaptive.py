@@ -12,6 +12,7 @@ import functools
 import numpy as np  # only to build constant tables (averaging matrices, bins) once
 
 from ..errors import ShapeError
+from ..ir import dtypes
 from ..limits import check_size
 from .base import Op, prod, spatial_variants
 from .pooling_window import read_return_indices, spatial_sizes
@@ -69,7 +70,7 @@ class _AdaptivePoolNd(Op):
         if any(size == 0 for size in sizes):
             raise ShapeError(f"{self.node.describe()}: cannot pool an empty input {tuple(x.shape)}")
         outs = tuple(size if o is None else o for size, o in zip(sizes, self.output_size))
-        check_size(tuple(x.shape[:-n]) + outs, x.dtype.itemsize, self.node.describe())
+        check_size(tuple(x.shape[:-n]) + outs, dtypes.itemsize(x.dtype), self.node.describe())
         return sizes, outs
 
 

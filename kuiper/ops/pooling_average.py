@@ -89,8 +89,8 @@ class AvgPoolNd(Op):
             padded = self.backend.pad(x, tuple(pads), "constant", value=0.0)
             windows = self.backend.sliding_window(padded, (k,), (axis_pos,))
             index = [slice(None)] * x.ndim
-            index[axis_pos] = slice(0, out * s, s)
-            x = xp.sum(windows[tuple(index)], axis=-1)
+            index[axis_pos] = slice(0, (out - 1) * s + 1, s)  # (the standard refuses a stop past the end)
+            x = xp.sum(windows[(*index, ...)], axis=-1)
         return x * self._reciprocal_divisors(sizes, outs, x.dtype)
 
 

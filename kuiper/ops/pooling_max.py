@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from ..errors import ShapeError
+from ..ir import dtypes
 from .base import Op, spatial_variants
 from .pooling_window import check_window, pool_output_size, read_return_indices, read_window
 
@@ -39,7 +40,7 @@ class MaxPoolNd(Op):
             raise ShapeError(f"{self.node.describe()}: expected a rank-{n + 2} input, found shape {tuple(x.shape)}")
         if self.return_indices:
             return self.pool_with_indices(x)
-        image_bytes = math.prod(x.shape[1:]) * x.dtype.itemsize
+        image_bytes = math.prod(x.shape[1:]) * dtypes.itemsize(x.dtype)
         images = max(1, POOL_CHUNK_BYTES // image_bytes)
         if x.ndim == n + 2 and x.shape[0] > images and self.backend.cpu_cache_blocking:
             # A large batch in chunks of images: the padded copy and the partial maxima stay in cache.
@@ -63,7 +64,9 @@ class MaxPoolNd(Op):
             needed = (out - 1) * s + d * (k - 1) + 1
             pads.append((p, max(0, needed - size - p)))
         lead = x.ndim - n
-        lowest = -math.inf if x.dtype.kind in "fc" else self.xp.iinfo(x.dtype).min if x.dtype.kind in "iu" else False
+        xp = self.xp
+        lowest = (-math.inf if dtypes.isdtype(xp, x.dtype, ("real floating", "complex floating"))
+                  else xp.iinfo(x.dtype).min if dtypes.isdtype(xp, x.dtype, "integral") else False)
         return self.backend.pad(x, ((0, 0),) * lead + tuple(pads), "constant", value=lowest), outs
 
     def pool(self, x):

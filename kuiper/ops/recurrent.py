@@ -141,7 +141,7 @@ class Recurrent(Op):
         d = self.directions
         for layer in range(self.num_layers):
             states = slice(layer * d, (layer + 1) * d)
-            x, h, c = self._run(x, layer, h0[states], None if c0 is None else c0[states])
+            x, h, c = self._run(x, layer, h0[states, ...], None if c0 is None else c0[states, ...])
             h_n.append(h)
             c_n.append(c)
         output = x
@@ -189,10 +189,10 @@ class Recurrent(Op):
         out = xp.empty((length, batch, size * self.directions), dtype=x.dtype)
         step = getattr(self, f"_{self.kind.lower()}_step")
         for t in range(length):
-            h, c = step(projected[t], h, c, w)
-            out[t, :, :size] = h[0]
+            h, c = step(projected[t, ...], h, c, w)
+            out[t, :, :size] = h[0, ...]
             if self.directions == 2:
-                out[length - 1 - t, :, size:] = h[1]
+                out[length - 1 - t, :, size:] = h[1, ...]
         return out, h, c
 
     def _sigmoid(self, x):

@@ -13,6 +13,8 @@ bitwise.  float16 sums and products accumulate in float32 (as XLA does) and roun
 
 from __future__ import annotations
 
+from ..ir import dtypes
+
 NAMED = ("add", "mul", "max", "min", "and", "or")
 
 
@@ -51,7 +53,7 @@ def identity(xp, name: str, dtype):
 
 def _accumulation_dtype(xp, dtype):
     """float16 sums and products run in float32 (rounding each partial result to float16 drifts)."""
-    return xp.float32 if dtype == xp.float16 else dtype
+    return xp.float32 if dtypes.name_of(dtype) == "float16" else dtype  # (the standard has no float16)
 
 
 def reduce_named(xp, name: str, x, axes: tuple[int, ...], init):
@@ -178,23 +180,24 @@ def call_subgraph(xp, model, arrays) -> list:
     return [r if tuple(r.shape) == shape else xp.broadcast_to(r, shape) for r in results]
 
 
-def combine_into(xp, flats: list, targets, updates: list, combine) -> None:
+def combine_into(xp, flats: list, targets, updates: list, combine, put) -> None:
     """``flats[i][t] = combine(*[f[t] for f in flats], *updates)[i]`` for every update, in update order.
 
     ``flats`` are 1-D arrays changed in place.  Several updates of one element are applied
-    one after another: round r applies each element's r-th update.
+    one after another: round r applies each element's r-th update.  ``put`` is the backend's
+    primitive that writes values at index-array positions.
     """
     if targets.shape[0] == 0:
         return
     order = xp.argsort(targets, stable=True)
-    ordered = targets[order]
+    ordered = xp.take(targets, order)
     rank = xp.arange(ordered.shape[0]) - xp.searchsorted(ordered, ordered, side="left")
     for round_number in range(int(xp.max(rank)) + 1):
         chosen = order[rank == round_number]
-        where = targets[chosen]
-        results = combine(*[f[where] for f in flats], *[u[chosen] for u in updates])
+        where = xp.take(targets, chosen)
+        results = combine(*[xp.take(f, where) for f in flats], *[xp.take(u, chosen) for u in updates])
         for flat, result in zip(flats, results):
-            flat[where] = result
+            put(flat, where, result)
 
 
 def scatter_with(backend, reducer: Reducer | None, flats: list, targets, updates: list) -> None:
@@ -204,8 +207,8 @@ def scatter_with(backend, reducer: Reducer | None, flats: list, targets, updates
     """
     xp = backend.xp
     if reducer is None:
-        combine_into(xp, flats, targets, updates, lambda *arrays: arrays[len(flats):])
+        combine_into(xp, flats, targets, updates, lambda *arrays: arrays[len(flats):], backend.put)
     elif reducer.name == "add" and flats[0].dtype != xp.bool:
         backend.scatter_add(flats[0], targets, xp.astype(updates[0], flats[0].dtype))
     else:
-        combine_into(xp, flats, targets, updates, reducer)
+        combine_into(xp, flats, targets, updates, reducer, backend.put)

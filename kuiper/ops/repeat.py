@@ -7,6 +7,7 @@ Shape-like arguments come as a param or as an input a ``pnnx.Expression`` comput
 from __future__ import annotations
 
 from ..errors import ShapeError
+from ..ir import dtypes
 from ..limits import check_size
 from .base import Op, normalize_axis, prod
 from .params import Ints
@@ -62,7 +63,7 @@ class Repeat(ShapeArgOp):
                 f"{self.node.describe()}: repeat sizes {list(sizes)} must be non-negative, one per dim of {tuple(x.shape)} or more"
             )
         x = self.xp.reshape(x, (1,) * (len(sizes) - x.ndim) + tuple(x.shape))
-        check_size(tuple(s * d for s, d in zip(sizes, x.shape)), x.dtype.itemsize, self.node.describe())
+        check_size(tuple(s * d for s, d in zip(sizes, x.shape)), dtypes.itemsize(x.dtype), self.node.describe())
         return self.xp.tile(x, sizes)
 
 
@@ -76,7 +77,7 @@ class Tile(DimsOp):
         rank = max(x.ndim, len(self.dims))
         x = self.xp.reshape(x, (1,) * (rank - x.ndim) + tuple(x.shape))
         reps = (1,) * (rank - len(self.dims)) + self.dims
-        check_size(tuple(r * d for r, d in zip(reps, x.shape)), x.dtype.itemsize, self.node.describe())
+        check_size(tuple(r * d for r, d in zip(reps, x.shape)), dtypes.itemsize(x.dtype), self.node.describe())
         return self.xp.tile(x, reps)
 
 
@@ -108,7 +109,7 @@ class RepeatInterleave(Op):
         x = inputs[self.data_index]
         repeats = self.repeats if self.repeats_index is None else self._repeat_counts(inputs[self.repeats_index])
         largest = repeats if isinstance(repeats, int) else (int(xp.max(repeats)) if repeats.size else 0)
-        check_size((prod(x.shape), largest), x.dtype.itemsize, self.node.describe())  # an upper bound
+        check_size((prod(x.shape), largest), dtypes.itemsize(x.dtype), self.node.describe())  # an upper bound
         if self.dim is None:
             return xp.repeat(xp.reshape(x, (-1,)), repeats, axis=0)
         axis = normalize_axis(self.dim, x.ndim, self)

@@ -31,6 +31,7 @@ import math
 import numpy as np  # only to build small index/weight tables, moved to the backend once
 
 from ..errors import ShapeError
+from ..ir import dtypes
 from ..limits import check_size
 from .base import Op
 from .params import Bool, Int, Ints
@@ -184,7 +185,7 @@ class Interpolate(Op):
             raise ShapeError(f"{self.node.describe()}: mode={self.mode} expects a {want} input, found shape {tuple(x.shape)}")
         table_dtype = "float64" if x.dtype == xp.float64 else "float32"
         plan = self.output_plan(tuple(x.shape[2:]), inputs)
-        check_size(tuple(x.shape[:2]) + tuple(out for out, _ in plan), x.dtype.itemsize, self.node.describe())
+        check_size(tuple(x.shape[:2]) + tuple(out for out, _ in plan), dtypes.itemsize(x.dtype), self.node.describe())
         shortcuts = self.mode == "nearest" and spatial == 2  # ATen's nearest_idx (see the module docstring)
         for offset, (in_size, (out_size, scale)) in enumerate(zip(x.shape[2:], plan)):
             axis = 2 + offset

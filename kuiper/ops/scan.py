@@ -23,6 +23,8 @@ class Scan(Op):
         xp = self.xp
         axis = normalize_axis(self.dim, max(x.ndim, 1), self)  # a 0-d tensor scans as one element
         dtype = x.dtype if xp.isdtype(x.dtype, ("real floating", "complex floating")) else xp.int64
+        if xp.isdtype(x.dtype, "bool"):
+            x = xp.astype(x, dtype)  # the standard's scans take numbers only
         scan = xp.cumulative_prod if self.reduction == "prod" else xp.cumulative_sum
         return xp.reshape(scan(xp.reshape(x, tuple(x.shape) or (1,)), axis=axis, dtype=dtype), tuple(x.shape))
 

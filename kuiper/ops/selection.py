@@ -7,6 +7,7 @@ rest are params.  Scatters never change their input: they work on a copy.
 from __future__ import annotations
 
 from ..errors import ShapeError
+from ..ir import dtypes
 from ..limits import check_size
 from .base import Op, is_to_the_end, normalize_axis
 from .params import Int
@@ -39,11 +40,11 @@ class Diag(Op):
         if x.ndim == 1:
             n = x.shape[0]
             size = n + abs(k)
-            check_size((size, size), x.dtype.itemsize, self.node.describe())  # n + |diagonal| squared
-            out = xp.zeros((size, size), dtype=x.dtype)
+            check_size((size, size), dtypes.itemsize(x.dtype), self.node.describe())  # n + |diagonal| squared
+            out = xp.zeros((size * size,), dtype=x.dtype)
             steps = xp.arange(n)
-            out[steps + max(-k, 0), steps + max(k, 0)] = x
-            return out
+            self.backend.put(out, (steps + max(-k, 0)) * size + steps + max(k, 0), x)
+            return xp.reshape(out, (size, size))
         if x.ndim == 2:
             length = max(0, min(x.shape[0] - max(-k, 0), x.shape[1] - max(k, 0)))
             steps = xp.arange(length)

@@ -206,6 +206,31 @@ def index_item(op: Op, item):
         raise op.error(f"cannot index with {item!r}") from None
 
 
+def indexed(xp, x, key: tuple):
+    """``x[key]`` for a key of slices, integers and index arrays, as NumPy (and PyTorch) index.
+
+    The standard's indexing takes an index array only beside other integers and index arrays, so a
+    key whose one index array (integers, or a boolean mask) stands among whole-axis slices becomes
+    ``xp.take`` along that axis; other keys index directly.  An index out of range is an IndexError.
+    """
+    arrays = [axis for axis, item in enumerate(key) if hasattr(item, "dtype")]
+    if len(arrays) != 1 or any(item != slice(None) for axis, item in enumerate(key) if axis != arrays[0]):
+        return x[key]
+    axis, index = arrays[0], key[arrays[0]]
+    if index.ndim != 1:
+        return x[key]
+    size = x.shape[axis]
+    if xp.isdtype(index.dtype, "bool"):
+        if index.shape[0] != size:
+            raise IndexError(f"a mask of {index.shape[0]} for an axis of {size}")
+        index = xp.nonzero(index)[0]
+    elif index.shape[0] and bool(xp.any((index < -size) | (index >= size))):
+        raise IndexError(f"an index outside [-{size}, {size}) for an axis of {size}")
+    else:
+        index = xp.where(index < 0, index + size, index)  # (the standard's take wants them non-negative)
+    return xp.take(x, index, axis=axis)
+
+
 class Index(Op):
     """Tensor.index: advanced indexing ``x[None-or-index, ...]`` with PyTorch's (= NumPy's) rules.
 
@@ -238,7 +263,7 @@ class Index(Op):
         if len(key) > x.ndim:
             raise ShapeError(f"{self.node.describe()}: {len(key)} indices for a tensor of rank {x.ndim}")
         try:
-            return x[key]
+            return indexed(self.xp, x, key)
         except IndexError as exc:
             raise ShapeError(f"{self.node.describe()}: index out of range for shape {tuple(x.shape)}: {exc}") from None
 

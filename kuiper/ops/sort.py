@@ -95,7 +95,7 @@ class Sort(Op):
         while width < size:
             run_start = (index // (2 * width)) * (2 * width)
             is_left = index - run_start < width
-            own = index - run_start - xp.where(is_left, 0, width)
+            own = index - run_start - xp.where(is_left, xp.zeros_like(index), width)
             partner_start = xp.where(is_left, run_start + width, run_start)
             low, high = xp.zeros_like(index), xp.full(index.shape, width, dtype=index.dtype)
             for _ in range(width.bit_length()):  # count the partner run's elements before each element

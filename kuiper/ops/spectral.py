@@ -153,7 +153,7 @@ class STFT(_Frames):
             raise ShapeError(f"{self.node.describe()}: a signal of {length} samples is shorter than n_fft={self.n_fft}")
         frame_count = 1 + (length - self.n_fft) // self.hop
         window = self.full_window(inputs, real_dtype(xp, x.dtype))
-        frames = self.backend.sliding_window(signal, (self.n_fft,), (1,))[:, 0 : (frame_count - 1) * self.hop + 1 : self.hop]
+        frames = self.backend.sliding_window(signal, (self.n_fft,), (1,))[:, 0 : (frame_count - 1) * self.hop + 1 : self.hop, :]
         frames = frames * window
         onesided = self.onesided if self.onesided is not None else not xp.isdtype(x.dtype, "complex floating")
         norm = "ortho" if self.normalized else "backward"

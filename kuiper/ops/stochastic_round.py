@@ -8,6 +8,7 @@ past the type's limits give the limits.
 
 from __future__ import annotations
 
+from ..ir import dtypes
 from ..ir.dtypes import array_dtype
 from .base import Op
 from .params import Choice
@@ -25,17 +26,17 @@ class StochasticConvert(Op):
 
     def forward(self, x, random):
         xp = self.xp
-        info = xp.iinfo(array_dtype(xp, self.dtype))
+        dtype = array_dtype(xp, self.dtype)
+        info = xp.iinfo(dtype)
         magnitude = xp.abs(x)
         whole = xp.floor(magnitude)
-        fraction = (magnitude - whole).astype(xp.float32 if x.dtype == xp.float16 else x.dtype)
-        scaled = fraction * float(2 ** (8 * random.dtype.itemsize))
-        round_up = random < scaled.astype(random.dtype)
+        fraction = xp.astype(magnitude - whole, xp.float32 if dtypes.name_of(x.dtype) == "float16" else x.dtype)
+        scaled = fraction * float(2 ** (8 * dtypes.itemsize(random.dtype)))
+        round_up = random < xp.astype(scaled, random.dtype)
         clipped = xp.clip(whole, 0, info.max)  # past the limits the result is the limit (below)
-        result = clipped.astype(self.dtype) + round_up.astype(self.dtype)
+        result = xp.astype(clipped, dtype) + xp.astype(round_up, dtype)
         result = xp.where(x < 0, -result, result)
         result = xp.where(x <= info.min, info.min, result)
-        return xp.where(x >= info.max, info.max, result).astype(self.dtype)
-
+        return xp.astype(xp.where(x >= info.max, info.max, result), dtype)
 
 OPS = [StochasticConvert]

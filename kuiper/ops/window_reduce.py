@@ -9,6 +9,7 @@ skips them.  A window that does not fit gives an empty output dim.
 
 from __future__ import annotations
 
+from ..ir import dtypes
 from ..limits import check_size
 from .base import Op
 from .params import Ints
@@ -37,17 +38,17 @@ class Windowed(Op):
         """Every window of ``x`` as trailing axes: shape (output dims..., window dims...)."""
         xp = self.xp
         rank = x.ndim
-        itemsize, what = x.dtype.itemsize, self.node.describe()  # every copy is checked against the budget first
+        itemsize, what = dtypes.itemsize(x.dtype), self.node.describe()  # every copy is checked against the budget first
         if any(f != 1 for f in self.base_dilation):
             shape = tuple((d - 1) * f + 1 if d else 0 for d, f in zip(x.shape, self.base_dilation))
             check_size(shape, itemsize, what)
-            dilated = xp.full(shape, fill, dtype=x.dtype)
+            dilated = _full(xp, shape, fill, x.dtype)
             dilated[tuple(slice(None, None, f) for f in self.base_dilation)] = x
             x = dilated
         grown = tuple(d + max(low, 0) + max(high, 0) for d, (low, high) in zip(x.shape, self.padding))
         if grown != tuple(x.shape):
             check_size(grown, itemsize, what)
-            padded = xp.full(grown, fill, dtype=x.dtype)
+            padded = _full(xp, grown, fill, x.dtype)
             padded[tuple(slice(max(low, 0), max(low, 0) + d) for d, (low, _) in zip(x.shape, self.padding))] = x
             x = padded
         x = x[tuple(slice(max(-low, 0), max(d - max(-high, 0), max(-low, 0)))
@@ -146,7 +147,7 @@ class SelectAndScatter(Windowed):
             take = (chosen_place < 0) | ((place >= 0) & ~xp.astype(xp.asarray(keep), xp.bool))
             chosen_value = xp.where(take, candidate, chosen_value)
             chosen_place = xp.where(take, place, chosen_place)
-        result = xp.full((operand.size,), init, dtype=source.dtype)
+        result = _full(xp, (operand.size,), init, source.dtype)
         targets = xp.reshape(chosen_place, (-1,))
         updates = xp.reshape(source, (-1,))
         valid = targets >= 0
@@ -155,3 +156,10 @@ class SelectAndScatter(Windowed):
 
 
 OPS = [ReduceWindow, SelectAndScatter]
+
+
+def _full(xp, shape, fill, dtype):
+    """``xp.full`` for a fill that may be a 0-d array (the standard's full takes a Python scalar)."""
+    if hasattr(fill, "shape"):
+        return xp.asarray(xp.broadcast_to(xp.astype(fill, dtype), tuple(shape)), copy=True)
+    return xp.full(tuple(shape), fill, dtype=dtype)

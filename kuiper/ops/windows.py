@@ -88,7 +88,7 @@ class Fold(WindowOp):
         for i in range(kh):
             for j in range(kw):
                 key = (..., *self.tap(i, j, out_h, out_w))
-                image[key] = image[key] + windows[:, :, i, j]  # one tap's positions are distinct: no overlap
+                image[key] = image[key] + windows[:, :, i, j, ...]  # one tap's positions are distinct: no overlap
         image = image[:, :, ph : ph + h, pw : pw + w]
         return image if columns.ndim == 3 else image[0]
 

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numpy
-
 from kuiper.errors import ExpressionSyntaxError, IRError
 from kuiper.pnnx_expr.nodes import Call, Expr, Input, ListExpr, Literal, Size, to_string
 from kuiper.ir import composites, dtypes, make
@@ -53,13 +51,11 @@ def lower(expr: Expr, input_dtypes: Sequence[str], name: str = "expression") -> 
 
 
 def _dtype_name(dtype) -> str:
-    """Accept NumPy dtypes and scalar types too: numpy.float32 -> 'float32'."""
-    if isinstance(dtype, str):
-        return dtype
+    """A dtype's name, for names and any namespace's dtypes: numpy.float32 and array_api_strict.float32 give 'float32'."""
     try:
-        return numpy.dtype(dtype).name
-    except TypeError:
-        return str(dtype)
+        return dtypes.name_of(dtype)
+    except IRError:
+        return str(dtype)  # refused by the caller, named as given
 
 
 def lower_value(expr: Expr, inputs: Sequence[IRExpr]) -> IRExpr:

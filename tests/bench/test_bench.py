@@ -273,6 +273,18 @@ def test_profile_lists_op_types_and_the_slowest_ops(monkeypatch, capsys):
     assert any(line.strip().startswith("op ") and "input (?, 4, 7, 7)" in line for line in out.splitlines())
 
 
+def test_profile_names_each_providers_partitions_and_the_ops_they_ran():
+    import kuiper
+
+    model = kuiper.load(MODELS / "transformer_encoder" / "model.pnnx.param")  # two dense chains (MLPs)
+    samples = {index: [0.001] for index in range(len(model.steps))}
+    lines = op_profile.format_profile(model, samples)
+    partition_line = next(line for line in lines if line.strip().startswith("Partition (dense-chain)"))
+    assert "(2 partitions, 4 ops)" in partition_line
+    ops = len(model.steps) + 2  # each partition stands for two Linear layers
+    assert f"{ops} ops in {len(model.steps)} steps" in lines[1] and "4 ops ran in 2 provider partitions" in lines[1]
+
+
 def test_profile_steps_time_every_step_in_every_round():
     import kuiper
 
