@@ -64,7 +64,7 @@ HAND_CHECKED = {
     "xla/backends/cpu/benchmarks/hlo/resnet50_keras_jax_f32.hlo:1": (
         "XLA's result is wrong", "random batch-norm variances make the last block's activations NaN in both "
         "engines (XLA's relu of them alone: 100352 of 100352 NaN); XLA's reduce_sum of that relu, fused, gives "
-        "finite values (NaN dropped by its fused max), kuiper NaN as maximum and add define it"),
+        "finite values (the fused code drops NaNs), kuiper NaN as maximum and add define it"),
     "xla/tests/collective_pipeliner_execution_test.cc:1239": (  # the same module in a later XLA checkout
         "unspecified: accumulation precision", "XLA sums this bf16 reduce (in a while body) in bf16, kuiper in "
         "f32, as XLA does for an entry-level reduce"),
