@@ -33,9 +33,9 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 ENV_VAR = "KUIPER_BACKEND"
 DEFAULT_BACKEND = "numpy"
 CACHE_DIR_ENV = "KUIPER_CACHE_DIR"
-# Every key a config file may set (``memory_budget``, ``loop_budget``: kuiper.limits).  Any other
-# key is an error, so a misspelt ``backnd = "cupy"`` is not silently ignored.
-KNOWN_KEYS = ("backend", "memory_budget", "loop_budget")
+# Every key a config file may set (``memory_budget``, ``loop_budget``, ``loop_time_budget``:
+# kuiper.limits).  Any other key is an error, so a misspelt ``backnd = "cupy"`` is not silently ignored.
+KNOWN_KEYS = ("backend", "memory_budget", "loop_budget", "loop_time_budget")
 
 
 _SWITCHES = {"1": True, "on": True, "true": True, "yes": True, "0": False, "off": False, "false": False, "no": False}

@@ -22,6 +22,10 @@ Values are bytes, or a number with a unit: ``512MiB``, ``8GiB``, ``2GB``, ``1TiB
 The loop budget (``check_iterations``: an HLO ``while`` stops with a SizeLimitError
 after that many iterations instead of spinning for hours) comes the same way from
 ``KUIPER_LOOP_BUDGET``, then ``loop_budget`` in the config file, then DEFAULT_LOOP_BUDGET.
+The loop time budget (``loop_deadline``, ``check_deadline``: the seconds a loop may run,
+with every loop nested in it, since the outermost one began) comes from
+``KUIPER_LOOP_TIME_BUDGET``, then ``loop_time_budget``, then DEFAULT_LOOP_TIME_BUDGET: an
+iteration count alone does not bound the time of nested loops, or of a loop whose body is slow.
 
 EXPRESSION_DEPTH is fixed: how deep the tensor-expression language nests brackets and
 builds trees, so that no input overflows Python's stack in the recursive passes.
@@ -34,6 +38,7 @@ import functools
 import math
 import os
 import re
+import time
 from functools import cache, lru_cache
 from pathlib import Path
 
@@ -46,10 +51,17 @@ LOOP_CONFIG_KEY = "loop_budget"
 # One million iterations: far more than any model's loop runs (a scan over a sequence, a
 # fixed-point solver), reached in seconds to minutes; a runaway loop stops there.
 DEFAULT_LOOP_BUDGET = 1_000_000
+LOOP_TIME_ENV_VAR = "KUIPER_LOOP_TIME_BUDGET"
+LOOP_TIME_CONFIG_KEY = "loop_time_budget"
+# Ten minutes: far longer than a model's loops run (the iteration budget stops a plain loop of a
+# cheap body in a minute or two), short enough that nested loops or a slow body cannot hold a
+# process for hours.
+DEFAULT_LOOP_TIME_BUDGET = 600.0
 EXPRESSION_DEPTH = 256
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*")
+_SECONDS = {"": 1.0, "s": 1.0, "ms": 1e-3, "min": 60.0, "h": 3600.0}
 
 
 # Hand-written, not dask.utils.parse_bytes: dask is an optional extra, and this runs in every process (the budget).
@@ -84,10 +96,21 @@ def parse_count(text: str | int, where: str) -> int:
     return int(digits)
 
 
+def parse_duration(text: str | int | float, where: str) -> float:
+    """``"90s"``, ``"5min"``, ``"1h"``, ``"250ms"`` or a number of seconds -> seconds; ``where`` names the setting."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool) and math.isfinite(text) and text > 0:
+        return float(text)
+    match = _SIZE.fullmatch(str(text)) if isinstance(text, str) and len(text) < 40 else None
+    unit = match and _SECONDS.get(match.group(2).lower())
+    if not match or unit is None or float(match.group(1)) <= 0:
+        raise ConfigError(f"{where}: expected a positive duration such as 600, '90s', '5min' or '1h', found {text!r}")
+    return float(match.group(1)) * unit
+
+
 @lru_cache(maxsize=16)
-def _configured(env_var: str, key: str, env_value: str, directory: str) -> int | None:
+def _configured(env_var: str, key: str, env_value: str, directory: str) -> int | float | None:
     """The setting from the environment variable, else the nearest config file, else None."""
-    parse = parse_size if key == CONFIG_KEY else parse_count
+    parse = {CONFIG_KEY: parse_size, LOOP_TIME_CONFIG_KEY: parse_duration}.get(key, parse_count)
     if env_value.strip():
         return parse(env_value.strip(), f"environment variable {env_var}")
     from .config import find_config_value
@@ -144,6 +167,42 @@ def check_iterations(count: int, budget: int, what: str) -> None:
         raise SizeLimitError(
             f"{what}: the loop ran {budget} iterations without ending, the loop budget (raise it with "
             f"{LOOP_ENV_VAR} or '{LOOP_CONFIG_KEY}' in kuiper.toml if this is intended)"
+        )
+
+
+def loop_time_budget() -> float:
+    """The current loop time budget: the most seconds a loop, with the loops nested in it, may run."""
+    configured = _setting(LOOP_TIME_ENV_VAR, LOOP_TIME_CONFIG_KEY)
+    return DEFAULT_LOOP_TIME_BUDGET if configured is None else configured
+
+
+_loop_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("kuiper_loop_deadline", default=None)
+
+
+class loop_deadline:  # noqa: N801 - used as a function: ``with loop_deadline() as deadline:``
+    """Within: the monotonic time by which the outermost running loop must end. The outermost
+    loop sets it from the loop time budget; the loops nested in it (a while in a while's body, in
+    a branch or a reducer it calls) share it, so the budget bounds the whole nest, not each loop."""
+
+    def __enter__(self) -> float:
+        deadline = _loop_deadline.get()
+        self._token = None
+        if deadline is None:
+            deadline = time.monotonic() + loop_time_budget()
+            self._token = _loop_deadline.set(deadline)
+        return deadline
+
+    def __exit__(self, *exc_info):
+        if self._token is not None:
+            _loop_deadline.reset(self._token)
+
+
+def check_deadline(deadline: float, what: str) -> None:
+    """Raise SizeLimitError once ``deadline`` (from ``loop_deadline``) has passed; ``what`` names the loop."""
+    if time.monotonic() > deadline:
+        raise SizeLimitError(
+            f"{what}: the loop ran past the loop time budget of {loop_time_budget():g} s without ending (raise "
+            f"it with {LOOP_TIME_ENV_VAR} or '{LOOP_TIME_CONFIG_KEY}' in kuiper.toml if this is intended)"
         )
 
 

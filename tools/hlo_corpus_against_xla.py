@@ -61,6 +61,13 @@ HAND_CHECKED = {
     "xla/tests/collective_pipeliner_execution_test.cc:1229": (
         "unspecified: accumulation precision", "XLA sums this bf16 reduce (in a while body) in bf16, one element "
         "after another (12.625 for 32 x 0.4053); kuiper in f32 (12.97), as XLA does for an entry-level reduce"),
+    "xla/backends/cpu/benchmarks/hlo/resnet50_keras_jax_f32.hlo:1": (
+        "XLA's result is wrong", "random batch-norm variances make the last block's activations NaN in both "
+        "engines (XLA's relu of them alone: 100352 of 100352 NaN); XLA's reduce_sum of that relu, fused, gives "
+        "finite values (the fused code drops NaNs), kuiper NaN as maximum and add define it"),
+    "xla/tests/collective_pipeliner_execution_test.cc:1239": (  # the same module in a later XLA checkout
+        "unspecified: accumulation precision", "XLA sums this bf16 reduce (in a while body) in bf16, kuiper in "
+        "f32, as XLA does for an entry-level reduce"),
 }
 IDENTITY_OF = {"add": 0, "or": 0, "xor": 0, "multiply": 1, "and": 1, "maximum": -np.inf, "minimum": np.inf}
 
@@ -218,6 +225,8 @@ def check(text: str, origin: str, kuiper_finished) -> tuple[str, str]:
     parameters = [p.shape for p in module.entry.parameters()]
     if any(s.is_tuple or s.dtype is None for s in parameters):
         return "skipped: tuple or token parameter", ""
+    if any(-1 in s.dims for s in parameters):
+        return "skipped: unbounded dynamic parameter", ""
     try:
         model = kuiper.load_hlo(text, backend="numpy")
     except KuiperError as exc:
@@ -249,21 +258,24 @@ def check(text: str, origin: str, kuiper_finished) -> tuple[str, str]:
     for number, (g, e) in enumerate(zip(got, expected)):
         if number < len(leaves) and any(leaves[number].dynamic) and g.ndim == e.ndim \
                 and all(a <= b for a, b in zip(g.shape, e.shape)):
-            e = e[tuple(slice(0, size) for size in g.shape)]  # XLA hands a dynamic result back padded to its bound
+            # XLA hands a dynamic result back in a buffer of its bounds, its elements packed at the front.
+            e = e.reshape(-1)[:g.size].reshape(g.shape)
         difference = difference or (f"result {number}: " + compare(g, e) if compare(g, e) else "")
     if not difference:
         return "agree", ""
     if origin in HAND_CHECKED:
         return HAND_CHECKED[origin]
-    reason = unspecified(module)
+    reason = unspecified(module, inputs)
     return ("unspecified: " + reason, difference) if reason else ("disagree", difference)
 
 
-def unspecified(module) -> str:
+def unspecified(module, inputs: list[np.ndarray]) -> str:
     """Why XLA leaves this module's results open (so a different result is no error), or ''."""
     instructions = [i for c in module.computations.values() for i in c.instructions]
     if any(i.opcode == "rng" for i in instructions):
         return "rng values (XLA does not define its generator)"
+    if _scatters_to_an_index_twice(module, inputs):
+        return "a scatter to one index twice (XLA applies such updates in any order, and may combine them first)"
     if any(i.opcode == "sort" and not i.attributes.get("is_stable") for i in instructions):
         return "the order of equal keys in a sort without is_stable"
     for instruction in instructions:
@@ -277,6 +289,21 @@ def unspecified(module) -> str:
                     and not _is_identity(init, opcode):
                 return "a reduction whose init value is not the reducer's identity (XLA may apply it many times)"
     return ""
+
+
+def _scatters_to_an_index_twice(module, inputs: list[np.ndarray]) -> bool:
+    """Whether an entry scatter's indices, fed as a parameter, name one index twice."""
+    numbers = {p.name: p.parameter_number for p in module.entry.parameters()}
+    for instruction in module.entry.instructions:
+        if instruction.opcode != "scatter" or instruction.operands[len(instruction.operands) // 2] not in numbers:
+            continue
+        indices = np.asarray(inputs[numbers[instruction.operands[len(instruction.operands) // 2]]])
+        vector_dim = instruction.attributes.get("index_vector_dim", indices.ndim)
+        rows = np.moveaxis(indices, vector_dim, -1).reshape(-1, indices.shape[vector_dim]) \
+            if vector_dim < indices.ndim else indices.reshape(-1, 1)
+        if len(np.unique(rows, axis=0)) < len(rows):
+            return True
+    return False
 
 
 def _where(exc: Exception) -> str:

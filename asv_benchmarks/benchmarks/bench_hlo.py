@@ -1,7 +1,10 @@
-"""Parsing HLO text: a generated module of 100k instructions (parsing must stay linear in the text)."""
+"""Reading HLO text: parsing a generated module of 100k instructions, and loading a chain of up to 100k
+negates (parse, translate, build). Both must stay linear in the text: ten times the instructions,
+ten times the time (``tests/hlo/test_hlo_load_scaling.py`` counts the work itself)."""
 
 from __future__ import annotations
 
+import kuiper
 from kuiper.hlo import parse
 
 
@@ -52,3 +55,27 @@ class ParseHlo:
 
     def time_parse(self, instructions):
         parse(self.text, source="generated.hlo.txt")
+
+
+def negate_chain(instructions: int) -> str:
+    """``x0 = parameter(0)``, then each instruction negates the one before: the plainest long module."""
+    lines = ["HloModule chain", "ENTRY e {", "  x0 = f32[4] parameter(0)"]
+    lines += [f"  x{i} = f32[4] negate(x{i - 1})" for i in range(1, instructions)]
+    lines += [f"  ROOT r = f32[4] negate(x{instructions - 1})", "}"]
+    return "\n".join(lines)
+
+
+class LoadHlo:
+    """``kuiper.load_hlo`` of a negate chain of 10k, 30k and 100k instructions: time linear in the size."""
+
+    params = ([10_000, 30_000, 100_000],)
+    param_names = ("instructions",)
+    number = 1
+    repeat = 3
+    timeout = 600
+
+    def setup(self, instructions):
+        self.text = negate_chain(instructions)
+
+    def time_load(self, instructions):
+        kuiper.load_hlo(self.text, backend="numpy")

@@ -5,7 +5,7 @@ Token kinds (``Token.kind``):
   INT      ``3``, ``-1``
   FLOAT    ``1.5``, ``-2e-05``, ``inf``/``-inf``/``nan`` are NAMEs and become floats in literals
            (as does a NaN with a payload, ``-nan(0x7f)``, one NAME)
-  STRING   ``"..."`` with backslash escapes (value: the unquoted text)
+  STRING   ``"..."`` or ``'...'`` (mesh axis names) with backslash escapes (value: the unquoted text)
   SHAPE    a plain array shape as one token: ``f32[8,16]{1,0}``, ``pred[]`` (dynamic dims and
            tiled layouts lex piece by piece)
   RECORD   a flat ``{...}`` holding a string and no nested braces or brackets, as one token:
@@ -26,6 +26,8 @@ twice (once as text, once as a token list) and an error early in a large file is
 from __future__ import annotations
 
 import re
+from array import array
+from bisect import bisect_left
 from collections.abc import Iterator
 
 from kuiper.errors import HloSyntaxError
@@ -55,13 +57,14 @@ _TOKEN_RE = re.compile(
     | (?P<DIMS>-?[0-9]+(?:[_x]-?[0-9]+)+(?![0-9.eE]))
     | (?P<FLOAT>-?(?:[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+))
     | (?P<INT>-?[0-9]+)
-    | (?P<STRING>"(?:[^"\\\n]|\\.)*")
+    | (?P<STRING>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
     | (?P<NEGNAME>-(?:inf|nan)\b)
     | (?P<punct>\.\.\.|->|<=|[{}()\[\],=:*?!@<>+|#~])
     )
     """.replace("TYPES", "|".join(sorted(ELEMENT_TYPES, key=len, reverse=True))),
     re.VERBOSE | re.DOTALL,
 )
+_NEWLINE = re.compile("\n")
 _ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "'": "'", "r": "\r"}
 
 
@@ -85,10 +88,19 @@ class SourceText:
     def __init__(self, text: str, source: str = ""):
         self.text = text
         self.source = source
+        self._newlines: array | tuple | None = None  # offsets of the text's newlines, once a second line is asked for
 
     def line_column(self, position: int) -> tuple[int, int]:
-        # Counted on demand (errors and messages only): no table of line starts for a large text.
-        line = self.text.count("\n", 0, position) + 1
+        # The first question (a syntax error, usually) counts the newlines before it: an error at the
+        # top of a large text costs nothing. Later ones (a line for every op lowered) look the offset
+        # up in a table of newlines built once, so naming N instructions is linear, not N times the text.
+        if self._newlines is None:
+            self._newlines = ()
+            line = self.text.count("\n", 0, position) + 1
+        else:
+            if not isinstance(self._newlines, array):
+                self._newlines = array("q", (match.start() for match in _NEWLINE.finditer(self.text)))
+            line = bisect_left(self._newlines, position) + 1
         return line, position - (self.text.rfind("\n", 0, position) + 1) + 1
 
     def error(self, message: str, position: int) -> HloSyntaxError:

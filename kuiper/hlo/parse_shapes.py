@@ -94,6 +94,25 @@ def _check_layout(stream: TokenStream, shape: ArrayShape, token: Token) -> None:
                            f"of {shape.element_type}{list(shape.dims)}", token)
 
 
+def _dim_level_types(stream: TokenStream) -> bool:
+    """``(D, C+, S~, H)``: dense, compressed, singleton, loose compressed, each maybe unique (+) or
+    unordered (~), as XLA reads them; whether any is not dense."""
+    stream.expect("(")
+    sparse = False
+    while not stream.accept(")"):
+        token = stream.token
+        if token.kind != NAME or token.text not in ("D", "C", "S", "H"):
+            raise stream.error(f"expected a DimLevelType abbreviation (D, C, S or H), found {stream.describe(token)}")
+        stream.advance()
+        sparse = sparse or token.text != "D"
+        stream.accept("+")
+        stream.accept("~")
+        if not stream.accept(","):
+            stream.expect(")", "',' or ')' in the dim level types")
+            break
+    return sparse
+
+
 def _layout(stream: TokenStream) -> Layout:
     stream.expect("{")
     minor_to_major: list[int] = []
@@ -105,11 +124,22 @@ def _layout(stream: TokenStream) -> Layout:
     if stream.accept(":"):  # tiling, memory space, sparsity: kept as text, nothing reads them
         start = stream.token.position
         depth = 0
+        sparse, physical = False, None
         while not (stream.token.kind == "}" and depth == 0):
             if stream.token.kind == END:
                 raise stream.error("unclosed layout")
+            if depth == 0 and stream.token.kind == NAME and stream.peek().kind == "(":
+                if stream.token.text == "D":  # dim level types: ``D(D,C+,S~)``
+                    stream.advance()
+                    sparse = _dim_level_types(stream)
+                    continue
+                if stream.token.text == "P":  # a physical shape: for sparse arrays only
+                    physical = stream.token
             depth += {"(": 1, ")": -1}.get(stream.token.kind, 0)
             stream.advance()
+        if physical is not None and not sparse:
+            raise stream.error("the layout has a physical shape P(...), but is not for a sparse array "
+                               "(no dim level type other than D)", physical)
         extra = stream.source.text[start : stream.token.position].strip()
     stream.expect("}", "'}' to close the layout")
     return Layout(tuple(minor_to_major), extra)

@@ -8,7 +8,7 @@ Grammar (the parts kuiper reads; attribute values are read generically by parse_
     signature    := '(' [NAME ':' shape (',' NAME ':' shape)*] ')' '->' shape
     instruction  := ['ROOT'] NAME '=' [shape] NAME '(' operands ')' (',' attribute)*
     operands     := literal (for constant) | INT (for parameter) | [operand (',' operand)*]
-    operand      := [shape] NAME                                 a named instruction
+    operand      := [shape] NAME ('#' INT)*                      a named instruction (or its tuple element)
                   | [shape] NAME '(' operands ')'                a nested instruction (no attributes)
     attribute    := NAME '=' value
 
@@ -27,7 +27,7 @@ from .infer_shapes import inferred_shape
 from .lexer import END, INT, NAME, SourceText, Token
 from .module import HloComputation, HloInstruction, HloModule
 from .parse_shapes import is_shape_start, parse_shape
-from .parse_values import parse_literal, parse_value
+from .parse_values import parse_frontend_attributes, parse_literal, parse_value
 from .shapes import Shape
 from .token_stream import TokenStream
 from .verify import verify_module
@@ -108,7 +108,10 @@ class _Parser:
             key = stream.name("an attribute name")
             stream.expect("=", f"'=' after attribute '{key}'")
             start = stream.token
-            attributes[key] = parse_value(stream, self.shape_cache)
+            if key == "frontend_attributes":
+                attributes[key] = parse_frontend_attributes(stream, self.shape_cache)
+            else:
+                attributes[key] = parse_value(stream, self.shape_cache)
             problem = check_text and check_text(key, self.source.text[start.position : stream.token.position])
             if problem:
                 raise self.error(problem, start)
@@ -204,6 +207,8 @@ class _Parser:
         if stream.token.kind != "(":
             name = token.text.removeprefix("%")
             definition = self.defined.get(name)
+            if stream.token.kind == "#":
+                name, definition = self.tuple_element_operand(name, definition, token)
             if shape is not None and definition is not None and not _compatible(shape, definition.shape):
                 raise self.error(f"operand '{name}' is written as {shape}, but it is defined as {definition.shape}",
                                  token)
@@ -212,6 +217,34 @@ class _Parser:
         name = f"{token.text}.anon{self.anonymous}"
         self.instruction_body(name, shape, token, False, position, with_attributes=False)
         return name
+
+    def tuple_element_operand(self, name: str, definition: HloInstruction | None,
+                              token: Token) -> tuple[str, HloInstruction]:
+        """``%t#1#0``, XLA's compact get-tuple-element: element 0 of element 1 of ``t``.
+
+        Each step is a get-tuple-element added to the computation before its user, once per
+        computation however often it is used, named ``t#1`` and ``t#1#0`` (no name in the text
+        can hold a ``#``, so none collides), as XLA's parser does.
+        """
+        stream = self.stream
+        if definition is None:
+            raise self.error(f"operand '{name}' must be defined before one of its tuple elements is taken "
+                             f"('{name}#index')", token)
+        while stream.accept("#"):
+            index_token = stream.expect(INT, "a tuple index after '#'")
+            index, shape = int(index_token.text), definition.shape
+            if not shape.is_tuple:
+                raise self.error(f"'{name}' is {shape}, not a tuple, so '#{index}' takes no element of it", index_token)
+            if not 0 <= index < len(shape.elements):
+                raise self.error(f"tuple index {index} is out of range for '{name}' of shape {shape}", index_token)
+            element = f"{name}#{index}"
+            if element not in self.defined:
+                made = HloInstruction(element, "get-tuple-element", shape.elements[index], [name], {"index": index},
+                                      position=token.position, computation=self.computation_name)
+                self.instructions.append(made)
+                self.defined[element] = made
+            name, definition = element, self.defined[element]
+        return name, definition
 
     def inferred_shape(self, opcode: str, operands: list[str], attributes: dict, token: Token) -> Shape:
         """The shape XLA would infer (kuiper/hlo/infer_shapes.py), or an error asking for it."""

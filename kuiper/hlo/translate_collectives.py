@@ -26,10 +26,15 @@ COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "coll
 
 
 def group_size(site: Site) -> int:
-    """The participants per replica group: ``{{0},{1}}`` lists them, ``[groups,size]<=[...]`` counts them."""
+    """The participants per replica group: ``{{0},{1}}`` lists them, ``[groups,size]<=[...]`` and
+    ``mesh['x'=2,'y'=2] {'y'}`` (the sizes of the named axes) count them."""
     groups = attribute(site, "replica_groups", [])
     if isinstance(groups, tuple) and len(groups) == 2 and groups[0]:  # the iota form
         return groups[0][-1]
+    if isinstance(groups, tuple) and len(groups) == 3 and groups[0] == "maximal_mesh":  # one device
+        return 1
+    if isinstance(groups, tuple) and len(groups) == 3 and groups[0] == "mesh":  # ``mesh['x'=2,'y'=4] {'y'}``
+        return int(np.prod(groups[2] or [], dtype=np.int64))  # the sizes of the axes a group spans
     if not isinstance(groups, list) or not all(isinstance(g, list) for g in groups):
         raise site.error(f"replica_groups={groups!r} must be {{{{ids}},...}} or [groups,size]<=[dims]")
     return max((len(g) for g in groups), default=1)

@@ -57,9 +57,13 @@ def _window(site: Site, rank: int) -> dict:
 
 def translate_convolution(site: Site) -> list[OpNode]:
     lhs_order, rhs_order, out_order, spatial = _labels(site)
-    if spatial < 1:
-        raise site.error("a convolution without spatial dims is not supported (write it as a dot)")
     window = _window(site, spatial)
+    # No spatial dims (``bf_io->bf``: features times a matrix, per feature group): the shared Conv
+    # runs it with one spatial dim of size 1 added to the input, the kernel and the result.
+    flat = spatial == 0
+    if flat:
+        window = {key: [default] for key, default in
+                  (("size", 1), ("stride", 1), ("pad", (0, 0)), ("lhs_dilate", 1), ("rhs_dilate", 1), ("rhs_reversal", 0))}
     if any(isinstance(v, tuple) or v < 1 for key in ("stride", "lhs_dilate", "rhs_dilate") for v in window[key]):
         raise site.error(f"window strides and dilations must be positive integers, found {window}")
     groups = integer(site, "feature_group_count", 1)
@@ -74,6 +78,10 @@ def translate_convolution(site: Site) -> list[OpNode]:
     x, x_shape, ops = widened_operand(site, 0, "lhs")
     x, x_shape, emitted = transpose(site, x, x_shape, lhs_order, "lhs")
     ops += emitted
+    if flat:
+        x, x_shape, emitted = reshape(site, x, x_shape, [*x_shape.dims, 1], "lhs_spatial")
+        ops += emitted
+        spatial = 1
     pads = [tuple(p) for p in window["pad"]]
     if any(d > 1 for d in window["lhs_dilate"]) or any(v < 0 for p in pads for v in p):
         x, x_shape, emitted = _dilate_and_pad(site, x, x_shape, window["lhs_dilate"], pads)
@@ -83,14 +91,20 @@ def translate_convolution(site: Site) -> list[OpNode]:
         x, x_shape, emitted = _batch_groups_as_features(site, x, x_shape, batch_groups)
         ops += emitted
         groups = batch_groups
-    inputs, attrs, emitted = _kernel(site, rhs_order, window["rhs_reversal"])
+    inputs, attrs, emitted = _kernel(site, rhs_order, window["rhs_reversal"], flat)
     ops += emitted
     params = {"spatial_dims": spatial, "stride": list(window["stride"]), "dilation": list(window["rhs_dilate"]),
               "groups": groups, "pads": [list(p) for p in pads]}
-    conv_dims = [out_shape.dims[out_order.index(axis)] for axis in range(spatial + 2)]
-    identity = out_order == list(range(spatial + 2))
-    conv_out = site.outputs[0] if identity else site.temporary("conv", with_dims(out_shape, conv_dims))
+    conv_dims = [out_shape.dims[out_order.index(axis)] for axis in range(len(out_order))]
+    identity = out_order == list(range(len(out_order))) and not flat
+    conv_out = site.outputs[0] if identity else site.temporary("conv", with_dims(out_shape, conv_dims + [1] * flat))
     ops.append(site.op("Conv", [x, *inputs], [conv_out], params, attrs, suffix="" if identity else "conv"))
+    if flat:
+        conv_out, _, emitted = reshape(site, conv_out, with_dims(out_shape, conv_dims + [1]), conv_dims, "conv_flat",
+                                       target=site.outputs[0] if out_order == [0, 1] else None)
+        ops += emitted
+        if out_order == [0, 1]:
+            return ops
     if not identity:
         ops += transpose(site, conv_out, with_dims(out_shape, conv_dims), out_order, "out", target=site.outputs[0])[2]
     return ops
@@ -123,18 +137,23 @@ def _batch_groups_as_features(site: Site, x: str, shape, count: int):
     return x, shape, ops + emitted
 
 
-def _kernel(site: Site, rhs_order: list[int], reversal) -> tuple[list[str], dict, list[OpNode]]:
-    """The kernel in (out, in/groups, spatial..) order: a re-laid-out @weight when constant, else ops."""
+def _kernel(site: Site, rhs_order: list[int], reversal, flat: bool = False) -> tuple[list[str], dict, list[OpNode]]:
+    """The kernel in (out, in/groups, spatial..) order: a re-laid-out @weight when constant, else ops
+    (``flat``: a kernel without spatial dims gets one of size 1)."""
     reversed_axes = [2 + axis for axis, flip in enumerate(reversal) if flip]
     weight = constant_operand(site, 1)
     if weight is not None:
         weight = np.transpose(weight, rhs_order).astype(array_dtype(np, result(site).dtype))
         if reversed_axes:
             weight = np.flip(weight, axis=reversed_axes)
+        weight = weight[..., None] if flat else weight
         return [], {"weight": np.ascontiguousarray(weight)}, []
     kernel, shape, ops = widened_operand(site, 1, "kernel")
     kernel, shape, emitted = transpose(site, kernel, shape, rhs_order, "kernel")
     ops += emitted
+    if flat:
+        kernel, shape, emitted = reshape(site, kernel, shape, [*shape.dims, 1], "kernel_spatial")
+        ops += emitted
     if reversed_axes:
         flipped = site.temporary("kernel_reversed", shape)
         ops.append(site.op("Reverse", [kernel], [flipped], {"dims": reversed_axes}, suffix="kernel_reversed"))

@@ -11,6 +11,7 @@ on every call.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from math import prod
 
 import numpy as np
@@ -46,8 +47,12 @@ def translate_dot(site: Site) -> list[OpNode]:
             raise site.error(f"lhs dim {left} ({lhs_shape.dims[left]}) and rhs dim {right} "
                              f"({rhs_shape.dims[right]}) are paired but differ")
     if not all(widens(shape.dtype, out_shape.dtype) for shape in (lhs_shape, rhs_shape)):
-        raise site.error(f"a dot of {lhs_shape.element_type} and {rhs_shape.element_type} with a "
-                         f"{out_shape.element_type} result is not supported")
+        wide = next((shape for shape in (lhs_shape, rhs_shape) if widens(out_shape.dtype, shape.dtype)
+                     and widens(lhs_shape.dtype, shape.dtype) and widens(rhs_shape.dtype, shape.dtype)), None)
+        if wide is None:
+            raise site.error(f"a dot of {lhs_shape.element_type} and {rhs_shape.element_type} with a "
+                             f"{out_shape.element_type} result is not supported")
+        return _narrowed(site, wide.element_type)
     lhs_free = [d for d in range(lhs_shape.rank) if d not in lhs_batch and d not in lhs_contract]
     rhs_free = [d for d in range(rhs_shape.rank) if d not in rhs_batch and d not in rhs_contract]
     batch = [prod(lhs_shape.dims[d] for d in lhs_batch)] if lhs_batch else []
@@ -73,6 +78,17 @@ def translate_dot(site: Site) -> list[OpNode]:
     ops.append(site.op(kind, inputs, [product], params, attrs, suffix="product"))
     ops.append(site.op("Reshape", [product], site.outputs, {"shape": list(out_shape.dims)}))
     return ops
+
+
+def _narrowed(site: Site, element_type: str) -> list[OpNode]:
+    """A dot whose result is narrower than an operand (``f16 x f32 -> f16``): as XLA's result caster
+    rewrites it, the dot computes in the wider operand type and its result is converted."""
+    out_shape = result(site)
+    wide = ArrayShape(element_type, out_shape.dims)
+    product = site.temporary("wide", wide)
+    ops = translate_dot(replace(site, instruction=replace(site.instruction, shape=wide), outputs=[product]))
+    params = {"function": "convert", "operand_dtypes": [wide.dtype], "dtype": out_shape.dtype}
+    return ops + [site.op("Elementwise", [product], site.outputs, params, suffix="narrowed")]
 
 
 def _laid_out_constant(site: Site, index: int, order: list[int], matrix_dims: list[int]) -> np.ndarray | None:

@@ -19,7 +19,8 @@ FUNCTIONS = {
     "tan": "tan", "tanh": "tanh", "logistic": "logistic", "floor": "floor", "ceil": "ceil",
     "round-nearest-afz": "round_half_away", "round-nearest-even": "round_half_even", "sign": "sign",
     "is-finite": "is_finite", "not": "not", "popcnt": "popcount", "count-leading-zeros": "count_leading_zeros",
-    "clz": "count_leading_zeros", "real": "real", "imag": "imag", "erf": "erf",
+    "clz": "count_leading_zeros", "real": "real", "imag": "imag", "erf": "erf", "asin": "asin", "acos": "acos",
+    "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
     # binary
     "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide", "remainder": "remainder",
     "power": "power", "maximum": "maximum", "minimum": "minimum", "atan2": "atan2", "and": "and", "or": "or",

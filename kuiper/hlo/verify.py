@@ -16,21 +16,6 @@ def verify_module(module: HloModule, source: SourceText) -> None:
     if len(entries) > 1:
         raise source.error("the module has more than one ENTRY computation", entries[1].position)
     _check_no_recursion(module, source)
-    _check_async_computations_called_once(module, source)
-
-
-def _check_async_computations_called_once(module: HloModule, source: SourceText) -> None:
-    """XLA wraps each async computation in exactly one async-start."""
-    starts: dict[str, HloInstruction] = {}
-    for computation in module.computations.values():
-        for instruction in computation.instructions:
-            called = instruction.attributes.get("calls")
-            if instruction.opcode != "async-start" or not isinstance(called, str):
-                continue
-            if called in starts:
-                raise source.error(f"computation {called} is called by more than one async op "
-                                   f"('{starts[called].name}' and '{instruction.name}')", instruction.position)
-            starts[called] = instruction
 
 
 def _check_no_recursion(module: HloModule, source: SourceText) -> None:

@@ -6,6 +6,7 @@ rule is one that XLA enforces when it parses or verifies a module; kuiper is nev
 
 from __future__ import annotations
 
+import math
 import re
 
 from .literals import literal_problem
@@ -27,7 +28,7 @@ ragged-dot real recv recv-done reduce reduce-precision reduce-scatter reduce-win
 reverse rng rng-bit-generator rng-get-and-update-state round-nearest-afz round-nearest-even rsqrt scatter select
 select-and-scatter send send-done set-dimension-size shift-left shift-right-arithmetic shift-right-logical sign
 sine slice sort sqrt stochastic-convert subtract tan tanh topk transpose triangular-solve tuple while xor
-cos sin clz optimization-barrier
+cos sin clz optimization-barrier acos acosh asin asinh atanh cosh sinh scan scaled-dot
 """.split())
 
 # Opcodes whose operands and result share their dims (XLA has no implicit broadcasting).
@@ -35,19 +36,26 @@ ELEMENTWISE_UNARY = frozenset(
     ["abs", "cbrt", "ceil", "cos", "cosine", "erf", "exponential", "exponential-minus-one", "floor", "imag",
      "is-finite", "log", "log-plus-one", "logistic", "negate", "not", "popcnt", "real", "round-nearest-afz",
      "round-nearest-even", "rsqrt", "sign", "sin", "sine", "sqrt", "tan", "tanh", "count-leading-zeros", "clz",
-     "convert", "copy", "reduce-precision"]
+     "convert", "copy", "reduce-precision", "acos", "acosh", "asin", "asinh", "atanh", "cosh", "sinh"]
 )
 ELEMENTWISE_BINARY = frozenset(
     ["add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power", "atan2", "and", "or",
      "xor", "shift-left", "shift-right-arithmetic", "shift-right-logical", "compare", "complex"]
 )
 # Opcodes with a fixed operand count (beyond the elementwise ones).
-OPERAND_COUNTS = {"rng-bit-generator": 1, "select": 3, "clamp": 3, "get-tuple-element": 1, "bitcast-convert": 1,
+OPERAND_COUNTS = {"rng-bit-generator": 1, "scaled-dot": 4, "select": 3, "clamp": 3, "get-tuple-element": 1, "bitcast-convert": 1,
                   "reshape": 1, "transpose": 1, "broadcast": 1, "pad": 2}
 MINIMUM_OPERANDS = {"dynamic-reshape": 1, "concatenate": 1, "conditional": 1}
 API_VERSIONS = ("API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING", "API_VERSION_STATUS_RETURNING_UNIFIED",
                 "API_VERSION_TYPED_FFI")
 ACCURACY_MODES = ("default", "highest")
+# Opcodes that take a result_accuracy (XLA's unary transcendental functions).
+WITH_RESULT_ACCURACY = frozenset(
+    ["acos", "acosh", "asin", "asinh", "atanh", "exponential-minus-one", "log", "log-plus-one", "logistic", "sqrt",
+     "cbrt", "rsqrt", "tanh", "erf", "sine", "sin", "sinh", "cosine", "cos", "cosh", "tan", "exponential"])
+# Ops with async forms of their own (all-reduce-start ...): XLA's parser wraps none of them in a
+# sugared async chain, so ``all-reduce-update`` or ``copy-update`` is no opcode.
+_NOT_ASYNC_WRAPPED = frozenset(["all-gather", "all-reduce", "collective-permute", "copy", "recv", "send"])
 _PADDING = re.compile(r"-?[0-9]+_-?[0-9]+(?:_[0-9]+)?(?:x-?[0-9]+_-?[0-9]+(?:_[0-9]+)?)*")
 _WINDOW_PAD = re.compile(r"-?[0-9]+_-?[0-9]+(?:x-?[0-9]+_-?[0-9]+)*")
 # Module attributes: ``input_output_alias={ {0}: (0, {}, may-alias), ... }``, ``buffer_donor={ (0, {1}), ... }``.
@@ -74,7 +82,7 @@ def module_attribute_problem(key: str, text: str) -> str | None:
 def instruction_problem(instruction: HloInstruction, computation: HloComputation) -> str | None:
     opcode = instruction.opcode
     base = re.sub(r"-(start|update|done)$", "", opcode)  # ``custom-call-start``: the async form of an op
-    if opcode not in XLA_OPCODES and base not in XLA_OPCODES:
+    if opcode not in XLA_OPCODES and (base not in XLA_OPCODES or base in _NOT_ASYNC_WRAPPED):
         return f"unknown opcode '{opcode}'"
     operands = [computation.by_name[name].shape for name in instruction.operands]
     count = OPERAND_COUNTS.get(opcode, 1 if opcode in ELEMENTWISE_UNARY else 2 if opcode in ELEMENTWISE_BINARY else None)
@@ -130,6 +138,17 @@ def _shape_problem(instruction: HloInstruction, operands: list[Shape], computati
         return _concatenate_problem(instruction, operands)
     elif opcode == "conditional":
         return _conditional_problem(instruction, operands)
+    elif opcode in ("recv", "infeed"):
+        if not shape.is_tuple or not shape.elements:
+            return f"{opcode} must have a non-empty tuple shape (its data, then a token), found {shape}"
+    elif opcode == "dynamic-reshape":
+        if not shape.is_tuple and len(operands) - 1 != shape.rank:
+            return f"expects one dim size operand per result dimension; the result {shape} has {shape.rank}, " \
+                   f"found {len(operands) - 1}"
+        if not shape.is_tuple and not operands[0].is_tuple and -1 not in shape.dims + operands[0].dims \
+                and shape.size() != operands[0].size():
+            return f"expects the same number of elements in result shape {shape} ({shape.size()}) as in the " \
+                   f"operand {operands[0]} ({operands[0].size()}), counting bounded dims at their bound"
     elif opcode.startswith("async-") or opcode not in XLA_OPCODES:  # the rest: sugared async forms
         return _async_problem(instruction, operands, computation)
     return None
@@ -195,10 +214,13 @@ def _conditional_problem(instruction: HloInstruction, operands: list[Shape]) -> 
 
 
 def _async_problem(instruction: HloInstruction, operands: list[Shape], computation: HloComputation) -> str | None:
-    """``async-start`` gives ((operands), outputs, state...); update keeps that shape; done gives the outputs.
+    """``async-start`` gives ((operands), outputs, state...); an update may bind more operands; done gives the outputs.
 
-    The sugared forms (``custom-call-start``/``-update``/``-done``) follow the same rules and must
-    name the same wrapped opcode all along the chain.
+    As XLA's verifier: an ``async-update`` takes the chain's state first and then the operands it
+    binds, and its shape extends its state's (the bound operands and the outputs each a prefix of
+    its own); the state reaches an update or a done through tuples, get-tuple-elements, copies and
+    barriers (``_async_producer``). The sugared forms (``custom-call-start``/``-update``/``-done``)
+    follow the same rules and must name the same wrapped opcode all along the chain.
     """
     opcode = instruction.opcode
     shape = instruction.shape
@@ -211,16 +233,36 @@ def _async_problem(instruction: HloInstruction, operands: list[Shape], computati
         if len(written) != len(operands) or not all(a.same_dims(b) for a, b in zip(written, operands)):
             return f"the shape's operand part {shape.elements[0]} does not match the operands"
         return None
-    if len(operands) != 1:
-        return f"takes one operand (the async-start or async-update), found {len(operands)}"
-    producer = computation.by_name[instruction.operands[0]]
+    if not operands or stage == "done" and len(operands) != 1:
+        return f"takes {'one operand' if stage == 'done' else 'the async state first'} (the async-start or " \
+               f"async-update), found {len(operands)} operands"
+    state = operands[0]
+    if not state.is_tuple or len(state.elements) < 2 or not state.elements[0].is_tuple:
+        return f"its first operand must be an async state ((operands), outputs, state...), found {state}"
+    if stage == "update":
+        problem = _async_update_shape_problem(state, shape, operands[1:])
+        if problem:
+            return problem
+    elif not state.elements[1].same_dims(shape):
+        return f"gives {shape}, its async-start's outputs are {state.elements[1]}"
+    producer = _async_producer(instruction, computation)
+    if producer is None:
+        return None  # the state comes through a parameter or a while: XLA follows it across computations
+    if producer.opcode == "parameter":  # of the entry: no caller hands it an async state
+        return f"its operand '{instruction.operands[0]}' comes from parameter '{producer.name}' of the entry " \
+               f"computation, not from an async-start or -update"
     wrapped = opcode.rsplit("-", 1)[0]
     if producer.opcode not in (f"{wrapped}-start", f"{wrapped}-update", "async-start", "async-update") or \
             wrapped != "async" and not producer.opcode.startswith(wrapped + "-"):
-        return f"its operand '{producer.name}' is a {producer.opcode}, not the {wrapped}-start or -update of its chain"
+        return f"its operand '{instruction.operands[0]}' comes from {producer.opcode} '{producer.name}', not the " \
+               f"{wrapped}-start or -update of its chain"
     start = producer
-    while start.opcode.endswith("-update") and start.operands and start.operands[0] in computation.by_name:
-        start = computation.by_name[start.operands[0]]
+    for _ in range(len(computation.instructions)):  # bounded: a chain of updates that loops ends too
+        if not (start.opcode.endswith("-update") and start.operands):
+            break
+        start = _async_producer(start, computation)
+        if start is None:
+            return None
     called, expected = instruction.attributes.get("calls"), start.attributes.get("calls")
     if called is not None and expected is not None and called != expected:
         return f"expected async_wrapped_computation to be {expected} (its async-start's), but got {called}"
@@ -228,11 +270,62 @@ def _async_problem(instruction: HloInstruction, operands: list[Shape], computati
     if thread is not None and thread != start.attributes.get("async_execution_thread", "main"):
         return f"expected async_execution_thread to be {start.attributes.get('async_execution_thread', 'main')} " \
                f"(its async-start's), but got {thread}"
-    if stage == "update" and not producer.shape.same_dims(shape):
-        return f"an async update keeps its operand's shape {producer.shape}, found {shape}"
-    if stage == "done" and producer.shape.is_tuple and len(producer.shape.elements) >= 2 \
-            and not producer.shape.elements[1].same_dims(shape):
-        return f"gives {shape}, its async-start's outputs are {producer.shape.elements[1]}"
+    return None
+
+
+def _async_update_shape_problem(state: Shape, shape: Shape, bound: list[Shape]) -> str | None:
+    """An update's shape: its state's bound operands then those it binds, its outputs extended, any context."""
+    before, after = state.elements[0].elements, shape.elements[0].elements
+    if len(after) < len(before) or not all(a.same_dims(b) for a, b in zip(before, after)):
+        return f"the state's operands {state.elements[0]} must begin the update's {shape.elements[0]}"
+    if not _is_prefix(state.elements[1], shape.elements[1]):
+        return f"the state's outputs {state.elements[1]} must begin the update's {shape.elements[1]}"
+    if len(bound) != len(after) - len(before):
+        return f"binds {len(bound)} new operand(s), but its shape adds {len(after) - len(before)}: {shape.elements[0]}"
+    for number, (operand, written) in enumerate(zip(bound, after[len(before):]), start=1):
+        if not written.same_dims(operand):
+            return f"operand {number} is {operand}, its shape binds {written}"
+    return None
+
+
+def _is_prefix(first: Shape, second: Shape) -> bool:
+    """XLA's ShapeUtil::IsPrefix: tuple elements a prefix of the other's, arrays equal."""
+    if first.is_tuple and second.is_tuple:
+        return len(first.elements) <= len(second.elements) and all(
+            _is_prefix(a, b) for a, b in zip(first.elements, second.elements))
+    return first.same_dims(second)
+
+
+# Instructions an async state passes through unchanged on its way from a start to an update or done.
+_ASYNC_PASSTHROUGH = ("copy", "opt-barrier", "optimization-barrier")
+
+
+def _async_producer(instruction: HloInstruction, computation: HloComputation) -> HloInstruction | None:
+    """Where the async state of ``instruction``'s first operand is made, as XLA's FindAsyncProducer
+    traces it within the computation: back through get-tuple-elements of tuples, copies and
+    barriers. None when it comes through a parameter or a while (XLA follows those into other
+    computations; kuiper leaves those chains unchecked) or from no instruction of the computation;
+    an entry parameter itself, which no caller can have given an async state."""
+    path: list[int] = []  # tuple indices still to take, innermost last
+    current = computation.by_name.get(instruction.operands[0])
+    for _ in range(len(computation.instructions) + 1):  # a chain visits each instruction once at most
+        if current is None or current.opcode == "while" or current.opcode == "parameter" and not computation.is_entry:
+            return None
+        if current.opcode == "parameter":
+            return current if not path else None
+        if current.opcode == "get-tuple-element" and current.operands:
+            index = current.attributes.get("index")
+            if not isinstance(index, int):
+                return None
+            path.append(index)
+            current = computation.by_name.get(current.operands[0])
+        elif current.opcode == "tuple" and path:
+            index = path.pop()
+            current = computation.by_name.get(current.operands[index]) if 0 <= index < len(current.operands) else None
+        elif current.opcode in _ASYNC_PASSTHROUGH and current.operands:
+            current = computation.by_name.get(current.operands[0])
+        else:
+            return current if not path else None
     return None
 
 
@@ -260,12 +353,47 @@ def _attribute_problem(instruction: HloInstruction, operands: list[Shape], compu
             return problem or f"dim_labels={labels} do not fit the input {operands[0]}"
     if opcode in ("all-gather", "reduce-scatter", "all-gather-start") and attributes.get("dimensions") == []:
         return "dimensions={} is empty: it must name the dimension to gather or scatter"
+    if "result_accuracy" in attributes and opcode not in WITH_RESULT_ACCURACY:
+        return f"{opcode} takes no result_accuracy: only unary transcendental functions (exponential, log, " \
+               f"tanh, sine ...) do"
+    if opcode == "broadcast" and "dimensions" not in attributes and not operands[0].is_tuple and operands[0].rank:
+        return f"a broadcast of {operands[0]} needs dimensions={{...}}: only a scalar's may be left out"
+    if isinstance(window, dict) and "rhs_reversal" in window:
+        sizes, reversal = str(window.get("size", "")).split("x"), str(window["rhs_reversal"]).split("x")
+        if len(reversal) != len(sizes):
+            return f"window rhs_reversal={window['rhs_reversal']} has {len(reversal)} value(s), the window " \
+                   f"size={window.get('size')} {len(sizes)} dimension(s)"
+    for key in ("replica_groups", "sharding"):
+        problem = _device_list_problem(key, attributes.get(key))
+        if problem:
+            return problem
     if "result_accuracy" in attributes and not _is_result_accuracy(attributes["result_accuracy"]):
         return (f"result_accuracy={attributes['result_accuracy']!r} is neither {{mode=default|highest}} nor "
                 "{tolerance={atol=..,rtol=..,ulps=..}}")
     if opcode == "custom-call":
         return _custom_call_problem(instruction, operands)
     return None
+
+
+def _device_list_problem(key: str, value) -> str | None:
+    """An iota device list ``[2,2]<=[4]`` or a sharding's ``devices=[2,2]0,1,2,3`` must fill its tile."""
+    devices = value.get("devices") if key == "sharding" and isinstance(value, dict) else value
+    if isinstance(devices, tuple) and len(devices) == 2 and all(_ints(part) for part in devices):
+        tile, iota = devices
+        if math.prod(tile) != math.prod(iota):
+            return f"{key}: the iota device list {list(iota)} holds {math.prod(iota)} devices, which does not match " \
+                   f"the tile assignment dimensions {list(tile)} ({math.prod(tile)} devices)"
+    if key == "sharding" and isinstance(value, dict) and _ints(devices):
+        listed = [item for item in value.get("_items", []) if isinstance(item, int)]
+        if listed and len(listed) != math.prod(devices):
+            return f"sharding lists {len(listed)} devices, which does not match the tile assignment size " \
+                   f"{math.prod(devices)} of devices={devices}"
+    return None
+
+
+def _ints(value) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, int) and not isinstance(v, bool)
+                                                           for v in value)
 
 
 def _is_result_accuracy(value) -> bool:

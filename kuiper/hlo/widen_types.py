@@ -1,8 +1,9 @@
 """Compute on the element types NumPy lacks as XLA's CPU backend does: in a wider type.
 
 XLA's CPU backend has no bf16, f8 or f4 arithmetic. Its float normalization pass gives each
-instruction that computes on such a type converted operands, runs it in f32 and converts the
-result back, so every instruction rounds its result once; a computation that a reduction calls
+instruction that computes on such a type converted operands, runs it in f32 (bf16) or f16 (the
+8-bit floats, f4e2m1fn) and converts the result back; kuiper computes in f32 and rounds an 8-bit
+or f4 result through f16 first (ROUNDS_THROUGH_F16), so every instruction rounds as XLA's does; a computation that a reduction calls
 runs in f32 throughout, so a reduce accumulates in f32 and rounds at the end. Sub-byte integers
 (s4, u2 ...) compute here in s8/u8, whose wraparound agrees with theirs modulo 2^bits.
 
@@ -25,6 +26,12 @@ COMPUTE_TYPE = {
                           "f8e5m2", "f8e5m2fnuz", "f8e8m0fnu")},
     "s1": "s8", "s2": "s8", "s4": "s8", "u1": "u8", "u2": "u8", "u4": "u8",
 }
+# XLA's CPU compiler normalizes the 8-bit floats and f4e2m1fn to f16 (FloatSupport(F8E4M3FN, F16) ...),
+# bf16 to f32: an instruction on an 8-bit float rounds its result to f16 first, then to its own type.
+# kuiper computes in f32 and rounds the same way, through f16: an f8 dot of 16 + 1 + 2^-9 is 16,
+# as in XLA (17.002 is 17 in f16, a tie that rounds to even), where rounding once gives 18.
+ROUNDS_THROUGH_F16 = frozenset(["f4e2m1fn", "f8e3m4", "f8e4m3", "f8e4m3fn", "f8e4m3b11fnuz", "f8e4m3fnuz", "f8e5m2",
+                                "f8e5m2fnuz"])
 # Opcodes that compute on their operands' values; every other opcode moves values as they are.
 COMPUTING = frozenset([
     *(opcode for opcode in FUNCTIONS if opcode != "convert"),
@@ -93,17 +100,27 @@ class _Widening:
         wide_name = self._fresh(computation, f"{instruction.name}.wide")
         wide = replace(instruction, name=wide_name, shape=_wide(instruction.shape), is_root=False)
         if not instruction.shape.is_tuple:
-            return [wide, replace(_convert(instruction.name, wide_name, instruction.shape, instruction,
-                                           computation.name), is_root=instruction.is_root)]
+            rounding = self._rounded(computation, instruction.name, wide_name, instruction.shape, instruction)
+            return [wide, *rounding[:-1], replace(rounding[-1], is_root=instruction.is_root)]
         emitted, parts = [wide], []
         for index, element in enumerate(instruction.shape.elements):
             part = self._fresh(computation, f"{wide_name}.{index}")
             emitted.append(replace(instruction, name=part, opcode="get-tuple-element", shape=_wide(element),
                                    operands=[wide_name], attributes={"index": index}, is_root=False))
             parts.append(self._fresh(computation, f"{part}.rounded"))
-            emitted.append(_convert(parts[-1], part, element, instruction, computation.name))
+            emitted += self._rounded(computation, parts[-1], part, element, instruction)
         emitted.append(replace(instruction, opcode="tuple", operands=parts, attributes={}))
         return emitted
+
+    def _rounded(self, computation: HloComputation, name: str, wide_name: str, shape: Shape,
+                 at: HloInstruction) -> list[HloInstruction]:
+        """Converts of the wide value ``wide_name`` back to ``shape`` named ``name``: through f16 for the
+        types XLA computes in f16 (ROUNDS_THROUGH_F16), else at once."""
+        if shape.is_tuple or shape.element_type not in ROUNDS_THROUGH_F16:
+            return [_convert(name, wide_name, shape, at, computation.name)]
+        half = self._fresh(computation, f"{wide_name}.f16")
+        return [_convert(half, wide_name, ArrayShape("f16", shape.dims, shape.dynamic), at, computation.name),
+                _convert(name, half, shape, at, computation.name)]
 
     def wide_copy(self, name: str) -> str:
         """A copy of computation ``name`` in which every value is wide (a reducer that accumulates in f32)."""

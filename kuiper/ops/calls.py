@@ -3,7 +3,8 @@
 The sub-graphs are params holding a ModelIR; the graph builder builds them on the op's
 backend and the op calls them as Models (``self.subgraph(key)``).
 
-A While runs at most the loop budget's iterations (kuiper.limits.loop_budget) and is
+A While runs at most the loop budget's iterations (kuiper.limits.loop_budget), and for at most
+the loop time budget (kuiper.limits.loop_deadline: shared with the loops nested in it), and is
 refused when built if its condition is a constant true, so no model spins forever; a
 Ctrl-C between iterations ends a long one like any Python loop.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import numpy as np  # to look at a constant param once, at build time; never to compute
 
 from ..ir.dtypes import array_dtype
-from ..limits import check_iterations, loop_budget
+from ..limits import check_deadline, check_iterations, loop_budget, loop_deadline
 from ..model_ir import ModelIR
 from .base import Op
 from .reducers import call_subgraph
@@ -64,10 +65,12 @@ class While(Op):
 
     def forward(self, *state):
         budget, iterations = loop_budget(), 0
-        while bool(self.condition(*state)):
-            iterations += 1
-            check_iterations(iterations, budget, self.node.describe())
-            state = _results(self.body, self.body(*state))
+        with loop_deadline() as deadline:
+            while bool(self.condition(*state)):
+                iterations += 1
+                check_iterations(iterations, budget, self.node.describe())
+                check_deadline(deadline, self.node.describe())
+                state = _results(self.body, self.body(*state))
         return _single_or_tuple(state)
 
 

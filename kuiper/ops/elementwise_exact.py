@@ -66,11 +66,71 @@ def _truncating_quotient(xp, a, b):
 
 
 def divide(xp, a, b):
+    if _kind(xp, a, "complex floating"):
+        return complex_divide(xp, a, b)
     if _is_float(xp, a):
         return a / b
     quotient, _, zero = _truncating_quotient(xp, a, b)
     all_ones = -1 if _kind(xp, a, "signed integer") else xp.iinfo(a.dtype).max
     return xp.where(zero, _full(xp, quotient, all_ones), quotient)
+
+
+def make_complex(xp, real, imag):
+    """The complex array ``real + i imag``, each part kept as it is: ``real + imag * 1j`` would turn an
+    infinite imaginary part into NaN + inf i (``inf * 1j`` is ``0 * inf + inf i``)."""
+    pair = xp.stack([real, imag], axis=-1)  # float32 pairs are the bytes of complex64 values
+    if not hasattr(pair, "view"):  # a namespace without views (the standard has none): exact but for inf * 1j
+        return real + imag * 1j
+    wide = "complex64" if dtypes.itemsize(pair.dtype) == 4 else "complex128"
+    return pair.view(array_dtype(xp, wide))[..., 0]
+
+
+def complex_divide(xp, a, b):
+    """XLA's complex division (its ElementalIrEmitter::EmitComplexDivide): Smith's algorithm, and
+    where that gives (NaN, NaN), C99's answers: a zero divisor gives infinities, an infinite
+    dividend over a finite divisor infinities, a finite dividend over an infinite divisor zeros.
+    NumPy's division gives NaN in all three."""
+    ar, ai, br, bi = xp.real(a), xp.imag(a), xp.real(b), xp.imag(b)
+    zero, one, inf = _full(xp, ar, 0), _full(xp, ar, 1), _full(xp, ar, float("inf"))
+    with _quiet(xp):
+        r_ratio, i_ratio = br / bi, bi / br
+        r_denominator, i_denominator = bi + r_ratio * br, br + i_ratio * bi
+        imag_larger = xp.abs(br) < xp.abs(bi)
+        real = xp.where(imag_larger, (r_ratio * ar + ai) / r_denominator, (i_ratio * ai + ar) / i_denominator)
+        imag = xp.where(imag_larger, (r_ratio * ai - ar) / r_denominator, (ai - i_ratio * ar) / i_denominator)
+        a_finite, b_finite = xp.isfinite(ar) & xp.isfinite(ai), xp.isfinite(br) & xp.isfinite(bi)
+        a_infinite, b_infinite = xp.isinf(ar) | xp.isinf(ai), xp.isinf(br) | xp.isinf(bi)
+        zero_divisor = (br == 0) & (bi == 0) & ~(xp.isnan(ar) & xp.isnan(ai))
+        signed_inf = xp.copysign(inf, br)
+        ar_inf, ai_inf = (xp.copysign(xp.where(xp.isinf(v), one, zero), v) for v in (ar, ai))
+        br_inf, bi_inf = (xp.copysign(xp.where(xp.isinf(v), one, zero), v) for v in (br, bi))
+        cases = [  # (where, real, imag), the first that holds wins
+            (zero_divisor, signed_inf * ar, signed_inf * ai),
+            (a_infinite & b_finite, inf * (ar_inf * br + ai_inf * bi), inf * (ai_inf * br - ar_inf * bi)),
+            (b_infinite & a_finite, zero * (ar * br_inf + ai * bi_inf), zero * (ai * br_inf - ar * bi_inf)),
+        ]
+        both_nan = xp.isnan(real) & xp.isnan(imag)
+        fixed_real, fixed_imag = real, imag
+        for where, case_real, case_imag in reversed(cases):
+            fixed_real, fixed_imag = xp.where(where, case_real, fixed_real), xp.where(where, case_imag, fixed_imag)
+        real, imag = xp.where(both_nan, fixed_real, real), xp.where(both_nan, fixed_imag, imag)
+    return make_complex(xp, real, imag)
+
+
+class _quiet:
+    """NumPy's warnings for the divisions by zero and infinities the corner cases above expect."""
+
+    def __init__(self, xp):
+        self.errstate = getattr(xp, "errstate", None)
+
+    def __enter__(self):
+        self.state = self.errstate(all="ignore") if self.errstate else None
+        if self.state is not None:
+            self.state.__enter__()
+
+    def __exit__(self, *exc_info):
+        if self.state is not None:
+            self.state.__exit__(*exc_info)
 
 
 def remainder(xp, a, b):
@@ -181,6 +241,13 @@ UNARY = {
     "cos": lambda xp, x: xp.cos(x),
     "tan": lambda xp, x: xp.tan(x),
     "tanh": lambda xp, x: xp.tanh(x),
+    "asin": lambda xp, x: xp.asin(x),
+    "acos": lambda xp, x: xp.acos(x),
+    "sinh": lambda xp, x: xp.sinh(x),
+    "cosh": lambda xp, x: xp.cosh(x),
+    "asinh": lambda xp, x: xp.asinh(x),
+    "acosh": lambda xp, x: xp.acosh(x),
+    "atanh": lambda xp, x: xp.atanh(x),
     "logistic": logistic,
     "floor": lambda xp, x: xp.floor(x),
     "ceil": lambda xp, x: xp.ceil(x),
@@ -210,7 +277,7 @@ BINARY = {
     "shift_left": shift_left,
     "shift_right_arithmetic": shift_right_arithmetic,
     "shift_right_logical": shift_right_logical,
-    "complex": lambda xp, a, b: a + b * 1j,
+    "complex": make_complex,
 }
 COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
 

@@ -46,6 +46,7 @@ FLOAT_UNARY = {
     "cos": _call("cos"), "tan": _call("tan"), "tanh": _call("tanh"), "logistic": composites.sigmoid,
     "erf": _call("erf"), "floor": _call("floor"), "ceil": _call("ceil"), "round_half_even": _call("round"),
     "round_half_away": _round_half_away, "abs": _call("abs"), "sign": _sign,
+    **{name: _call(name) for name in ("asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh")},
 }
 FLOAT_BINARY = {
     "divide": make.div, "power": make.pow, "atan2": _call("atan2"),
@@ -141,6 +142,8 @@ def _compare(direction: str, order: str, operand: str):
 
 
 def _convert(source: str, target: str):
+    if "complex" in source or "complex" in target:
+        return None  # to complex, or dropping the imaginary part: exact code (elementwise_exact.convert)
     if target == "bool":
         return lambda x: make.ne(x, 0)
     if source in FLOATS and target not in FLOATS:

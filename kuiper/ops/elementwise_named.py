@@ -18,12 +18,19 @@ from .elementwise_ir import math_for
 FUNCTIONS = frozenset([*exact.UNARY, *exact.BINARY, "erf", "select", "clamp", "compare", "convert"])
 ARITY = {**{name: 1 for name in exact.UNARY}, **{name: 2 for name in exact.BINARY},
          "erf": 1, "select": 3, "clamp": 3, "compare": 2, "convert": 1}
+FUNCTION_NAMES = tuple(sorted(FUNCTIONS))
 ORDERS = ("", "float", "total", "signed", "unsigned")
+# An Elementwise node's params -> its math. A module of 100,000 instructions has a few dozen
+# distinct (function, dtypes) pairs, and the graph passes ask for every node's math several times:
+# reading and checking the params each time was a fifth of such a module's load. Bounded: cleared
+# when full, as a hostile file may make every node's params differ.
+_MATHS: dict[tuple, object] = {}
+_MATHS_LIMIT = 4096
 
 
 def _read(params) -> tuple[str, tuple[str, ...], str, str, str]:
     """(function, operand dtypes, result dtype, direction, order), checked, from an op or NodeParams."""
-    function = params.choice_param("function", sorted(FUNCTIONS))
+    function = params.choice_param("function", FUNCTION_NAMES)
     operands = params.param("operand_dtypes")
     if not isinstance(operands, (list, tuple)) or not all(isinstance(t, str) for t in operands) \
             or len(operands) != ARITY[function]:
@@ -34,13 +41,34 @@ def _read(params) -> tuple[str, tuple[str, ...], str, str, str]:
     return function, tuple(operands), params.str_param("dtype"), direction, order
 
 
+def _params_key(params: dict) -> tuple | None:
+    """The params that decide an Elementwise node's math, as a dict key (None when they cannot be one)."""
+    operands = params.get("operand_dtypes")
+    if not isinstance(operands, (list, tuple)):
+        return None
+    key = (params.get("function"), tuple(operands), params.get("dtype"), params.get("direction"), params.get("order"))
+    try:
+        hash(key)  # only params that were read and checked are ever stored under a key
+    except TypeError:
+        return None
+    return key
+
+
 class Elementwise(ElementwiseOp):
     types = ("Elementwise",)
 
     @classmethod
     def elementwise(cls, node):
-        function, operands, dtype, direction, order = _read(NodeParams(node))
-        return math_for(function, operands, dtype, direction, order)
+        key = _params_key(node.params)
+        if key in _MATHS:
+            return _MATHS[key]
+        function, operands, dtype, direction, order = _read(NodeParams(node))  # checked: raises on bad params
+        math = math_for(function, operands, dtype, direction, order)
+        if key is not None:
+            if len(_MATHS) >= _MATHS_LIMIT:
+                _MATHS.clear()
+            _MATHS[key] = math
+        return math
 
     def setup(self):
         self.function, operands, dtype_name, self.direction, self.order = _read(self)

@@ -1,7 +1,8 @@
 """Triangular factorisation and solves over the last two dims: Cholesky, TriangularSolve.
 
 Each reads only the triangle it is told to (``lower``), as XLA's cholesky and triangular-solve do,
-so whatever the other triangle holds cannot change the result.
+so whatever the other triangle holds cannot change the result. Half precision is computed in
+float32 and rounded once (NumPy's linalg has no float16).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class Cholesky(Op):
 
     def forward(self, a):
         xp = self.xp
+        if a.dtype == xp.float16:  # NumPy's linalg has no half precision: factor in f32, round once
+            return xp.astype(self.forward(xp.astype(a, xp.float32)), xp.float16)
         part = _triangle(xp, a, self.lower)
         strict = xp.tril(part, -1) if self.lower else xp.triu(part, 1)
         hermitian = part + _adjoint(xp, strict)  # the one triangle read, mirrored
@@ -63,6 +66,8 @@ class TriangularSolve(Op):
 
     def forward(self, a, b):
         xp = self.xp
+        if a.dtype == xp.float16:  # NumPy's linalg has no half precision: solve in f32, round once
+            return xp.astype(self.forward(xp.astype(a, xp.float32), xp.astype(b, xp.float32)), xp.float16)
         a = _triangle(xp, a, self.lower)
         if self.unit_diagonal:
             size = a.shape[-1]

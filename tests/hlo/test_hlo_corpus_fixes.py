@@ -100,14 +100,62 @@ ENTRY e {
     np.testing.assert_array_equal(got, [2050.0])
 
 
-def test_dot_to_a_narrower_result_type_is_still_refused():
+@pytest.mark.parametrize("lhs_type", ["f32", "f16"])
+def test_dot_to_a_narrower_result_type_computes_in_the_wider_type_and_rounds_once(lhs_type):
+    """As XLA's result caster: 2048 + 1 + 1 summed in f32 is 2050, which f16 holds; summed in f16
+    it would stay 2048 (the spacing there is 2, and 2049 rounds to even)."""
+    text = f"""HloModule dot
+ENTRY e {{
+  a = {lhs_type}[1,3] parameter(0)
+  b = f32[3] parameter(1)
+  ROOT d = f16[1] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}"""
+    got = run(text, np.array([[2048, 1, 1]], lhs_type.replace("f", "float")), np.ones(3, np.float32))
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, [2050.0])
+
+
+def test_dot_of_floats_to_an_integer_result_is_refused():
     text = """HloModule dot
 ENTRY e {
   a = f32[2,2] parameter(0)
-  ROOT d = f16[2,2] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT d = s32[2,2] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}
 }"""
-    with pytest.raises(OperatorParamError, match="f32 and f32 with a f16 result"):
+    with pytest.raises(OperatorParamError, match="f32 and f32 with a s32 result"):
         kuiper.load_hlo(text, backend="numpy")
+
+
+@pytest.mark.parametrize("labels, x_dims, k_dims, out_dims", [
+    ("bf_io->bf", (3, 5), (5, 4), (3, 4)),  # features times a matrix
+    ("fb_oi->fb", (5, 3), (4, 5), (4, 3)),  # the same, every operand transposed
+])
+def test_a_convolution_without_spatial_dims_multiplies_the_features(labels, x_dims, k_dims, out_dims):
+    rng = np.random.default_rng(7)
+    x, k = rng.standard_normal(x_dims).astype(np.float32), rng.standard_normal(k_dims).astype(np.float32)
+    text = f"""HloModule conv
+ENTRY e {{
+  x = f32[{','.join(map(str, x_dims))}] parameter(0)
+  k = f32[{','.join(map(str, k_dims))}] parameter(1)
+  ROOT c = f32[{','.join(map(str, out_dims))}] convolution(x, k), dim_labels={labels}
+}}"""
+    x64, k64 = x.astype(np.float64), k.astype(np.float64)
+    expected = x64 @ k64 if labels.startswith("bf") else (x64.T @ k64.T).T
+    np.testing.assert_allclose(run(text, x, k), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_grouped_convolution_without_spatial_dims_with_a_constant_kernel():
+    """feature_group_count=2: output features 0-1 read input features 0-1, outputs 2-3 inputs 2-3."""
+    x = np.float32([[1, 2, 3, 4], [-1, 0, 2, 5]])
+    text = """HloModule conv
+ENTRY e {
+  x = f32[2,4] parameter(0)
+  k = f32[2,4] constant({{1, 2, 3, 4}, {5, 6, 7, 8}})
+  ROOT c = f32[2,4] convolution(x, k), dim_labels=bf_io->bf, feature_group_count=2
+}"""
+    # out[b, o] = x[b, 2g] * k[0, o] + x[b, 2g + 1] * k[1, o] with g = o // 2
+    expected = [[1 * 1 + 2 * 5, 1 * 2 + 2 * 6, 3 * 3 + 4 * 7, 3 * 4 + 4 * 8],
+                [-1 * 1 + 0 * 5, -1 * 2 + 0 * 6, 2 * 3 + 5 * 7, 2 * 4 + 5 * 8]]
+    np.testing.assert_array_equal(run(text, x), expected)
 
 
 def _s8_conv_text(weight: str) -> str:

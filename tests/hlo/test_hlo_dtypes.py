@@ -190,3 +190,21 @@ def test_one_resolver_knows_the_extended_types_and_cupy_refuses_them():
     for element_type, name in ELEMENT_TYPES.items():
         if name is not None:
             assert dtypes.array_dtype(np, name) is not None, element_type
+
+
+@pytest.mark.parametrize("element_type", ["f8e4m3fn", "f8e4m3"])
+def test_an_8_bit_float_result_rounds_through_f16_as_on_xlas_cpu(element_type):
+    """XLA's CPU computes 8-bit floats in f16: 16 + 1 + 2^-9 = 17.002 is 17 in f16, a tie between the
+    f8 neighbours 16 and 18 that rounds to even: 16 (rounding 17.002 once gives 18). A plain sum
+    that f16 holds exactly is not changed: 16 + 1.5 is 17.5, which rounds to 18."""
+    dtype = getattr(ml_dtypes, {"f8e4m3fn": "float8_e4m3fn", "f8e4m3": "float8_e4m3"}[element_type])
+    text = f"""HloModule m
+ENTRY e {{
+  a = {element_type}[3] parameter(0)
+  b = {element_type}[3] parameter(1)
+  ROOT d = {element_type}[] dot(a, b), lhs_contracting_dims={{0}}, rhs_contracting_dims={{0}}
+}}"""
+    model = kuiper.load_hlo(text)
+    ones = np.ones(3, dtype)
+    assert float(model(np.array([16, 1, 2**-9], dtype), ones, to_numpy=True)) == 16.0
+    assert float(model(np.array([16, 1.5, 0], dtype), ones, to_numpy=True)) == 18.0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 import tracemalloc
 
@@ -93,6 +94,90 @@ def test_shapes_left_out_are_inferred_for_elementwise_tuple_and_get_tuple_elemen
     assert by_name["g"].shape == ArrayShape("s32", (2, 3))
 
 
+def test_compact_tuple_element_operands_become_get_tuple_elements_made_once():
+    text = """ENTRY e {
+  p = (f32[2], (s32[2], f32[2])) parameter(0)
+  a = f32[2] negate(f32[2] %p#0)
+  b = f32[2] multiply(p#1#1, f32[2] p#1#1)
+  ROOT r = (f32[2], s32[2]) tuple(add(a, b), %p#1#0)
+}"""
+    entry = parse(text).entry
+    made = [(i.name, i.operands, i.attributes["index"]) for i in entry.instructions if i.opcode == "get-tuple-element"]
+    assert made == [("p#0", ["p"], 0), ("p#1", ["p"], 1), ("p#1#1", ["p#1"], 1), ("p#1#0", ["p#1"], 0)]
+    assert entry.by_name["b"].operands == ["p#1#1", "p#1#1"]
+    x, i, y = np.float32([1, -2]), np.int32([7, 8]), np.float32([3, 0.5])
+    # Tuple parameters are fed flat; build the tuple inside to run it.
+    model = kuiper.load_hlo(text.replace("p = (f32[2], (s32[2], f32[2])) parameter(0)",
+                                         "x = f32[2] parameter(0)\n  i = s32[2] parameter(1)\n"
+                                         "  y = f32[2] parameter(2)\n  q = (s32[2], f32[2]) tuple(i, y)\n"
+                                         "  p = (f32[2], (s32[2], f32[2])) tuple(x, q)"))
+    first, second = model(x, i, y, to_numpy=True)
+    np.testing.assert_array_equal(first, [-1 + 9, 2 + 0.25])  # -x + y*y
+    np.testing.assert_array_equal(second, [7, 8])
+
+
+@pytest.mark.parametrize("operand, message", [
+    ("%p#2", "tuple index 2 is out of range"),
+    ("%p#0#0", "'p#0' is f32[2], not a tuple"),
+    ("%x#0", "'x' is f32[2], not a tuple"),
+    ("%p#a", "a tuple index after '#'"),
+    ("%p#-1", "tuple index -1 is out of range"),
+    ("%later#0", "'later' must be defined before"),
+])
+def test_a_compact_tuple_element_of_no_tuple_element_is_an_error_at_its_column(operand, message):
+    text = f"ENTRY e {{\n  p = (f32[2], f32[2]) parameter(0)\n  x = f32[2] parameter(1)\n  ROOT r = f32[2] negate({operand})\n}}"
+    with pytest.raises(HloSyntaxError, match=re.escape(message)) as info:
+        parse(text)
+    assert info.value.line == 4 and info.value.column >= 26
+
+
+@pytest.mark.parametrize("groups, message", [
+    ("mesh['x'=2,'y'=2] {'z'}", "axis 'z' is not a valid axis name or index"),
+    ("mesh['x'=2,'y'=2] {'5'}", "axis index 5 is out of bounds"),
+    ("mesh['x'=2,'y'=2, device_ids=(0,1,2)] {'x'}", "device_ids lists 3 devices, but the mesh axes"),
+    ("mesh['x'=2,'y'=2, device_ids=([8])] {'x'}", "device_ids lists 8 devices"),
+    ("mesh['x'=2 'y'=2] {'x'}", "']' to end the mesh axes"),
+    ("maximal_mesh[device=0]", "expected device_id="),
+])
+def test_bad_mesh_replica_groups_are_errors_at_their_column(groups, message):
+    text = (f"add {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}}\n"
+            f"ENTRY e {{\n  p = f32[4] parameter(0)\n  ROOT r = f32[4] all-reduce(p), replica_groups={groups}, "
+            f"to_apply=add\n}}")
+    with pytest.raises(HloSyntaxError, match=re.escape(message)) as info:
+        parse(text)
+    assert info.value.line == 8 and info.value.column > 40
+
+
+def test_frontend_attributes_hold_strings_or_any_balanced_braces():
+    module = parse('HloModule m, frontend_attributes={xla.sdy.meshes={empty_mesh = #sdy.mesh<[]>}, k="v"}\n'
+                   'ENTRY e {\n  ROOT p = f32[2] parameter(0), frontend_attributes={a={b={"c"}}, d="e"}\n}')
+    assert module.attributes["frontend_attributes"] == {"xla.sdy.meshes": "{empty_mesh = #sdy.mesh<[]>}", "k": "v"}
+    assert module.entry.root.attributes["frontend_attributes"] == {"a": '{b={"c"}}', "d": "e"}
+    for bad, message in (("{k=1}", "a string or '{' for frontend attribute 'k'"),
+                         ('{k={x} m="n"}', "'}' at the end of frontend attributes")):
+        with pytest.raises(HloSyntaxError, match=re.escape(message)):
+            parse(f"ENTRY e {{\n  ROOT p = f32[2] parameter(0), frontend_attributes={bad}\n}}")
+
+
+def test_scan_and_scaled_dot_parse_and_are_refused_when_run():
+    text = """s {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  c = f32[] add(a, b)
+  ROOT t = (f32[], f32[]) tuple(c, c)
+}
+ENTRY e {
+  x = f32[4] parameter(0)
+  i = f32[] parameter(1)
+  ROOT r = (f32[4], f32[]) scan(x, i), dimensions={0}, num_carries=1, to_apply=s
+}"""
+    assert parse(text).entry.root.opcode == "scan"
+    with pytest.raises(KuiperError, match="r in e: scan"):
+        kuiper.load_hlo(text)
+    with pytest.raises(HloSyntaxError, match="takes 4 operand"):
+        parse("ENTRY e {\n  a = f8e4m3fn[2,4] parameter(0)\n  ROOT d = f32[2,2] scaled-dot(a, a)\n}")
+
+
 def test_inferred_shapes_change_type_where_the_opcode_does():
     module = parse("ENTRY e {\n  x = f32[3] parameter(0)\n  f = is-finite(x)\n  ROOT c = complex(x, x)\n}")
     assert module.entry.by_name["f"].shape == ArrayShape("pred", (3,))
@@ -146,6 +231,21 @@ def test_values_at_the_edge_of_a_float_type_round_to_it():
 def test_layouts_with_sparse_and_index_type_suffixes_parse():
     module = parse("ENTRY e {\n  ROOT p = f32[4,4]{1,0:D(D,C+~)#(u32)} parameter(0)\n}")
     assert module.entry.root.shape.layout.extra == "D(D,C+~)#(u32)"
+    sparse = parse("ENTRY e {\n  ROOT p = f32[4,4]{1,0:D(D,S)T(2,2)P(f32[4,4])} parameter(0)\n}")
+    assert sparse.entry.root.shape.layout.extra == "D(D,S)T(2,2)P(f32[4,4])"
+
+
+@pytest.mark.parametrize("layout, message, at", [
+    ("{1,0:D(X,C)}", "expected a DimLevelType abbreviation (D, C, S or H), found 'X'", "X"),
+    ("{1,0:D(D C)}", "',' or ')' in the dim level types", "C)"),
+    ("{1,0:T(128,8)P(f32[4,4])}", "physical shape P(...), but is not for a sparse array", "P("),
+    ("{1,0:D(D,D)P(f32[4,4])}", "physical shape P(...), but is not for a sparse array", "P("),
+])
+def test_bad_dim_level_types_and_a_dense_physical_shape_are_errors_at_their_column(layout, message, at):
+    line = f"  ROOT p = f32[4,4]{layout} parameter(0)"
+    with pytest.raises(HloSyntaxError, match=re.escape(message)) as info:
+        parse(f"ENTRY e {{\n{line}\n}}")
+    assert (info.value.line, info.value.column) == (2, line.index(at) + 1)
 
 
 def test_quoted_keys_and_iota_device_lists_in_attribute_values_parse():
@@ -219,7 +319,10 @@ _PIECES = ["HloModule", "m", "ENTRY", "ROOT", "e", "{", "}", "(", ")", "[", "]",
            "1", "-2", "0.5", "1e400", "-nan", "inf", "->", ":", "\n", "  ", '"s"', "/*c*/", "// c\n", "{...}",
            "index=0", "dimensions={}", "dimensions={0}", "padding=0_0", "3x3", "%x", "<=", "?", "#", "~", "@",
            "\"", "/*", "u4[]", "c64[]", "(1e100, 0)", "api_version=X", "result_accuracy={mode=high}",
-           "control-predecessors={q}", "input_output_alias={ {0}: (0, {}) }", "calls=e", "to_apply=e"]
+           "control-predecessors={q}", "input_output_alias={ {0}: (0, {}) }", "calls=e", "to_apply=e",
+           # the forms issue 48 added: mesh groups, quoted axes, frontend attributes, updates, layouts
+           "mesh", "maximal_mesh", "'x'", "'0'", "replica_groups=", "frontend_attributes=", "#sdy.mesh<[]>",
+           "async-update", "D(", "C+", "P(", "T(2)", "scan", "%p#0", "#1", "'", "device_ids=", "all-reduce"]
 
 
 @FUZZ
@@ -253,5 +356,31 @@ ENTRY main (p: f32[2,3]) -> (f32[2], s32[]) {
 def test_fuzz_a_mutated_module_only_raises_kuiper_errors(position, removed, inserted):
     try:
         parse(_VALID[:position] + inserted + _VALID[position + removed :])
+    except KuiperError:
+        pass
+
+
+_VALID_NEWER = """HloModule fuzz2, frontend_attributes={m={e = #sdy.mesh<[]>}, k="v"}
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  p = (f32[2]{0:D(C)}, f32[2]) parameter(0)
+  r = f32[2] all-reduce(f32[2] %p#1), replica_groups=mesh['x'=1,'y'=2, device_ids=(0,1)] {'x'}, to_apply=add
+  s = ((f32[2]), (), s32[]) async-start(r), calls=add
+  u = ((f32[2], f32[2]), (f32[2]), s32[]) async-update(s, r), calls=add
+  ROOT d = (f32[2]) async-done(u), calls=add
+}
+"""
+
+
+@FUZZ
+@given(st.integers(0, len(_VALID_NEWER) - 1), st.integers(0, 3),
+       st.text(alphabet="{}()[],=:%#-0123456789'aDCPefs<>\n ", max_size=4))
+def test_fuzz_a_mutated_module_of_the_newer_forms_only_raises_kuiper_errors(position, removed, inserted):
+    try:
+        parse(_VALID_NEWER[:position] + inserted + _VALID_NEWER[position + removed :])
     except KuiperError:
         pass

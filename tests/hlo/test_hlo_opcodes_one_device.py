@@ -53,6 +53,10 @@ def test_opt_barrier_and_domain_pass_their_operands_through():
     "all-to-all(p), replica_groups={{0}}, dimensions={0}",
     "collective-broadcast(p), replica_groups={{0}}",
     "collective-permute(p), source_target_pairs={{0,0}}",
+    # replica groups over a device mesh's named axes: a group spans the axes named in braces
+    "all-reduce(p), replica_groups=mesh['x'=1,'y'=1] {'y'}, to_apply=add",
+    "all-reduce(p), replica_groups=mesh['x'=4,'y'=1] {'y'}, to_apply=add",
+    "all-reduce(p), replica_groups=maximal_mesh[device_id=0], to_apply=add",
 ])
 def test_a_collective_over_one_participant_gives_the_operand(instruction):
     np.testing.assert_array_equal(run(f"ROOT r = f32[2,3] {instruction}", X), X)
@@ -67,6 +71,10 @@ def test_collective_permute_to_no_one_gives_zeros():
     ("all-reduce(p), replica_groups={{0,1}}, to_apply=add", "2 devices"),
     ("all-gather(p), replica_groups={}, dimensions={0}", "more than one participant"),  # f32[4,3] from f32[2,3]
     ("collective-permute(p), source_target_pairs={{0,1},{1,0}}", r"devices \[1\]"),
+    ("all-reduce(p), replica_groups=mesh['x'=2,'y'=3] {'x','y'}, to_apply=add", "6 devices"),
+    ("all-reduce(p), replica_groups=mesh['x'=2,'y'=3] {'1'}, to_apply=add", "3 devices"),  # an axis by index
+    ("all-reduce(p), replica_groups=mesh['x'=2,'y'=3, device_ids=(5,4,3,2,1,0)] {'x':(1)2}, to_apply=add",
+     "2 devices"),
 ])
 def test_a_collective_for_several_devices_is_refused(instruction, needs):
     result = "f32[4,3]" if instruction.startswith("all-gather") else "f32[2,3]"
@@ -90,6 +98,18 @@ def test_async_start_runs_its_computation_and_done_returns_the_result():
             "  u = ((f32[2,3]), f32[2,3], s32[]) async-update(s)\n"
             "  ROOT r = f32[2,3] async-done(u)")
     np.testing.assert_array_equal(run(body, X), -X)
+
+
+def test_two_starts_may_wrap_one_computation_and_a_state_may_pass_a_tuple_and_a_copy():
+    body = ("s0 = ((f32[2,3]), f32[2,3], s32[]) async-start(p), calls=negate_all\n"
+            "  d0 = f32[2,3] async-done(s0)\n"
+            "  s1 = ((f32[2,3]), f32[2,3], s32[]) async-start(d0), calls=negate_all\n"
+            "  t = (((f32[2,3]), f32[2,3], s32[]), f32[2,3]) tuple(s1, p)\n"
+            "  g = ((f32[2,3]), f32[2,3], s32[]) get-tuple-element(t), index=0\n"
+            "  c = ((f32[2,3]), f32[2,3], s32[]) copy(g)\n"
+            "  d1 = f32[2,3] async-done(c)\n"
+            "  ROOT r = f32[2,3] subtract(d1, d0)")
+    np.testing.assert_array_equal(run(body, X), 2 * X)  # x - (-x)
 
 
 def test_send_and_recv_are_refused_naming_why():

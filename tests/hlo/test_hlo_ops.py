@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import pickle
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -27,6 +29,77 @@ def binary(opcode: str, a, b, type_: str = "s32", extra: str = ""):
 
 
 INT_MIN = -(2**31)
+
+
+# XLA's hyperbolic and inverse trigonometric opcodes, each on values inside its domain and one
+# outside it (NaN); references from Python's math module in double precision.
+INVERSE_AND_HYPERBOLIC = {
+    "asin": (math.asin, [-1.0, -0.5, 0.0, 0.25, 1.0], 1.5),
+    "acos": (math.acos, [-1.0, -0.5, 0.0, 0.25, 1.0], -1.5),
+    "sinh": (math.sinh, [-3.0, -0.5, 0.0, 1e-4, 2.0], None),
+    "cosh": (math.cosh, [-3.0, -0.5, 0.0, 1e-4, 2.0], None),
+    "asinh": (math.asinh, [-100.0, -0.5, 0.0, 1e-4, 3.0], None),
+    "acosh": (math.acosh, [1.0, 1.5, 2.0, 10.0, 1e4], 0.5),
+    "atanh": (math.atanh, [-0.99, -0.5, 0.0, 1e-4, 0.75], 2.0),
+}
+
+
+@pytest.mark.parametrize("type_", ["f32", "f64", "bf16"])
+@pytest.mark.parametrize("opcode", sorted(INVERSE_AND_HYPERBOLIC))
+def test_inverse_trigonometric_and_hyperbolic_opcodes(opcode, type_):
+    function, values, outside = INVERSE_AND_HYPERBOLIC[opcode]
+    values = values + ([outside] if outside is not None else [])
+    dtype = {"f32": np.float32, "f64": np.float64, "bf16": ml_dtypes.bfloat16}[type_]
+    x = np.asarray(values, dtype)
+    got = run(f"  x = {type_}[{len(x)}] parameter(0)\n  ROOT r = {type_}[{len(x)}] {opcode}(x)", x)
+    expected = np.array([function(v) if outside is None or v != outside else math.nan for v in x.astype(float)])
+    assert got.dtype == dtype
+    tolerance = {"f32": 1e-6, "f64": 1e-14, "bf16": 8e-3}[type_]
+    np.testing.assert_allclose(got.astype(np.float64), expected, rtol=tolerance, atol=tolerance * 1e-3)
+
+
+def test_a_chain_of_hyperbolic_opcodes_and_their_inverses():
+    x = np.float32([-1.0, 0.75, 2.0])
+    # asinh(sinh(x)) = x and acosh(cosh(x)) = |x| (a chain the graph fuses into one elementwise op);
+    # acosh near 1 amplifies cosh's rounding by 1/sinh(x), under 2 here, hence 2e-6.
+    got = run("  x = f32[3] parameter(0)\n  s = f32[3] sinh(x)\n  a = f32[3] asinh(s)\n  c = f32[3] cosh(a)\n"
+              "  ROOT r = f32[3] acosh(c)", x)
+    np.testing.assert_allclose(got, [1.0, 0.75, 2.0], rtol=2e-6)
+
+
+def test_complex_keeps_infinite_parts_and_convert_makes_and_drops_the_imaginary_part():
+    inf, nan = math.inf, math.nan
+    real, imag = np.float32([1, inf, nan, -2]), np.float32([inf, -inf, 1, 0])
+    got = run("  a = f32[4] parameter(0)\n  b = f32[4] parameter(1)\n  ROOT c = c64[4] complex(a, b)", real, imag)
+    # (1, inf) stays (1, inf): built as a + b * 1j it became (nan, inf), since inf * 1j = 0 * inf + inf i
+    np.testing.assert_array_equal(got.real, real)
+    np.testing.assert_array_equal(got.imag, imag)
+    x = np.float32([1.5, -2, inf])
+    made = run("  x = f32[3] parameter(0)\n  ROOT c = c64[3] convert(x)", x)
+    assert made.dtype == np.complex64
+    np.testing.assert_array_equal(made.real, x)
+    np.testing.assert_array_equal(made.imag, [0, 0, 0])
+    dropped = run("  x = f32[3] parameter(0)\n  c = c64[3] convert(x)\n  n = c64[3] negate(c)\n"
+                  "  ROOT r = f32[3] real(n)", x)
+    np.testing.assert_array_equal(dropped, -x)
+
+
+def test_complex_division_gives_xlas_answers_at_zeros_and_infinities():
+    inf, nan = math.inf, math.nan
+    a = np.complex64([1 + 2j, 1 + 1j, 1 - 1j, complex(1, 1), complex(inf, 1), 1 + 1j])
+    b = np.array([3 + 4j, 0, 0, complex(nan, inf), 2, complex(inf, 0)], np.complex64)  # complex() keeps parts
+    got = run("  a = c64[6] parameter(0)\n  b = c64[6] parameter(1)\n  ROOT q = c64[6] divide(a, b)", a, b)
+    expected = [
+        (0.44, 0.08),  # (1+2i)(3-4i)/25
+        (inf, inf),  # a zero divisor: each part times inf with the divisor's real sign
+        (inf, -inf),
+        (0.0, -0.0),  # finite over infinite: 0 * (1*0 + 1*1) and 0 * (1*0 - 1*1), as XLA gives
+        (inf, nan),  # Smith's algorithm gives (inf, (1 - 0*inf)/2): not both NaN, so kept
+        (0.0, 0.0),  # Smith's algorithm: (0*1 + 1)/inf, (1 - 0*1)/inf
+    ]
+    np.testing.assert_allclose(got.real, [r for r, _ in expected], rtol=1e-6)
+    np.testing.assert_allclose(got.imag, [i for _, i in expected], rtol=1e-6)
+    assert math.copysign(1, got[3].imag) == -1.0
 
 
 def test_integer_divide_and_remainder_truncate_and_define_zero_divisors():

@@ -65,7 +65,21 @@ _ASYNC_BODY = "async_body {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] negate
 @pytest.mark.parametrize("lines, message", [
     (["p = f32[2] parameter(0)", "s = (f32[2], f32[2], s32[]) async-start(p), calls=async_body",
       "ROOT d = f32[2] async-done(s)"], "must be \\(\\(async operands\\), async outputs"),
-    (["p = f32[2] parameter(0)", "ROOT d = f32[2] async-done(p)"], "is a parameter, not the async-start or -update"),
+    (["p = f32[2] parameter(0)", "ROOT d = f32[2] async-done(p)"], "must be an async state"),
+    (["p = ((f32[2]), f32[2], s32[]) parameter(0)", "ROOT d = f32[2] async-done(p)"],
+     "parameter 'p' of the entry computation, not from an async-start"),
+    (["p = f32[2] parameter(0)", "s = ((f32[2]), f32[2], s32[]) async-start(p), calls=async_body",
+      "n = ((f32[2]), f32[2], s32[]) negate(s)", "ROOT d = f32[2] async-done(n)"], "comes from negate 'n'"),
+    # updates: the state's operands and outputs begin the update's, each new operand is bound
+    (["p = f32[2] parameter(0)", "s = ((f32[2]), (), s32[]) async-start(p), calls=async_body",
+      "u = ((f32[2], f32[3]), (), s32[]) async-update(s, p)", "ROOT d = () async-done(u)"],
+     "operand 1 is f32\\[2\\], its shape binds f32\\[3\\]"),
+    (["p = f32[2] parameter(0)", "s = ((f32[2]), (), s32[]) async-start(p), calls=async_body",
+      "u = ((f32[2], f32[2]), (), s32[]) async-update(s)", "ROOT d = () async-done(u)"],
+     "binds 0 new operand\\(s\\), but its shape adds 1"),
+    (["p = f32[2] parameter(0)", "s = ((f32[2]), (f32[2]), s32[]) async-start(p), calls=async_body",
+      "u = ((f32[2]), (f32[3]), s32[]) async-update(s)", "ROOT d = (f32[3]) async-done(u)"],
+     "the state's outputs \\(f32\\[2\\]\\) must begin"),
     (["p = f32[2] parameter(0)", "s = ((f32[2]), f32[2], s32[]) async-start(p), calls=async_body",
       "ROOT d = f32[3] async-done(s)"], "gives f32\\[3\\], its async-start's outputs are f32\\[2\\]"),
     (["p = f32[2] parameter(0)", "s = ((f32[3]), f32[2], s32[]) async-start(p), calls=async_body",
@@ -78,9 +92,6 @@ _ASYNC_BODY = "async_body {\n  x = f32[2] parameter(0)\n  ROOT y = f32[2] negate
       "ROOT d = f32[2] async-done(s), calls=other_body"], "to be async_body .*but got other_body"),
     (["p = f32[2] parameter(0)", "s = ((f32[2]), f32[2], s32[]) async-start(p), calls=async_body",
       'ROOT d = f32[2] async-done(s), async_execution_thread="side"'], "to be main .*but got side"),
-    (["p = f32[2] parameter(0)", "s = ((f32[2]), f32[2], s32[]) async-start(p), calls=async_body",
-      "t = ((f32[2]), f32[2], s32[]) async-start(p), calls=async_body", "d = f32[2] async-done(s)",
-      "ROOT e = f32[2] async-done(t)"], "called by more than one async op"),
 ])
 def test_malformed_async_chains(lines, message):
     other = _ASYNC_BODY.replace("async_body", "other_body")
@@ -184,3 +195,45 @@ def test_the_error_points_at_the_offending_instruction():
     error = _rejected(_entry("p = f32[2] parameter(0)", "q = f32[2] negate(p)",
                              "ROOT r = f32[2] negate(q), control-predecessors={nobody}"), "nobody")
     assert (error.line, error.column) == (5, 3)
+
+
+# -- what XLA's parser refuses in an instruction's shape, opcode or attributes ---------------------
+@pytest.mark.parametrize("lines, message", [
+    (["t = token[] after-all()", "ROOT r = f32[10] recv(t), channel_id=1"], "recv must have a non-empty tuple"),
+    (["t = token[] after-all()", "ROOT r = pred[] infeed(t)"], "infeed must have a non-empty tuple"),
+    (["a = f32[4,<=8] parameter(0)", "n = s32[] parameter(1)", "ROOT r = f32[4,<=7] dynamic-reshape(a, n, n)"],
+     r"same number of elements in result shape f32\[4,<=7\] \(28\) as in the operand f32\[4,<=8\] \(32\)"),
+    (["a = f32[4,<=8] parameter(0)", "n = s32[] parameter(1)", "ROOT r = f32[4,<=8] dynamic-reshape(a, n)"],
+     "one dim size operand per result dimension; the result f32\\[4,<=8\\] has 2, found 1"),
+    (["p = f32[10] parameter(0)", "ROOT r = f32[10,10] broadcast(p)"], "needs dimensions=\\{...\\}"),
+    (["ROOT r = f32[10,10] sqrt(f32[10,10] broadcast(f32[10] parameter(0)))"], "needs dimensions"),  # nested
+    (["p = s32[10] parameter(0)", "ROOT r = s8[10,4] bitcast-convert(p), result_accuracy={mode=highest}"],
+     "bitcast-convert takes no result_accuracy"),
+    (["x = f32[1,2,2,1] parameter(0)", "w = f32[1,1,1,1] parameter(1)",
+      "ROOT c = f32[1,2,2,1] convolution(x, w), window={size=1x1 rhs_reversal=1}, dim_labels=b01f_01io->b01f"],
+     "rhs_reversal=1 has 1 value\\(s\\), the window size=1x1 2 dimension"),
+    (["p = f32[8] parameter(0)", "ROOT g = f32[16] all-gather(p), dimensions={0}, replica_groups=[2,2]<=[16]"],
+     "holds 16 devices, which does not match the tile assignment dimensions \\[2, 2\\]"),
+    (["p = f32[4,4] parameter(0)", "ROOT c = f32[4,4] copy(p), sharding={devices=[2,2]<=[16]}"],
+     "sharding: the iota device list"),
+    (["p = f32[4,4] parameter(0)", "ROOT c = f32[4,4] copy(p), sharding={devices=[2,2]0,1,2,3,4}"],
+     "sharding lists 5 devices, which does not match the tile assignment size 4"),
+    (["p = f32[8] parameter(0)", "s = ((f32[8]), f32[16], u32[]) all-gather-start(p), dimensions={0}",
+      "u = ((f32[8]), f32[16], u32[]) all-gather-update(s)", "ROOT d = f32[16] all-gather-done(u)"],
+     "unknown opcode 'all-gather-update'"),
+    (["p = f32[8] parameter(0)", "s = ((f32[8]), f32[8], u32[]) copy-start(p)", "ROOT d = f32[8] copy-done(s)",
+      "u = ((f32[8]), f32[8], u32[]) copy-update(s)"], "unknown opcode 'copy-update'"),
+])
+def test_shapes_opcodes_and_attributes_xla_refuses(lines, message):
+    _rejected(_entry(*lines), message)
+
+
+@pytest.mark.parametrize("lines", [
+    ["p = f32[] parameter(0)", "ROOT r = f32[3] broadcast(p)"],  # a scalar's dimensions may be left out
+    ["p = f32[4] parameter(0)", "ROOT r = f32[4] tanh(p), result_accuracy={mode=highest}"],
+    ["p = f32[4,4] parameter(0)", "ROOT c = f32[4,4] copy(p), sharding={devices=[2,2]<=[4]T(1,0)}"],
+    ["p = f32[4,4] parameter(0)", "ROOT c = f32[4,4] copy(p), sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}"],
+    ["a = f32[4,<=8] parameter(0)", "n = s32[] parameter(1)", "ROOT r = f32[<=8,4] dynamic-reshape(a, n, n)"],
+])
+def test_the_valid_neighbours_of_those_forms_parse(lines):
+    parse(_entry(*lines))

@@ -90,6 +90,105 @@ def test_a_bad_loop_budget_variable_is_a_config_error(monkeypatch):
         kuiper.load_hlo(loop_module())(np.ones(2, np.float32))
 
 
+NESTED = """HloModule nested
+inner_body {
+  t = (s32[], f32[2]) parameter(0)
+  i = s32[] get-tuple-element(t), index=0
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  v = f32[2] get-tuple-element(t), index=1
+  w = f32[2] negate(v)
+  ROOT out = (s32[], f32[2]) tuple(next, w)
+}
+inner_below {
+  t = (s32[], f32[2]) parameter(0)
+  i = s32[] get-tuple-element(t), index=0
+  n = s32[] constant(INNER)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+outer_body {
+  t = (s32[], f32[2]) parameter(0)
+  i = s32[] get-tuple-element(t), index=0
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  zero = s32[] constant(0)
+  v = f32[2] get-tuple-element(t), index=1
+  start = (s32[], f32[2]) tuple(zero, v)
+  inner = (s32[], f32[2]) while(start), condition=inner_below, body=inner_body
+  w = f32[2] get-tuple-element(inner), index=1
+  ROOT out = (s32[], f32[2]) tuple(next, w)
+}
+outer_below {
+  t = (s32[], f32[2]) parameter(0)
+  i = s32[] get-tuple-element(t), index=0
+  n = s32[] constant(OUTER)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY main {
+  x = f32[2] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[2]) tuple(zero, x)
+  outer = (s32[], f32[2]) while(init), condition=outer_below, body=outer_body
+  ROOT y = f32[2] get-tuple-element(outer), index=1
+}
+"""
+
+
+def nested_loops(outer: int, inner: int) -> str:
+    return NESTED.replace("OUTER", str(outer)).replace("INNER", str(inner))
+
+
+def test_nested_loops_run_their_product_of_iterations():
+    y = kuiper.load_hlo(nested_loops(3, 5))(np.array([1.0, -2.0], np.float32))
+    np.testing.assert_array_equal(y, [-1.0, 2.0])  # 15 negations
+
+
+def test_a_loop_stops_at_the_time_budget_naming_the_instruction(monkeypatch):
+    monkeypatch.setenv("KUIPER_LOOP_BUDGET", str(2**40))  # only the time budget can end it
+    monkeypatch.setenv("KUIPER_LOOP_TIME_BUDGET", "200ms")
+    model = kuiper.load_hlo(loop_module(limit=2**31 - 1))
+    with pytest.raises(SizeLimitError, match=rf"op 'loop' of type While \(m:{LOOP_LINE}\): the loop ran past the "
+                                             r"loop time budget of 0.2 s.*KUIPER_LOOP_TIME_BUDGET"):
+        model(np.ones(2, np.float32))
+    monkeypatch.setenv("KUIPER_LOOP_TIME_BUDGET", "1h")  # read per call
+    assert kuiper.load_hlo(loop_module(limit=100))(np.zeros(2, np.float32)).shape == (2,)
+
+
+def test_nested_loops_stop_at_the_time_budget(monkeypatch):
+    # 10^6 outer iterations of 10^3 inner ones (10^9 in all, hours): each loop is within the
+    # iteration budget, so only the time budget ends the nest.
+    monkeypatch.setenv("KUIPER_LOOP_BUDGET", "1000000")
+    monkeypatch.setenv("KUIPER_LOOP_TIME_BUDGET", "0.3")
+    model = kuiper.load_hlo(nested_loops(1_000_000, 1_000))
+    with pytest.raises(SizeLimitError, match=r"loop time budget of 0.3 s"):
+        model(np.ones(2, np.float32))
+
+
+def test_the_loop_time_budget_comes_from_kuiper_toml(tmp_path, monkeypatch):
+    monkeypatch.delenv("KUIPER_LOOP_TIME_BUDGET", raising=False)
+    monkeypatch.setenv("KUIPER_LOOP_BUDGET", str(2**40))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kuiper.toml").write_text('loop_time_budget = "150ms"\n')
+    model = kuiper.load_hlo(loop_module(limit=2**31 - 1))
+    with pytest.raises(SizeLimitError, match=r"0.15 s.*loop_time_budget"):
+        model(np.ones(2, np.float32))
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "kuiper.toml").write_text('loop_time_budget = "forever"\n')
+    monkeypatch.chdir(tmp_path / "bad")
+    with pytest.raises(ConfigError, match="loop_time_budget.*positive duration"):
+        model(np.ones(2, np.float32))
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "5 parsecs", "nan", ""])
+def test_a_bad_loop_time_budget_variable_is_a_config_error(monkeypatch, value):
+    monkeypatch.setenv("KUIPER_LOOP_TIME_BUDGET", value)
+    if not value:  # unset or empty: the default
+        assert kuiper.load_hlo(loop_module())(np.ones(2, np.float32)).shape == (2,)
+        return
+    with pytest.raises(ConfigError, match="KUIPER_LOOP_TIME_BUDGET"):
+        kuiper.load_hlo(loop_module())(np.ones(2, np.float32))
+
+
 def test_ctrl_c_ends_a_long_run_with_one_line_and_exit_130(tmp_path):
     path = tmp_path / "spin.hlo.txt"
     path.write_text(loop_module(limit=2**31 - 1))
@@ -178,4 +277,21 @@ def test_a_ten_thousand_computation_call_chain_loads_runs_and_draws(tmp_path, ca
 def test_a_call_cycle_is_an_error_not_a_hang():
     text = _call_chain(3).replace("ROOT r = f32[2] negate(p)", "ROOT r = f32[2] call(p), to_apply=c2")
     with pytest.raises(KuiperError):
+        kuiper.load_hlo(text)
+
+
+def test_async_updates_that_feed_each_other_end_in_an_error_not_a_hang():
+    # The verifier walks an async chain back to its start; a cycle of updates once made that walk endless.
+    text = """HloModule m
+b {
+  x = f32[2] parameter(0)
+  ROOT y = f32[2] negate(x)
+}
+ENTRY e {
+  p = f32[2] parameter(0)
+  u1 = ((f32[2]), f32[2], s32[]) async-update(u2), calls=b
+  u2 = ((f32[2]), f32[2], s32[]) async-update(u1), calls=b
+  ROOT d = f32[2] async-done(u2), calls=b
+}"""
+    with pytest.raises(KuiperError, match="cycle through 'u2'"):
         kuiper.load_hlo(text)
