@@ -35,7 +35,8 @@ def _load(args):
     if threads is not None:
         options["threads"] = threads
     return kuiper.load(args.model, bin_path=getattr(args, "bin", None), backend=args.backend,
-                       fuse=not getattr(args, "no_fuse", False), **options)
+                       fuse=not getattr(args, "no_fuse", False), providers=not getattr(args, "no_providers", False),
+                       **options)
 
 
 def _check_run_flags(args) -> None:
@@ -245,6 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--bin", help="the .pnnx.bin file, when it is not beside the param file")
         p.add_argument("--backend", help="backend name (see `kuiper backends`)")
         p.add_argument("--no-fuse", action="store_true", help="keep elementwise ops separate")
+        p.add_argument("--no-providers", action="store_true",
+                       help="run every op on its own: no execution provider compiles runs of them")
         p.add_argument("--strict", action="store_true", help="refuse params kuiper does not know (default: warn)")
         p.add_argument("--threads", type=_positive_int, metavar="N",
                        help="threads this model's kernels use (default: OMP_NUM_THREADS, else every core)")

@@ -59,7 +59,8 @@ def _check_peer_files(args) -> None:
 
 def _load(args, param: Path):
     """The kuiper model as the options ask, its threads capped per model (``kuiper.load(threads=N)``)."""
-    return kuiper.load(param, bin_path=args.bin, backend=args.backend, fuse=not args.no_fuse, threads=args.threads)
+    return kuiper.load(param, bin_path=args.bin, backend=args.backend, fuse=not args.no_fuse, threads=args.threads,
+                       providers=not args.no_providers)
 
 
 def _bench(args, param: Path, compare: list[str], thread_note: str) -> int:
@@ -76,7 +77,7 @@ def _bench(args, param: Path, compare: list[str], thread_note: str) -> int:
     inputs = random_inputs(probe.inputs, args.batch, seed=args.seed)
     del probe
 
-    engines = [kuiper_engine(lambda: _load(args, param), inputs, fuse=not args.no_fuse)]
+    engines = [kuiper_engine(lambda: _load(args, param), inputs, fuse=not args.no_fuse, providers=not args.no_providers)]
     unavailable: dict[str, str] = {}
     peer_paths: dict[str, Path] = {}
     for name in compare:
@@ -126,6 +127,8 @@ def add_bench_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--bin", help="the .pnnx.bin file, when it is not beside the param file")
     p.add_argument("--backend", help="kuiper backend (see `kuiper backends`)")
     p.add_argument("--no-fuse", action="store_true", help="keep kuiper's elementwise ops separate")
+    p.add_argument("--no-providers", action="store_true",
+                   help="run every kuiper op on its own: no execution provider compiles runs of them")
     p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
     p.add_argument("--threads", type=int, help="threads for every engine (default: each library's own)")
     p.add_argument("--compare", default="torch,onnxruntime",

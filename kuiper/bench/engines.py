@@ -27,8 +27,9 @@ def parse_compare(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def kuiper_engine(load: Callable[[], Any], inputs: list[np.ndarray], fuse: bool) -> Engine:
-    """kuiper as an engine; ``load()`` returns the model as the command's options ask (backend, ``fuse``, threads)."""
+def kuiper_engine(load: Callable[[], Any], inputs: list[np.ndarray], fuse: bool, providers: bool = True) -> Engine:
+    """kuiper as an engine; ``load()`` returns the model as the command's options ask (backend, ``fuse``,
+    ``providers``, threads)."""
     kuiper.backends()  # plugin discovery happens once per process; keep it out of the load time
     start = time.perf_counter()
     model = load()
@@ -45,7 +46,7 @@ def kuiper_engine(load: Callable[[], Any], inputs: list[np.ndarray], fuse: bool)
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         return [kuiper.to_numpy(o) for o in outputs]
 
-    fused = "" if fuse else ", unfused"
+    fused = ("" if fuse else ", unfused") + ("" if providers else ", no providers")
     threads = "" if model.threads is None else f", {model.threads} threads"
     label = f"kuiper {kuiper.__version__} ({backend_obj.name}{fused}{threads})"
     return Engine("kuiper", label, call, to_numpy, load_ms)
