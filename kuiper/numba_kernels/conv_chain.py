@@ -26,7 +26,7 @@ import numpy as np
 from ..graph.providers import Partition, Provider
 from ..limits import check_size
 from ..ops.conv import ConvNd
-from .dense_chain import MIN_LAYERS, layer_math
+from .chains import NO_RESIDUAL, chain_runs, layer_math, takes, takes_epilogue_inputs
 from .runtime import KernelModule, launch_width
 from .scratch import ScratchPool
 
@@ -61,28 +61,15 @@ def _joins(unit) -> bool:
         return False
     if weight.size > LAYER_WEIGHTS:
         return False
-    found = layer_math(op)
-    return found is not None and len(node.inputs) == (2 if found[1] else 1)
+    return takes_epilogue_inputs(unit)
 
 
 class ConvChainProvider(Provider):
     name = "conv-chain"
 
     def claim(self, units, context):
-        runs, start = [], None
-        for index, unit in enumerate(units):
-            joins = _joins(unit)
-            if (joins and start is not None and not layer_math(units[index - 1].op)[1]
-                    and unit.node.inputs[0] == units[index - 1].node.outputs[0]
-                    and context.uses.get(unit.node.inputs[0], 0) == 1):
-                continue  # reads only the layer before, which nothing else reads (a residual layer ends a run)
-            if start is not None:
-                runs.append((start, index))
-            start = index if joins else None
-        if start is not None:
-            runs.append((start, len(units)))
-        return [(begin, end) for begin, end in runs
-                if end - begin >= MIN_LAYERS and _small_at_declared_size(units[begin:end], context)]
+        return [(begin, end) for begin, end in chain_runs(units, context, _joins)
+                if _small_at_declared_size(units[begin:end], context)]
 
     def compile(self, members, inputs, outputs, target, node):
         return ConvChain(node, target.backend, members)
@@ -126,13 +113,6 @@ def size_table(layer_rows, height: int, width: int):
         work += layer_work
         height, width = h_out, w_out
     return np.array(rows, np.int64), padded, sums, (rows[-1][3], height, width), work
-
-
-_NO_RESIDUAL = np.zeros((1, 1), np.float32)
-
-
-def _takes(value) -> bool:
-    return isinstance(value, np.ndarray) and value.dtype == np.float32
 
 
 class ConvChain(Partition):
@@ -180,7 +160,7 @@ class ConvChain(Partition):
 
     def forward(self, *inputs):
         x = inputs[0]
-        if not _takes(x) or x.ndim != 4 or x.shape[1] != self.in_channels or x.shape[0] == 0:
+        if not takes(x) or x.ndim != 4 or x.shape[1] != self.in_channels or x.shape[0] == 0:
             return self.run_members(*inputs)  # the ops say what is wrong, or take what the kernel does not
         found = self.table(x.shape[2], x.shape[3])
         if found is None:
@@ -188,10 +168,10 @@ class ConvChain(Partition):
         layers, padded_size, sums_size, out_shape, work = found
         images = x.shape[0]
         shape = (images,) + out_shape
-        residual = _NO_RESIDUAL
+        residual = NO_RESIDUAL
         if self.residual_at is not None:
             residual = inputs[self.residual_at]
-            if not _takes(residual) or residual.shape != shape:
+            if not takes(residual) or residual.shape != shape:
                 return self.run_members(*inputs)  # a residual that broadcasts: the op's own epilogue
             residual = np.ascontiguousarray(residual).reshape(images, -1)
         check_size(shape, 4, self.node.describe())

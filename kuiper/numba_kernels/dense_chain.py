@@ -6,8 +6,7 @@ the op path around it (the oneDNN or BLAS call, the epilogue, the checks) took 8
 claims each run of steps that are float32 Linear layers with constant weights, small enough that
 their arithmetic is below a call's overhead (``LAYER_WEIGHTS``), where each layer reads only the
 one before it and nothing else reads what is between them; their epilogues must be one of the
-activations ``dense_chain_kernels`` knows (read from the epilogue's IR by ``conv_post_ops``, as
-the oneDNN post-ops are).  The run then costs one compiled call (``dense_chain``).
+activations the kernels know (``chains.layer_math``).  The run then costs one compiled call (``dense_chain``).
 
 A call whose rows make the run's work large (``CHAIN_WORK``: then the layers' own GEMMs on
 oneDNN's threads win), or whose input is not float32, runs the layers op by op
@@ -24,7 +23,7 @@ import numpy as np
 from ..graph.providers import Partition, Provider
 from ..limits import check_size
 from ..ops.linear import LinearProjection
-from . import conv_post_ops
+from .chains import NO_RESIDUAL, chain_runs, layer_math, takes, takes_epilogue_inputs
 from .runtime import KernelModule, launch_width
 from .scratch import ScratchPool
 
@@ -36,49 +35,12 @@ LAYER_WEIGHTS = 1 << 16
 # Multiply-adds per call (rows * the layers' weights) up to which the chain runs compiled; above it the
 # layers' own products (oneDNN or BLAS, threaded) run: PRODUCT_WORK's line between NumPy and oneDNN.
 CHAIN_WORK = 1 << 22
-# Layers a run needs to be claimed: the gain is the Python between layers.  A single Linear keeps its
-# op, whose path already chooses between oneDNN and BLAS by size and reads permuted views in place.
-MIN_LAYERS = 2
-
 # The kernel's layer table: a row per layer with these columns.  A layer computes
-# AFTER(ACTIVATION(x @ W^T + b) + residual) where RESIDUAL is 1, else ACTIVATION(x @ W^T + b).
+# AFTER(ACTIVATION(x @ W^T + b) + residual) where RESIDUAL is 1, else ACTIVATION(x @ W^T + b); the
+# activations' codes are chains.ACTIVATIONS, their alpha and beta in the params table (ACTIVATION's in
+# columns 0 and 1, AFTER's in 2 and 3).
 IN, OUT, WEIGHT_AT, BIAS_AT, ACTIVATION, RESIDUAL, AFTER = range(7)
 NO_BIAS = -1  # BIAS_AT of a layer without a bias
-# Activation codes (ACTIVATION, AFTER), by the oneDNN post-op name conv_post_ops reads from an epilogue;
-# 0 is none.  Each activation's alpha and beta are in the params table (ACTIVATION's in columns 0 and 1,
-# AFTER's in 2 and 3).
-ACTIVATIONS = {"eltwise_relu": 1, "eltwise_clip": 2, "eltwise_logistic": 3, "eltwise_swish": 4,
-               "eltwise_hardswish": 5, "eltwise_gelu_erf": 6}
-NONE = (0, 0.0, 0.0)
-
-
-def _code(steps: tuple) -> tuple[int, float, float] | None:
-    """(code, alpha, beta) of () or one post-op step; None for anything the kernel has not."""
-    if not steps:
-        return NONE
-    if len(steps) > 1 or steps[0][0] not in ACTIVATIONS:
-        return None
-    algorithm, alpha, beta = steps[0]
-    return ACTIVATIONS[algorithm], float(alpha), float(beta)
-
-
-def layer_math(op) -> tuple | None:
-    """(activation, residual?, activation after the sum) of a Linear's epilogue, each activation a
-    (code, alpha, beta); None when the kernel cannot run it (read as oneDNN post-ops, conv_post_ops)."""
-    epilogue = getattr(op, "epilogue", None)
-    if epilogue is None:
-        return NONE, False, NONE
-    if op.epilogue_halves or epilogue.arity > 2:
-        return None
-    steps = conv_post_ops.post_ops_for(epilogue, op.epilogue_operand)
-    if steps is None:
-        return None
-    if epilogue.arity == 1:
-        code = _code(steps)
-        return None if code is None else (code, False, NONE)
-    at = steps.index(conv_post_ops.SUM)
-    before, after = _code(steps[:at]), _code(steps[at + 1:])
-    return None if before is None or after is None else (before, True, after)
 
 
 def _joins(unit) -> bool:
@@ -88,43 +50,17 @@ def _joins(unit) -> bool:
         return False
     if op.weight_t.dtype != np.float32 or (op.bias is not None and op.bias.dtype != np.float32):
         return False
-    if op.shape[0] * op.shape[1] > LAYER_WEIGHTS:
-        return False
-    found = layer_math(op)
-    return found is not None and len(unit.node.inputs) == (2 if found[1] else 1)
-
-
-def _adds_residual(unit) -> bool:
-    return layer_math(unit.op)[1]
+    return op.shape[0] * op.shape[1] <= LAYER_WEIGHTS and takes_epilogue_inputs(unit)
 
 
 class DenseChainProvider(Provider):
     name = "dense-chain"
 
     def claim(self, units, context):
-        runs, start = [], None
-        for index, unit in enumerate(units):
-            joins = _joins(unit)
-            if (joins and start is not None and not _adds_residual(units[index - 1])
-                    and unit.node.inputs[0] == units[index - 1].node.outputs[0]
-                    and context.uses.get(unit.node.inputs[0], 0) == 1):
-                continue  # reads only the layer before, which nothing else reads (a residual layer ends a run)
-            if start is not None:
-                runs.append((start, index))
-            start = index if joins else None
-        if start is not None:
-            runs.append((start, len(units)))
-        return [(begin, end) for begin, end in runs if end - begin >= MIN_LAYERS]
+        return chain_runs(units, context, _joins)
 
     def compile(self, members, inputs, outputs, target, node):
         return DenseChain(node, target.backend, members)
-
-
-_NO_RESIDUAL = np.zeros((1, 1), np.float32)  # the kernel's residual argument when the last layer adds none
-
-
-def _takes(value) -> bool:
-    return isinstance(value, np.ndarray) and value.dtype == np.float32
 
 
 class DenseChain(Partition):
@@ -162,15 +98,15 @@ class DenseChain(Partition):
 
     def forward(self, *inputs):
         x = inputs[0]
-        if not _takes(x) or x.ndim < 1 or x.shape[-1] != self.in_features:
+        if not takes(x) or x.ndim < 1 or x.shape[-1] != self.in_features:
             return self.run_members(*inputs)  # the ops say what is wrong, or take what the kernel does not
         rows = math.prod(x.shape[:-1])
         work = rows * self.weights_per_row
         shape = x.shape[:-1] + (self.out_features,)
-        residual = _NO_RESIDUAL
+        residual = NO_RESIDUAL
         if self.residual_at is not None:
             residual = inputs[self.residual_at]
-            if not _takes(residual) or residual.shape != shape:
+            if not takes(residual) or residual.shape != shape:
                 return self.run_members(*inputs)  # a residual that broadcasts: the op's own epilogue
             residual = np.ascontiguousarray(residual).reshape(rows, self.out_features)
         if work > CHAIN_WORK or rows == 0:

@@ -7,8 +7,8 @@ model).  Each output feature is a dot product of the row with a row of W (out, i
 vectorises by summing each output's products in SIMD lanes (in another order than one by one,
 as BLAS does too), then adds the bias.
 
-The layer table and the activation codes are dense_chain.py's (``ACTIVATIONS``: oneDNN's post-op
-names, read from a Linear's epilogue; ``alpha``/``beta`` as oneDNN defines them).  A NaN stays NaN
+The layer table is dense_chain.py's, the activation codes chains.py's (``ACTIVATIONS``: oneDNN's
+post-op names, read from a Linear's epilogue; ``alpha``/``beta`` as oneDNN defines them).  A NaN stays NaN
 through each activation (comparisons with NaN are false), as in PyTorch.
 """
 
@@ -19,7 +19,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .dense_chain import ACTIVATION, ACTIVATIONS, AFTER, BIAS_AT, IN, NO_BIAS, OUT, RESIDUAL, WEIGHT_AT
+from .chains import ACTIVATIONS
+from .dense_chain import ACTIVATION, AFTER, BIAS_AT, IN, NO_BIAS, OUT, RESIDUAL, WEIGHT_AT
 from .runtime import kernel
 
 # Each output's sum may be taken in any order (SIMD lanes of partial sums, as BLAS takes it) and with
