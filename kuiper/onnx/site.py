@@ -164,7 +164,7 @@ class Site:
 
     def constant_op(self, value: np.ndarray, suffix: str) -> tuple[str, OpNode]:
         """A Constant op holding ``value`` (made at load time), and the value's name."""
-        value = np.ascontiguousarray(value)
+        value = np.array(value, order="C")  # a copy that keeps a 0-d value 0-d
         name = self.temporary(suffix, str(value.dtype), tuple(value.shape))
         self.values.know(name, value)
         return name, OpNode("Constant", name, [], [name], {}, {"data": value}, source=self.where())

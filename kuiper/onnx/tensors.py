@@ -76,4 +76,4 @@ def to_array(tensor, folder: Path | None, where: str) -> np.ndarray:
     if array.shape != dims:
         raise ModelFormatError(f"{where}: the tensor holds {array.size} values, its shape {list(dims)} "
                                f"needs {count}")
-    return np.ascontiguousarray(array)
+    return np.array(array, order="C", copy=not array.flags.c_contiguous)

@@ -98,7 +98,8 @@ def translate_bit_shift(site: Site) -> list[OpNode]:
     if direction not in ("LEFT", "RIGHT"):
         raise site.error(f"direction={direction!r} must be LEFT or RIGHT")
     emit = Emit(site)
-    function = "shift_left" if direction == "LEFT" else "shift_right_logical"
+    signed = site.dtype(0).startswith("int")  # ONNX 1.23 shifts signed integers arithmetically
+    function = "shift_left" if direction == "LEFT" else "shift_right_arithmetic" if signed else "shift_right_logical"
     emit.fn(function, [site.input(0), site.input(1)], out=site.outputs[0])
     return emit.ops
 

@@ -6,12 +6,15 @@ Keys are the op type for the default domain (``Conv``) and ``domain:op type`` fo
 
 from __future__ import annotations
 
-from . import translate_constant, translate_elementwise
+from . import translate_activation, translate_constant, translate_elementwise, translate_reduce, translate_shape
 from .site import Site
 
 TRANSLATORS: dict = {
     **translate_constant.TRANSLATORS,
     **translate_elementwise.TRANSLATORS,
+    **translate_shape.TRANSLATORS,
+    **translate_reduce.TRANSLATORS,
+    **translate_activation.TRANSLATORS,
 }
 
 _STRINGS = "it computes on strings; kuiper's tensors hold numbers"
