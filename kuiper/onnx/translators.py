@@ -6,7 +6,15 @@ Keys are the op type for the default domain (``Conv``) and ``domain:op type`` fo
 
 from __future__ import annotations
 
-from . import translate_activation, translate_constant, translate_elementwise, translate_reduce, translate_shape
+from . import (
+    translate_activation,
+    translate_constant,
+    translate_conv,
+    translate_elementwise,
+    translate_norm,
+    translate_reduce,
+    translate_shape,
+)
 from .site import Site
 
 TRANSLATORS: dict = {
@@ -15,6 +23,8 @@ TRANSLATORS: dict = {
     **translate_shape.TRANSLATORS,
     **translate_reduce.TRANSLATORS,
     **translate_activation.TRANSLATORS,
+    **translate_conv.TRANSLATORS,
+    **translate_norm.TRANSLATORS,
 }
 
 _STRINGS = "it computes on strings; kuiper's tensors hold numbers"
