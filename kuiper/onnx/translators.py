@@ -11,6 +11,7 @@ from . import (
     translate_constant,
     translate_conv,
     translate_elementwise,
+    translate_misc,
     translate_norm,
     translate_reduce,
     translate_shape,
@@ -25,6 +26,7 @@ TRANSLATORS: dict = {
     **translate_activation.TRANSLATORS,
     **translate_conv.TRANSLATORS,
     **translate_norm.TRANSLATORS,
+    **translate_misc.TRANSLATORS,
 }
 
 _STRINGS = "it computes on strings; kuiper's tensors hold numbers"

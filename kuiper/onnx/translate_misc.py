@@ -1,0 +1,88 @@
+"""ONNX Pad, Trilu, CumSum, TopK and Einsum -> canonical PadWithMode, Iota masks with Elementwise select,
+CumulativeScan, TopKDim and Einsum."""
+
+from __future__ import annotations
+
+from ..model_ir import OpNode
+from .emit import Emit
+from .site import Site
+
+PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
+
+
+def translate_pad(site: Site) -> list[OpNode]:
+    rank = site.rank(0)
+    mode = site.string("mode", "constant")
+    if mode not in PAD_MODES:
+        raise site.error(f"mode={mode!r} is not one of {', '.join(PAD_MODES)}")
+    pads = site.constant_ints(1, "pads") if site.opset >= 11 else site.ints("pads")
+    axes = site.constant_ints(3, "axes") if site.has_input(3) else list(range(rank))
+    axes = [a % rank for a in axes]
+    if len(pads) != 2 * len(axes):
+        raise site.error(f"pads {pads} must give a begin and an end for each of the {len(axes)} axes")
+    before, after = [0] * rank, [0] * rank
+    for i, axis in enumerate(axes):
+        before[axis], after[axis] = pads[i], pads[i + len(axes)]
+    torch_order = [amount for axis in reversed(range(rank)) for amount in (before[axis], after[axis])]
+    value = 0.0
+    if site.opset >= 11 and site.has_input(2):
+        value = float(site.constant(2, "constant_value").reshape(-1)[0])
+    elif site.opset < 11:
+        value = site.float_("value", 0.0)
+    params = {"pad": torch_order, "mode": PAD_MODES[mode], "value": value}
+    return [site.op("PadWithMode", [site.input(0)], site.outputs, params)]
+
+
+def translate_trilu(site: Site) -> list[OpNode]:
+    """Keep the elements on and above (upper=1) or below the k-th diagonal: a mask of column - row."""
+    shape = site.static_shape(0)
+    if len(shape) < 2:
+        raise site.error(f"needs a matrix (rank 2 or more), found shape {list(shape)}")
+    k = site.constant_ints(1, "k")[0] if site.has_input(1) else 0
+    emit = Emit(site)
+    rows, columns = shape[-2:]
+    row = emit.op("Iota", [], {"shape": [rows, columns], "dim": 0, "dtype": "int64"}, dtype="int64")
+    column = emit.op("Iota", [], {"shape": [rows, columns], "dim": 1, "dtype": "int64"}, dtype="int64")
+    offset = emit.fn("subtract", [column, row])
+    keep = emit.compare("ge" if site.int_("upper", 1) else "le", offset, emit.const(k, "int64"))
+    emit.fn("select", [keep, site.input(0), emit.const(0, site.dtype(0))], out=site.outputs[0])
+    return emit.ops
+
+
+def translate_cumulative(site: Site) -> list[OpNode]:
+    rank = site.rank(0)
+    axis = site.constant_ints(1, "axis")[0] % rank
+    if site.int_("exclusive", 0):
+        raise site.error("exclusive=1 is not supported")
+    reduction = "sum" if site.op_type == "CumSum" else "prod"
+    emit = Emit(site)
+    dtype = site.dtype(0)
+    # The canonical scan accumulates small integers in int64 (as NumPy does); ONNX keeps the input's type.
+    wide = "int64" if dtype.startswith(("int", "uint")) else dtype
+    value = site.input(0)
+    reverse = site.int_("reverse", 0)
+    if reverse:
+        value = emit.op("Reverse", [value], {"dims": [axis]}, dtype=dtype)
+    value = emit.op("CumulativeScan", [value], {"dim": axis, "reduction": reduction}, dtype=wide)
+    if reverse:
+        value = emit.op("Reverse", [value], {"dims": [axis]}, dtype=wide)
+    emit.fn("convert", [value], dtype, out=site.outputs[0])
+    return emit.ops
+
+
+def translate_top_k(site: Site) -> list[OpNode]:
+    k = site.constant_ints(1, "k")[0] if site.opset >= 10 else site.int_("k")
+    params = {"k": k, "dim": site.int_("axis", -1), "largest": bool(site.int_("largest", 1)),
+              "sorted": bool(site.int_("sorted", 1))}
+    return [site.op("TopKDim", [site.input(0)], site.outputs, params)]
+
+
+def translate_einsum(site: Site) -> list[OpNode]:
+    return [site.op("Einsum", [name for name in site.inputs if name], site.outputs,
+                    {"equation": site.string("equation")})]
+
+
+TRANSLATORS = {
+    "Pad": translate_pad, "Trilu": translate_trilu, "CumSum": translate_cumulative,
+    "CumProd": translate_cumulative, "TopK": translate_top_k, "Einsum": translate_einsum,
+}
