@@ -57,14 +57,24 @@ def translate_reshape(site: Site) -> list[OpNode]:
 
 
 def translate_flatten(site: Site) -> list[OpNode]:
-    shape = site.static_shape(0)
+    """To 2-D: the dims before ``axis`` multiplied into the first, the rest into the second (free dims too)."""
+    rank = site.rank(0)
     axis = site.int_("axis", 1)
-    axis = axis + len(shape) if axis < 0 else axis
-    if not 0 <= axis <= len(shape):
-        raise site.error(f"axis {axis} is out of range for rank {len(shape)}")
-    outer = int(np.prod(shape[:axis], dtype=np.int64))
-    inner = int(np.prod(shape[axis:], dtype=np.int64))
-    return [site.op("Reshape", [site.input(0)], site.outputs, {"shape": [outer, inner]})]
+    axis = axis + rank if axis < 0 else axis
+    if not 0 <= axis <= rank:
+        raise site.error(f"axis {axis} is out of range for rank {rank}")
+    emit = Emit(site)
+    dtype, out = site.dtype(0), site.outputs[0]
+    if axis == 0:
+        whole = emit.op("Flatten", [site.input(0)], {"start_dim": 0, "end_dim": -1}, dtype=dtype)
+        emit.op("Unsqueeze", [whole], {"dim": 0}, dtype=dtype, out=out)
+    elif axis == rank:
+        whole = emit.op("Flatten", [site.input(0)], {"start_dim": 0, "end_dim": -1}, dtype=dtype)
+        emit.op("Unsqueeze", [whole], {"dim": 1}, dtype=dtype, out=out)
+    else:
+        inner = emit.op("Flatten", [site.input(0)], {"start_dim": axis, "end_dim": -1}, dtype=dtype)
+        emit.op("Flatten", [inner], {"start_dim": 0, "end_dim": axis - 1}, dtype=dtype, out=out)
+    return emit.ops
 
 
 def translate_transpose(site: Site) -> list[OpNode]:
