@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import ModelFormatError, UnsupportedOperatorError
 from ..model_ir import ModelIR, OpNode, OperandInfo
+from .functions import expand_functions
 from .protobuf import onnx_package
 from .site import Site
 from .tensors import dtype_name
@@ -70,8 +71,14 @@ def _tensor_info(value_info, where: str) -> OperandInfo | None:
     return OperandInfo(value_info.name, shape, dtype)
 
 
+def _translates(domain: str, op_type: str) -> bool:
+    return translator_key(domain, op_type) in TRANSLATORS
+
+
 def lower_model(model, source: str, folder: Path | None, known_inputs: dict | None = None) -> ModelIR:
-    model = inferred(with_known_inputs(model, dict(known_inputs or {})), source)
+    model = with_known_inputs(model, dict(known_inputs or {}))
+    model = expand_functions(model, _translates, lambda m: inferred(m, source))
+    model = inferred(model, source)
     opsets = opsets_of(model)
     return lower_graph(model.graph, opsets, source, folder)
 
