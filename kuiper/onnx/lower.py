@@ -11,12 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ModelFormatError, UnsupportedOperatorError
+from ..errors import KuiperError, ModelFormatError, UnsupportedOperatorError
 from ..model_ir import ModelIR, OpNode, OperandInfo
 from .functions import expand_functions
 from .protobuf import onnx_package
 from .site import Site
-from .tensors import dtype_name
+from .tensors import ELEMENT_TYPES, dtype_name
 from .translators import TRANSLATORS, UNSUPPORTED, translator_key
 from .values import Values
 
@@ -112,6 +112,8 @@ def lower_graph(graph, opsets: dict[str, int], source: str, folder: Path | None)
         used_names.add(name)
         domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
         site = Site(node, name, index, opsets.get(domain, 0), values, source)
+        if any(output and values.shape(output) is None for output in node.output):
+            _infer_node(site, opsets)
         translated = TRANSLATORS[translator_key(node.domain, node.op_type)](site)
         for output in node.output:
             if output and output not in values.infos:
@@ -129,6 +131,40 @@ def lower_graph(graph, opsets: dict[str, int], source: str, folder: Path | None)
             name = copy
         outputs.append(name)
     return ModelIR(ops, dict(values.infos), inputs, outputs, source=source)
+
+
+def _infer_node(site: Site, opsets: dict[str, int]) -> None:
+    """Shapes of ``site``'s outputs that the model-wide inference left unknown, from ONNX's inference of this
+    one node given what kuiper knows of its inputs: their shapes, and their values where known at load time."""
+    onnx = onnx_package()
+    node, values = site.node, site.values
+    input_types, input_data = {}, {}
+    for name in node.input:
+        if not name:
+            continue
+        info = values.infos.get(name)
+        if info is None or info.dtype is None or info.dtype not in ELEMENT_TYPES:
+            return
+        shape = values.shape(name)
+        input_types[name] = onnx.helper.make_tensor_type_proto(ELEMENT_TYPES[info.dtype], shape)
+        if values.is_known(name) and shape is not None and len(shape) <= 1:  # small shape-like values only
+            try:
+                input_data[name] = onnx.numpy_helper.from_array(values.value(name, site, "value"), name)
+            except KuiperError:
+                pass
+    domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opsets.get(domain, 1), domain)
+        imports = [onnx.helper.make_opsetid(d, v) for d, v in opsets.items()]
+        inferred_types = onnx.shape_inference.infer_node_outputs(schema, node, input_types, input_data,
+                                                                 opset_imports=imports)
+    except Exception:  # ONNX cannot infer this node: its translator asks for what it needs
+        return
+    for name, type_proto in inferred_types.items():
+        if values.shape(name) is None:
+            info = _tensor_info(onnx.helper.make_value_info(name, type_proto), site.where())
+            if info is not None and info.shape is not None:
+                values.declare(info)
 
 
 def _check_op_types(graph, opsets: dict[str, int], source: str) -> None:
