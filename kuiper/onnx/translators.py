@@ -11,6 +11,7 @@ from . import (
     translate_constant,
     translate_conv,
     translate_elementwise,
+    translate_math,
     translate_misc,
     translate_norm,
     translate_reduce,
@@ -27,6 +28,7 @@ TRANSLATORS: dict = {
     **translate_conv.TRANSLATORS,
     **translate_norm.TRANSLATORS,
     **translate_misc.TRANSLATORS,
+    **translate_math.TRANSLATORS,
 }
 
 _STRINGS = "it computes on strings; kuiper's tensors hold numbers"
