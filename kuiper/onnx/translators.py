@@ -15,6 +15,7 @@ from . import (
     translate_misc,
     translate_norm,
     translate_reduce,
+    translate_resize,
     translate_shape,
 )
 from .site import Site
@@ -29,6 +30,7 @@ TRANSLATORS: dict = {
     **translate_norm.TRANSLATORS,
     **translate_misc.TRANSLATORS,
     **translate_math.TRANSLATORS,
+    **translate_resize.TRANSLATORS,
 }
 
 _STRINGS = "it computes on strings; kuiper's tensors hold numbers"
