@@ -46,8 +46,8 @@ class KuiperRep(_onnx_backend.BackendRep):
         try:
             ir = read_proto(self.model, known)
         except KnownInputError as exc:
-            if exc.input_name in known:
-                raise
+            if exc.input_name in known or exc.input_name not in self.input_names:
+                raise  # fixed already, or not the model's own input (a sub-graph's)
             self.fixed.append(exc.input_name)
             return None
         return graph.build(ir, backend=self.backend, fuse=self.fuse)

@@ -44,6 +44,10 @@ class Emit:
         self.ops.append(self.site.op(op_type, inputs, [output], params, attrs, suffix=suffix))
         return output
 
+    def op_many(self, op_type: str, inputs: list[str], outputs: list[str], params: dict | None = None) -> None:
+        """One canonical op with several outputs, named by the caller."""
+        self.ops.append(self.site.op(op_type, inputs, outputs, params, suffix=f"op{len(self.ops)}"))
+
     def fn(self, function: str, inputs: list[str], dtype: str | None = None, out: str | None = None,
            **params) -> str:
         """The canonical ``Elementwise`` op of ``function`` (its result dtype: ``dtype``, else the first input's)."""

@@ -83,7 +83,10 @@ def lower_model(model, source: str, folder: Path | None, known_inputs: dict | No
     return lower_graph(model.graph, opsets, source, folder)
 
 
-def lower_graph(graph, opsets: dict[str, int], source: str, folder: Path | None) -> ModelIR:
+def lower_graph(graph, opsets: dict[str, int], source: str, folder: Path | None,
+                outer: Values | None = None) -> ModelIR:
+    """A graph as a ModelIR. A sub-graph (``outer`` given: the enclosing graph's values) also takes the
+    outer values it reads as inputs after its own, or as constants where they are known at load time."""
     initializer_names = {tensor.name for tensor in graph.initializer}
     inputs = [value.name for value in graph.input if value.name not in initializer_names]
     values = Values(folder, set(inputs))
@@ -102,7 +105,19 @@ def lower_graph(graph, opsets: dict[str, int], source: str, folder: Path | None)
         value = values.tensor_value(tensor, f"{source}: initializer '{tensor.name}'")
         values.know(tensor.name, value)
         ops.append(OpNode("Constant", tensor.name, [], [tensor.name], {}, {"data": value}, source=source))
+    if outer is not None:
+        for name in captured_names(graph):
+            if name in outer.known:
+                values.know(name, outer.known[name])
+                ops.append(OpNode("Constant", name, [], [name], {}, {"data": outer.known[name]}, source=source))
+            else:
+                values.declare(outer.infos.get(name, OperandInfo(name)))
+                values.graph_inputs.add(name)
+                inputs.append(name)
     values.record(ops)
+
+    def lower_subgraph(subgraph) -> ModelIR:
+        return lower_graph(subgraph, opsets, source, folder, outer=values)
 
     used_names: set[str] = set()
     for index, node in enumerate(graph.node):
@@ -111,7 +126,7 @@ def lower_graph(graph, opsets: dict[str, int], source: str, folder: Path | None)
             name = f"{name}#{index}"
         used_names.add(name)
         domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
-        site = Site(node, name, index, opsets.get(domain, 0), values, source)
+        site = Site(node, name, index, opsets.get(domain, 0), values, source, lower_subgraph)
         if any(output and values.shape(output) is None for output in node.output):
             _infer_node(site, opsets)
         translated = TRANSLATORS[translator_key(node.domain, node.op_type)](site)
@@ -131,6 +146,22 @@ def lower_graph(graph, opsets: dict[str, int], source: str, folder: Path | None)
             name = copy
         outputs.append(name)
     return ModelIR(ops, dict(values.infos), inputs, outputs, source=source)
+
+
+def captured_names(graph) -> list[str]:
+    """Values a (sub-)graph reads from enclosing graphs: read by its nodes or theirs, made by none of them."""
+    own = {value.name for value in graph.input} | {tensor.name for tensor in graph.initializer}
+    captured: list[str] = []
+    for node in graph.node:
+        reads = list(node.input)
+        for attribute in node.attribute:
+            for subgraph in (*([attribute.g] if attribute.HasField("g") else []), *attribute.graphs):
+                reads += captured_names(subgraph)
+        for name in reads:
+            if name and name not in own and name not in captured:
+                captured.append(name)
+        own.update(node.output)
+    return captured
 
 
 def _infer_node(site: Site, opsets: dict[str, int]) -> None:

@@ -9,13 +9,14 @@ Every error names the node, its op type and where it is in the file.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import OperatorParamError
-from ..model_ir import OpNode, OperandInfo
+from ..model_ir import ModelIR, OpNode, OperandInfo
 from .values import Values
 
 REQUIRED = object()
@@ -33,6 +34,11 @@ class Site:
     opset: int  # the version of the node's domain the model imports
     values: Values
     source: str  # the model, for messages
+    lower_subgraph: Callable[[Any], ModelIR] | None = None  # a graph attribute -> its ModelIR
+
+    def subgraph(self, key: str) -> ModelIR:
+        """The graph attribute ``key`` as a ModelIR: its own inputs, then the outer values it reads."""
+        return self.lower_subgraph(self.graph(key))
 
     # -- inputs and outputs ------------------------------------------------------
     @property

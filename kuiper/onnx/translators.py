@@ -9,6 +9,7 @@ from __future__ import annotations
 from . import (
     translate_activation,
     translate_constant,
+    translate_control,
     translate_conv,
     translate_elementwise,
     translate_math,
@@ -27,6 +28,7 @@ TRANSLATORS: dict = {
     **translate_reduce.TRANSLATORS,
     **translate_activation.TRANSLATORS,
     **translate_conv.TRANSLATORS,
+    **translate_control.TRANSLATORS,
     **translate_norm.TRANSLATORS,
     **translate_misc.TRANSLATORS,
     **translate_math.TRANSLATORS,

@@ -1,0 +1,94 @@
+"""ONNX If, Scan and Loop -> the canonical If, Scan and While, their graphs as sub-graph params.
+
+A sub-graph takes the outer values it reads as inputs after its own (``Site.subgraph``), so each op
+passes them on. A Loop becomes a While whose state is (iteration, trip limit, condition, the loop's
+values, the outer values the body reads); its per-iteration scan outputs are not supported.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model_ir import ModelIR, OpNode, OperandInfo
+from .emit import Emit
+from .site import Site
+
+
+def translate_if(site: Site) -> list[OpNode]:
+    branches = [site.subgraph("then_branch"), site.subgraph("else_branch")]
+    for branch in branches:
+        if len(branch.outputs) != len(site.outputs):
+            raise site.error(f"a branch gives {len(branch.outputs)} value(s), the node {len(site.outputs)}")
+    params = {"selector": "pred", "branches": branches, "branch_input_counts": [len(b.inputs) for b in branches]}
+    return [site.op("If", [site.input(0), *branches[0].inputs, *branches[1].inputs], site.outputs, params)]
+
+
+def translate_scan(site: Site) -> list[OpNode]:
+    if site.opset < 9:
+        raise site.error("Scan before opset 9 (batched, with sequence_lens) is not supported")
+    body = site.graph("body")
+    sequences = site.int_("num_scan_inputs")
+    states = len(site.inputs) - sequences
+    outputs = len(body.output) - states
+    if states < 0 or outputs < 0 or len(body.input) != len(site.inputs):
+        raise site.error(f"num_scan_inputs={sequences} does not fit {len(site.inputs)} inputs and a body of "
+                         f"{len(body.input)} inputs, {len(body.output)} outputs")
+    lowered = site.subgraph("body")
+    extras = lowered.inputs[len(body.input):]
+    params = {
+        "body": lowered, "state_count": states, "sequence_count": sequences,
+        "input_axes": site.ints("scan_input_axes", [0] * sequences),
+        "input_reverse": site.ints("scan_input_directions", [0] * sequences),
+        "output_axes": site.ints("scan_output_axes", [0] * outputs),
+        "output_reverse": site.ints("scan_output_directions", [0] * outputs),
+    }
+    return [site.op("Scan", [*site.inputs, *extras], site.outputs, params)]
+
+
+def _elementwise(name: str, function: str, inputs: list[str], dtypes: list[str], dtype: str, **extra) -> OpNode:
+    params = {"function": function, "operand_dtypes": dtypes, "dtype": dtype, **extra}
+    return OpNode("Elementwise", name, inputs, [name], params)
+
+
+def translate_loop(site: Site) -> list[OpNode]:
+    body = site.graph("body")
+    carried = len(body.input) - 2
+    if carried < 0 or len(body.output) != carried + 1:
+        extra = len(body.output) - 1 - carried
+        raise site.error(f"the body gives {extra} scan output(s) per iteration, which kuiper does not support"
+                         if extra > 0 else "the body must take (iteration, condition, values...)")
+    lowered = site.subgraph("body")
+    extras = lowered.inputs[len(body.input):]
+    emit = Emit(site)
+    limit = site.input(0) if site.has_input(0) else emit.const(np.iinfo(np.int64).max, "int64")
+    condition = site.input(1) if site.has_input(1) else emit.const(True, "bool")
+    state = [emit.const(0, "int64"), limit, condition, *site.inputs[2:], *extras]
+    dtypes = [emit.dtype(name) for name in state]
+    operands = {f"s{i}": OperandInfo(f"s{i}", None, dtype) for i, dtype in enumerate(dtypes)}
+
+    # condition(state): condition and iteration < limit
+    below = _elementwise("below", "compare", ["s0", "s1"], ["int64", dtypes[1]], "bool", direction="lt")
+    keep = _elementwise("keep", "and", ["below", "s2"], ["bool", dtypes[2]], "bool")
+    check = ModelIR([below, keep], {**operands, "below": OperandInfo("below", None, "bool"),
+                                    "keep": OperandInfo("keep", None, "bool")}, list(operands), ["keep"], site.source)
+
+    # body(state): the ONNX body on (iteration, condition, values, extras); the iteration counts up
+    iteration, condition_in = lowered.inputs[0], lowered.inputs[1]
+    names = [iteration, "limit", condition_in, *lowered.inputs[2:]]
+    one = OpNode("Constant", "one", [], ["one"], {}, {"data": np.asarray(1, dtype=np.int64)})
+    step = _elementwise("next_iteration", "add", [iteration, "one"], ["int64", "int64"], "int64")
+    passed = [OpNode("Identity", f"{name}/next", [name], [f"{name}/next"]) for name in ["limit", *extras]]
+    wrapper_operands = {**lowered.operands, "limit": OperandInfo("limit", None, dtypes[1]),
+                        "one": OperandInfo("one", (), "int64"), "next_iteration": OperandInfo("next_iteration", (), "int64"),
+                        **{node.outputs[0]: OperandInfo(node.outputs[0]) for node in passed}}
+    outputs = ["next_iteration", "limit/next", *lowered.outputs, *[f"{name}/next" for name in extras]]
+    wrapped = ModelIR([*lowered.ops, one, step, *passed], wrapper_operands, names, outputs, site.source)
+
+    results = [site.temporary("iteration", "int64"), site.temporary("limit", dtypes[1]),
+               site.temporary("condition", "bool"), *site.outputs,
+               *[site.temporary(f"extra{i}", dtype) for i, dtype in enumerate(dtypes[3 + carried:])]]
+    emit.op_many("While", state, results, {"condition": check, "body": wrapped})
+    return emit.ops
+
+
+TRANSLATORS = {"If": translate_if, "Scan": translate_scan, "Loop": translate_loop}
