@@ -8,6 +8,8 @@ size. A constant weight travels as the op's ``@weight`` (and ``@bias``), so the 
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..model_ir import OpNode
 from .emit import Emit
 from .site import Site
@@ -138,6 +140,23 @@ def translate_matmul(site: Site) -> list[OpNode]:
 
 
 def translate_gemm(site: Site) -> list[OpNode]:
+    alpha, beta = site.float_("alpha", 1.0), site.float_("beta", 1.0)
+    if site.is_known(1) and not site.int_("transA", 0) and (not site.has_input(2) or site.is_known(2)):
+        # A dense layer: the canonical Linear, its weight (out, in) and bias scaled and laid out once.
+        weight = site.constant(1, "B")
+        weight = (weight if site.int_("transB", 0) else weight.T) * np.asarray(alpha, weight.dtype)
+        attrs = {"weight": np.ascontiguousarray(weight)}
+        if site.has_input(2):
+            bias = site.constant(2, "C") * np.asarray(beta, weight.dtype)
+            out = weight.shape[0]
+            if bias.shape not in ((), (1,), (out,), (1, 1), (1, out)):  # C varies along rows: no bias vector
+                return _gemm_ops(site, alpha, beta)
+            attrs["bias"] = np.ascontiguousarray(np.broadcast_to(bias.reshape(-1), (weight.shape[0],)))
+        return [site.op("Linear", [site.input(0)], site.outputs, {"bias": "bias" in attrs}, attrs)]
+    return _gemm_ops(site, alpha, beta)
+
+
+def _gemm_ops(site: Site, alpha: float, beta: float) -> list[OpNode]:
     emit = Emit(site)
     dtype = site.dtype(0)
     a, b = site.input(0), site.input(1)
@@ -145,7 +164,6 @@ def translate_gemm(site: Site) -> list[OpNode]:
         a = emit.op("Transpose", [a], {"dims": [1, 0]}, dtype=dtype)
     if site.int_("transB", 0):
         b = emit.op("Transpose", [b], {"dims": [1, 0]}, dtype=dtype)
-    alpha, beta = site.float_("alpha", 1.0), site.float_("beta", 1.0)
     has_c = site.has_input(2)
     final = site.outputs[0]
     product = emit.op("MatMul", [a, b], dtype=dtype, out=None if has_c or alpha != 1.0 else final)

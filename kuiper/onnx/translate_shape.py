@@ -71,6 +71,8 @@ def translate_flatten(site: Site) -> list[OpNode]:
     elif axis == rank:
         whole = emit.op("Flatten", [site.input(0)], {"start_dim": 0, "end_dim": -1}, dtype=dtype)
         emit.op("Unsqueeze", [whole], {"dim": 1}, dtype=dtype, out=out)
+    elif axis == 1:  # (N, ...) -> (N, rest): one flatten, as exporters write a classifier's head
+        emit.op("Flatten", [site.input(0)], {"start_dim": 1, "end_dim": -1}, dtype=dtype, out=out)
     else:
         inner = emit.op("Flatten", [site.input(0)], {"start_dim": axis, "end_dim": -1}, dtype=dtype)
         emit.op("Flatten", [inner], {"start_dim": 0, "end_dim": axis - 1}, dtype=dtype, out=out)
