@@ -129,6 +129,28 @@ def translate_pool(site: Site) -> list[OpNode]:
     return emit.ops
 
 
+def translate_lp_pool(site: Site) -> list[OpNode]:
+    """(sum over the window of |x|^p)^(1/p): an average pool that counts padding, times the window's size."""
+    spatial = site.rank(0) - 2
+    kernel = site.ints("kernel_shape")
+    strides, dilations, pads = _window(site, spatial, kernel)
+    if site.int_("ceil_mode", 0) or any(d != 1 for d in dilations):
+        raise site.error("ceil_mode and dilations are not supported for LpPool")
+    p = float(site.int_("p", 2))
+    emit = Emit(site)
+    dtype = site.dtype(0)
+    powered = emit.fn("power", [emit.fn("abs", [site.input(0)]), emit.const(p, dtype)])
+    if any(before != after or 2 * before > k for (before, after), k in zip(pads, kernel)):
+        powered = emit.op("Pad", [powered], {"low": [0, 0, *(q[0] for q in pads)],
+                                             "high": [0, 0, *(q[1] for q in pads)], "value": 0.0}, dtype=dtype)
+        pads = [[0, 0] for _ in pads]
+    params = {"kernel_size": kernel, "stride": strides, "padding": [q[0] for q in pads], "count_include_pad": True}
+    mean = emit.op(f"AvgPool{spatial}d", [powered], params, dtype=dtype)
+    total = emit.fn("multiply", [mean, emit.const(float(np.prod(kernel)), dtype)])
+    emit.fn("power", [total, emit.const(1.0 / p, dtype)], out=site.outputs[0])
+    return emit.ops
+
+
 def translate_global_pool(site: Site) -> list[OpNode]:
     spatial = site.rank(0) - 2
     kind = "Max" if site.op_type == "GlobalMaxPool" else "Avg"
@@ -179,6 +201,6 @@ def _gemm_ops(site: Site, alpha: float, beta: float) -> list[OpNode]:
 
 TRANSLATORS = {
     "Conv": translate_conv, "ConvTranspose": translate_conv_transpose, "MaxPool": translate_pool,
-    "AveragePool": translate_pool, "GlobalAveragePool": translate_global_pool, "GlobalMaxPool": translate_global_pool,
+    "AveragePool": translate_pool, "LpPool": translate_lp_pool, "GlobalAveragePool": translate_global_pool, "GlobalMaxPool": translate_global_pool,
     "MatMul": translate_matmul, "Gemm": translate_gemm,
 }

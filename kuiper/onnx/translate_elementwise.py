@@ -8,6 +8,8 @@ sign, C's ``fmod``) and a correction.
 
 from __future__ import annotations
 
+import ml_dtypes
+
 from ..model_ir import OpNode
 from .emit import Emit
 from .site import Site
@@ -135,9 +137,22 @@ def translate_is_inf(site: Site) -> list[OpNode]:
     return emit.ops
 
 
+_NARROW_FLOATS = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn")
+_NARROW_INTEGERS = ("int4", "uint4", "int2", "uint2")
+
+
 def translate_cast(site: Site) -> list[OpNode]:
+    """Casts to float8/float4 saturate to the target's finite range (``saturate=1``, the default); casts of
+    floats to 4- and 2-bit integers truncate to an integer and keep its low bits, as ONNX's tests do."""
     emit = Emit(site)
-    emit.convert(site.input(0), site.out_dtype(0), out=site.outputs[0])
+    value, source, target = site.input(0), site.dtype(0), site.out_dtype(0)
+    floating = source.startswith(("float", "bfloat"))
+    if floating and target in _NARROW_FLOATS and site.int_("saturate", 1):
+        info = ml_dtypes.finfo(target)
+        value = emit.fn("clamp", [emit.const(float(info.min), source), value, emit.const(float(info.max), source)])
+    elif floating and target in _NARROW_INTEGERS:
+        value = emit.convert(value, "int32")  # the integer part first; the narrow type then wraps it
+    emit.convert(value, target, out=site.outputs[0])
     return emit.ops
 
 

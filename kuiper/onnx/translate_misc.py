@@ -3,9 +3,12 @@ CumulativeScan, TopKDim and Einsum."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..model_ir import OpNode
 from .emit import Emit
 from .site import Site
+from .tensors import dtype_name
 
 PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
 
@@ -52,8 +55,6 @@ def translate_trilu(site: Site) -> list[OpNode]:
 def translate_cumulative(site: Site) -> list[OpNode]:
     rank = site.rank(0)
     axis = site.constant_ints(1, "axis")[0] % rank
-    if site.int_("exclusive", 0):
-        raise site.error("exclusive=1 is not supported")
     reduction = "sum" if site.op_type == "CumSum" else "prod"
     emit = Emit(site)
     dtype = site.dtype(0)
@@ -63,6 +64,11 @@ def translate_cumulative(site: Site) -> list[OpNode]:
     reverse = site.int_("reverse", 0)
     if reverse:
         value = emit.op("Reverse", [value], {"dims": [axis]}, dtype=dtype)
+    if site.int_("exclusive", 0):  # step i sums the steps before it: shift by one, the identity first
+        low, high = [0] * rank, [0] * rank
+        low[axis], high[axis] = 1, -1
+        identity = 0.0 if reduction == "sum" else 1.0
+        value = emit.op("Pad", [value], {"low": low, "high": high, "value": identity}, dtype=dtype)
     value = emit.op("CumulativeScan", [value], {"dim": axis, "reduction": reduction}, dtype=wide)
     if reverse:
         value = emit.op("Reverse", [value], {"dims": [axis]}, dtype=wide)
@@ -82,7 +88,45 @@ def translate_einsum(site: Site) -> list[OpNode]:
                     {"equation": site.string("equation")})]
 
 
+def translate_eye_like(site: Site) -> list[OpNode]:
+    shape = site.static_shape(0)
+    if len(shape) != 2:
+        raise site.error(f"needs a matrix, found shape {list(shape)}")
+    code = site.int_("dtype", 0)
+    dtype = dtype_name(code, site.where()) if code else site.dtype(0)
+    emit = Emit(site)
+    row = emit.op("Iota", [], {"shape": list(shape), "dim": 0, "dtype": "int64"}, dtype="int64")
+    column = emit.op("Iota", [], {"shape": list(shape), "dim": 1, "dtype": "int64"}, dtype="int64")
+    diagonal = emit.compare("eq", emit.fn("subtract", [column, row]), emit.const(site.int_("k", 0), "int64"))
+    emit.convert(diagonal, dtype, out=site.outputs[0])
+    return emit.ops
+
+
+def translate_gather_nd(site: Site) -> list[OpNode]:
+    """data[indices[..., :]]: the canonical gather with the index vector in the last dim (batch_dims=0)."""
+    if site.int_("batch_dims", 0):
+        raise site.error("batch_dims other than 0 is not supported")
+    shape = site.static_shape(0)
+    index_shape = site.static_shape(1)
+    depth = index_shape[-1]
+    if depth > len(shape):
+        raise site.error(f"index vectors of length {depth} for data of rank {len(shape)}")
+    emit = Emit(site)
+    indices = site.input(1)
+    index_dtype = site.dtype(1)
+    sizes = emit.const(np.asarray(shape[:depth]), index_dtype)
+    negative = emit.compare("lt", indices, emit.const(0, index_dtype))
+    indices = emit.fn("select", [negative, emit.fn("add", [indices, sizes]), indices])
+    batch = len(index_shape) - 1
+    params = {"offset_dims": list(range(batch, batch + len(shape) - depth)), "collapsed_slice_dims": list(range(depth)),
+              "start_index_map": list(range(depth)), "index_vector_dim": batch,
+              "slice_sizes": [1] * depth + list(shape[depth:])}
+    emit.op("Gather", [site.input(0), indices], params, dtype=site.dtype(0), out=site.outputs[0])
+    return emit.ops
+
+
 TRANSLATORS = {
+    "EyeLike": translate_eye_like, "GatherND": translate_gather_nd,
     "Pad": translate_pad, "Trilu": translate_trilu, "CumSum": translate_cumulative,
     "CumProd": translate_cumulative, "TopK": translate_top_k, "Einsum": translate_einsum,
 }
