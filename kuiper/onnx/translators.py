@@ -15,6 +15,7 @@ from . import (
     translate_math,
     translate_misc,
     translate_norm,
+    translate_recurrent,
     translate_reduce,
     translate_resize,
     translate_shape,
@@ -33,6 +34,7 @@ TRANSLATORS: dict = {
     **translate_misc.TRANSLATORS,
     **translate_math.TRANSLATORS,
     **translate_resize.TRANSLATORS,
+    **translate_recurrent.TRANSLATORS,
 }
 
 _STRINGS = "it computes on strings; kuiper's tensors hold numbers"
