@@ -18,6 +18,7 @@ from . import (
     translate_recurrent,
     translate_reduce,
     translate_resize,
+    translate_scatter,
     translate_shape,
 )
 from .site import Site
@@ -35,6 +36,7 @@ TRANSLATORS: dict = {
     **translate_math.TRANSLATORS,
     **translate_resize.TRANSLATORS,
     **translate_recurrent.TRANSLATORS,
+    **translate_scatter.TRANSLATORS,
 }
 
 _STRINGS = "it computes on strings; kuiper's tensors hold numbers"
