@@ -127,7 +127,7 @@ def lower_graph(graph, opsets: dict[str, int], source: str, folder: Path | None,
         used_names.add(name)
         domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
         site = Site(node, name, index, opsets.get(domain, 0), values, source, lower_subgraph)
-        if any(output and values.shape(output) is None for output in node.output):
+        if any(output and _partly_known(values.shape(output)) for output in node.output):
             _infer_node(site, opsets)
         translated = TRANSLATORS[translator_key(node.domain, node.op_type)](site)
         for output in node.output:
@@ -164,6 +164,10 @@ def captured_names(graph) -> list[str]:
     return captured
 
 
+def _partly_known(shape) -> bool:
+    return shape is None or None in shape
+
+
 def _infer_node(site: Site, opsets: dict[str, int]) -> None:
     """Shapes of ``site``'s outputs that the model-wide inference left unknown, from ONNX's inference of this
     one node given what kuiper knows of its inputs: their shapes, and their values where known at load time."""
@@ -192,10 +196,14 @@ def _infer_node(site: Site, opsets: dict[str, int]) -> None:
     except Exception:  # ONNX cannot infer this node: its translator asks for what it needs
         return
     for name, type_proto in inferred_types.items():
-        if values.shape(name) is None:
-            info = _tensor_info(onnx.helper.make_value_info(name, type_proto), site.where())
-            if info is not None and info.shape is not None:
-                values.declare(info)
+        info = _tensor_info(onnx.helper.make_value_info(name, type_proto), site.where())
+        known = values.shape(name)
+        if info is not None and info.shape is not None and (known is None or len(known) == len(info.shape)):
+            if known is not None:  # keep what was known, add what this inference found
+                info.shape = tuple(k if k is not None else d for k, d in zip(known, info.shape))
+            if info.dtype is None and name in values.infos:
+                info.dtype = values.infos[name].dtype
+            values.declare(info)
 
 
 def _check_op_types(graph, opsets: dict[str, int], source: str) -> None:

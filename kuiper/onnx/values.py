@@ -39,6 +39,8 @@ class Values:
         self.known: dict[str, np.ndarray] = {}
         # The op computing each value that depends on known values only.
         self.static_ops: dict[str, OpNode] = {}
+        # The inputs of the op computing every other value (to find the graph inputs a value comes from).
+        self.sources: dict[str, list[str]] = {}
 
     # -- facts --------------------------------------------------------------------
     def declare(self, info: OperandInfo) -> None:
@@ -71,6 +73,8 @@ class Values:
     def record(self, ops: list[OpNode]) -> None:
         """Note which outputs of freshly translated ops depend on known values only."""
         for node in ops:
+            for output in node.outputs:
+                self.sources[output] = list(node.inputs)
             if node.type in _NOT_CONSTANT:
                 continue
             if node.type == "Constant" or all(name in self.static_ops for name in node.inputs):
@@ -87,8 +91,29 @@ class Values:
             raise KnownInputError(
                 f"{site.where()}: its {what} comes from the graph input '{name}'; kuiper needs it when the model "
                 f"is loaded (make it an initializer, or pass known_inputs={{'{name}': value}})", name)
+        origin = self._unknown_origin(name)
+        if origin is not None:
+            raise KnownInputError(
+                f"{site.where()}: its {what} ('{name}') is computed from the graph input '{origin}'; kuiper needs it "
+                f"when the model is loaded (pass known_inputs={{'{origin}': value}})", origin)
         raise site.error(f"its {what} ('{name}') is computed from the graph's inputs; kuiper needs it when the "
                          "model is loaded")
+
+    def _unknown_origin(self, name: str) -> str | None:
+        """A graph input of integer type (shape-like) that ``name`` is computed from, if there is one."""
+        stack, seen = [name], set()
+        while stack:
+            value = stack.pop()
+            if value in seen or value in self.static_ops or value in self.known:
+                continue
+            seen.add(value)
+            if value in self.graph_inputs:
+                dtype = self.infos.get(value) and self.infos[value].dtype
+                if dtype is not None and dtype.startswith(("int", "uint")):
+                    return value
+                continue
+            stack.extend(self.sources.get(value, []))
+        return None
 
     def _evaluate(self, name: str, site) -> np.ndarray:
         """Run the known ops that compute ``name`` (kuiper's own ops, on the NumPy backend)."""

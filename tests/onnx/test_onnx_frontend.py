@@ -156,3 +156,17 @@ def test_the_backend_runs_a_model_with_a_shape_input_fed_at_run_time():
     for target in ([3, 2], [1, 6]):
         (y,) = prepared.run([x, np.array(target)])
         np.testing.assert_array_equal(y, x.reshape(target))
+
+
+def test_a_shape_computed_from_a_graph_input_names_that_input():
+    nodes = [
+        helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(np.array([1, 0], dtype=np.int64))),
+        helper.make_node("Add", ["half", "one"], ["target"]),
+        helper.make_node("Reshape", ["x", "target"], ["y"], name="reshape"),
+    ]
+    model = _model(nodes, [_tensor("x", [2, 3]), _tensor("half", [2], TensorProto.INT64)], [_tensor("y", [3, 2])])
+    with pytest.raises(OperatorParamError, match="computed from the graph input 'half'.*known_inputs"):
+        kuiper.load(model)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    built = kuiper.load(model, known_inputs={"half": np.array([2, 2])})
+    np.testing.assert_array_equal(built(x, to_numpy=True), x.reshape(3, 2))
