@@ -1,8 +1,8 @@
-"""ONNX's inverse and hyperbolic trigonometric functions, Hardmax, OneHot, LpNormalization, BitCast and
-(De)QuantizeLinear -> chains of the canonical Elementwise op (and Normalize, ArgExtremum, Iota, BitcastConvert).
+"""ONNX's inverse and hyperbolic trigonometric functions, Hardmax, OneHot, LpNormalization and BitCast ->
+chains of the canonical Elementwise op (and Normalize, ArgExtremum, Iota, BitcastConvert).
 
 The trigonometric functions the op set lacks are their textbook identities in the functions it has
-(``asin(x) = atan2(x, sqrt(1 - x^2))``); quantization is ONNX's formula, saturating and rounding half to even.
+(``asin(x) = atan2(x, sqrt(1 - x^2))``).
 """
 
 from __future__ import annotations
@@ -99,51 +99,8 @@ def translate_bitcast(site: Site) -> list[OpNode]:
     return [site.op("BitcastConvert", [site.input(0)], site.outputs, {"dtype": site.out_dtype(0)})]
 
 
-def _per_axis(emit: Emit, site: Site, name: str, rank: int) -> str:
-    """A scale or zero point of one value, or one per slice along ``axis`` shaped to broadcast."""
-    shape = site.values.shape(name)
-    if shape is None or len(shape) == 0 or (len(shape) == 1 and shape[0] == 1):
-        return name
-    if len(shape) != 1 or site.attribute("block_size") is not None and site.int_("block_size") > 0:
-        raise site.error("blocked quantization (a scale per block) is not supported")
-    axis = site.int_("axis", 1) % rank
-    target = [1] * rank
-    target[axis] = -1
-    return emit.op("Reshape", [name], {"shape": target}, dtype=emit.dtype(name))
-
-
-def translate_dequantize(site: Site) -> list[OpNode]:
-    """y = (x - zero_point) * scale, computed in the scale's type."""
-    emit = Emit(site)
-    rank = site.rank(0)
-    dtype = site.out_dtype(0)
-    x = emit.convert(site.input(0), dtype)
-    if site.has_input(2):
-        x = emit.fn("subtract", [x, emit.convert(_per_axis(emit, site, site.input(2), rank), dtype)])
-    emit.fn("multiply", [x, emit.convert(_per_axis(emit, site, site.input(1), rank), dtype)], out=site.outputs[0])
-    return emit.ops
-
-
-def translate_quantize(site: Site) -> list[OpNode]:
-    """y = saturate(round_half_even(x / scale) + zero_point) in the output's integer type."""
-    emit = Emit(site)
-    rank = site.rank(0)
-    target = site.out_dtype(0)
-    if not target.startswith(("int", "uint")) or target in ("int4", "uint4", "int2", "uint2"):
-        raise site.error(f"quantizing to {target} is not supported (8- and 16-bit integers are)")
-    work = site.dtype(1)
-    x = emit.convert(site.input(0), work)
-    scaled = emit.fn("round_half_even", [emit.fn("divide", [x, _per_axis(emit, site, site.input(1), rank)])])
-    if site.has_input(2):
-        scaled = emit.fn("add", [scaled, emit.convert(_per_axis(emit, site, site.input(2), rank), work)])
-    info = np.iinfo(target)
-    clamped = emit.fn("clamp", [emit.const(info.min, work), scaled, emit.const(info.max, work)])
-    emit.convert(clamped, target, out=site.outputs[0])
-    return emit.ops
-
-
 TRANSLATORS = {
     **{op_type: translate_trigonometric for op_type in TRIGONOMETRIC},
     "Hardmax": translate_hardmax, "OneHot": translate_one_hot, "LpNormalization": translate_lp_normalization,
-    "BitCast": translate_bitcast, "DequantizeLinear": translate_dequantize, "QuantizeLinear": translate_quantize,
+    "BitCast": translate_bitcast,
 }

@@ -15,6 +15,7 @@ from . import (
     translate_math,
     translate_misc,
     translate_norm,
+    translate_quantized,
     translate_recurrent,
     translate_reduce,
     translate_resize,
@@ -36,6 +37,7 @@ TRANSLATORS: dict = {
     **translate_math.TRANSLATORS,
     **translate_resize.TRANSLATORS,
     **translate_recurrent.TRANSLATORS,
+    **translate_quantized.TRANSLATORS,
     **translate_scatter.TRANSLATORS,
 }
 
