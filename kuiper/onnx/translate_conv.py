@@ -62,38 +62,43 @@ def translate_conv(site: Site) -> list[OpNode]:
 
 
 def translate_conv_transpose(site: Site) -> list[OpNode]:
+    """The canonical ConvTranspose{n}d; pads it cannot take (unequal, or negative: ONNX's output_shape asks
+    for a larger output) become a Pad of its unpadded output, which crops where the amount is positive."""
     spatial = site.rank(0) - 2
     weight_shape = site.static_shape(1)
     kernel = site.ints("kernel_shape", list(weight_shape[2:]))
     strides = site.ints("strides", [1] * spatial)
     dilations = site.ints("dilations", [1] * spatial)
-    groups = site.int_("group", 1)
     sizes = site.static_shape(0)[2:]
     output_padding = site.ints("output_padding", [0] * spatial)
     auto_pad = site.string("auto_pad", "NOTSET")
     if site.attribute("output_shape") is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        targets = site.ints("output_shape", None) or [size * s for size, s in zip(sizes, strides)]
-        targets = targets[-spatial:]
+        targets = (site.ints("output_shape", None) or [size * s for size, s in zip(sizes, strides)])[-spatial:]
         pads = []
         for size, k, s, d, extra, target in zip(sizes, kernel, strides, dilations, output_padding, targets):
             total = s * (size - 1) + extra + (k - 1) * d + 1 - target
-            first = total // 2 if auto_pad != "SAME_UPPER" and site.attribute("output_shape") is None else total // 2
-            if auto_pad == "SAME_UPPER":
-                first = total // 2
-            elif auto_pad == "SAME_LOWER":
-                first = total - total // 2
+            first = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
             pads.append((first, total - first))
+    elif auto_pad == "VALID":
+        pads = [(0, 0)] * spatial
     else:
-        flat = site.ints("pads", [0] * (2 * spatial)) if auto_pad != "VALID" else [0] * (2 * spatial)
+        flat = site.ints("pads", [0] * (2 * spatial))
         pads = [(flat[i], flat[i + spatial]) for i in range(spatial)]
-    if any(before != after for before, after in pads):
-        raise site.error(f"unequal pads {pads} for a transposed convolution are not supported")
-    params = {"stride": strides, "dilation": dilations, "groups": groups, "padding": [p[0] for p in pads],
-              "output_padding": output_padding}
+    even = all(before == after >= 0 for before, after in pads)
+    params = {"stride": strides, "dilation": dilations, "groups": site.int_("group", 1),
+              "padding": [before if even else 0 for before, _ in pads], "output_padding": output_padding}
     attrs = {"weight": site.constant(1, "weight")}
     if site.has_input(2):
         attrs["bias"] = site.constant(2, "bias")
-    return [site.op(f"ConvTranspose{spatial}d", [site.input(0)], site.outputs, params, attrs)]
+    emit = Emit(site)
+    dtype = site.dtype(0)
+    output = emit.op(f"ConvTranspose{spatial}d", [site.input(0)], params, dtype=dtype, attrs=attrs,
+                     out=site.outputs[0] if even else None)
+    if not even:
+        emit.op("Pad", [output], {"low": [0, 0, *(-before for before, _ in pads)],
+                                  "high": [0, 0, *(-after for _, after in pads)], "value": 0.0},
+                dtype=dtype, out=site.outputs[0])
+    return emit.ops
 
 
 def translate_pool(site: Site) -> list[OpNode]:

@@ -3,9 +3,10 @@
 ONNX stores an LSTM's gates as (input, output, forget, cell) and a GRU's as (update, reset, hidden);
 the canonical op takes PyTorch's (input, forget, cell, output) and (reset, update, new), so the
 constant weights are reordered once at load. ONNX's output Y is (sequence, directions, batch, hidden);
-the canonical op's (sequence, batch, directions * hidden), so a reshape and a transpose follow.
+the canonical op's (sequence, batch, directions * hidden), so a reshape and a transpose follow. The
+reverse direction alone is the forward cell on the time-reversed sequence.
 What PyTorch's cells cannot express is refused by name: other activations, clipping, peepholes,
-coupled input-forget gates, sequence lengths, the reverse direction alone, and a GRU that applies
+coupled input-forget gates, sequence lengths, and a GRU that applies
 its reset gate before the linear map (linear_before_reset=0, ONNX's default).
 """
 
@@ -31,8 +32,8 @@ def translate_recurrent(site: Site) -> list[OpNode]:
     kind = site.op_type
     hidden = site.int_("hidden_size")
     direction = site.string("direction", "forward")
-    if direction not in ("forward", "bidirectional"):
-        raise site.error(f"direction={direction!r} is not supported (forward and bidirectional are)")
+    if direction not in ("forward", "reverse", "bidirectional"):
+        raise site.error(f"direction={direction!r} is not forward, reverse or bidirectional")
     activations = site.attribute("activations")
     nonlinearity = "tanh"
     if activations is not None:
@@ -80,6 +81,9 @@ def translate_recurrent(site: Site) -> list[OpNode]:
             inputs = [inputs[0], *(emit.op("Transpose", [s], {"dims": [1, 0, 2]}, dtype=dtype) for s in inputs[1:])]
     else:
         inputs = [site.input(0)]
+    time_axis = 1 if batch_first else 0
+    if direction == "reverse":  # the forward cell on the time-reversed sequence; its outputs reversed back
+        inputs[0] = emit.op("Reverse", [inputs[0]], {"dims": [time_axis]}, dtype=dtype)
     sequence = emit.site.temporary("sequence", dtype)
     results = [sequence] + [
         (site.outputs[i] if site.has_output(i) and not batch_first else site.temporary(f"state{i}", dtype))
@@ -90,6 +94,8 @@ def translate_recurrent(site: Site) -> list[OpNode]:
         steps_axis, batch_axis = (1, 0) if batch_first else (0, 1)
         split = [0, 0, directions, hidden]
         split[steps_axis], split[batch_axis] = -1, batch
+        if direction == "reverse":
+            sequence = emit.op("Reverse", [sequence], {"dims": [time_axis]}, dtype=dtype)
         apart = emit.op("Reshape", [sequence], {"shape": split}, dtype=dtype)
         order = [0, 2, 1, 3] if not batch_first else [0, 1, 2, 3]  # (L, N, D, H) -> (L, D, N, H); (N, L, D, H) stays
         emit.op("Transpose", [apart], {"dims": order}, dtype=dtype, out=site.outputs[0])
