@@ -18,6 +18,9 @@ from ..model_ir import OpNode
 from .site import Site
 
 COMPARE_DTYPE = "bool"
+# Storage-only float types (ml_dtypes): their arithmetic runs in float32 and rounds back, as ONNX's reference does.
+NARROW_FLOATS = ("bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
+_NOT_ARITHMETIC = ("convert", "select", "compare")
 
 
 class Emit:
@@ -54,6 +57,10 @@ class Emit:
         operand_dtypes = [self.dtype(name) for name in inputs]
         if dtype is None:
             dtype = COMPARE_DTYPE if function == "compare" else operand_dtypes[-1 if function == "select" else 0]
+        if function not in _NOT_ARITHMETIC and dtype in NARROW_FLOATS:
+            wide = [self.convert(name, "float32") if t in NARROW_FLOATS else name
+                    for name, t in zip(inputs, operand_dtypes)]
+            return self.convert(self.fn(function, wide, "float32", **params), dtype, out=out)
         params = {"function": function, "operand_dtypes": operand_dtypes, "dtype": dtype, **params}
         return self.op("Elementwise", inputs, params, dtype=dtype, out=out)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model_ir import OpNode
-from .emit import Emit
+from .emit import NARROW_FLOATS, Emit
 from .site import Site
 
 
@@ -163,7 +163,14 @@ def translate_global_pool(site: Site) -> list[OpNode]:
 
 
 def translate_matmul(site: Site) -> list[OpNode]:
-    return [site.op("MatMul", [site.input(0), site.input(1)], site.outputs)]
+    """MatMul; of bfloat16 or float8 operands, computed in float32 and rounded back, as ONNX types it."""
+    dtype = site.dtype(0)
+    if dtype not in NARROW_FLOATS:  # ml_dtypes' bfloat16 and float8 matmul gives float32
+        return [site.op("MatMul", [site.input(0), site.input(1)], site.outputs)]
+    emit = Emit(site)
+    wide = [emit.convert(site.input(i), "float32") for i in (0, 1)]
+    emit.convert(emit.op("MatMul", wide, dtype="float32"), dtype, out=site.outputs[0])
+    return emit.ops
 
 
 def translate_gemm(site: Site) -> list[OpNode]:

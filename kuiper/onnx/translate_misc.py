@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model_ir import OpNode
-from .emit import Emit
+from .emit import NARROW_FLOATS, Emit
 from .site import Site
 from .tensors import dtype_name
 
@@ -84,8 +84,15 @@ def translate_top_k(site: Site) -> list[OpNode]:
 
 
 def translate_einsum(site: Site) -> list[OpNode]:
-    return [site.op("Einsum", [name for name in site.inputs if name], site.outputs,
-                    {"equation": site.string("equation")})]
+    operands = [name for name in site.inputs if name]
+    params = {"equation": site.string("equation")}
+    dtype = site.dtype(0)
+    if dtype not in NARROW_FLOATS:
+        return [site.op("Einsum", operands, site.outputs, params)]
+    emit = Emit(site)  # bfloat16 and float8: in float32, rounded back
+    wide = [emit.convert(name, "float32") for name in operands]
+    emit.convert(emit.op("Einsum", wide, params, dtype="float32"), dtype, out=site.outputs[0])
+    return emit.ops
 
 
 def translate_eye_like(site: Site) -> list[OpNode]:
