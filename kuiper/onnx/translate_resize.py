@@ -1,4 +1,4 @@
-"""ONNX Resize/Upsample and GridSample -> the canonical Interpolate and GridSample ops.
+"""ONNX Resize/Upsample, GridSample and AffineGrid -> the canonical Interpolate, GridSample and AffineGrid ops.
 
 The canonical ops follow PyTorch's sampling rules, which are some of ONNX's: Resize translates the
 combinations that coincide and refuses the others by name.
@@ -95,4 +95,10 @@ def translate_grid_sample(site: Site) -> list[OpNode]:
     return [site.op("GridSample", [site.input(0), site.input(1)], site.outputs, params)]
 
 
-TRANSLATORS = {"Resize": translate_resize, "Upsample": translate_resize, "GridSample": translate_grid_sample}
+def translate_affine_grid(site: Site) -> list[OpNode]:
+    params = {"size": site.constant_ints(1, "size"), "align_corners": bool(site.int_("align_corners", 0))}
+    return [site.op("AffineGrid", [site.input(0)], site.outputs, params)]
+
+
+TRANSLATORS = {"Resize": translate_resize, "Upsample": translate_resize, "GridSample": translate_grid_sample,
+               "AffineGrid": translate_affine_grid}

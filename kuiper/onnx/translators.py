@@ -21,6 +21,7 @@ from . import (
     translate_resize,
     translate_scatter,
     translate_shape,
+    translate_spectral,
 )
 from .site import Site
 
@@ -39,6 +40,7 @@ TRANSLATORS: dict = {
     **translate_recurrent.TRANSLATORS,
     **translate_quantized.TRANSLATORS,
     **translate_scatter.TRANSLATORS,
+    **translate_spectral.TRANSLATORS,
 }
 
 _STRINGS = "it computes on strings; kuiper's tensors hold numbers"
