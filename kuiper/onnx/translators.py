@@ -20,6 +20,7 @@ from . import (
     translate_reduce,
     translate_resize,
     translate_scatter,
+    translate_selection,
     translate_shape,
     translate_spectral,
 )
@@ -41,6 +42,7 @@ TRANSLATORS: dict = {
     **translate_quantized.TRANSLATORS,
     **translate_scatter.TRANSLATORS,
     **translate_spectral.TRANSLATORS,
+    **translate_selection.TRANSLATORS,
 }
 
 _STRINGS = "it computes on strings; kuiper's tensors hold numbers"
