@@ -85,14 +85,13 @@ def _body(onnx, node, opsets: dict, types: dict):
         return None
     body = onnx.FunctionProto()
     body.ParseFromString(serialized)
-    if any(attribute.type == onnx.AttributeProto.GRAPH for inner in body.node for attribute in inner.attribute):
-        return None  # bodies with sub-graphs would need their names rewritten too: left to a translation
     return body if body.node else None
 
 
 def _inline(onnx, node, body, prefix: str) -> list:
     """The body's nodes with the function's formal inputs and outputs renamed to the node's, the rest prefixed,
-    and attribute references resolved (the node's attribute, else the function's default, else none)."""
+    and attribute references resolved (the node's attribute, else the function's default, else none). Names in
+    the body's sub-graphs (a Scan's or If's) are renamed alike, so they still meet the values they read."""
     names = {formal: (node.input[i] if i < len(node.input) else "") for i, formal in enumerate(body.input)}
     names.update({formal: node.output[i] for i, formal in enumerate(body.output)
                   if i < len(node.output) and node.output[i]})
@@ -102,8 +101,17 @@ def _inline(onnx, node, body, prefix: str) -> list:
     def rename(name: str) -> str:
         return names.get(name, prefix + name if name else "")
 
-    nodes = []
-    for inner in body.node:
+    def rewrite_graph(graph) -> None:
+        for values in (graph.input, graph.output, graph.value_info):
+            for value in values:
+                value.name = rename(value.name)
+        for tensor in graph.initializer:
+            tensor.name = rename(tensor.name)
+        rewritten = [rewrite(inner) for inner in graph.node]
+        del graph.node[:]
+        graph.node.extend(rewritten)
+
+    def rewrite(inner):
         copy = onnx.NodeProto()
         copy.CopyFrom(inner)
         copy.name = prefix + (inner.name or inner.op_type)
@@ -119,10 +127,17 @@ def _inline(onnx, node, body, prefix: str) -> list:
                 resolved.CopyFrom(source)
                 resolved.name = attribute.name
                 copy.attribute.append(resolved)
-            else:
-                copy.attribute.append(attribute)
-        nodes.append(copy)
-    return nodes
+                continue
+            resolved = onnx.AttributeProto()
+            resolved.CopyFrom(attribute)
+            if resolved.HasField("g"):
+                rewrite_graph(resolved.g)
+            for graph in resolved.graphs:
+                rewrite_graph(graph)
+            copy.attribute.append(resolved)
+        return copy
+
+    return [rewrite(inner) for inner in body.node]
 
 
 def _import_opsets(model, body) -> None:

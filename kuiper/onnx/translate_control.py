@@ -35,6 +35,7 @@ def translate_scan(site: Site) -> list[OpNode]:
                          f"{len(body.input)} inputs, {len(body.output)} outputs")
     lowered = site.subgraph("body")
     extras = lowered.inputs[len(body.input):]
+    _declare_scan_outputs(site, lowered, states, sequences, outputs)
     params = {
         "body": lowered, "state_count": states, "sequence_count": sequences,
         "input_axes": site.ints("scan_input_axes", [0] * sequences),
@@ -43,6 +44,28 @@ def translate_scan(site: Site) -> list[OpNode]:
         "output_reverse": site.ints("scan_output_directions", [0] * outputs),
     }
     return [site.op("Scan", [*site.inputs, *extras], site.outputs, params)]
+
+
+def _declare_scan_outputs(site: Site, lowered: ModelIR, states: int, sequences: int, outputs: int) -> None:
+    """What is known of the Scan's outputs: the states keep the body's shapes; a stacked output has the
+    body's per-step shape with the number of steps inserted at its axis."""
+    steps = None
+    axes = site.ints("scan_input_axes", [0] * sequences)
+    first = site.shape(states) if sequences else None
+    if first is not None and axes:
+        steps = first[axes[0] % len(first)]
+    output_axes = site.ints("scan_output_axes", [0] * outputs)
+    for position, name in enumerate(site.outputs):
+        if not name:
+            continue
+        body_info = lowered.operands.get(lowered.outputs[position])
+        if body_info is None or body_info.shape is None or body_info.dtype is None:
+            continue
+        shape = list(body_info.shape)
+        if position >= states:
+            axis = output_axes[position - states] % (len(shape) + 1)
+            shape.insert(axis, steps)
+        site.values.declare(OperandInfo(name, tuple(shape), body_info.dtype))
 
 
 def _elementwise(name: str, function: str, inputs: list[str], dtypes: list[str], dtype: str, **extra) -> OpNode:
