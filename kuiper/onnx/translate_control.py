@@ -2,7 +2,7 @@
 
 A sub-graph takes the outer values it reads as inputs after its own (``Site.subgraph``), so each op
 passes them on. A Loop becomes a While whose state is (iteration, trip limit, condition, the loop's
-values, the outer values the body reads); its per-iteration scan outputs are not supported.
+values, the outer values the body reads, a stack per scan output).
 """
 
 from __future__ import annotations
@@ -74,18 +74,26 @@ def _elementwise(name: str, function: str, inputs: list[str], dtypes: list[str],
 
 
 def translate_loop(site: Site) -> list[OpNode]:
+    """A While over (iteration, trip limit, condition, the loop's values, outer values read, and one growing
+    stack per scan output: each step appends its slice along a new first dim)."""
     body = site.graph("body")
     carried = len(body.input) - 2
-    if carried < 0 or len(body.output) != carried + 1:
-        extra = len(body.output) - 1 - carried
-        raise site.error(f"the body gives {extra} scan output(s) per iteration, which kuiper does not support"
-                         if extra > 0 else "the body must take (iteration, condition, values...)")
+    scanned = len(body.output) - 1 - carried
+    if carried < 0 or scanned < 0:
+        raise site.error("the body must take (iteration, condition, values...) and give (condition, values...)")
     lowered = site.subgraph("body")
     extras = lowered.inputs[len(body.input):]
     emit = Emit(site)
     limit = site.input(0) if site.has_input(0) else emit.const(np.iinfo(np.int64).max, "int64")
     condition = site.input(1) if site.has_input(1) else emit.const(True, "bool")
-    state = [emit.const(0, "int64"), limit, condition, *site.inputs[2:], *extras]
+    slices = lowered.outputs[1 + carried:]
+    empty = []
+    for name in slices:  # each stack starts with no slices: (0, *the slice's shape)
+        info = lowered.operands.get(name)
+        if info is None or info.shape is None or None in info.shape or info.dtype is None:
+            raise site.error(f"the scan output '{name}' has no static shape, which its stack needs")
+        empty.append(emit.const(np.zeros((0, *info.shape), dtype=info.dtype), info.dtype))
+    state = [emit.const(0, "int64"), limit, condition, *site.inputs[2:2 + carried], *extras, *empty]
     dtypes = [emit.dtype(name) for name in state]
     operands = {f"s{i}": OperandInfo(f"s{i}", None, dtype) for i, dtype in enumerate(dtypes)}
 
@@ -97,19 +105,28 @@ def translate_loop(site: Site) -> list[OpNode]:
 
     # body(state): the ONNX body on (iteration, condition, values, extras); the iteration counts up
     iteration, condition_in = lowered.inputs[0], lowered.inputs[1]
-    names = [iteration, "limit", condition_in, *lowered.inputs[2:]]
+    stacks = [f"stack{k}" for k in range(scanned)]
+    names = [iteration, "limit", condition_in, *lowered.inputs[2:], *stacks]
     one = OpNode("Constant", "one", [], ["one"], {}, {"data": np.asarray(1, dtype=np.int64)})
     step = _elementwise("next_iteration", "add", [iteration, "one"], ["int64", "int64"], "int64")
     passed = [OpNode("Identity", f"{name}/next", [name], [f"{name}/next"]) for name in ["limit", *extras]]
+    grown = []
+    for stack, piece in zip(stacks, slices):
+        grown += [OpNode("Unsqueeze", f"{stack}/slice", [piece], [f"{stack}/slice"], {"dim": 0}),
+                  OpNode("Concat", f"{stack}/next", [stack, f"{stack}/slice"], [f"{stack}/next"], {"dim": 0})]
+    made = [node.outputs[0] for node in (*passed, *grown)]
     wrapper_operands = {**lowered.operands, "limit": OperandInfo("limit", None, dtypes[1]),
                         "one": OperandInfo("one", (), "int64"), "next_iteration": OperandInfo("next_iteration", (), "int64"),
-                        **{node.outputs[0]: OperandInfo(node.outputs[0]) for node in passed}}
-    outputs = ["next_iteration", "limit/next", *lowered.outputs, *[f"{name}/next" for name in extras]]
-    wrapped = ModelIR([*lowered.ops, one, step, *passed], wrapper_operands, names, outputs, site.source)
+                        **{name: OperandInfo(name) for name in (*stacks, *made)}}
+    outputs = ["next_iteration", "limit/next", *lowered.outputs[:1 + carried], *[f"{name}/next" for name in extras],
+               *[f"{stack}/next" for stack in stacks]]
+    wrapped = ModelIR([*lowered.ops, one, step, *passed, *grown], wrapper_operands, names, outputs, site.source)
 
     results = [site.temporary("iteration", "int64"), site.temporary("limit", dtypes[1]),
-               site.temporary("condition", "bool"), *site.outputs,
-               *[site.temporary(f"extra{i}", dtype) for i, dtype in enumerate(dtypes[3 + carried:])]]
+               site.temporary("condition", "bool"), *site.outputs[:carried],
+               *[site.temporary(f"extra{i}", emit.dtype(name)) for i, name in enumerate(extras)],
+               *[site.outputs[carried + k] if site.has_output(carried + k) else site.temporary(f"stacked{k}", dtype)
+                 for k, dtype in enumerate(dtypes[len(dtypes) - scanned:])]]
     emit.op_many("While", state, results, {"condition": check, "body": wrapped})
     return emit.ops
 

@@ -170,3 +170,25 @@ def test_a_shape_computed_from_a_graph_input_names_that_input():
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     built = kuiper.load(model, known_inputs={"half": np.array([2, 2])})
     np.testing.assert_array_equal(built(x, to_numpy=True), x.reshape(3, 2))
+
+
+def test_a_loop_stacks_its_scan_outputs_and_carries_its_values():
+    """for i in range(3): total += x * i, and each step's x * i is stacked: against NumPy."""
+    body = helper.make_graph(
+        [helper.make_node("Cast", ["i"], ["i_float"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["x", "i_float"], ["scaled"]),
+         helper.make_node("Add", ["total_in", "scaled"], ["total_out"]),
+         helper.make_node("Identity", ["condition_in"], ["condition_out"]),
+         helper.make_node("Identity", ["scaled"], ["step"])],
+        "body",
+        [_tensor("i", [], TensorProto.INT64), _tensor("condition_in", [], TensorProto.BOOL), _tensor("total_in", [2])],
+        [_tensor("condition_out", [], TensorProto.BOOL), _tensor("total_out", [2]), _tensor("step", [2])])
+    loop = helper.make_node("Loop", ["trips", "", "start"], ["total", "steps"], body=body)
+    trips = numpy_helper.from_array(np.array(3, dtype=np.int64), "trips")
+    model = _model([loop], [_tensor("x", [2]), _tensor("start", [2])], [_tensor("total", [2]), _tensor("steps", [3, 2])],
+                   [trips])
+    x, start = np.array([1.5, -2.0], dtype=np.float32), np.array([10, 20], dtype=np.float32)
+    total, steps = kuiper.load(model)(x, start, to_numpy=True)
+    expected = np.stack([x * i for i in range(3)])
+    np.testing.assert_array_equal(steps, expected)
+    np.testing.assert_array_equal(total, start + expected.sum(axis=0))
