@@ -35,7 +35,8 @@ def expand_functions(model, translates: Callable[[str, str], bool], infer: Calla
             if body is None:
                 nodes.append(node)
                 continue
-            nodes.extend(_inline(onnx, node, body, f"{node.name or node.op_type}#{index}/"))
+            nodes.extend(_inline(onnx, node, body, f"{node.name or node.op_type}#{index}/",
+                                 _schema_defaults(onnx, node, opsets)))
             _import_opsets(model, body)
             changed = True
         if not changed:
@@ -88,15 +89,23 @@ def _body(onnx, node, opsets: dict, types: dict):
     return body if body.node else None
 
 
-def _inline(onnx, node, body, prefix: str) -> list:
+def _schema_defaults(onnx, node, opsets: dict) -> dict:
+    """The default value of each attribute of ``node``'s op that its schema gives one."""
+    domain = "" if node.domain in _DEFAULT_DOMAINS else node.domain
+    schema = onnx.defs.get_schema(node.op_type, opsets[domain], domain)
+    return {name: attribute.default_value for name, attribute in schema.attributes.items()
+            if attribute.default_value.type}
+
+
+def _inline(onnx, node, body, prefix: str, schema_defaults: dict) -> list:
     """The body's nodes with the function's formal inputs and outputs renamed to the node's, the rest prefixed,
-    and attribute references resolved (the node's attribute, else the function's default, else none). Names in
+    and attribute references resolved (the node's attribute, else the function's or the schema's default). Names in
     the body's sub-graphs (a Scan's or If's) are renamed alike, so they still meet the values they read."""
     names = {formal: (node.input[i] if i < len(node.input) else "") for i, formal in enumerate(body.input)}
     names.update({formal: node.output[i] for i, formal in enumerate(body.output)
                   if i < len(node.output) and node.output[i]})
     given = {attribute.name: attribute for attribute in node.attribute}
-    defaults = {attribute.name: attribute for attribute in body.attribute_proto}
+    defaults = {**schema_defaults, **{attribute.name: attribute for attribute in body.attribute_proto}}
 
     def rename(name: str) -> str:
         return names.get(name, prefix + name if name else "")

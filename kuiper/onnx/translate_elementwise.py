@@ -146,6 +146,8 @@ def translate_cast(site: Site) -> list[OpNode]:
     floats to 4- and 2-bit integers truncate to an integer and keep its low bits, as ONNX's tests do."""
     emit = Emit(site)
     value, source, target = site.input(0), site.dtype(0), site.out_dtype(0)
+    if target == "float8_e8m0fnu" and source != target:
+        raise site.error("casts to float8_e8m0 (a power of two, with its own rounding modes) are not supported")
     floating = source.startswith(("float", "bfloat"))
     if floating and target in _NARROW_FLOATS and site.int_("saturate", 1):
         info = ml_dtypes.finfo(target)
