@@ -48,9 +48,9 @@ def reason(error: BaseException) -> str:
 
 # Why a case is excluded, coarsely: the types kuiper does not have, what inference does not do, then the rest.
 CATEGORIES = (
-    ("strings", ("strings", "StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch", "TfIdfVectorizer")),
-    ("sequences", ("sequence", "Sequence")),
-    ("optionals", ("optional", "Optional")),
+    ("strings", ("strings", "StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch")),
+    ("sequences", ("sequence_type", "ONNX sequences")),
+    ("optionals", ("optional_type", "ONNX optionals")),
     ("training or randomness", ("training", "drops at random", "Random", "Bernoulli")),
     ("image decoding", ("ImageDecoder",)),
     ("ai.onnx.ml", ("ai.onnx.ml",)),

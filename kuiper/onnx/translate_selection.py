@@ -1,7 +1,9 @@
-"""ONNX Compress and NonZero -> the canonical MaskedSelect on position counters (Iota), and IndexSelect.
+"""ONNX Compress, NonZero and ReverseSequence -> position counters (Iota) with the canonical MaskedSelect,
+IndexSelect and TakeAlongAxis.
 
-Their output lengths depend on the data; the canonical ops compute them at run time. The positions a
-mask selects are MaskedSelect of an Iota: Compress then takes those slices, NonZero stacks them.
+Compress's and NonZero's output lengths depend on the data; the canonical ops compute them at run
+time. The positions a mask selects are MaskedSelect of an Iota: Compress then takes those slices,
+NonZero stacks them. ReverseSequence reads each step from its mirrored position within the entry's length.
 """
 
 from __future__ import annotations
@@ -44,4 +46,23 @@ def translate_non_zero(site: Site) -> list[OpNode]:
     return emit.ops
 
 
-TRANSLATORS = {"Compress": translate_compress, "NonZero": translate_non_zero}
+def translate_reverse_sequence(site: Site) -> list[OpNode]:
+    """Each batch entry's first ``length`` steps reversed: position t reads length-1-t while t < length."""
+    shape = list(site.static_shape(0))
+    rank = len(shape)
+    time_axis, batch_axis = site.int_("time_axis", 0) % rank, site.int_("batch_axis", 1) % rank
+    if {time_axis, batch_axis} != {0, 1}:
+        raise site.error(f"time_axis and batch_axis must be 0 and 1, found {time_axis} and {batch_axis}")
+    emit = Emit(site)
+    step = emit.op("Iota", [], {"shape": shape, "dim": time_axis, "dtype": "int64"}, dtype="int64")
+    lengths_shape = [1] * rank
+    lengths_shape[batch_axis] = -1
+    lengths = emit.op("Reshape", [emit.convert(site.input(1), "int64")], {"shape": lengths_shape}, dtype="int64")
+    mirrored = emit.fn("subtract", [emit.fn("subtract", [lengths, emit.const(1, "int64")]), step])
+    source = emit.fn("select", [emit.compare("lt", step, lengths), mirrored, step])
+    emit.op("TakeAlongAxis", [site.input(0), source], {"dim": time_axis}, dtype=site.dtype(0), out=site.outputs[0])
+    return emit.ops
+
+
+TRANSLATORS = {"Compress": translate_compress, "NonZero": translate_non_zero,
+               "ReverseSequence": translate_reverse_sequence}

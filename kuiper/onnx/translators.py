@@ -50,14 +50,16 @@ _SEQUENCES = "it works on ONNX sequences; kuiper's values are tensors"
 _OPTIONALS = "it works on ONNX optionals; kuiper's values are tensors"
 _TRAINING = "it is a training op (ai.onnx.preview.training); kuiper runs inference"
 UNSUPPORTED: dict[str, str] = {
-    **{op: _STRINGS for op in ("StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch",
-                               "TfIdfVectorizer")},
+    **{op: _STRINGS for op in ("StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch")},
     **{op: _SEQUENCES for op in ("SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
                                  "SequenceInsert", "SequenceLength", "SequenceMap", "SplitToSequence",
                                  "ConcatFromSequence")},
     **{op: _OPTIONALS for op in ("Optional", "OptionalGetElement", "OptionalHasElement")},
     **{f"ai.onnx.preview.training:{op}": _TRAINING for op in ("Adagrad", "Adam", "Momentum", "Gradient")},
     "ImageDecoder": "it decodes image files (JPEG, PNG ...); kuiper takes decoded tensors",
+    **{op: "it draws random numbers, from a generator ONNX leaves to each runtime; kuiper runs inference "
+           "deterministically" for op in ("RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike",
+                                          "Multinomial", "Bernoulli")},
 }
 
 
