@@ -36,7 +36,7 @@ from .errors import (
 import numpy as np
 
 from .backends import backend_infos, get_backend
-from .frontends import Frontend, is_content, read_model
+from .frontends import Frontend, is_content, is_model_object, read_model
 from .graph import Model, StepObserver, TensorSpec, build
 from .graph.model import Origin
 from .hookspecs import hookimpl
@@ -105,7 +105,7 @@ def load(
     model.threads = threads
     logger.debug("loaded %s (%s): %d nodes on backend %s in %.0f ms", model.source, frontend.name, len(model.steps),
                  model.backend.name, (time.perf_counter() - started) * 1e3)
-    if is_content(path) or is_content(bin_path):
+    if is_content(path) or is_content(bin_path) or is_model_object(path):
         return model  # no origin: the content is not kept, so the Model cannot be rebuilt elsewhere
     arguments = {"path": os.fspath(path), "backend": model.backend.name, "fuse": fuse, "format": frontend.name}
     if threads is not None:

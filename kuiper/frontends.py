@@ -69,6 +69,15 @@ class Frontend:
         """Read a model given as bytes; ``name`` names it in messages."""
         raise ModelFormatError(f"{name}: the {cls.name} frontend reads files only, not a model's bytes; give it a path")
 
+    @classmethod
+    def claims_object(cls, value) -> bool:
+        """True when ``value`` is a model object of this format in memory (an ``onnx.ModelProto``; default: never)."""
+        return False
+
+    @classmethod
+    def load_object(cls, value, **options) -> ModelIR:
+        raise ModelFormatError(f"the {cls.name} frontend reads no model objects; give it a path")
+
 
 def frontend_for(path: str | os.PathLike, format: str | None = None) -> type[Frontend]:  # noqa: A002
     """The frontend named ``format``, else the one that claims ``path``."""
@@ -139,6 +148,23 @@ def content_frontend(content: bytes, name: str, format: str | None = None) -> ty
     return claimed[0]
 
 
+def is_model_object(value) -> bool:
+    """True for a model given as an object in memory: neither a path, nor text, nor content."""
+    return not isinstance(value, (str, os.PathLike)) and not is_content(value)
+
+
+def object_frontend(value, format: str | None = None) -> type[Frontend]:  # noqa: A002
+    """The frontend named ``format``, else the one that claims the model object ``value``."""
+    if format is not None:
+        return frontend_for("", format)
+    claimed = [registered.obj for registered in frontend_registry().values() if registered.obj.claims_object(value)]
+    if len(claimed) != 1:
+        found = "no installed frontend" if not claimed else "more than one frontend (" + ", ".join(c.name for c in claimed) + ")"
+        raise ModelFormatError(f"{found} reads a model given as a {type(value).__name__} object; "
+                               "give a file path, model text or bytes")
+    return claimed[0]
+
+
 def _is_folder(path: Path) -> bool:
     try:
         return path.is_dir()
@@ -156,6 +182,9 @@ def _is_existing_path(source: str) -> bool:
 def read_model(source, format: str | None = None, **options) -> tuple[type[Frontend], ModelIR]:  # noqa: A002
     """The frontend that reads ``source`` (a file's path, model text, or a model's bytes or binary
     file object) and the ModelIR it reads."""
+    if is_model_object(source):
+        frontend = object_frontend(source, format)
+        return frontend, frontend.load_object(source, **options)
     if is_content(source):
         content, name = read_content(source, "model")
         frontend = content_frontend(content, name, format)

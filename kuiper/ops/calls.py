@@ -1,4 +1,5 @@
-"""Ops whose work is a sub-graph: Map (applied element by element), While (a loop), If (branches).
+"""Ops whose work is a sub-graph: Map (applied element by element), While (a loop), If (branches),
+Scan (a loop over slices of its inputs, carrying a state: jax.lax.scan, ONNX Scan).
 
 The sub-graphs are params holding a ModelIR; the graph builder builds them on the op's
 backend and the op calls them as Models (``self.subgraph(key)``).
@@ -13,10 +14,11 @@ from __future__ import annotations
 
 import numpy as np  # to look at a constant param once, at build time; never to compute
 
+from ..errors import ShapeError
 from ..ir.dtypes import array_dtype
 from ..limits import check_deadline, check_iterations, loop_budget, loop_deadline
 from ..model_ir import ModelIR
-from .base import Op
+from .base import Op, normalize_axis
 from .reducers import call_subgraph
 
 
@@ -125,4 +127,64 @@ class If(Op):
         return _single_or_tuple(_results(model, model(*((selector,) + operands)[start:stop])))
 
 
-OPS = [Map, While, If]
+class Scan(Op):
+    """Inputs ``state..., sequences..., extras...``: for each step t the ``body`` maps (state, the t-th slice of
+    every sequence along its axis, extras) to (new state, one slice of each output sequence).
+
+    Params: ``body``, ``state_count``, ``sequence_count``; per sequence ``input_axes`` and ``input_reverse``
+    (1: step t reads slice T-1-t); per output sequence ``output_axes`` and ``output_reverse`` (1: the
+    slices are stacked last step first). Outputs: the final state, then the stacked output sequences.
+    The extras (values the body reads that are not scanned) pass to every step unchanged.
+    """
+
+    types = ("Scan",)
+
+    def setup(self):
+        self.body = self.subgraph("body")
+        self.state_count = self.int_param("state_count")
+        self.sequence_count = self.int_param("sequence_count")
+        extras = len(self.node.inputs) - self.state_count - self.sequence_count
+        if self.state_count < 0 or self.sequence_count < 1 or extras < 0:
+            raise self.error(f"state_count={self.state_count} and sequence_count={self.sequence_count} do not "
+                             f"fit {len(self.node.inputs)} input(s) (at least one sequence)")
+        outputs = len(self.node.outputs) - self.state_count
+        self.input_axes = self.ints_param("input_axes", default=(0,) * self.sequence_count)
+        self.input_reverse = self.ints_param("input_reverse", default=(0,) * self.sequence_count)
+        self.output_axes = self.ints_param("output_axes", default=(0,) * outputs)
+        self.output_reverse = self.ints_param("output_reverse", default=(0,) * outputs)
+        if len(self.input_axes) != self.sequence_count or len(self.input_reverse) != self.sequence_count \
+                or len(self.output_axes) != outputs or len(self.output_reverse) != outputs or outputs < 0:
+            raise self.error("needs an axis and a direction for every input and output sequence")
+        if len(self.body.inputs) != len(self.node.inputs) or len(self.body.outputs) != len(self.node.outputs):
+            raise self.error(f"the body takes {len(self.body.inputs)} and gives {len(self.body.outputs)} value(s); "
+                             f"expected {len(self.node.inputs)} and {len(self.node.outputs)}")
+
+    def forward(self, *inputs):
+        xp = self.xp
+        state = list(inputs[:self.state_count])
+        sequences = inputs[self.state_count:self.state_count + self.sequence_count]
+        extras = list(inputs[self.state_count + self.sequence_count:])
+        axes = [normalize_axis(axis, x.ndim, self) for axis, x in zip(self.input_axes, sequences)]
+        lengths = {x.shape[axis] for axis, x in zip(axes, sequences)}
+        if len(lengths) != 1:
+            raise ShapeError(f"{self.node.describe()}: the sequences differ in length along their axes ({sorted(lengths)})")
+        steps = lengths.pop()
+        check_iterations(steps, loop_budget(), self.node.describe())
+        collected: list[list] = [[] for _ in self.output_axes]
+        for step in range(steps):
+            slices = [xp.take(x, steps - 1 - step if reverse else step, axis=axis)
+                      for x, axis, reverse in zip(sequences, axes, self.input_reverse)]
+            results = _results(self.body, self.body(*state, *slices, *extras))
+            state = results[:self.state_count]
+            for bucket, value in zip(collected, results[self.state_count:]):
+                bucket.append(value)
+        if steps == 0 and collected:
+            raise ShapeError(f"{self.node.describe()}: a scan of 0 steps has no slices to stack")
+        stacked = []
+        for bucket, axis, reverse in zip(collected, self.output_axes, self.output_reverse):
+            slices = bucket[::-1] if reverse else bucket
+            stacked.append(xp.stack(slices, axis=normalize_axis(axis, slices[0].ndim + 1, self)))
+        return _single_or_tuple([*state, *stacked])
+
+
+OPS = [Map, While, If, Scan]

@@ -60,9 +60,9 @@ def test_a_third_party_frontend_is_found_through_its_entry_point(tmp_path, toy_f
 
 
 def test_a_file_no_frontend_claims_names_the_known_formats(tmp_path):
-    path = tmp_path / "model.onnx"
+    path = tmp_path / "model.tflite"
     path.write_bytes(b"\0")
-    with pytest.raises(ModelFormatError, match=r"model.onnx: no installed frontend reads this file.*pnnx: \.pnnx\.param"):
+    with pytest.raises(ModelFormatError, match=r"model.tflite: no installed frontend reads this file.*pnnx: \.pnnx\.param"):
         kuiper.load(path)
 
 

@@ -153,3 +153,21 @@ def test_if_picks_a_branch_by_index_or_predicate():
     params["selector"] = "pred"
     assert run_op("If", [np.bool_(True), np.float32(3), np.float32(4)], params) == -3
     assert run_op("If", [np.bool_(False), np.float32(3), np.float32(4)], params) == 8
+
+
+def test_scan_carries_a_state_over_slices_in_either_direction_with_an_extra_input():
+    """Scan's body (state, x_t, extra) -> (state + x_t * extra, the running state): a cumulative sum by loops."""
+    body = graph([
+        OpNode("pnnx.Expression", "next", ["s", "x", "k"], ["next"], {"expr": "add(@0,mul(@1,@2))"}),
+        OpNode("Identity", "out", ["next"], ["out"]),
+    ], ["s", "x", "k"], ["next", "out"])
+    x = np.random.default_rng(3).standard_normal((4, 5)).astype(np.float32)
+    start, extra = np.zeros(4, np.float32), np.float32(2.0)
+    for reverse in (0, 1):
+        params = {"body": body, "state_count": 1, "sequence_count": 1, "input_axes": [1], "input_reverse": [reverse],
+                  "output_axes": [1], "output_reverse": [reverse]}
+        final, stacked = run_op("Scan", [start, x, extra], params, outputs=2)
+        steps = x[:, ::-1] if reverse else x
+        running = np.cumsum(steps.astype(np.float64) * 2.0, axis=1)
+        np.testing.assert_allclose(stacked, running[:, ::-1] if reverse else running, rtol=1e-6, atol=1e-6)  # float32 sums
+        np.testing.assert_allclose(final, running[:, -1], rtol=1e-6, atol=1e-6)

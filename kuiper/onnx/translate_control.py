@@ -1,0 +1,134 @@
+"""ONNX If, Scan and Loop -> the canonical If, Scan and While, their graphs as sub-graph params.
+
+A sub-graph takes the outer values it reads as inputs after its own (``Site.subgraph``), so each op
+passes them on. A Loop becomes a While whose state is (iteration, trip limit, condition, the loop's
+values, the outer values the body reads, a stack per scan output).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model_ir import ModelIR, OpNode, OperandInfo
+from .emit import Emit
+from .site import Site
+
+
+def translate_if(site: Site) -> list[OpNode]:
+    branches = [site.subgraph("then_branch"), site.subgraph("else_branch")]
+    for branch in branches:
+        if len(branch.outputs) != len(site.outputs):
+            raise site.error(f"a branch gives {len(branch.outputs)} value(s), the node {len(site.outputs)}")
+    params = {"selector": "pred", "branches": branches, "branch_input_counts": [len(b.inputs) for b in branches]}
+    return [site.op("If", [site.input(0), *branches[0].inputs, *branches[1].inputs], site.outputs, params)]
+
+
+def translate_scan(site: Site) -> list[OpNode]:
+    if site.opset < 9:
+        raise site.error("Scan before opset 9 (batched, with sequence_lens) is not supported")
+    body = site.graph("body")
+    sequences = site.int_("num_scan_inputs")
+    states = len(site.inputs) - sequences
+    outputs = len(body.output) - states
+    if states < 0 or outputs < 0 or len(body.input) != len(site.inputs):
+        raise site.error(f"num_scan_inputs={sequences} does not fit {len(site.inputs)} inputs and a body of "
+                         f"{len(body.input)} inputs, {len(body.output)} outputs")
+    lowered = site.subgraph("body")
+    extras = lowered.inputs[len(body.input):]
+    _declare_scan_outputs(site, lowered, states, sequences, outputs)
+    params = {
+        "body": lowered, "state_count": states, "sequence_count": sequences,
+        "input_axes": site.ints("scan_input_axes", [0] * sequences),
+        "input_reverse": site.ints("scan_input_directions", [0] * sequences),
+        "output_axes": site.ints("scan_output_axes", [0] * outputs),
+        "output_reverse": site.ints("scan_output_directions", [0] * outputs),
+    }
+    return [site.op("Scan", [*site.inputs, *extras], site.outputs, params)]
+
+
+def _declare_scan_outputs(site: Site, lowered: ModelIR, states: int, sequences: int, outputs: int) -> None:
+    """What is known of the Scan's outputs: the states keep the body's shapes; a stacked output has the
+    body's per-step shape with the number of steps inserted at its axis."""
+    steps = None
+    axes = site.ints("scan_input_axes", [0] * sequences)
+    first = site.shape(states) if sequences else None
+    if first is not None and axes:
+        steps = first[axes[0] % len(first)]
+    output_axes = site.ints("scan_output_axes", [0] * outputs)
+    for position, name in enumerate(site.outputs):
+        if not name:
+            continue
+        body_info = lowered.operands.get(lowered.outputs[position])
+        if body_info is None or body_info.shape is None or body_info.dtype is None:
+            continue
+        shape = list(body_info.shape)
+        if position >= states:
+            axis = output_axes[position - states] % (len(shape) + 1)
+            shape.insert(axis, steps)
+        site.values.declare(OperandInfo(name, tuple(shape), body_info.dtype))
+
+
+def _elementwise(name: str, function: str, inputs: list[str], dtypes: list[str], dtype: str, **extra) -> OpNode:
+    params = {"function": function, "operand_dtypes": dtypes, "dtype": dtype, **extra}
+    return OpNode("Elementwise", name, inputs, [name], params)
+
+
+def translate_loop(site: Site) -> list[OpNode]:
+    """A While over (iteration, trip limit, condition, the loop's values, outer values read, and one growing
+    stack per scan output: each step appends its slice along a new first dim)."""
+    body = site.graph("body")
+    carried = len(body.input) - 2
+    scanned = len(body.output) - 1 - carried
+    if carried < 0 or scanned < 0:
+        raise site.error("the body must take (iteration, condition, values...) and give (condition, values...)")
+    lowered = site.subgraph("body")
+    extras = lowered.inputs[len(body.input):]
+    emit = Emit(site)
+    limit = site.input(0) if site.has_input(0) else emit.const(np.iinfo(np.int64).max, "int64")
+    condition = site.input(1) if site.has_input(1) else emit.const(True, "bool")
+    slices = lowered.outputs[1 + carried:]
+    empty = []
+    for name in slices:  # each stack starts with no slices: (0, *the slice's shape)
+        info = lowered.operands.get(name)
+        if info is None or info.shape is None or None in info.shape or info.dtype is None:
+            raise site.error(f"the scan output '{name}' has no static shape, which its stack needs")
+        empty.append(emit.const(np.zeros((0, *info.shape), dtype=info.dtype), info.dtype))
+    state = [emit.const(0, "int64"), limit, condition, *site.inputs[2:2 + carried], *extras, *empty]
+    dtypes = [emit.dtype(name) for name in state]
+    operands = {f"s{i}": OperandInfo(f"s{i}", None, dtype) for i, dtype in enumerate(dtypes)}
+
+    # condition(state): condition and iteration < limit
+    below = _elementwise("below", "compare", ["s0", "s1"], ["int64", dtypes[1]], "bool", direction="lt")
+    keep = _elementwise("keep", "and", ["below", "s2"], ["bool", dtypes[2]], "bool")
+    check = ModelIR([below, keep], {**operands, "below": OperandInfo("below", None, "bool"),
+                                    "keep": OperandInfo("keep", None, "bool")}, list(operands), ["keep"], site.source)
+
+    # body(state): the ONNX body on (iteration, condition, values, extras); the iteration counts up
+    iteration, condition_in = lowered.inputs[0], lowered.inputs[1]
+    stacks = [f"stack{k}" for k in range(scanned)]
+    names = [iteration, "limit", condition_in, *lowered.inputs[2:], *stacks]
+    one = OpNode("Constant", "one", [], ["one"], {}, {"data": np.asarray(1, dtype=np.int64)})
+    step = _elementwise("next_iteration", "add", [iteration, "one"], ["int64", "int64"], "int64")
+    passed = [OpNode("Identity", f"{name}/next", [name], [f"{name}/next"]) for name in ["limit", *extras]]
+    grown = []
+    for stack, piece in zip(stacks, slices):
+        grown += [OpNode("Unsqueeze", f"{stack}/slice", [piece], [f"{stack}/slice"], {"dim": 0}),
+                  OpNode("Concat", f"{stack}/next", [stack, f"{stack}/slice"], [f"{stack}/next"], {"dim": 0})]
+    made = [node.outputs[0] for node in (*passed, *grown)]
+    wrapper_operands = {**lowered.operands, "limit": OperandInfo("limit", None, dtypes[1]),
+                        "one": OperandInfo("one", (), "int64"), "next_iteration": OperandInfo("next_iteration", (), "int64"),
+                        **{name: OperandInfo(name) for name in (*stacks, *made)}}
+    outputs = ["next_iteration", "limit/next", *lowered.outputs[:1 + carried], *[f"{name}/next" for name in extras],
+               *[f"{stack}/next" for stack in stacks]]
+    wrapped = ModelIR([*lowered.ops, one, step, *passed, *grown], wrapper_operands, names, outputs, site.source)
+
+    results = [site.temporary("iteration", "int64"), site.temporary("limit", dtypes[1]),
+               site.temporary("condition", "bool"), *site.outputs[:carried],
+               *[site.temporary(f"extra{i}", emit.dtype(name)) for i, name in enumerate(extras)],
+               *[site.outputs[carried + k] if site.has_output(carried + k) else site.temporary(f"stacked{k}", dtype)
+                 for k, dtype in enumerate(dtypes[len(dtypes) - scanned:])]]
+    emit.op_many("While", state, results, {"condition": check, "body": wrapped})
+    return emit.ops
+
+
+TRANSLATORS = {"If": translate_if, "Scan": translate_scan, "Loop": translate_loop}

@@ -1,0 +1,254 @@
+"""ONNX's shape family -> canonical Reshape, Transpose, Squeeze/Unsqueeze, Concat, Split, Slice, Broadcast, Tile,
+Gather, TakeAlongAxis, and Constant where the value is fixed at load time (``Shape`` of a static shape).
+
+ONNX passes shapes, axes, starts and sizes as inputs (since opsets 5 to 13); kuiper's ops take them as
+params, so they must be known when the model is loaded (``site.constant``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model_ir import OpNode
+from .emit import Emit
+from .site import Site
+
+
+def _axis(site: Site, axis: int, rank: int) -> int:
+    if not -rank <= axis < rank:
+        raise site.error(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def _axes_input_or_attribute(site: Site, index: int, default=None) -> list[int] | None:
+    """Axes given as input ``index`` (newer opsets) or the ``axes`` attribute (older ones)."""
+    if site.has_input(index):
+        return site.constant_ints(index, "axes")
+    return site.ints("axes", default)
+
+
+def translate_shape(site: Site) -> list[OpNode]:
+    shape = site.static_shape(0)
+    rank = len(shape)
+    start, end = site.int_("start", 0), site.int_("end", rank)
+    start, end = (min(max(v + rank if v < 0 else v, 0), rank) for v in (start, end))
+    value = np.asarray(shape[start:end], dtype=np.int64)
+    site.values.know(site.outputs[0], value)
+    return [site.op("Constant", [], site.outputs, {}, {"data": value})]
+
+
+def translate_size(site: Site) -> list[OpNode]:
+    value = np.asarray(int(np.prod(site.static_shape(0), dtype=np.int64)), dtype=np.int64)
+    site.values.know(site.outputs[0], value)
+    return [site.op("Constant", [], site.outputs, {}, {"data": value})]
+
+
+def translate_reshape(site: Site) -> list[OpNode]:
+    target = site.constant_ints(1, "shape") if site.opset >= 5 else site.ints("shape")
+    allow_zero = site.int_("allowzero", 0)
+    if not allow_zero and 0 in target:
+        shape = site.shape(0)
+        for i, size in enumerate(target):
+            if size == 0:
+                if shape is None or i >= len(shape) or shape[i] is None:
+                    raise site.error(f"shape {target} copies dim {i} of the input, whose size is not known")
+                target[i] = shape[i]
+    return [site.op("Reshape", [site.input(0)], site.outputs, {"shape": target})]
+
+
+def translate_flatten(site: Site) -> list[OpNode]:
+    """To 2-D: the dims before ``axis`` multiplied into the first, the rest into the second (free dims too)."""
+    rank = site.rank(0)
+    axis = site.int_("axis", 1)
+    axis = axis + rank if axis < 0 else axis
+    if not 0 <= axis <= rank:
+        raise site.error(f"axis {axis} is out of range for rank {rank}")
+    emit = Emit(site)
+    dtype, out = site.dtype(0), site.outputs[0]
+    if axis == 0:
+        whole = emit.op("Flatten", [site.input(0)], {"start_dim": 0, "end_dim": -1}, dtype=dtype)
+        emit.op("Unsqueeze", [whole], {"dim": 0}, dtype=dtype, out=out)
+    elif axis == rank:
+        whole = emit.op("Flatten", [site.input(0)], {"start_dim": 0, "end_dim": -1}, dtype=dtype)
+        emit.op("Unsqueeze", [whole], {"dim": 1}, dtype=dtype, out=out)
+    elif axis == 1:  # (N, ...) -> (N, rest): one flatten, as exporters write a classifier's head
+        emit.op("Flatten", [site.input(0)], {"start_dim": 1, "end_dim": -1}, dtype=dtype, out=out)
+    else:
+        inner = emit.op("Flatten", [site.input(0)], {"start_dim": axis, "end_dim": -1}, dtype=dtype)
+        emit.op("Flatten", [inner], {"start_dim": 0, "end_dim": axis - 1}, dtype=dtype, out=out)
+    return emit.ops
+
+
+def translate_transpose(site: Site) -> list[OpNode]:
+    rank = site.rank(0)
+    permutation = site.ints("perm", list(reversed(range(rank))))
+    if sorted(permutation) != list(range(rank)):
+        raise site.error(f"perm {permutation} is not a permutation of {rank} dims")
+    return [site.op("Transpose", [site.input(0)], site.outputs, {"dims": permutation})]
+
+
+def translate_squeeze(site: Site) -> list[OpNode]:
+    axes = _axes_input_or_attribute(site, 1)
+    params = {} if axes is None else {"dim": [_axis(site, a, site.rank(0)) for a in axes]}
+    if axes is not None:
+        shape = site.shape(0)
+        for axis in params["dim"]:
+            if shape is not None and shape[axis] not in (None, 1):
+                raise site.error(f"cannot squeeze axis {axis} of size {shape[axis]}")
+    return [site.op("Squeeze", [site.input(0)], site.outputs, params)]
+
+
+def translate_unsqueeze(site: Site) -> list[OpNode]:
+    axes = _axes_input_or_attribute(site, 1)
+    if not axes:
+        raise site.error("needs the axes to insert")
+    rank = site.rank(0) + len(axes)
+    axes = sorted(_axis(site, a, rank) for a in axes)
+    if len(set(axes)) != len(axes):
+        raise site.error(f"axes {axes} repeat an axis")
+    emit = Emit(site)
+    value = site.input(0)
+    for position, axis in enumerate(axes):
+        last = position == len(axes) - 1
+        value = emit.op("Unsqueeze", [value], {"dim": axis}, dtype=site.dtype(0), out=site.outputs[0] if last else None)
+    return emit.ops
+
+
+def translate_concat(site: Site) -> list[OpNode]:
+    inputs = [name for name in site.inputs if name]
+    rank = site.rank(0)
+    return [site.op("Concat", inputs, site.outputs, {"dim": _axis(site, site.int_("axis"), rank)})]
+
+
+def translate_split(site: Site) -> list[OpNode]:
+    shape = site.static_shape(0)
+    axis = _axis(site, site.int_("axis", 0), len(shape))
+    size = shape[axis]
+    count = len(site.outputs)
+    if site.has_input(1):
+        sections = site.constant_ints(1, "split")
+    elif site.attribute("split") is not None:
+        sections = site.ints("split")
+    else:
+        pieces = site.int_("num_outputs", count)
+        step = -(-size // pieces)  # ceil: the last piece is smaller (opset 18)
+        sections = [min(step, size - i * step) for i in range(pieces)]
+    if len(sections) != count or sum(sections) != size:
+        raise site.error(f"split sizes {sections} do not cut a dim of {size} into {count} outputs")
+    return [site.op("Split", [site.input(0)], site.outputs, {"dim": axis, "split_size_or_sections": sections})]
+
+
+def translate_slice(site: Site) -> list[OpNode]:
+    shape = site.static_shape(0)
+    rank = len(shape)
+    if site.opset >= 10:
+        starts, ends = site.constant_ints(1, "starts"), site.constant_ints(2, "ends")
+        axes = site.constant_ints(3, "axes") if site.has_input(3) else list(range(len(starts)))
+        steps = site.constant_ints(4, "steps") if site.has_input(4) else [1] * len(starts)
+    else:
+        starts, ends = site.ints("starts"), site.ints("ends")
+        axes, steps = site.ints("axes", list(range(len(starts)))), [1] * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise site.error("starts, ends, axes and steps differ in length")
+    lows, highs, strides, flipped = [0] * rank, list(shape), [1] * rank, []
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        axis = _axis(site, axis, rank)
+        if step == 0:
+            raise site.error("a step of 0")
+        first, stop, step = slice(start, end, step).indices(shape[axis])
+        if step < 0:  # walk the reversed dim forwards
+            flipped.append(axis)
+            first, stop, step = shape[axis] - 1 - first, shape[axis] - 1 - stop, -step
+        count = max(0, -(-(stop - first) // step))
+        lows[axis], highs[axis], strides[axis] = first, first + max(count - 1, 0) * step + (1 if count else 0), step
+    emit = Emit(site)
+    value = site.input(0)
+    if flipped:
+        value = emit.op("Reverse", [value], {"dims": sorted(flipped)}, dtype=site.dtype(0))
+    emit.op("Slice", [value], {"starts": lows, "limits": highs, "strides": strides}, dtype=site.dtype(0),
+            out=site.outputs[0])
+    return emit.ops
+
+
+def translate_expand(site: Site) -> list[OpNode]:
+    shape = site.static_shape(0)
+    target = tuple(np.broadcast_shapes(shape, tuple(site.constant_ints(1, "shape"))))
+    lead = len(target) - len(shape)
+    return [site.op("Broadcast", [site.input(0)], site.outputs,
+                    {"shape": list(target), "dims": list(range(lead, len(target)))})]
+
+
+def translate_tile(site: Site) -> list[OpNode]:
+    return [site.op("Tile", [site.input(0)], site.outputs, {"dims": site.constant_ints(1, "repeats")})]
+
+
+def translate_constant_of_shape(site: Site) -> list[OpNode]:
+    shape = site.constant_ints(0, "shape") if site.has_input(0) else []
+    fill = site.tensor("value", np.zeros(1, dtype=np.float32)).reshape(-1)
+    if fill.size != 1:
+        raise site.error(f"value must hold one element, found {fill.size}")
+    emit = Emit(site)
+    scalar = emit.const(fill[0], str(fill.dtype))
+    emit.op("Broadcast", [scalar], {"shape": shape, "dims": []}, dtype=str(fill.dtype), out=site.outputs[0])
+    return emit.ops
+
+
+def translate_range(site: Site) -> list[OpNode]:
+    dtype = site.dtype(0)
+    return [site.op("Arange", [site.input(0), site.input(1), site.input(2)], site.outputs, {"dtype": dtype})]
+
+
+def _wrapped_indices(emit: Emit, site: Site, indices: str, size: int) -> str:
+    """Indices with negative ones counted from the end (ONNX allows -size .. size-1)."""
+    dtype = emit.dtype(indices)
+    negative = emit.compare("lt", indices, emit.const(0, dtype))
+    return emit.fn("select", [negative, emit.fn("add", [indices, emit.const(size, dtype)]), indices])
+
+
+def translate_gather(site: Site) -> list[OpNode]:
+    shape = site.static_shape(0)
+    rank = len(shape)
+    axis = _axis(site, site.int_("axis", 0), rank)
+    index_rank = site.rank(1)
+    emit = Emit(site)
+    indices = _wrapped_indices(emit, site, site.input(1), shape[axis])
+    sizes = list(shape)
+    sizes[axis] = 1
+    params = {
+        "offset_dims": [*range(axis), *range(axis + index_rank, rank - 1 + index_rank)],
+        "collapsed_slice_dims": [axis], "start_index_map": [axis], "index_vector_dim": index_rank,
+        "slice_sizes": sizes,
+    }
+    emit.op("Gather", [site.input(0), indices], params, dtype=site.dtype(0), out=site.outputs[0])
+    return emit.ops
+
+
+def translate_gather_elements(site: Site) -> list[OpNode]:
+    shape = site.static_shape(0)
+    axis = _axis(site, site.int_("axis", 0), len(shape))
+    emit = Emit(site)
+    indices = _wrapped_indices(emit, site, site.input(1), shape[axis])
+    emit.op("TakeAlongAxis", [site.input(0), indices], {"dim": axis}, dtype=site.dtype(0), out=site.outputs[0])
+    return emit.ops
+
+
+def translate_dropout(site: Site) -> list[OpNode]:
+    """Inference: the input unchanged, and a mask of ones (training_mode must be off)."""
+    if site.has_input(2) and bool(site.constant(2, "training_mode").reshape(-1)[0]):
+        raise site.error("training_mode=True drops at random, which inference does not")
+    emit = Emit(site)
+    emit.op("Identity", [site.input(0)], dtype=site.dtype(0), out=site.outputs[0])
+    if site.has_output(1):
+        ones = emit.const(True, "bool")
+        emit.op("Broadcast", [ones], {"shape": list(site.static_shape(0)), "dims": []}, dtype="bool",
+                out=site.outputs[1])
+    return emit.ops
+
+
+TRANSLATORS = {
+    "Shape": translate_shape, "Size": translate_size, "Reshape": translate_reshape, "Flatten": translate_flatten,
+    "Transpose": translate_transpose, "Squeeze": translate_squeeze, "Unsqueeze": translate_unsqueeze,
+    "Concat": translate_concat, "Split": translate_split, "Slice": translate_slice, "Expand": translate_expand,
+    "Tile": translate_tile, "ConstantOfShape": translate_constant_of_shape, "Range": translate_range,
+    "Gather": translate_gather, "GatherElements": translate_gather_elements, "Dropout": translate_dropout,
+}

@@ -1,0 +1,194 @@
+"""The ONNX frontend on small hand-made models: the ways a model can arrive, and hostile files.
+
+Hostile input gets what PNNX files get: a KuiperError naming the file, the node and what was wrong,
+raised before anything large is allocated; external data cannot leave the model's folder.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+import kuiper
+from kuiper.errors import KuiperError, ModelFormatError, OperatorParamError, SizeLimitError, UnsupportedOperatorError
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import kuiper.onnx.backend as backend  # noqa: E402  (needs onnx)
+
+
+def _model(nodes, inputs, outputs, initializers=(), opset=17):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _tensor(name, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _add_bias_model(bias: np.ndarray):
+    """y = x + bias, the bias an initializer."""
+    node = helper.make_node("Add", ["x", "bias"], ["y"], name="add_bias")
+    return _model([node], [_tensor("x", [2, 3])], [_tensor("y", [2, 3])], [numpy_helper.from_array(bias, "bias")])
+
+
+def test_an_initializer_is_a_weight_and_a_free_dim_stays_free():
+    bias = np.arange(3, dtype=np.float32)
+    node = helper.make_node("Relu", ["x"], ["r"])
+    add = helper.make_node("Add", ["r", "bias"], ["y"])
+    model = _model([node, add], [_tensor("x", ["n", 3])], [_tensor("y", ["n", 3])],
+                   [numpy_helper.from_array(bias, "bias")])
+    built = kuiper.load(model.SerializeToString())
+    assert built.inputs[0].shape == (None, 3)
+    x = np.array([[-1, 2, -3], [4, -5, 6], [0, 1, 0]], dtype=np.float32)
+    np.testing.assert_array_equal(built(x, to_numpy=True), np.maximum(x, 0) + bias)
+
+
+def test_external_data_inside_the_folder_is_read(tmp_path):
+    bias = np.array([1, 2, 3], dtype=np.float32)
+    model = _add_bias_model(bias)
+    onnx.save_model(model, tmp_path / "m.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="weights.bin", size_threshold=0)
+    x = np.ones((2, 3), dtype=np.float32)
+    np.testing.assert_array_equal(kuiper.load(tmp_path / "m.onnx")(x, to_numpy=True), x + bias)
+
+
+@pytest.mark.parametrize("location", ["../outside.bin", "/etc/passwd", "sub/../../outside.bin"])
+def test_external_data_cannot_leave_the_models_folder(tmp_path, location):
+    (tmp_path / "outside.bin").write_bytes(np.zeros(3, dtype=np.float32).tobytes())
+    folder = tmp_path / "model"
+    folder.mkdir()
+    model = _add_bias_model(np.zeros(3, dtype=np.float32))
+    tensor = model.graph.initializer[0]
+    tensor.ClearField("raw_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    tensor.external_data.add(key="location", value=location)
+    onnx.save_model(model, folder / "m.onnx")
+    with pytest.raises(ModelFormatError, match="initializer 'bias'") as error:
+        kuiper.load(folder / "m.onnx")
+    assert "folder" in str(error.value) or "relative" in str(error.value)
+
+
+def test_raw_data_of_the_wrong_length_is_refused():
+    model = _add_bias_model(np.zeros(3, dtype=np.float32))
+    model.graph.initializer[0].raw_data = b"\0" * 8
+    with pytest.raises(ModelFormatError, match="initializer 'bias'.*8 bytes, expected 12"):
+        kuiper.load(model.SerializeToString())
+
+
+def test_a_huge_declared_tensor_is_refused_before_it_is_allocated():
+    model = _add_bias_model(np.zeros(3, dtype=np.float32))
+    tensor = model.graph.initializer[0]
+    tensor.ClearField("raw_data")
+    tensor.ClearField("dims")
+    tensor.dims.extend([1 << 20, 1 << 20])  # 4 TiB of float32, and no data at all
+    with pytest.raises(SizeLimitError, match="initializer 'bias'"):
+        kuiper.load(model.SerializeToString())
+
+
+def test_a_file_over_the_size_budget_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    path = tmp_path / "m.onnx"
+    onnx.save_model(_add_bias_model(np.zeros(3, dtype=np.float32)), path)
+    monkeypatch.setenv("KUIPER_MEMORY_BUDGET", "16")
+    with pytest.raises(SizeLimitError, match="m.onnx"):
+        kuiper.load(path)
+
+
+def test_bytes_that_are_no_model_are_refused():
+    with pytest.raises(ModelFormatError, match="not an ONNX model"):
+        kuiper.load(b"\x08\x07\xff\xff\xff garbage", format="onnx")
+
+
+def test_an_op_without_translation_is_named_with_its_nodes():
+    node = helper.make_node("StringNormalizer", ["x"], ["y"], name="normalize_text")
+    model = _model([node], [_tensor("x", [2])], [_tensor("y", [2])])
+    with pytest.raises(UnsupportedOperatorError, match="StringNormalizer: it computes on strings.*normalize_text"):
+        kuiper.load(model)
+
+
+def test_a_bad_attribute_names_the_node():
+    node = helper.make_node("Transpose", ["x"], ["y"], name="swap", perm=[0, 0])
+    model = _model([node], [_tensor("x", [2, 3])], [_tensor("y", [3, 2])])
+    with pytest.raises(OperatorParamError, match=r"node 0 'swap' \(Transpose\): perm \[0, 0\]"):
+        kuiper.load(model)
+
+
+def test_a_shape_from_a_graph_input_must_be_known_at_load_time():
+    node = helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")
+    model = _model([node], [_tensor("x", [2, 3]), _tensor("shape", [2], TensorProto.INT64)], [_tensor("y", [3, 2])])
+    with pytest.raises(OperatorParamError, match="graph input 'shape'.*known_inputs"):
+        kuiper.load(model)
+    built = kuiper.load(model, known_inputs={"shape": np.array([3, 2])})
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(built(x, to_numpy=True), x.reshape(3, 2))
+
+
+def test_values_known_at_load_time_are_computed_by_kuipers_own_ops():
+    """Shape -> Gather -> Concat -> Reshape, as exporters write a flatten: the shape is known when loading."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Constant", [], ["i"], value=numpy_helper.from_array(np.array([0], dtype=np.int64))),
+        helper.make_node("Gather", ["s", "i"], ["batch"]),
+        helper.make_node("Constant", [], ["rest"], value=numpy_helper.from_array(np.array([-1], dtype=np.int64))),
+        helper.make_node("Concat", ["batch", "rest"], ["target"], axis=0),
+        helper.make_node("Reshape", ["x", "target"], ["y"]),
+    ]
+    model = _model(nodes, [_tensor("x", [2, 3, 4])], [_tensor("y", [2, 12])])
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    np.testing.assert_array_equal(kuiper.load(model)(x, to_numpy=True), x.reshape(2, 12))
+
+
+def test_without_the_onnx_package_the_error_says_how_to_install_it(monkeypatch):
+    model = _add_bias_model(np.zeros(3, dtype=np.float32)).SerializeToString()
+    monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx now raises ImportError
+    with pytest.raises(KuiperError, match=r"'onnx' package.*pip install \"kuiper\[onnx\]\""):
+        kuiper.load(model)
+
+
+def test_the_backend_runs_a_model_with_a_shape_input_fed_at_run_time():
+    node = helper.make_node("Reshape", ["x", "shape"], ["y"])
+    model = _model([node], [_tensor("x", [2, 3]), _tensor("shape", [2], TensorProto.INT64)], [_tensor("y", [3, 2])])
+    prepared = backend.prepare(model)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for target in ([3, 2], [1, 6]):
+        (y,) = prepared.run([x, np.array(target)])
+        np.testing.assert_array_equal(y, x.reshape(target))
+
+
+def test_a_shape_computed_from_a_graph_input_names_that_input():
+    nodes = [
+        helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(np.array([1, 0], dtype=np.int64))),
+        helper.make_node("Add", ["half", "one"], ["target"]),
+        helper.make_node("Reshape", ["x", "target"], ["y"], name="reshape"),
+    ]
+    model = _model(nodes, [_tensor("x", [2, 3]), _tensor("half", [2], TensorProto.INT64)], [_tensor("y", [3, 2])])
+    with pytest.raises(OperatorParamError, match="computed from the graph input 'half'.*known_inputs"):
+        kuiper.load(model)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    built = kuiper.load(model, known_inputs={"half": np.array([2, 2])})
+    np.testing.assert_array_equal(built(x, to_numpy=True), x.reshape(3, 2))
+
+
+def test_a_loop_stacks_its_scan_outputs_and_carries_its_values():
+    """for i in range(3): total += x * i, and each step's x * i is stacked: against NumPy."""
+    body = helper.make_graph(
+        [helper.make_node("Cast", ["i"], ["i_float"], to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["x", "i_float"], ["scaled"]),
+         helper.make_node("Add", ["total_in", "scaled"], ["total_out"]),
+         helper.make_node("Identity", ["condition_in"], ["condition_out"]),
+         helper.make_node("Identity", ["scaled"], ["step"])],
+        "body",
+        [_tensor("i", [], TensorProto.INT64), _tensor("condition_in", [], TensorProto.BOOL), _tensor("total_in", [2])],
+        [_tensor("condition_out", [], TensorProto.BOOL), _tensor("total_out", [2]), _tensor("step", [2])])
+    loop = helper.make_node("Loop", ["trips", "", "start"], ["total", "steps"], body=body)
+    trips = numpy_helper.from_array(np.array(3, dtype=np.int64), "trips")
+    model = _model([loop], [_tensor("x", [2]), _tensor("start", [2])], [_tensor("total", [2]), _tensor("steps", [3, 2])],
+                   [trips])
+    x, start = np.array([1.5, -2.0], dtype=np.float32), np.array([10, 20], dtype=np.float32)
+    total, steps = kuiper.load(model)(x, start, to_numpy=True)
+    expected = np.stack([x * i for i in range(3)])
+    np.testing.assert_array_equal(steps, expected)
+    np.testing.assert_array_equal(total, start + expected.sum(axis=0))

@@ -1,0 +1,59 @@
+"""Real networks exported by torch.onnx (tools/make_onnx_fixtures.py) give PyTorch's outputs through kuiper.
+
+Tolerance: tests/end_to_end/test_models.py's, 1e-4 max abs error (every output here is below 10).
+The same files load from a path, from bytes and from an onnx.ModelProto, and ``kuiper run``/``info`` read them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kuiper
+from kuiper.cli import main
+
+onnx = pytest.importorskip("onnx")
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "onnx"
+NAMES = ("resnet_basic", "mobilenet_v2")
+TOLERANCE = 1e-4
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_exported_network_matches_pytorch_at_two_batch_sizes(name):
+    reference = np.load(FIXTURES / name / "ref.npz")
+    model = kuiper.load(FIXTURES / name / "model.onnx")
+    for batch in (1, 3):
+        want = reference[f"b{batch}_output"]
+        assert float(np.abs(want).max()) <= 10
+        got = model(reference[f"b{batch}_input"], to_numpy=True)
+        assert got.shape == want.shape
+        assert float(np.abs(got - want).max()) <= TOLERANCE, (name, batch)
+
+
+def test_a_model_loads_from_bytes_and_from_a_model_proto_alike():
+    path = FIXTURES / "resnet_basic" / "model.onnx"
+    reference = np.load(FIXTURES / "resnet_basic" / "ref.npz")
+    x, want = reference["b1_input"], reference["b1_output"]
+    for source in (path.read_bytes(), onnx.load(path), open(path, "rb")):
+        got = kuiper.load(source)(x, to_numpy=True)
+        assert float(np.abs(got - want).max()) <= TOLERANCE, type(source).__name__
+
+
+def test_the_batch_dim_stays_free():
+    model = kuiper.load(FIXTURES / "resnet_basic" / "model.onnx")
+    assert model.inputs[0].shape[0] is None
+    assert model.inputs[0].shape[1:] == (3, 32, 32)
+
+
+def test_cli_runs_and_describes_an_onnx_file(tmp_path, capsys):
+    path = FIXTURES / "mobilenet_v2" / "model.onnx"
+    reference = np.load(FIXTURES / "mobilenet_v2" / "ref.npz")
+    np.save(tmp_path / "x.npy", reference["b1_input"])
+    assert main(["run", str(path), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy")]) == 0
+    assert float(np.abs(np.load(tmp_path / "y.npy") - reference["b1_output"]).max()) <= TOLERANCE
+    capsys.readouterr()
+    assert main(["info", str(path)]) == 0
+    assert "onnx" in capsys.readouterr().out
