@@ -15,8 +15,8 @@ and the reference its tests compare with.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ..errors import PluginError

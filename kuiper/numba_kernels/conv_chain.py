@@ -55,7 +55,9 @@ def _joins(unit) -> bool:
     if not isinstance(op, ConvNd) or op.spatial != 2 or op.static_weight is None or len(node.outputs) != 1:
         return False
     weight, bias = node.attrs.get("weight"), op.static_bias_vector
-    if weight is None or weight.dtype != np.float32 or weight.ndim != 4 or (bias is not None and bias.dtype != np.float32):
+    if weight is None or weight.dtype != np.float32 or weight.ndim != 4:
+        return False
+    if bias is not None and bias.dtype != np.float32:
         return False
     if op.groups != 1 or op.stride[0] != op.stride[1] or op.dilation != (1, 1) or op.padding_mode != "zeros":
         return False

@@ -116,8 +116,8 @@ class DenseChain(Partition):
         out = np.empty((rows, self.out_features), np.float32)
         pair = self._scratch.take(rows, functools.partial(self._buffers, rows))
         try:
-            kernels.dense_chain.launch(launch_width(work) > 1, flat, self.weights, self.biases, self.layers, self.params,
-                                       residual, pair[0], pair[1], out)
+            kernels.dense_chain.launch(launch_width(work) > 1, flat, self.weights, self.biases, self.layers,
+                                       self.params, residual, pair[0], pair[1], out)
         finally:
             self._scratch.give_back(rows, pair)
         return out.reshape(shape)

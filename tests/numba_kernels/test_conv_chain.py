@@ -48,7 +48,8 @@ def _chain(tmp_path, channels, kernels, paddings, activation, bias=True, shape=(
         b = rng.uniform(-0.5, 0.5, c_out).astype(np.float32) if bias else None
         attrs = f"@weight=({c_out},{c_in},{k},{k})f32" + (f" @bias=({c_out})f32" if bias else "")
         lines.append(f"nn.Conv2d c{index} 1 1 {value} y{index} bias={bias} dilation=(1,1) groups=1 in_channels={c_in} "
-                     f"kernel_size=({k},{k}) out_channels={c_out} padding=({p},{p}) padding_mode=zeros stride=({st},{st}) "
+                     f"kernel_size=({k},{k}) out_channels={c_out} padding=({p},{p}) padding_mode=zeros "
+                     f"stride=({st},{st}) "
                      f"{attrs}")
         blobs[f"c{index}.weight"] = weight.tobytes()
         if bias:
