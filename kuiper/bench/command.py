@@ -123,7 +123,8 @@ def add_bench_command(subparsers) -> argparse.ArgumentParser:
             "(model.onnx), interleaved on the same input; check their outputs agree")
     p = subparsers.add_parser("bench", help=text, description=text,
                               epilog="Example: kuiper bench build/fixtures-full/resnet18_full --batch 8 --threads 2")
-    p.add_argument("model", help="the .pnnx.param file, or a folder holding model.pnnx.param")
+    p.add_argument("model", help="the model file (.pnnx.param, .onnx, .hlo.txt), or a folder holding model.pnnx.param; "
+                   "peers are found beside it (model.pt, model.onnx)")
     p.add_argument("--bin", help="the .pnnx.bin file, when it is not beside the param file")
     p.add_argument("--backend", help="kuiper backend (see `kuiper backends`)")
     p.add_argument("--no-fuse", action="store_true", help="keep kuiper's elementwise ops separate")
