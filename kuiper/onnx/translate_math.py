@@ -1,5 +1,6 @@
 """ONNX's inverse and hyperbolic trigonometric functions, Hardmax, OneHot, LpNormalization and BitCast ->
-chains of the canonical Elementwise op (and Normalize, ArgExtremum, Iota, BitcastConvert).
+chains of the canonical Elementwise op (and Normalize, ArgExtremum, Iota, BitcastConvert); Einsum -> Einsum
+(bfloat16 and float8 computed in float32).
 
 The trigonometric functions the op set lacks are their textbook identities in the functions it has
 (``asin(x) = atan2(x, sqrt(1 - x^2))``).
@@ -10,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model_ir import OpNode
-from .emit import Emit
+from .emit import NARROW_FLOATS, Emit
 from .site import Site
 
 TRIGONOMETRIC = ("Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh")
@@ -99,8 +100,20 @@ def translate_bitcast(site: Site) -> list[OpNode]:
     return [site.op("BitcastConvert", [site.input(0)], site.outputs, {"dtype": site.out_dtype(0)})]
 
 
+def translate_einsum(site: Site) -> list[OpNode]:
+    operands = [name for name in site.inputs if name]
+    params = {"equation": site.string("equation")}
+    dtype = site.dtype(0)
+    if dtype not in NARROW_FLOATS:
+        return [site.op("Einsum", operands, site.outputs, params)]
+    emit = Emit(site)  # bfloat16 and float8: in float32, rounded back
+    wide = [emit.convert(name, "float32") for name in operands]
+    emit.convert(emit.op("Einsum", wide, params, dtype="float32"), dtype, out=site.outputs[0])
+    return emit.ops
+
+
 TRANSLATORS = {
     **{op_type: translate_trigonometric for op_type in TRIGONOMETRIC},
     "Hardmax": translate_hardmax, "OneHot": translate_one_hot, "LpNormalization": translate_lp_normalization,
-    "BitCast": translate_bitcast,
+    "BitCast": translate_bitcast, "Einsum": translate_einsum,
 }

@@ -1,5 +1,5 @@
 """ONNX reductions -> canonical Reduction (sum, mean, prod), Extremum (max, min), ArgExtremum and LogSumExp,
-with the L1/L2/log/square variants as elementwise ops around them.
+with the L1/L2/log/square variants as elementwise ops around them; CumSum and CumProd -> CumulativeScan.
 
 The axes come as an input from opset 13 (ReduceSum) or 18 (the others), an attribute before; no axes
 means every axis unless ``noop_with_empty_axes`` says the input passes through.
@@ -76,7 +76,32 @@ def translate_arg_extremum(site: Site) -> list[OpNode]:
     return emit.ops
 
 
+def translate_cumulative(site: Site) -> list[OpNode]:
+    rank = site.rank(0)
+    axis = site.constant_ints(1, "axis")[0] % rank
+    reduction = "sum" if site.op_type == "CumSum" else "prod"
+    emit = Emit(site)
+    dtype = site.dtype(0)
+    # The canonical scan accumulates small integers in int64 (as NumPy does); ONNX keeps the input's type.
+    wide = "int64" if dtype.startswith(("int", "uint")) else dtype
+    value = site.input(0)
+    reverse = site.int_("reverse", 0)
+    if reverse:
+        value = emit.op("Reverse", [value], {"dims": [axis]}, dtype=dtype)
+    if site.int_("exclusive", 0):  # step i sums the steps before it: shift by one, the identity first
+        low, high = [0] * rank, [0] * rank
+        low[axis], high[axis] = 1, -1
+        identity = 0.0 if reduction == "sum" else 1.0
+        value = emit.op("Pad", [value], {"low": low, "high": high, "value": identity}, dtype=dtype)
+    value = emit.op("CumulativeScan", [value], {"dim": axis, "reduction": reduction}, dtype=wide)
+    if reverse:
+        value = emit.op("Reverse", [value], {"dims": [axis]}, dtype=wide)
+    emit.fn("convert", [value], dtype, out=site.outputs[0])
+    return emit.ops
+
+
 TRANSLATORS = {
     **{op_type: translate_reduce for op_type in REDUCTIONS},
     "ArgMax": translate_arg_extremum, "ArgMin": translate_arg_extremum,
+    "CumSum": translate_cumulative, "CumProd": translate_cumulative,
 }

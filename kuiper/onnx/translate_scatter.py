@@ -1,4 +1,5 @@
-"""ONNX ScatterND, ScatterElements (and its old name Scatter) -> the canonical Scatter (XLA's scatter).
+"""ONNX ScatterND, ScatterElements (and its old name Scatter) -> the canonical Scatter (XLA's scatter); GatherND ->
+the canonical Gather with the index vector in the last dim.
 
 ScatterND's index vectors name the leading dims of the slices they replace; ScatterElements names,
 for every element of ``updates``, one position along ``axis``, so its full coordinates are built
@@ -65,5 +66,28 @@ def translate_scatter_elements(site: Site) -> list[OpNode]:
     return emit.ops
 
 
+def translate_gather_nd(site: Site) -> list[OpNode]:
+    """data[indices[..., :]]: the canonical gather with the index vector in the last dim (batch_dims=0)."""
+    if site.int_("batch_dims", 0):
+        raise site.error("batch_dims other than 0 is not supported")
+    shape = site.static_shape(0)
+    index_shape = site.static_shape(1)
+    depth = index_shape[-1]
+    if depth > len(shape):
+        raise site.error(f"index vectors of length {depth} for data of rank {len(shape)}")
+    emit = Emit(site)
+    indices = site.input(1)
+    index_dtype = site.dtype(1)
+    sizes = emit.const(np.asarray(shape[:depth]), index_dtype)
+    negative = emit.compare("lt", indices, emit.const(0, index_dtype))
+    indices = emit.fn("select", [negative, emit.fn("add", [indices, sizes]), indices])
+    batch = len(index_shape) - 1
+    params = {"offset_dims": list(range(batch, batch + len(shape) - depth)), "collapsed_slice_dims": list(range(depth)),
+              "start_index_map": list(range(depth)), "index_vector_dim": batch,
+              "slice_sizes": [1] * depth + list(shape[depth:])}
+    emit.op("Gather", [site.input(0), indices], params, dtype=site.dtype(0), out=site.outputs[0])
+    return emit.ops
+
+
 TRANSLATORS = {"ScatterND": translate_scatter_nd, "ScatterElements": translate_scatter_elements,
-               "Scatter": translate_scatter_elements}
+               "Scatter": translate_scatter_elements, "GatherND": translate_gather_nd}

@@ -1,5 +1,5 @@
 """ONNX Compress, NonZero and ReverseSequence -> position counters (Iota) with the canonical MaskedSelect,
-IndexSelect and TakeAlongAxis.
+IndexSelect and TakeAlongAxis; TopK -> TopKDim.
 
 Compress's and NonZero's output lengths depend on the data; the canonical ops compute them at run
 time. The positions a mask selects are MaskedSelect of an Iota: Compress then takes those slices,
@@ -64,5 +64,12 @@ def translate_reverse_sequence(site: Site) -> list[OpNode]:
     return emit.ops
 
 
+def translate_top_k(site: Site) -> list[OpNode]:
+    k = site.constant_ints(1, "k")[0] if site.opset >= 10 else site.int_("k")
+    params = {"k": k, "dim": site.int_("axis", -1), "largest": bool(site.int_("largest", 1)),
+              "sorted": bool(site.int_("sorted", 1))}
+    return [site.op("TopKDim", [site.input(0)], site.outputs, params)]
+
+
 TRANSLATORS = {"Compress": translate_compress, "NonZero": translate_non_zero,
-               "ReverseSequence": translate_reverse_sequence}
+               "ReverseSequence": translate_reverse_sequence, "TopK": translate_top_k}
