@@ -15,6 +15,13 @@ import numpy as np
 
 from . import conv_post_ops
 
+# Multiply-adds of one layer in one call up to which a chain runs compiled.  Its loops take 3-10x longer
+# per multiply-add than oneDNN's or BLAS's, so it wins only where a layer's call overhead (8-16 us) is
+# the larger part.  Measured in one process, two layers + ReLU, chain / op by op at 1 thread
+# (tools/measure_chain_thresholds.py): Linear 20 rows x 64 (82 K) 0.86, 10 x 128 (164 K) 1.03, 20 x 128
+# (328 K) 1.51; Conv2d 3x3 4 ch 28x28 (121 K over the padded width) 0.57, 8 ch 16x16 (166 K) 0.70,
+# 16 ch 8x8 (184 K) 0.99.
+LAYER_CALL_WORK = 1 << 17
 # Layers a run needs to be claimed: the gain is the Python between layers.  A single layer keeps its
 # op, whose path already chooses its kernel by size (oneDNN, BLAS, the compiled loops).
 MIN_LAYERS = 2

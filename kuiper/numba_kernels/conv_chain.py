@@ -9,7 +9,7 @@ activations (and, on the last, a residual sum) as dense_chain.layer_math reads t
 then costs one compiled call (``conv_chain_kernels.conv_chain``).
 
 The table of a run depends on the image size, so it is made on the first call with each size.
-Where a layer would do more than ``LAYER_WORK`` multiply-adds per image (then oneDNN's blocked
+Where a layer would do more than ``chains.LAYER_CALL_WORK`` multiply-adds in a call (then oneDNN's blocked
 kernels, many times faster per multiply-add, win), or the input is not a float32 batch of
 images of the channels the first layer takes, the convolutions run op by op
 (``Partition.run_members``), exactly as without the provider.
@@ -26,6 +26,7 @@ import numpy as np
 from ..graph.providers import Partition, Provider
 from ..limits import check_size
 from ..ops.conv import ConvNd
+from . import chains
 from .chains import NO_RESIDUAL, chain_runs, layer_math, takes, takes_epilogue_inputs
 from .runtime import KernelModule, launch_width
 from .scratch import ScratchPool
@@ -34,10 +35,6 @@ kernels = KernelModule("conv_chain_kernels")
 
 # Weights per layer (out * in * kh * kw) up to which a convolution joins a chain (256 KB of float32).
 LAYER_WEIGHTS = 1 << 16
-# Multiply-adds per image and layer (over the padded width) up to which the chain runs compiled: its
-# loops take ~0.1 ns a multiply-add where oneDNN's take ~0.02, so above a few hundred thousand the
-# 15 us of a oneDNN call are the cheaper part.
-LAYER_WORK = 1 << 18
 # Table sizes (image sizes) kept per chain.
 MAX_TABLES = 8
 
@@ -78,14 +75,16 @@ class ConvChainProvider(Provider):
 
 
 def _small_at_declared_size(members, context) -> bool:
-    """Whether the run's layers stay under LAYER_WORK at the image size the file declares (a free size:
+    """Whether the run's layers stay under LAYER_CALL_WORK at the batch and image size the file declares (a free size:
     yes).  A claim whose calls would all run op by op only hides its members from the passes after
     the claims (native layouts between convolutions: ResNet-18's 64-channel 56 x 56 convs)."""
     shape = context.declared_shape(members[0].node.inputs[0])
     if shape is None or len(shape) != 4 or not all(isinstance(d, int) for d in shape[2:]):
         return True
     rows = [_geometry(unit) + (0, NO_BIAS, 0, 0, 0, unit.op.stride[0]) for unit in members]
-    return size_table(rows, shape[2], shape[3]) is not None
+    found = size_table(rows, shape[2], shape[3])
+    images = shape[0] if isinstance(shape[0], int) else 1
+    return found is not None and images * found[5] <= chains.LAYER_CALL_WORK
 
 
 def _geometry(unit) -> tuple:
@@ -95,17 +94,18 @@ def _geometry(unit) -> tuple:
 
 
 def size_table(layer_rows, height: int, width: int):
-    """(layer table, padded size, a channel's most sums, output shape, work per image) of a chain for an
+    """(layer table, padded size, a channel's most sums, output shape, work per image, the largest layer's work
+    per image) of a chain for an
     image size, from each layer's ``_geometry`` + (weight at, bias at, activation, residual, after,
-    stride); None when a layer's output would be empty or its work above LAYER_WORK."""
-    rows, padded, sums, work = [], 0, 0, 0
+    stride); None when a layer's output would be empty or its work per image above LAYER_CALL_WORK."""
+    rows, padded, sums, work, largest = [], 0, 0, 0, 0
     for c_in, c_out, kh, kw, ((top, bottom), (left, right)), w_at, b_at, code, residual, after, stride in layer_rows:
         hp, wp = height + top + bottom, width + left + right
         if hp < kh or wp < kw:
             return None
         h_out, w_out = (hp - kh) // stride + 1, (wp - kw) // stride + 1
         layer_work = c_out * c_in * kh * kw * h_out * wp
-        if layer_work > LAYER_WORK:
+        if layer_work > chains.LAYER_CALL_WORK:
             return None
         rows.append((c_in, height, width, c_out, h_out, w_out, kh, kw, top, left, hp, wp, w_at, b_at, code,
                      residual, after, stride))
@@ -113,8 +113,9 @@ def size_table(layer_rows, height: int, width: int):
         padded = max(padded, c_in * hp * wp + stride * h_out * wp + kw)
         sums = max(sums, h_out * wp)
         work += layer_work
+        largest = max(largest, layer_work)
         height, width = h_out, w_out
-    return np.array(rows, np.int64), padded, sums, (rows[-1][3], height, width), work
+    return np.array(rows, np.int64), padded, sums, (rows[-1][3], height, width), work, largest
 
 
 class ConvChain(Partition):
@@ -167,8 +168,10 @@ class ConvChain(Partition):
         found = self.table(x.shape[2], x.shape[3])
         if found is None:
             return self.run_members(*inputs)
-        layers, padded_size, sums_size, out_shape, work = found
+        layers, padded_size, sums_size, out_shape, work, largest = found
         images = x.shape[0]
+        if images * largest > chains.LAYER_CALL_WORK:
+            return self.run_members(*inputs)  # many images: the layers' own kernels win
         shape = (images,) + out_shape
         residual = NO_RESIDUAL
         if self.residual_at is not None:

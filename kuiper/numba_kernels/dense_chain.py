@@ -8,8 +8,8 @@ their arithmetic is below a call's overhead (``LAYER_WEIGHTS``), where each laye
 one before it and nothing else reads what is between them; their epilogues must be one of the
 activations the kernels know (``chains.layer_math``).  The run then costs one compiled call (``dense_chain``).
 
-A call whose rows make the run's work large (``CHAIN_WORK``: then the layers' own GEMMs on
-oneDNN's threads win), or whose input is not float32, runs the layers op by op
+A call whose rows make a layer's work large (``chains.LAYER_CALL_WORK``: then the layers' own GEMMs
+win), or whose input is not float32, runs the layers op by op
 (``Partition.run_members``), exactly as without the provider.
 """
 
@@ -23,6 +23,7 @@ import numpy as np
 from ..graph.providers import Partition, Provider
 from ..limits import check_size
 from ..ops.linear import LinearProjection
+from . import chains
 from .chains import NO_RESIDUAL, chain_runs, layer_math, takes, takes_epilogue_inputs
 from .runtime import KernelModule, launch_width
 from .scratch import ScratchPool
@@ -32,9 +33,6 @@ kernels = KernelModule("dense_chain_kernels")
 # Weights per layer (in * out features) up to which a Linear joins a chain: 64 K floats (256 KB) fit in
 # a core's L2 cache, and at batch 1 such a layer is at most 64 K multiply-adds (a few microseconds).
 LAYER_WEIGHTS = 1 << 16
-# Multiply-adds per call (rows * the layers' weights) up to which the chain runs compiled; above it the
-# layers' own products (oneDNN or BLAS, threaded) run: PRODUCT_WORK's line between NumPy and oneDNN.
-CHAIN_WORK = 1 << 22
 # The kernel's layer table: a row per layer with these columns.  A layer computes
 # AFTER(ACTIVATION(x @ W^T + b) + residual) where RESIDUAL is 1, else ACTIVATION(x @ W^T + b); the
 # activations' codes are chains.ACTIVATIONS, their alpha and beta in the params table (ACTIVATION's in
@@ -53,11 +51,22 @@ def _joins(unit) -> bool:
     return op.shape[0] * op.shape[1] <= LAYER_WEIGHTS and takes_epilogue_inputs(unit)
 
 
+def _small_at_declared_size(members, context) -> bool:
+    """Whether each layer stays under LAYER_CALL_WORK at the rows the file declares (free dims count as 1):
+    a claim whose calls would all run op by op only adds the fallback's cost to each."""
+    shape = context.declared_shape(members[0].node.inputs[0])
+    if not shape:
+        return True
+    rows = math.prod(d if isinstance(d, int) else 1 for d in shape[:-1])
+    return rows * max(unit.op.shape[0] * unit.op.shape[1] for unit in members) <= chains.LAYER_CALL_WORK
+
+
 class DenseChainProvider(Provider):
     name = "dense-chain"
 
     def claim(self, units, context):
-        return chain_runs(units, context, _joins)
+        return [(begin, end) for begin, end in chain_runs(units, context, _joins)
+                if _small_at_declared_size(units[begin:end], context)]
 
     def compile(self, members, inputs, outputs, target, node):
         return DenseChain(node, target.backend, members)
@@ -74,6 +83,7 @@ class DenseChain(Partition):
         self.out_features = ops[-1].shape[0]
         self.widest = max(op.shape[0] for op in ops)
         self.weights_per_row = sum(op.shape[0] * op.shape[1] for op in ops)
+        self.largest_layer = max(op.shape[0] * op.shape[1] for op in ops)
         layers = np.zeros((len(ops), 7), np.int64)
         params = np.zeros((len(ops), 4), np.float32)
         weights, biases, weight_at, bias_at = [], [], 0, 0
@@ -109,7 +119,7 @@ class DenseChain(Partition):
             if not takes(residual) or residual.shape != shape:
                 return self.run_members(*inputs)  # a residual that broadcasts: the op's own epilogue
             residual = np.ascontiguousarray(residual).reshape(rows, self.out_features)
-        if work > CHAIN_WORK or rows == 0:
+        if rows * self.largest_layer > chains.LAYER_CALL_WORK or rows == 0:
             return self.run_members(*inputs)
         check_size((rows, self.out_features), 4, self.node.describe())
         flat = np.ascontiguousarray(x).reshape(rows, self.in_features)

@@ -73,9 +73,13 @@ def test_info_lists_ops_with_shapes_and_parameters(capsys):
     out = capsys.readouterr().out
     assert "inputs:  0: (?, 3, 64, 64) float32" in out
     assert "Conv2d" in out and "parameters:" in out
-    # Its small basic blocks run as conv chains: each named with its members.
-    assert "run(s) of ops claimed by execution providers" in out
-    assert "  conv-chain: convbn2d_1 + convbn2d_2 (2 ops)" in out
+
+
+def test_info_names_the_runs_execution_providers_claimed(capsys):
+    assert main(["info", str(MODELS / "transformer_encoder" / "model.pnnx.param")]) == 0
+    out = capsys.readouterr().out
+    assert "2 run(s) of ops claimed by execution providers" in out  # each layer's MLP as one dense chain
+    assert "  dense-chain: post_norm.linear1 + post_norm.linear2 (2 ops)" in out
 
 
 def test_backends_lists_numpy_and_explains_cupy(capsys):

@@ -9,7 +9,7 @@ import pytest
 
 import kuiper
 from kuiper.graph.providers import PARTITION_TYPE
-from kuiper.numba_kernels import available, conv_chain
+from kuiper.numba_kernels import available, chains, conv_chain
 from tests.conftest import param_text, write_model
 
 pytestmark = pytest.mark.skipif(not available(), reason="numba is not installed")
@@ -113,7 +113,7 @@ def test_images_too_large_for_the_chain_take_the_layers_own_path(tmp_path, monke
     model = kuiper.load(path)
     x = np.random.default_rng(4).uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32)
     compiled = model(x)
-    monkeypatch.setattr(conv_chain, "LAYER_WORK", 0)
+    monkeypatch.setattr(chains, "LAYER_CALL_WORK", 0)
     (partition,) = _partitions(model)
     partition.op._tables.clear()
     calls = []
@@ -185,7 +185,7 @@ def test_convolutions_too_large_at_the_declared_image_size_are_not_claimed(tmp_p
     after it (native layouts between oneDNN convolutions)."""
     path, _ = _chain(tmp_path, [16, 16, 16], [3, 3], [1, 1], "nn.ReLU", shape=(1, 16, 64, 64))
     assert not _partitions(kuiper.load(path))
-    path, _ = _chain(tmp_path, [16, 16, 16], [3, 3], [1, 1], "nn.ReLU", shape=(1, 16, 8, 8))
+    path, _ = _chain(tmp_path, [16, 16, 16], [3, 3], [1, 1], "nn.ReLU", shape=(1, 16, 4, 4))
     assert len(_partitions(kuiper.load(path))) == 1
 
 

@@ -7,7 +7,7 @@ import pytest
 
 import kuiper
 from kuiper.graph.providers import PARTITION_TYPE
-from kuiper.numba_kernels import available, dense_chain
+from kuiper.numba_kernels import available, chains, dense_chain
 from tests.conftest import param_text, write_model
 
 pytestmark = pytest.mark.skipif(not available(), reason="numba is not installed")
@@ -125,12 +125,12 @@ def test_large_calls_and_other_dtypes_take_the_layers_own_path(tmp_path, monkeyp
     model = kuiper.load(path)
     x = np.random.default_rng(5).uniform(-1, 1, (6, 5)).astype(np.float32)
     compiled = model(x)
-    monkeypatch.setattr(dense_chain, "CHAIN_WORK", 0)
+    monkeypatch.setattr(chains, "LAYER_CALL_WORK", 0)
     calls = []
     monkeypatch.setattr(dense_chain.DenseChain, "run_members", lambda self, *a: calls.append(1) or
                         dense_chain.Partition.run_members(self, *a))
     by_ops = model(x)
-    assert calls, "above CHAIN_WORK the layers run op by op"
+    assert calls, "above LAYER_CALL_WORK the layers run op by op"
     np.testing.assert_allclose(by_ops, compiled, rtol=2e-5, atol=2e-6)
     np.testing.assert_allclose(by_ops, _reference(x, layers, "nn.SiLU")[-1], rtol=2e-5, atol=2e-6)
 
@@ -209,12 +209,12 @@ def test_a_steady_call_allocates_its_output_and_nothing_else(tmp_path):
     """The values between layers come from buffers kept between calls (scratch.py), as a replayed call needs."""
     import tracemalloc
 
-    path, _ = _chain(tmp_path, [128, 128, 128, 128], "nn.ReLU")
+    path, _ = _chain(tmp_path, [32, 32, 32, 32], "nn.ReLU")
     model = kuiper.load(path)
-    x = np.random.default_rng(11).uniform(-1, 1, (64, 128)).astype(np.float32)
+    x = np.random.default_rng(11).uniform(-1, 1, (128, 32)).astype(np.float32)  # 128 x 32 x 32: LAYER_CALL_WORK
     model(x)
     model(x)  # warm: the buffers exist
-    output_bytes = 64 * 128 * 4
+    output_bytes = 128 * 32 * 4
     tracemalloc.start()
     try:
         before, _ = tracemalloc.get_traced_memory()
@@ -224,5 +224,5 @@ def test_a_steady_call_allocates_its_output_and_nothing_else(tmp_path):
     finally:
         tracemalloc.stop()
     assert kept.nbytes == output_bytes
-    # Two intermediate buffers would be another 64 KB; a few KB of Python objects are allowed.
+    # Two intermediate buffers would be another 32 KB; a few KB of Python objects are allowed.
     assert peak - before < output_bytes + 16 * 1024, peak - before
