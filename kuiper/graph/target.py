@@ -26,14 +26,6 @@ class Target:
     kernels: Mapping[str, Registered]  # op type -> the class replacing it on this backend (kuiper_add_kernels)
     providers: tuple  # objects claiming partitions on this backend (kuiper_add_providers), in plugin order
 
-    @property
-    def name(self) -> str:
-        return self.backend.name
-
-    @property
-    def capabilities(self) -> frozenset[str]:
-        return self.backend.capabilities
-
     def knows(self, op_type: str) -> bool:
         """Whether an op class runs ``op_type`` here, generic or a kernel."""
         return op_type in self.kernels or op_type in self.ops

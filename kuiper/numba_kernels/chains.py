@@ -13,6 +13,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..graph.providers import Provider
 from . import conv_post_ops
 
 # Multiply-adds of one layer in one call up to which a chain runs compiled.  Its loops take 3-10x longer
@@ -84,6 +85,28 @@ def chain_runs(units, context, joins: Callable) -> list[tuple[int, int]]:
     if start is not None:
         runs.append((start, len(units)))
     return [(begin, end) for begin, end in runs if end - begin >= MIN_LAYERS]
+
+
+class ChainProvider(Provider):
+    """A provider of runs of layers (``chain_runs``): a subclass says which steps join (``joins``), whether a
+    run fits at the sizes the file declares (``fits_declared``: a claim whose calls would all run op by op
+    only adds the fallback's cost, and hides its members from the passes after the claims) and which
+    Partition class runs a claimed run (``partition``)."""
+
+    partition: type
+
+    def joins(self, unit) -> bool:
+        raise NotImplementedError
+
+    def fits_declared(self, members, context) -> bool:
+        return True
+
+    def claim(self, units, context):
+        return [(begin, end) for begin, end in chain_runs(units, context, self.joins)
+                if self.fits_declared(units[begin:end], context)]
+
+    def compile(self, members, inputs, outputs, target, node):
+        return self.partition(node, target.backend, members)
 
 
 def takes(value) -> bool:

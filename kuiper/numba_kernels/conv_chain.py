@@ -23,11 +23,11 @@ import threading
 
 import numpy as np
 
-from ..graph.providers import Partition, Provider
+from ..graph.providers import Partition
 from ..limits import check_size
 from ..ops.conv import ConvNd
 from . import chains
-from .chains import NO_RESIDUAL, chain_runs, layer_math, takes, takes_epilogue_inputs
+from .chains import NO_RESIDUAL, ChainProvider, layer_math, takes, takes_epilogue_inputs
 from .runtime import KernelModule, launch_width
 from .scratch import ScratchPool
 
@@ -44,47 +44,6 @@ MAX_TABLES = 8
 (C_IN, H_IN, W_IN, C_OUT, H_OUT, W_OUT, KH, KW, PT, PL, HP, WP, WEIGHT_AT, BIAS_AT, ACTIVATION, RESIDUAL,
  AFTER, STRIDE) = range(18)
 NO_BIAS = -1
-
-
-def _joins(unit) -> bool:
-    """Whether the step is a convolution the chain kernel runs."""
-    op, node = unit.op, unit.node
-    if not isinstance(op, ConvNd) or op.spatial != 2 or op.static_weight is None or len(node.outputs) != 1:
-        return False
-    weight, bias = node.attrs.get("weight"), op.static_bias_vector
-    if weight is None or weight.dtype != np.float32 or weight.ndim != 4:
-        return False
-    if bias is not None and bias.dtype != np.float32:
-        return False
-    if op.groups != 1 or op.stride[0] != op.stride[1] or op.dilation != (1, 1) or op.padding_mode != "zeros":
-        return False
-    if weight.size > LAYER_WEIGHTS:
-        return False
-    return takes_epilogue_inputs(unit)
-
-
-class ConvChainProvider(Provider):
-    name = "conv-chain"
-
-    def claim(self, units, context):
-        return [(begin, end) for begin, end in chain_runs(units, context, _joins)
-                if _small_at_declared_size(units[begin:end], context)]
-
-    def compile(self, members, inputs, outputs, target, node):
-        return ConvChain(node, target.backend, members)
-
-
-def _small_at_declared_size(members, context) -> bool:
-    """Whether the run's layers stay under LAYER_CALL_WORK at the batch and image size the file declares (a free size:
-    yes).  A claim whose calls would all run op by op only hides its members from the passes after
-    the claims (native layouts between convolutions: ResNet-18's 64-channel 56 x 56 convs)."""
-    shape = context.declared_shape(members[0].node.inputs[0])
-    if shape is None or len(shape) != 4 or not all(isinstance(d, int) for d in shape[2:]):
-        return True
-    rows = [_geometry(unit) + (0, NO_BIAS, 0, 0, 0, unit.op.stride[0]) for unit in members]
-    found = size_table(rows, shape[2], shape[3])
-    images = shape[0] if isinstance(shape[0], int) else 1
-    return found is not None and images * found[5] <= chains.LAYER_CALL_WORK
 
 
 def _geometry(unit) -> tuple:
@@ -195,3 +154,34 @@ class ConvChain(Partition):
         """Each image's two padded layer inputs."""
         check_size((images, 2, size), 4, self.node.describe())
         return np.empty((images, 2, size), np.float32)
+
+
+class ConvChainProvider(ChainProvider):
+    name = "conv-chain"
+    partition = ConvChain
+
+    def joins(self, unit) -> bool:
+        """Whether the step is a convolution the chain kernel runs."""
+        op, node = unit.op, unit.node
+        if not isinstance(op, ConvNd) or op.spatial != 2 or op.static_weight is None or len(node.outputs) != 1:
+            return False
+        weight, bias = node.attrs.get("weight"), op.static_bias_vector
+        if weight is None or weight.dtype != np.float32 or weight.ndim != 4:
+            return False
+        if bias is not None and bias.dtype != np.float32:
+            return False
+        if op.groups != 1 or op.stride[0] != op.stride[1] or op.dilation != (1, 1) or op.padding_mode != "zeros":
+            return False
+        return weight.size <= LAYER_WEIGHTS and takes_epilogue_inputs(unit)
+
+    def fits_declared(self, members, context) -> bool:
+        """Whether the run's layers stay under LAYER_CALL_WORK at the batch and image size the file declares
+        (a free size: yes): a run over it keeps ResNet-18's 64-channel 56 x 56 convolutions apart, with the
+        native layouts between them."""
+        shape = context.declared_shape(members[0].node.inputs[0])
+        if shape is None or len(shape) != 4 or not all(isinstance(d, int) for d in shape[2:]):
+            return True
+        rows = [_geometry(unit) + (0, NO_BIAS, 0, 0, 0, unit.op.stride[0]) for unit in members]
+        found = size_table(rows, shape[2], shape[3])
+        images = shape[0] if isinstance(shape[0], int) else 1
+        return found is not None and images * found[5] <= chains.LAYER_CALL_WORK

@@ -20,11 +20,11 @@ import math
 
 import numpy as np
 
-from ..graph.providers import Partition, Provider
+from ..graph.providers import Partition
 from ..limits import check_size
 from ..ops.linear import LinearProjection
 from . import chains
-from .chains import NO_RESIDUAL, chain_runs, layer_math, takes, takes_epilogue_inputs
+from .chains import NO_RESIDUAL, ChainProvider, layer_math, takes, takes_epilogue_inputs
 from .runtime import KernelModule, launch_width
 from .scratch import ScratchPool
 
@@ -39,37 +39,6 @@ LAYER_WEIGHTS = 1 << 16
 # columns 0 and 1, AFTER's in 2 and 3).
 IN, OUT, WEIGHT_AT, BIAS_AT, ACTIVATION, RESIDUAL, AFTER = range(7)
 NO_BIAS = -1  # BIAS_AT of a layer without a bias
-
-
-def _joins(unit) -> bool:
-    """Whether the step is a Linear the chain kernel runs."""
-    op = unit.op
-    if not isinstance(op, LinearProjection) or op.weight_t is None or len(unit.node.outputs) != 1:
-        return False
-    if op.weight_t.dtype != np.float32 or (op.bias is not None and op.bias.dtype != np.float32):
-        return False
-    return op.shape[0] * op.shape[1] <= LAYER_WEIGHTS and takes_epilogue_inputs(unit)
-
-
-def _small_at_declared_size(members, context) -> bool:
-    """Whether each layer stays under LAYER_CALL_WORK at the rows the file declares (free dims count as 1):
-    a claim whose calls would all run op by op only adds the fallback's cost to each."""
-    shape = context.declared_shape(members[0].node.inputs[0])
-    if not shape:
-        return True
-    rows = math.prod(d if isinstance(d, int) else 1 for d in shape[:-1])
-    return rows * max(unit.op.shape[0] * unit.op.shape[1] for unit in members) <= chains.LAYER_CALL_WORK
-
-
-class DenseChainProvider(Provider):
-    name = "dense-chain"
-
-    def claim(self, units, context):
-        return [(begin, end) for begin, end in chain_runs(units, context, _joins)
-                if _small_at_declared_size(units[begin:end], context)]
-
-    def compile(self, members, inputs, outputs, target, node):
-        return DenseChain(node, target.backend, members)
 
 
 class DenseChain(Partition):
@@ -112,6 +81,8 @@ class DenseChain(Partition):
             return self.run_members(*inputs)  # the ops say what is wrong, or take what the kernel does not
         rows = math.prod(x.shape[:-1])
         work = rows * self.weights_per_row
+        if rows * self.largest_layer > chains.LAYER_CALL_WORK or rows == 0:
+            return self.run_members(*inputs)
         shape = x.shape[:-1] + (self.out_features,)
         residual = NO_RESIDUAL
         if self.residual_at is not None:
@@ -119,8 +90,6 @@ class DenseChain(Partition):
             if not takes(residual) or residual.shape != shape:
                 return self.run_members(*inputs)  # a residual that broadcasts: the op's own epilogue
             residual = np.ascontiguousarray(residual).reshape(rows, self.out_features)
-        if rows * self.largest_layer > chains.LAYER_CALL_WORK or rows == 0:
-            return self.run_members(*inputs)
         check_size((rows, self.out_features), 4, self.node.describe())
         flat = np.ascontiguousarray(x).reshape(rows, self.in_features)
         out = np.empty((rows, self.out_features), np.float32)
@@ -136,3 +105,25 @@ class DenseChain(Partition):
         """The values between layers for ``rows`` rows: two arrays of the widest layer's width."""
         check_size((2, rows, self.widest), 4, self.node.describe())
         return np.empty((rows, self.widest), np.float32), np.empty((rows, self.widest), np.float32)
+
+
+class DenseChainProvider(ChainProvider):
+    name = "dense-chain"
+    partition = DenseChain
+
+    def joins(self, unit) -> bool:
+        """Whether the step is a Linear the chain kernel runs."""
+        op = unit.op
+        if not isinstance(op, LinearProjection) or op.weight_t is None or len(unit.node.outputs) != 1:
+            return False
+        if op.weight_t.dtype != np.float32 or (op.bias is not None and op.bias.dtype != np.float32):
+            return False
+        return op.shape[0] * op.shape[1] <= LAYER_WEIGHTS and takes_epilogue_inputs(unit)
+
+    def fits_declared(self, members, context) -> bool:
+        """Whether each layer stays under LAYER_CALL_WORK at the rows the file declares (free dims count as 1)."""
+        shape = context.declared_shape(members[0].node.inputs[0])
+        if not shape:
+            return True
+        rows = math.prod(d if isinstance(d, int) else 1 for d in shape[:-1])
+        return rows * max(unit.op.shape[0] * unit.op.shape[1] for unit in members) <= chains.LAYER_CALL_WORK
