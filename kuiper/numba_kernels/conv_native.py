@@ -180,7 +180,7 @@ class OneDnnConv(OneDnnPath):
             return "reference path: the weight is an input"
         return "oneDNN, the weight input reordered per call (float32; else the reference path)"
 
-    def _native_for_weight(self, library, weight_shape) -> "onednn.Convolution":
+    def _native_for_weight(self, library, weight_shape) -> onednn.Convolution:
         """The oneDNN convolution for weights of ``weight_shape``, made on the first call that brings one
         (its kernel and layouts chosen per input shape, as for a constant weight).  It is made with
         zeros: every call passes its own weight."""
