@@ -19,9 +19,10 @@ import math
 import numpy as np
 
 from .. import onednn
+from ..onednn import primitives as onednn_primitives
 from ..limits import check_size
 from ..ops import conv as reference
-from ..ops.special_values import linear_bound, outputs_tame
+from ..ops.special_values import linear_bound, outputs_tame, sum_of_squares
 from ..thread_limits import requested as model_threads
 from . import conv_post_ops
 
@@ -117,6 +118,13 @@ class OneDnnPath:
         raise NotImplementedError
 
 
+def _memory_order(array: np.ndarray) -> np.ndarray:
+    """``array`` with its axes in the order its elements lie in memory (the same elements, no copy), or
+    itself where they do not lie densely: what a sum over all of them reads fastest."""
+    order = onednn_primitives.dense_order(array)
+    return array if order is None else array.transpose(order)
+
+
 def _plain_float32(value, rank: int) -> bool:
     return isinstance(value, np.ndarray) and value.dtype == np.float32 and value.ndim == rank
 
@@ -164,8 +172,13 @@ class OneDnnConv(OneDnnPath):
             return None
         padded = tuple(x.shape[:2]) + tuple(size + sum(p) for size, p in zip(x.shape[2:], native.pads))
         check_size(max(blocked_shape(padded), blocked_shape(out_shape), key=math.prod), 4, self.node.describe())
-        if not outputs_tame(np, x, linear_bound(np, weight, bias)):
-            return None  # NaN, +-inf or sums that could overflow: the reference follows IEEE 754
+        # NaN, +-inf or sums that could overflow go to the reference, which follows IEEE 754.  Read in
+        # memory order (a transposed view would be copied) and in float32: a weight whose squares
+        # overflow float32 only costs the slower path.
+        bound = (math.sqrt(sum_of_squares(np, _memory_order(weight))),
+                 0.0 if bias is None else float(np.max(np.abs(bias), initial=0.0)))
+        if not outputs_tame(np, _memory_order(x), bound):
+            return None
         try:
             out = native(x, model_threads(), weight=weight)
         except onednn.OneDnnError:

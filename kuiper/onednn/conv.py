@@ -24,7 +24,7 @@ import numpy as np
 from .blocked import Blocked, ToPlain
 from .binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
 from .primitives import (MAX_PLANS, ONE_THREAD_WORK, PLAIN_CONV_WORK, Attributes, Layout, PlanCache, Primitive,
-                         dims, pads_after, reorder)
+                         dims, in_strides, pads_after, reorder)
 
 
 @dataclass
@@ -124,12 +124,7 @@ class Convolution:
         if isinstance(x, Blocked):
             source = self._blocked_in(x, plan, threads)
         else:
-            source = (plan.plain_in, np.ascontiguousarray(x, dtype=np.float32))
-            if not plan.reads_plain:
-                if plan.reorder_in is None:
-                    plan.reorder_in = self._reorder(plan.plain_in, plan.source, threads)
-                source, plain = (plan.source, plan.source.empty()), source
-                plan.reorder_in.run({ARG_SRC: plain, ARG_DST: source}, threads)
+            source = self._plain_in(x, plan, threads)
         if residual is not None:
             result = self._in_layout(residual, plan.to_plain.plain, plan.result, threads, fresh=True)
         else:
@@ -150,18 +145,43 @@ class Convolution:
                 threads = 1
         return self.plan(shape, threads)
 
+    def _plain_in(self, x, plan: _Plan, threads: int) -> tuple[Layout, np.ndarray]:
+        """A plain input as a (layout, buffer) pair in the plan's input layout.  A transposed view of a
+        row-major array (NHWC seen as NCHW, as a JAX program's convolutions hand it over) is reordered
+        straight from its strides: copying it row-major first was a second pass over it."""
+        x = np.asarray(x, dtype=np.float32)
+        if not x.flags.c_contiguous:
+            strided = in_strides(self.library, x)
+            if strided is not None:
+                target = (plan.source, plan.source.empty())
+                self._reorder(strided[0], plan.source, threads).run({ARG_SRC: strided, ARG_DST: target}, threads)
+                return target
+            x = np.ascontiguousarray(x)
+        if plan.reads_plain:
+            return plan.plain_in, x
+        if plan.reorder_in is None:
+            plan.reorder_in = self._reorder(plan.plain_in, plan.source, threads)
+        target = (plan.source, plan.source.empty())
+        plan.reorder_in.run({ARG_SRC: (plan.plain_in, x), ARG_DST: target}, threads)
+        return target
+
     def _call_weight(self, weight, plan: _Plan, threads: int) -> tuple[Layout, np.ndarray]:
         """A call's own weight in the plan's weight layout: as it is where that is plain, else reordered
-        into a fresh buffer (a plan may serve several threads at once)."""
+        into a fresh buffer (a plan may serve several threads at once), from its strides where it is a
+        transposed view (JAX's HWIO kernels seen as OIHW)."""
         plain_layout, kept = self.plain_weight
         if tuple(weight.shape) != tuple(kept.shape) or weight.dtype != np.float32:
             raise OneDnnError(f"a call's weight must be float32 of shape {tuple(kept.shape)}, "
                               f"found {weight.dtype} {tuple(weight.shape)}")
-        plain = (plain_layout, np.ascontiguousarray(weight))
-        if plan.weight_layout == plain_layout:
-            return plain
+        source = None
+        if not weight.flags.c_contiguous:
+            source = in_strides(self.library, weight, None if self.groups == 1 else self._weight_shape())
+        if source is None:
+            source = (plain_layout, np.ascontiguousarray(weight))
+            if plan.weight_layout == plain_layout:
+                return source
         target = (plan.weight_layout, plan.weight_layout.empty())
-        self._reorder(plain_layout, plan.weight_layout, threads).run({ARG_SRC: plain, ARG_DST: target}, threads)
+        self._reorder(source[0], plan.weight_layout, threads).run({ARG_SRC: source, ARG_DST: target}, threads)
         return target
 
     def _blocked_in(self, x: Blocked, plan: _Plan, threads: int) -> tuple[Layout, np.ndarray]:

@@ -473,3 +473,25 @@ def test_a_weight_input_conv_keeps_nan_and_inf_where_ieee_754_puts_them(tmp_path
     got = model(x, weight)
     assert np.isnan(got[0, :, 1:4, 1:4]).all() and np.isposinf(got[0, :, 5:8, 5:8]).all()
     assert np.isfinite(got[0, :, :, :1]).all()  # columns no special value reaches
+
+
+@pytest.mark.parametrize("name", ["3x3 s1 p1", "depthwise 3x3 s2", "grouped, dilated, unequal pads",
+                                  "7x7 s2 p3, 3 channels (a stem)"])
+def test_transposed_views_are_read_by_their_strides(name, layouts, monkeypatch):
+    """An NHWC input seen as NCHW and an HWIO weight seen as OIHW (as a JAX program hands them over) give
+    the row-major copies' result, and are not copied row-major first."""
+    shape, out_channels, kernel, stride, dilation, pads, groups = CASES[name]
+    weight_shape = (out_channels, shape[1] // groups) + kernel
+    conv = onednn.Convolution(onednn.library(), np.zeros(weight_shape, np.float32), None, stride, dilation, pads,
+                              groups)
+    x = np.transpose(RNG.standard_normal((shape[0], *shape[2:], shape[1])).astype(np.float32), (0, 3, 1, 2))
+    weight = np.transpose((RNG.standard_normal((*kernel, weight_shape[1], out_channels)) / 3).astype(np.float32),
+                          (3, 2, 0, 1))
+    assert not x.flags.c_contiguous and not weight.flags.c_contiguous
+    expected = float64_conv(x, weight, None, stride, dilation, pads, groups)
+    copies = []
+    contiguous = np.ascontiguousarray
+    monkeypatch.setattr(onednn_conv.np, "ascontiguousarray",
+                        lambda a, *args, **kw: copies.append(a.shape) or contiguous(a, *args, **kw))
+    assert np.max(np.abs(conv(x, weight=weight) - expected)) <= TOLERANCE
+    assert copies == []
