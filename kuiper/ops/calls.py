@@ -62,12 +62,12 @@ class While(Op):
             raise self.error("the condition is the constant true: the loop would never end")
 
     def forward(self, *state):
-        budget, iterations = loop_budget(), 0
+        budget, iterations, where = loop_budget(), 0, self.node.describe()
         with loop_deadline() as deadline:
             while bool(self.condition.call_within(state)[0]):
                 iterations += 1
-                check_iterations(iterations, budget, self.node.describe())
-                check_deadline(deadline, self.node.describe())
+                check_iterations(iterations, budget, where)
+                check_deadline(deadline, where)
                 state = self.body.call_within(state)
         return _single_or_tuple(state)
 
