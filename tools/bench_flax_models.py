@@ -10,13 +10,20 @@ checked against XLA's; both engines are timed interleaved in one process (median
 ``--runs``), and the table ends with the median of the kuiper/XLA ratios (issue 44's goal: at or
 below 1).  ``--threads`` is kuiper's thread count; for XLA on one thread run with
 ``XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"``.
+
+``--save-hlo DIR`` writes each program's text, gzipped, as ``DIR/flax_<key>.hlo.txt.gz``: the weights
+are parameters, so the files are small; asv's ``FlaxPrograms`` (asv_benchmarks/benchmarks/
+bench_flax_programs.py) times kuiper on them without jax, fed seeded random weights.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import re
 import statistics
 import time
+from pathlib import Path
 
 import flax.linen as nn
 import jax
@@ -182,6 +189,11 @@ def models(rng: np.random.RandomState):
     }
 
 
+def file_key(name: str) -> str:
+    """``"ResNet-18 (1x224x224)"`` -> ``"resnet_18"``: the model's name before its sizes, for a file name."""
+    return re.sub(r"[^a-z0-9]+", "_", name.split(" (")[0].lower()).strip("_")
+
+
 def timed(engines: dict, runs: int) -> dict[str, list[float]]:
     times = {name: [] for name in engines}
     for _ in range(3):  # warm-up
@@ -200,6 +212,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--threads", type=int, default=None, help="kuiper's threads (default: every core)")
     parser.add_argument("--only", nargs="*", default=None, help="models whose name starts with one of these")
+    parser.add_argument("--save-hlo", type=Path, default=None, metavar="DIR",
+                        help="write each program's HLO text (gzipped) to DIR, for asv")
     args = parser.parse_args()
     print(f"jax {jax.__version__}, numpy {np.__version__}, kuiper {kuiper.__version__}; weights as arguments")
     print(f"{'model':<30} {'xla ms':>8} {'kuiper ms':>10} {'kuiper/xla':>11} {'p10 ratio':>10} {'max|diff|':>10}")
@@ -210,7 +224,11 @@ def main() -> None:
         params = module.init(jax.random.PRNGKey(0), x)
         jitted = jax.jit(module.apply)
         leaves = [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves((params, x))]
-        model = kuiper.load_hlo(jitted.lower(params, x).as_text(dialect="hlo"), threads=args.threads)
+        text = jitted.lower(params, x).as_text(dialect="hlo")
+        if args.save_hlo is not None:
+            args.save_hlo.mkdir(parents=True, exist_ok=True)
+            (args.save_hlo / f"flax_{file_key(name)}.hlo.txt.gz").write_bytes(gzip.compress(text.encode(), mtime=0))
+        model = kuiper.load_hlo(text, threads=args.threads)
         expected = np.asarray(jitted(params, x))
         got = np.asarray(model(*leaves, to_numpy=True))
         difference = float(np.max(np.abs(got - expected)))
