@@ -58,7 +58,9 @@ class ResidualBlock(nn.Module):
 
     @nn.compact
     def __call__(self, x):
-        norm = lambda: nn.BatchNorm(use_running_average=True)  # noqa: E731 (inference, as deployed)
+        def norm():
+            return nn.BatchNorm(use_running_average=True)  # inference, as deployed
+
         y = nn.relu(norm()(nn.Conv(self.features, (3, 3), self.strides, use_bias=False)(x)))
         y = norm()(nn.Conv(self.features, (3, 3), use_bias=False)(y))
         if x.shape != y.shape:
@@ -232,8 +234,9 @@ def main() -> None:
         expected = np.asarray(jitted(params, x))
         got = np.asarray(model(*leaves, to_numpy=True))
         difference = float(np.max(np.abs(got - expected)))
-        times = timed({"xla": lambda: jitted(params, x).block_until_ready(), "kuiper": lambda: model(*leaves)},
-                      args.runs)
+        engines = {"xla": lambda f=jitted, p=params, v=x: f(p, v).block_until_ready(),
+                   "kuiper": lambda m=model, a=leaves: m(*a)}
+        times = timed(engines, args.runs)
         xla, ours = (statistics.median(times[k]) * 1e3 for k in ("xla", "kuiper"))
         p10 = sorted(times["kuiper"])[len(times["kuiper"]) // 10] / sorted(times["xla"])[len(times["xla"]) // 10]
         ratios.append(ours / xla)
