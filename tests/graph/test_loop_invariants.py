@@ -140,3 +140,4 @@ ENTRY main {
     model = kuiper.load_hlo(text)
     assert not any(name.startswith("loop/") for name in outer_names(model))
     assert any("draw" in name for name in body_names(model))
+
