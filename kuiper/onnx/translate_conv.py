@@ -105,53 +105,58 @@ def translate_pool(site: Site) -> list[OpNode]:
     spatial = site.rank(0) - 2
     if not 1 <= spatial <= 3:
         raise site.error(f"pools 1 to 3 spatial dims, found an input of rank {spatial + 2}")
-    if site.has_output(1):
-        raise site.error("the Indices output (positions over the whole tensor) is not supported")
     kernel = site.ints("kernel_shape")
     strides, dilations, pads = _window(site, spatial, kernel)
-    is_max = site.op_type == "MaxPool"
+    params = {"kernel_size": kernel, "stride": strides, "ceil_mode": bool(site.int_("ceil_mode", 0)),
+              "dilation": dilations}
+    if site.op_type == "AveragePool":
+        # The average pool takes ONNX's window whole: pads of any size on either side, dilations.
+        params.update(pads=pads, padding=[p[0] for p in pads], count_include_pad=bool(site.int_("count_include_pad", 0)))
+        return [site.op(f"AvgPool{spatial}d", [site.input(0)], site.outputs, params)]
     emit = Emit(site)
     value = site.input(0)
-    params = {"kernel_size": kernel, "stride": strides, "ceil_mode": bool(site.int_("ceil_mode", 0))}
-    # The pool ops pad evenly by at most half a window: other pads become an explicit Pad first.
-    if any(before != after or 2 * before > k for (before, after), k in zip(pads, kernel)):
-        include_pad = site.int_("count_include_pad", 0)
-        if not is_max and not include_pad:
-            raise site.error(f"unequal pads {pads} with count_include_pad=0 are not supported")
-        fill = float("-inf") if is_max else 0.0
+    # The max pool pads evenly by at most half a window: other pads become an explicit -inf Pad first.
+    padded = any(before != after or 2 * before > k for (before, after), k in zip(pads, kernel))
+    if padded:
         value = emit.op("Pad", [value], {"low": [0, 0, *(p[0] for p in pads)], "high": [0, 0, *(p[1] for p in pads)],
-                                         "value": fill}, dtype=site.dtype(0))
-        pads = [[0, 0] for _ in pads]
-    params["padding"] = [p[0] for p in pads]
-    if is_max:
-        params["dilation"] = dilations
+                                         "value": float("-inf")}, dtype=site.dtype(0))
+    params["padding"] = [0 if padded else p[0] for p in pads]
+    if not site.has_output(1):
         emit.op(f"MaxPool{spatial}d", [value], params, dtype=site.dtype(0), out=site.outputs[0])
-    else:
-        if any(d != 1 for d in dilations):
-            raise site.error(f"dilations {dilations} in an average pool are not supported")
-        params["count_include_pad"] = bool(site.int_("count_include_pad", 0))
-        emit.op(f"AvgPool{spatial}d", [value], params, dtype=site.dtype(0), out=site.outputs[0])
+        return emit.ops
+    if padded:
+        raise site.error(f"the Indices output with pads {pads} (uneven, or over half the window) is not supported")
+    # Indices: PyTorch's position in each (n, c) plane, made a position in the whole tensor (row-major,
+    # or with storage_order=1 the spatial dims column-major), as ONNX counts them.
+    params["return_indices"] = True
+    indices = site.temporary("plane_indices", "int64")
+    emit.op_many(f"MaxPool{spatial}d", [value], [site.outputs[0], indices], params)
+    shape = site.static_shape(0)
+    plane = int(np.prod(shape[2:]))
+    if site.int_("storage_order", 0):
+        if spatial != 2:
+            raise site.error("storage_order=1 is supported for 2-D pools")
+        height, width = shape[2:]
+        row = emit.fn("divide", [indices, emit.const(width, "int64")])
+        column = emit.fn("remainder", [indices, emit.const(width, "int64")])
+        indices = emit.fn("add", [emit.fn("multiply", [column, emit.const(height, "int64")]), row])
+    offsets = (np.arange(shape[0] * shape[1], dtype=np.int64) * plane).reshape(shape[:2] + (1,) * spatial)
+    emit.fn("add", [indices, emit.const(offsets, "int64")], out=site.outputs[1])
     return emit.ops
 
 
 def translate_lp_pool(site: Site) -> list[OpNode]:
-    """(sum over the window of |x|^p)^(1/p): an average pool that counts padding, times the window's size."""
+    """(sum over the window of |x|^p)^(1/p): an average pool whose divisor is 1 sums the window."""
     spatial = site.rank(0) - 2
     kernel = site.ints("kernel_shape")
     strides, dilations, pads = _window(site, spatial, kernel)
-    if site.int_("ceil_mode", 0) or any(d != 1 for d in dilations):
-        raise site.error("ceil_mode and dilations are not supported for LpPool")
     p = float(site.int_("p", 2))
     emit = Emit(site)
     dtype = site.dtype(0)
     powered = emit.fn("power", [emit.fn("abs", [site.input(0)]), emit.const(p, dtype)])
-    if any(before != after or 2 * before > k for (before, after), k in zip(pads, kernel)):
-        powered = emit.op("Pad", [powered], {"low": [0, 0, *(q[0] for q in pads)],
-                                             "high": [0, 0, *(q[1] for q in pads)], "value": 0.0}, dtype=dtype)
-        pads = [[0, 0] for _ in pads]
-    params = {"kernel_size": kernel, "stride": strides, "padding": [q[0] for q in pads], "count_include_pad": True}
-    mean = emit.op(f"AvgPool{spatial}d", [powered], params, dtype=dtype)
-    total = emit.fn("multiply", [mean, emit.const(float(np.prod(kernel)), dtype)])
+    params = {"kernel_size": kernel, "stride": strides, "padding": [q[0] for q in pads], "pads": pads,
+              "dilation": dilations, "ceil_mode": bool(site.int_("ceil_mode", 0)), "divisor_override": 1}
+    total = emit.op(f"AvgPool{spatial}d", [powered], params, dtype=dtype)
     emit.fn("power", [total, emit.const(1.0 / p, dtype)], out=site.outputs[0])
     return emit.ops
 
