@@ -1,5 +1,6 @@
-"""ONNX Conv, ConvTranspose, MaxPool, AveragePool, the global pools, MatMul and Gemm -> canonical Conv,
-ConvTranspose{n}d, MaxPool{n}d, AvgPool{n}d, AdaptiveAvgPool/MaxPool{n}d and MatMul.
+"""ONNX Conv, ConvTranspose, MaxPool, AveragePool, LpPool, the global pools, MaxUnpool, Col2Im, MatMul and
+Gemm -> canonical Conv, ConvTranspose{n}d, MaxPool{n}d, AvgPool{n}d, AdaptiveAvgPool/MaxPool{n}d, Scatter,
+Fold and MatMul.
 
 ``auto_pad`` (SAME_UPPER, SAME_LOWER, VALID) becomes explicit pads from the input's static spatial
 size. A constant weight travels as the op's ``@weight`` (and ``@bias``), so the conv's fast paths
@@ -161,6 +162,56 @@ def translate_lp_pool(site: Site) -> list[OpNode]:
     return emit.ops
 
 
+def translate_max_unpool(site: Site) -> list[OpNode]:
+    """Each value of X written at its index (over the whole output tensor) into zeros: a Scatter into a flat
+    tensor of the size the pool's window gives, reshaped, then padded at the end to ``output_shape``."""
+    shape = site.static_shape(0)
+    spatial = len(shape) - 2
+    kernel = site.ints("kernel_shape")
+    strides = site.ints("strides", [1] * spatial)
+    pads = site.ints("pads", [0] * (2 * spatial))
+    if len(kernel) != spatial or len(strides) != spatial or len(pads) != 2 * spatial:
+        raise site.error(f"kernel_shape {kernel}, strides {strides} and pads {pads} must fit {spatial} spatial dims")
+    inferred = [*shape[:2], *((size - 1) * s - pads[i] - pads[spatial + i] + k
+                              for i, (size, k, s) in enumerate(zip(shape[2:], kernel, strides)))]
+    if min(inferred) < 1:
+        raise site.error(f"the unpooled shape {inferred} is empty")
+    target = site.constant_ints(2, "output_shape") if site.has_input(2) else inferred
+    if len(target) != len(shape) or list(target[:2]) != list(shape[:2]):
+        raise site.error(f"output_shape {target} must keep the batch and channel dims of {list(shape)}")
+    dtype = site.dtype(0)
+    emit = Emit(site)
+    count = int(np.prod(shape))
+    zeros = emit.op("Broadcast", [emit.const(0, dtype)], {"shape": [int(np.prod(inferred))], "dims": []}, dtype=dtype)
+    indices = emit.op("Reshape", [emit.convert(site.input(1), "int64")], {"shape": [count, 1]}, dtype="int64")
+    values = emit.op("Reshape", [site.input(0)], {"shape": [count]}, dtype=dtype)
+    params = {"update_window_dims": [], "inserted_window_dims": [0], "scatter_dims_to_operand_dims": [0],
+              "index_vector_dim": 1, "combiner": "replace"}
+    flat = emit.op("Scatter", [zeros, indices, values], params, dtype=dtype)
+    same = list(target) == inferred
+    image = emit.op("Reshape", [flat], {"shape": inferred}, dtype=dtype, out=site.outputs[0] if same else None)
+    if not same:
+        emit.op("Pad", [image], {"low": [0] * len(shape), "high": [t - i for t, i in zip(target, inferred)],
+                                 "value": 0.0}, dtype=dtype, out=site.outputs[0])
+    return emit.ops
+
+
+def translate_col2im(site: Site) -> list[OpNode]:
+    """The canonical Fold (col2im) over as many spatial dims as image_shape gives."""
+    image = site.constant_ints(1, "image_shape")
+    block = site.constant_ints(2, "block_shape")
+    spatial = len(image)
+    if not 1 <= spatial <= 3 or len(block) != spatial:
+        raise site.error(f"image_shape {image} and block_shape {block} must give 1 to 3 spatial dims alike")
+    pads = site.ints("pads", [0] * (2 * spatial))
+    if len(pads) != 2 * spatial:
+        raise site.error(f"pads {pads} must give a begin and an end for {spatial} spatial dims")
+    params = {"spatial_dims": spatial, "output_size": image, "kernel_size": block,
+              "dilation": site.ints("dilations", [1] * spatial), "stride": site.ints("strides", [1] * spatial),
+              "pads": [[pads[i], pads[spatial + i]] for i in range(spatial)]}
+    return [site.op("Fold", [site.input(0)], site.outputs, params)]
+
+
 def translate_global_pool(site: Site) -> list[OpNode]:
     spatial = site.rank(0) - 2
     kind = "Max" if site.op_type == "GlobalMaxPool" else "Avg"
@@ -218,6 +269,7 @@ def _gemm_ops(site: Site, alpha: float, beta: float) -> list[OpNode]:
 
 TRANSLATORS = {
     "Conv": translate_conv, "ConvTranspose": translate_conv_transpose, "MaxPool": translate_pool,
-    "AveragePool": translate_pool, "LpPool": translate_lp_pool, "GlobalAveragePool": translate_global_pool, "GlobalMaxPool": translate_global_pool,
+    "AveragePool": translate_pool, "LpPool": translate_lp_pool, "GlobalAveragePool": translate_global_pool,
+    "GlobalMaxPool": translate_global_pool, "MaxUnpool": translate_max_unpool, "Col2Im": translate_col2im,
     "MatMul": translate_matmul, "Gemm": translate_gemm,
 }
