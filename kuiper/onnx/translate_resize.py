@@ -1,4 +1,5 @@
-"""ONNX Resize/Upsample, GridSample and AffineGrid -> the canonical Resample, GridSample and AffineGrid ops.
+"""ONNX Resize/Upsample, GridSample, AffineGrid and RoiAlign -> the canonical Resample, GridSample, AffineGrid
+and RoiAlign ops.
 
 Resample names ONNX's choices one by one (mode, coordinate rule, nearest rounding, cubic coefficient,
 antialias, exclude_outside, crop and extrapolation), so Resize translates attribute for attribute.
@@ -121,5 +122,19 @@ def translate_affine_grid(site: Site) -> list[OpNode]:
     return [site.op("AffineGrid", [site.input(0)], site.outputs, params)]
 
 
-TRANSLATORS = {"Resize": translate_resize, "Upsample": translate_resize, "GridSample": translate_grid_sample,
+def translate_roi_align(site: Site) -> list[OpNode]:
+    """The canonical RoiAlign; ONNX's half_pixel (the default from opset 16) is torchvision's aligned=True."""
+    transform = site.string("coordinate_transformation_mode", "half_pixel" if site.opset >= 16 else "output_half_pixel")
+    if transform not in ("half_pixel", "output_half_pixel"):
+        raise site.error(f"coordinate_transformation_mode={transform!r} is not half_pixel or output_half_pixel")
+    mode = site.string("mode", "avg")
+    if mode not in ("avg", "max"):
+        raise site.error(f"mode={mode!r} is not avg or max")
+    params = {"output_size": [site.int_("output_height", 1), site.int_("output_width", 1)],
+              "sampling_ratio": site.int_("sampling_ratio", 0), "spatial_scale": site.float_("spatial_scale", 1.0),
+              "mode": mode, "aligned": transform == "half_pixel"}
+    return [site.op("RoiAlign", [site.input(0), site.input(1), site.input(2)], site.outputs, params)]
+
+
+TRANSLATORS = {"Resize": translate_resize, "RoiAlign": translate_roi_align, "Upsample": translate_resize, "GridSample": translate_grid_sample,
                "AffineGrid": translate_affine_grid}
