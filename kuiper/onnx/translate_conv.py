@@ -1,6 +1,6 @@
-"""ONNX Conv, ConvTranspose, MaxPool, AveragePool, LpPool, the global pools, MaxUnpool, Col2Im, MatMul and
-Gemm -> canonical Conv, ConvTranspose{n}d, MaxPool{n}d, AvgPool{n}d, AdaptiveAvgPool/MaxPool{n}d, Scatter,
-Fold and MatMul.
+"""ONNX Conv, ConvTranspose, DeformConv, MaxPool, AveragePool, LpPool, the global pools, MaxUnpool, Col2Im,
+MatMul and Gemm -> canonical Conv, ConvTranspose{n}d, DeformConv2d, MaxPool{n}d, AvgPool{n}d,
+AdaptiveAvgPool/MaxPool{n}d, Scatter, Fold and MatMul.
 
 ``auto_pad`` (SAME_UPPER, SAME_LOWER, VALID) becomes explicit pads from the input's static spatial
 size. A constant weight travels as the op's ``@weight`` (and ``@bias``), so the conv's fast paths
@@ -100,6 +100,19 @@ def translate_conv_transpose(site: Site) -> list[OpNode]:
                                   "high": [0, 0, *(-after for _, after in pads)], "value": 0.0},
                 dtype=dtype, out=site.outputs[0])
     return emit.ops
+
+
+def translate_deform_conv(site: Site) -> list[OpNode]:
+    """The canonical DeformConv2d: input, offset, weight, then the bias and mask the node gives."""
+    if site.rank(0) != 4:
+        raise site.error(f"deformable convolution is supported in 2-D, found an input of rank {site.rank(0)}")
+    kernel = site.ints("kernel_shape", None) or list(site.static_shape(1)[2:])
+    strides, dilations, pads = _window(site, 2, kernel)
+    has_bias, has_mask = site.has_input(3), site.has_input(4)
+    params = {"stride": strides, "dilation": dilations, "pads": pads, "groups": site.int_("group", 1),
+              "offset_groups": site.int_("offset_group", 1), "bias": has_bias, "mask": has_mask}
+    inputs = [site.input(0), site.input(2), site.input(1)] + [site.input(i) for i in (3, 4) if site.has_input(i)]
+    return [site.op("DeformConv2d", inputs, site.outputs, params)]
 
 
 def translate_pool(site: Site) -> list[OpNode]:
@@ -271,5 +284,5 @@ TRANSLATORS = {
     "Conv": translate_conv, "ConvTranspose": translate_conv_transpose, "MaxPool": translate_pool,
     "AveragePool": translate_pool, "LpPool": translate_lp_pool, "GlobalAveragePool": translate_global_pool,
     "GlobalMaxPool": translate_global_pool, "MaxUnpool": translate_max_unpool, "Col2Im": translate_col2im,
-    "MatMul": translate_matmul, "Gemm": translate_gemm,
+    "DeformConv": translate_deform_conv, "MatMul": translate_matmul, "Gemm": translate_gemm,
 }
