@@ -125,7 +125,7 @@ def translate_pool(site: Site) -> list[OpNode]:
               "dilation": dilations}
     if site.op_type == "AveragePool":
         # The average pool takes ONNX's window whole: pads of any size on either side, dilations.
-        params.update(pads=pads, padding=[p[0] for p in pads], count_include_pad=bool(site.int_("count_include_pad", 0)))
+        params.update(pads=pads, count_include_pad=bool(site.int_("count_include_pad", 0)))
         return [site.op(f"AvgPool{spatial}d", [site.input(0)], site.outputs, params)]
     emit = Emit(site)
     value = site.input(0)
@@ -168,7 +168,7 @@ def translate_lp_pool(site: Site) -> list[OpNode]:
     emit = Emit(site)
     dtype = site.dtype(0)
     powered = emit.fn("power", [emit.fn("abs", [site.input(0)]), emit.const(p, dtype)])
-    params = {"kernel_size": kernel, "stride": strides, "padding": [q[0] for q in pads], "pads": pads,
+    params = {"kernel_size": kernel, "stride": strides, "pads": pads,
               "dilation": dilations, "ceil_mode": bool(site.int_("ceil_mode", 0)), "divisor_override": 1}
     total = emit.op(f"AvgPool{spatial}d", [powered], params, dtype=dtype)
     emit.fn("power", [total, emit.const(1.0 / p, dtype)], out=site.outputs[0])

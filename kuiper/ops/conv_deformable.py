@@ -82,7 +82,7 @@ class DeformConv2d(Op):
         conv_groups = self.groups
         columns = xp.reshape(columns, (n, conv_groups, group_c * taps, out_h * out_w))
         matrix = xp.reshape(weight, (conv_groups, out_c // conv_groups, group_c * taps))
-        out = xp.matmul(matrix[None], columns)  # (N, groups, out/g, L)
+        out = xp.matmul(matrix[None, ...], columns)  # (N, groups, out/g, L)
         out = xp.reshape(out, (n, out_c, out_h, out_w))
         if bias is not None:
             out = out + xp.reshape(bias, (1, out_c, 1, 1))

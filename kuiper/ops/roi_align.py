@@ -69,7 +69,7 @@ class RoiAlign(Op):
             raise ShapeError(f"{self.node.describe()}: batch_indices must lie in [0, {n}), found {images.tolist()}")
         if not np.isfinite(boxes).all():
             raise ShapeError(f"{self.node.describe()}: rois must be finite")
-        results = [self._region(x[int(image)], box) for image, box in zip(images, boxes)]
+        results = [self._region(x[int(image), ...], box) for image, box in zip(images, boxes)]
         if not results:
             return xp.zeros((0, channels, out_h, out_w), dtype=x.dtype)
         return xp.stack(results, axis=0)

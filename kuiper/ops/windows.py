@@ -112,7 +112,7 @@ class Fold(Op):
         if columns.ndim not in (2, 3):
             raise ShapeError(f"{self.node.describe()}: expects (N, C*prod(kernel), L) or (C*prod(kernel), L), "
                              f"found {tuple(columns.shape)}")
-        batched = columns if columns.ndim == 3 else columns[None]
+        batched = columns if columns.ndim == 3 else columns[None, ...]
         n, rows, length = batched.shape
         area = math.prod(self.kernel)
         if rows % area or length != math.prod(self.blocks):
@@ -126,10 +126,10 @@ class Fold(Op):
         for tap in itertools.product(*(range(k) for k in self.kernel)):
             key = (slice(None), slice(None), *(slice(i * d, i * d + (b - 1) * s + 1, s) for i, d, b, s in
                                                 zip(tap, self.dilation, self.blocks, self.stride)))
-            image[key] = image[key] + windows[(slice(None), slice(None), *tap)]  # one tap's positions are distinct
+            image[key] = image[key] + windows[(slice(None), slice(None), *tap, ...)]  # one tap's positions are distinct
         crop = tuple(slice(before, before + size) for size, (before, _) in zip(self.output_size, self.pads))
         image = image[(slice(None), slice(None), *crop)]
-        return image if columns.ndim == 3 else image[0]
+        return image if columns.ndim == 3 else image[0, ...]
 
 
 class LPPoolNd(AvgPoolNd):
