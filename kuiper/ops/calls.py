@@ -64,11 +64,12 @@ class While(Op):
     def forward(self, *state):
         budget, iterations, where = loop_budget(), 0, self.node.describe()
         with loop_deadline() as deadline:
-            while bool(self.condition.call_within(state)[0]):
+            # The state is checked on the way in; after that the body made it, of the types it takes.
+            while bool(self.condition.call_within(state, checked=iterations == 0)[0]):
                 iterations += 1
                 check_iterations(iterations, budget, where)
                 check_deadline(deadline, where)
-                state = self.body.call_within(state)
+                state = self.body.call_within(state, checked=iterations == 1)
         return _single_or_tuple(state)
 
 
