@@ -64,6 +64,11 @@ def check_supported(module: HloModule) -> None:
     problems: list[str] = []
     for computation in reachable_computations(module):
         for instruction in computation.instructions:
+            buffers = [str(shape) for shape in instruction.shape.leaves() if shape.buffer]
+            if buffers:  # XLA's reference to an array, even as a parameter: kuiper's values are arrays
+                problems.append(f"  {instruction.name} in {computation.name}: buffer shape {', '.join(buffers)} "
+                                "(a reference to an array, as XLA's Pin and CreateBuffer give; kuiper runs "
+                                "array values only)")
             if instruction.opcode in (*INLINED, *REGROUPING, ASYNC_START):
                 continue
             if translation_key(instruction) not in TRANSLATORS and registered_translator(instruction) is None:
