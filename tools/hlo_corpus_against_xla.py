@@ -58,16 +58,10 @@ KUIPER_FINISHED = "kuiper finished"
 HAND_CHECKED = {
     "xla/tools/compute_cost_test.hlo:1": (
         "XLA's result is wrong", "broadcast of s8[10] to s8[10,20]: rows 1-9 come back from jaxlib as 0, not 4"),
-    "xla/tests/collective_pipeliner_execution_test.cc:1229": (
-        "unspecified: accumulation precision", "XLA sums this bf16 reduce (in a while body) in bf16, one element "
-        "after another (12.625 for 32 x 0.4053); kuiper in f32 (12.97), as XLA does for an entry-level reduce"),
     "xla/backends/cpu/benchmarks/hlo/resnet50_keras_jax_f32.hlo:1": (
         "XLA's result is wrong", "random batch-norm variances make the last block's activations NaN in both "
         "engines (XLA's relu of them alone: 100352 of 100352 NaN); XLA's reduce_sum of that relu, fused, gives "
         "finite values (the fused code drops NaNs), kuiper NaN as maximum and add define it"),
-    "xla/tests/collective_pipeliner_execution_test.cc:1239": (  # the same module in a later XLA checkout
-        "unspecified: accumulation precision", "XLA sums this bf16 reduce (in a while body) in bf16, kuiper in "
-        "f32, as XLA does for an entry-level reduce"),
 }
 IDENTITY_OF = {"add": 0, "or": 0, "xor": 0, "multiply": 1, "and": 1, "maximum": -np.inf, "minimum": np.inf}
 
