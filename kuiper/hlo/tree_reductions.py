@@ -60,6 +60,8 @@ def _split(computation: HloComputation, reduce: HloInstruction, taken: set[str])
             or not all(isinstance(d, int) and 0 <= d < shape.rank for d in dims) \
             or not isinstance(reduce.attributes.get("to_apply"), str):  # (the translator names what is wrong)
         return [reduce]
+    if any(shape.dynamic) or any(shape.dims[d] == 0 for d in dims):
+        return [reduce]  # a dynamic dim's size is known at run time only; an empty one leaves the init
     emitted = []
     while any(shape.dims[d] > WINDOW for d in dims):
         sizes = [min(n, WINDOW) if d in dims else 1 for d, n in enumerate(shape.dims)]

@@ -100,3 +100,10 @@ def test_the_split_mirrors_xlas_windows_and_padding():
     assert windows[0].attributes["window"] == {"size": "5x32x32", "stride": "5x32x32", "pad": "0_0x12_12x10_10"}
     assert windows[1].attributes["window"] == {"size": "1x2x32", "stride": "1x2x32", "pad": "0_0x0_0x14_15"}
     assert module.entry.root.opcode == "reduce" and module.entry.root.operands[0] == windows[1].name
+
+
+def test_an_empty_reduced_dim_gives_the_init_value_and_is_not_split():
+    text = _sum("f16", "0,40").replace("constant(0)", "constant(1.5)")  # dims {0, 1}: 0 and 40 elements
+    assert split_long_reductions(parse(text)).entry.instructions == parse(text).entry.instructions
+    got = kuiper.load_hlo(text, backend="numpy")(np.zeros((0, 40), np.float16), to_numpy=True)
+    assert got.shape == () and float(got) == 1.5
