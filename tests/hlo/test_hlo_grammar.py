@@ -195,6 +195,37 @@ def test_a_shape_that_cannot_be_inferred_is_asked_for():
     assert (info.value.line, info.value.column) == (3, 12)
 
 
+# -- computations written in place: to_apply={ ... } ----------------------------------------------------
+NESTED = """HloModule m
+ENTRY e {
+  p0 = f32[3,4] parameter(0)
+  c0 = f32[] constant(0)
+  r = f32[3] reduce(p0, c0), dimensions={1}, to_apply={
+    a = f32[] parameter(0)
+    b = f32[] parameter(1)
+    ROOT maximum = f32[] maximum(a, b)
+  }
+  ROOT s = f32[3] reduce-window(r, c0), window={size=2 pad=0_1}, to_apply={ROOT x = f32[] add(f32[] parameter(0), f32[] parameter(1))}
+}"""
+
+
+def test_a_computation_written_in_place_is_read_and_runs():
+    module = parse(NESTED)
+    assert list(module.computations) == ["_", "_.1", "e"] and module.entry.name == "e"  # XLA names them "_"
+    assert module.entry.by_name["r"].attributes["to_apply"] == "_"
+    assert module.computations["_"].root.opcode == "maximum"
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)  # row maxima 3, 7, 11; windows of 2, the last padded
+    assert kuiper.load_hlo(NESTED)(x, to_numpy=True).tolist() == [3 + 7, 7 + 11, 11]
+
+
+def test_a_computation_written_in_place_must_close_and_hold_instructions():
+    with pytest.raises(HloSyntaxError, match="not closed"):
+        parse(NESTED.replace("ROOT x = f32[] add(f32[] parameter(0), f32[] parameter(1))}\n}", "ROOT x = f32[] "
+                             "add(f32[] parameter(0), f32[] parameter(1))\n"))
+    with pytest.raises(HloSyntaxError):  # its instructions are checked as any others
+        parse(NESTED.replace("ROOT maximum = f32[] maximum(a, b)", "ROOT maximum = f32[] maximum(a, c)"))
+
+
 # -- buffer shapes: b(f32[2,4]), what XLA's Pin and CreateBuffer custom calls give ----------------------
 def test_buffer_shapes_parse_and_print():
     module = parse("HloModule m\nENTRY e {\n  p = b(f32[4,16]{1,0}) parameter(0)\n"
