@@ -94,9 +94,17 @@ EXTENDED_TYPE_CASES = [
      module(["bf16[46]", "bf16[46]"], "s = bf16[46] add(p0, p1)\n  m = bf16[46] multiply(s, p1)\n"
                                       "  ROOT e = bf16[46] exponential(m)"),
      [(WIDE_F32 / 1000).astype(ml_dtypes.bfloat16), RNG.standard_normal(46).astype(ml_dtypes.bfloat16)]),
-    ("bf16 reduce (f32 accumulation)", module(["bf16[300]"], "z = bf16[] constant(0)\n"
-                                                              "  ROOT r = bf16[] reduce(p0, z), dimensions={0}, to_apply=add",
-                                              BF16_ADD), [np.ones(300, ml_dtypes.bfloat16)]),
+    ("bf16 reduce (in bf16, in XLA's windows of 32)", module(
+        ["bf16[300]"], "z = bf16[] constant(0)\n  ROOT r = bf16[] reduce(p0, z), dimensions={0}, to_apply=add",
+        BF16_ADD), [np.ones(300, ml_dtypes.bfloat16)]),
+    ("bf16 reduce of 256 and ones (each step rounds)", module(
+        ["bf16[2,70]"], "z = bf16[] constant(0)\n  ROOT r = bf16[2] reduce(p0, z), dimensions={1}, to_apply=add",
+        BF16_ADD), [np.concatenate([np.full((2, 1), 256), np.ones((2, 69))], axis=1).astype(ml_dtypes.bfloat16)]),
+    *[(f"{t} reduce of uneven values", module(
+        [f"{t}[3,1000]"], f"z = {t}[] constant(0)\n  ROOT r = {t}[3] reduce(p0, z), dimensions={{1}}, to_apply=add",
+        f"add {{\n  a = {t}[] parameter(0)\n  b = {t}[] parameter(1)\n  ROOT s = {t}[] add(a, b)\n}}\n"),
+        [RNG.uniform(0, 2, (3, 1000)).astype(dtype)])
+      for t, dtype in (("f16", np.float16), ("bf16", ml_dtypes.bfloat16), ("f8e4m3fn", ml_dtypes.float8_e4m3fn))],
     ("bf16 dot", module(["bf16[4,8]", "bf16[8,3]"], "ROOT r = bf16[4,3] dot(p0, p1), lhs_contracting_dims={1}, "
                                                      "rhs_contracting_dims={0}"),
      [RNG.standard_normal((4, 8)).astype(ml_dtypes.bfloat16), RNG.standard_normal((8, 3)).astype(ml_dtypes.bfloat16)]),

@@ -6,14 +6,19 @@
 
 The corpus is extracted from the checkout on each run and never committed (XLA's files are
 XLA's): the raw-string modules of ``xla/hlo/parser/hlo_parser_test.cc`` and ``xla/tests/*_test.cc``,
-and every ``.hlo`` file (split at lit's ``// -----`` separators; ``invalid_*.hlo`` files count as invalid).
+and every ``.hlo`` file (split at lit's ``// -----`` separators when its RUN line says
+``-split-input-file``, as lit splits it; ``invalid_*.hlo`` files count as invalid). A chunk in
+protobuf's text format (an HloModuleProto, ``opcode: "add"``, which ``hlo-translate`` also reads) is no
+HLO text, and is skipped.
 
 A raw string counts as *invalid* when the C++ that follows it, up to the next raw string or test,
 expects a failure (``EXPECT_NE(absl::OkStatus()``, ``ExpectHasSubstr``, ``.ok())`` in an
 ``ASSERT_FALSE``/``EXPECT_FALSE``, ``!...ok()``); every other module counts as *valid*.  Templates
 (``$0``, ``%s``, ``%d``, ``<<TYPE>>``, ``DATATYPE`` placeholders) and raw strings that hold no computation are skipped.
 
-A valid module *parses* when ``kuiper.hlo.parse`` (parser and verifier) returns; an invalid one is
+A valid module *parses* when ``kuiper.hlo.parse`` (parser and verifier) returns, or, for a module
+its test parses without XLA's verifier (``ParseAndReturnUnverifiedModule``) and kuiper's verifier
+refuses, when kuiper's parser alone (``verify=False``) returns: these are listed apart. An invalid one is
 *rejected* when it raises a KuiperError that names a line and column.  Any other exception is a
 crash and is listed.  ``--corpus DIR`` also writes the extracted modules there, one file each.
 """
@@ -38,6 +43,9 @@ _EXPECTS_FAILURE = re.compile(
 )
 _TEMPLATE = re.compile(r"\$[0-9a-z_]|%[sd]\b|\{\{|<<[A-Z0-9_]+>>|\bDATATYPE\b")
 _HAS_COMPUTATION = re.compile(r"\{[^{}]*=", re.DOTALL)
+# An HloModuleProto in protobuf's text format (``opcode: "add"``), which hlo-translate also reads:
+# no HLO text at all (its ``#`` comments are protobuf's), so no module of this grammar.
+_PROTO_TEXT = re.compile(r'^\s*opcode: "', re.MULTILINE)
 
 
 @dataclass
@@ -46,12 +54,14 @@ class Case:
     group: str  # "parser test", "xla/tests", ".hlo files"
     text: str
     valid: bool
+    verified: bool = True  # False: its test parses it without XLA's verifier (ParseAndReturnUnverifiedModule)
 
 
-def extract(xla: Path) -> tuple[list[Case], int]:
-    """The cases of the checkout, and how many raw strings were skipped as templates."""
+def extract(xla: Path) -> tuple[list[Case], dict[str, int]]:
+    """The cases of the checkout, and how many texts were skipped, by why."""
     cases: list[Case] = []
     skipped = 0
+    skipped_proto: list[str] = []
     sources = [(xla / "xla/hlo/parser/hlo_parser_test.cc", "parser test")]
     sources += [(path, "xla/tests") for path in sorted((xla / "xla/tests").glob("*_test.cc"))]
     for path, group in sources:
@@ -63,12 +73,17 @@ def extract(xla: Path) -> tuple[list[Case], int]:
     for path in sorted(xla.rglob("*.hlo")):
         text = path.read_text(encoding="utf-8", errors="replace")
         line = 1
-        for chunk in re.split(r"^// -----[^\n]*$", text, flags=re.MULTILINE):
-            if _HAS_COMPUTATION.search(chunk):
+        # lit splits a file at ``// -----`` only when a RUN line asks for it (-split-input-file);
+        # elsewhere such lines are comments (while.hlo's ``// -------`` banners inside one module).
+        chunks = re.split(r"^// -----[^\n]*$", text, flags=re.MULTILINE) if "-split-input-file" in text else [text]
+        for chunk in chunks:
+            if _PROTO_TEXT.search(chunk):
+                skipped_proto.append(f"{path.relative_to(xla)}:{line}")
+            elif _HAS_COMPUTATION.search(chunk):
                 valid = not path.name.startswith("invalid")  # xla/tools/tests/invalid_*.hlo test errors
                 cases.append(Case(f"{path.relative_to(xla)}:{line}", ".hlo files", chunk, valid))
             line += chunk.count("\n")
-    return cases, skipped
+    return cases, {"templates": skipped, "HloModuleProto text, not HLO text": len(skipped_proto)}
 
 
 def _raw_string_cases(path: Path, root: Path, group: str) -> tuple[list[Case], int]:
@@ -127,8 +142,9 @@ def _raw_string_cases(path: Path, root: Path, group: str) -> tuple[list[Case], i
         end = min([s for s in test_starts if s > acting_from], default=len(source))
         end = min([end, *[s for s in starts if s > max(acting_from, position)]])
         valid = not _EXPECTS_FAILURE.search(source, acting_from, end)
+        verified = "ParseAndReturnUnverifiedModule" not in source[acting_from:end]
         line = source.count("\n", 0, position) + 1
-        cases.append(Case(f"{path.relative_to(root)}:{line}", group, text, valid))
+        cases.append(Case(f"{path.relative_to(root)}:{line}", group, text, valid, verified))
     return cases, skipped
 
 
@@ -194,16 +210,31 @@ def _statement_start(source: str, position: int) -> int:
 
 
 def run(case: Case) -> tuple[str, str]:
-    """(outcome, detail): outcome is 'parsed', 'rejected', 'rejected without position' or 'crash'."""
+    """(outcome, detail): 'parsed', 'parsed unverified', 'rejected', 'rejected without position' or 'crash'.
+
+    A valid module of a test that parses it without XLA's verifier (XLA's parse-only tests of async
+    chains whose shapes the verifier refuses) is 'parsed unverified' when kuiper's verifier refuses
+    it too but its parser (``parse(..., verify=False)``) reads it: what the test asks of XLA's parser.
+    """
     try:
         parse(case.text, source=case.origin)
     except HloSyntaxError as exc:
+        if case.valid and not case.verified and _parses_unverified(case):
+            return "parsed unverified", exc.reason
         return ("rejected" if exc.line else "rejected without position"), exc.reason
     except KuiperError as exc:
         return "rejected without position", str(exc).splitlines()[0]
     except Exception as exc:  # noqa: BLE001 (a crash is what this tool reports)
         return "crash", f"{type(exc).__name__}: {exc}"
     return "parsed", ""
+
+
+def _parses_unverified(case: Case) -> bool:
+    try:
+        parse(case.text, source=case.origin, verify=False)
+    except KuiperError:
+        return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,17 +252,21 @@ def main(argv: list[str] | None = None) -> int:
             kind = "valid" if case.valid else "invalid"
             args.corpus.mkdir(parents=True, exist_ok=True)
             (args.corpus / f"{number:04d}-{kind}.hlo").write_text(f"// {case.origin}\n{case.text}", encoding="utf-8")
-    failures: dict[str, list[str]] = {"valid text rejected": [], "invalid text accepted": [], "crash": []}
+    failures: dict[str, list[str]] = {"valid text rejected": [], "invalid text accepted": [], "crash": [],
+                                      "parsed unverified, as its test does (kuiper's verifier refuses it)": []}
     counts: dict[tuple[str, bool], list[int]] = {}
     started = time.perf_counter()
     for case in cases:
         outcome, detail = run(case)
-        good = outcome == "parsed" if case.valid else outcome == "rejected"
+        good = outcome in ("parsed", "parsed unverified") if case.valid else outcome == "rejected"
         tally = counts.setdefault((case.group, case.valid), [0, 0])
         tally[0] += good
         tally[1] += 1
         if outcome == "crash":
             failures["crash"].append(f"{case.origin}: {detail}")
+        elif outcome == "parsed unverified":
+            failures["parsed unverified, as its test does (kuiper's verifier refuses it)"].append(
+                f"{case.origin}: {detail}")
         elif not good:
             key = "valid text rejected" if case.valid else "invalid text accepted"
             failures[key].append(f"{case.origin}: {detail or outcome}")
@@ -241,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n{title} ({len(items)}):")
             for item in items[: args.show]:
                 print(f"  {item.splitlines()[0][:200]}")
-    print(f"\n{len(cases)} modules ({skipped} templates skipped), {elapsed:.1f} s")
+    skips = ", ".join(f"{number} {why}" for why, number in skipped.items())
+    print(f"\n{len(cases)} modules (skipped: {skips}), {elapsed:.1f} s")
     for valid in (True, False):
         good = sum(t[0] for (g, v), t in counts.items() if v == valid)
         total = sum(t[1] for (g, v), t in counts.items() if v == valid)

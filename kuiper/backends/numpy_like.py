@@ -26,6 +26,9 @@ class NumPyLikeBackend(Backend):
         return self.native.pad(x, pads, mode=np_mode)
 
     def sliding_window(self, x, window: Sequence[int], axes: Sequence[int]):
+        if x.dtype.isbuiltin == 2:  # ml_dtypes' float8 ...: as_strided cannot describe them, so slide their bits
+            bits = x.view(f"u{x.dtype.itemsize}")
+            return self.sliding_window(bits, window, axes).view(x.dtype)
         return self.native.lib.stride_tricks.sliding_window_view(x, tuple(window), axis=tuple(axes))
 
     def einsum(self, equation: str, *operands):

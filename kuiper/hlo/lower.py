@@ -34,6 +34,7 @@ from .shapes import ArrayShape, Shape
 from .site import Site
 from .translate_custom_call import registered_translator
 from .translators import TRANSLATORS, UNSUPPORTED
+from .tree_reductions import split_long_reductions
 from .widen_types import widen_extended_types
 
 INLINED = ("call", "fusion")
@@ -64,6 +65,11 @@ def check_supported(module: HloModule) -> None:
     problems: list[str] = []
     for computation in reachable_computations(module):
         for instruction in computation.instructions:
+            buffers = [str(shape) for shape in instruction.shape.leaves() if shape.buffer]
+            if buffers:  # XLA's reference to an array, even as a parameter: kuiper's values are arrays
+                problems.append(f"  {instruction.name} in {computation.name}: buffer shape {', '.join(buffers)} "
+                                "(a reference to an array, as XLA's Pin and CreateBuffer give; kuiper runs "
+                                "array values only)")
             if instruction.opcode in (*INLINED, *REGROUPING, ASYNC_START):
                 continue
             if translation_key(instruction) not in TRANSLATORS and registered_translator(instruction) is None:
@@ -306,5 +312,6 @@ def _post_order(computation: HloComputation) -> list[HloInstruction]:
 def lower_entry(module: HloModule) -> ModelIR:
     """The ENTRY computation as a ModelIR, after checking every reachable instruction can run."""
     check_supported(module)
+    module = split_long_reductions(module)  # f16, bf16, f8 reductions grouped as XLA's CPU compiler groups them
     module = widen_extended_types(module)  # bf16, f8, s4 ... compute in f32, s8 or u8, as on XLA's CPU backend
     return lower_computation(module, module.entry)

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from .lexer import END, INT, NAME, SHAPE, Token
 from .shapes import ELEMENT_TYPES, ArrayShape, Layout, Shape, TupleShape
@@ -19,6 +20,8 @@ _SHAPE_PARTS_RE = re.compile(r"([a-z0-9]+)\[([0-9,]*)\](?:\{([0-9,]*)\})?")
 def is_shape_start(stream: TokenStream) -> bool:
     token = stream.token
     if token.kind in ("(", SHAPE):
+        return True
+    if token.kind == NAME and token.text == "b" and stream.peek().kind == "(":  # a buffer shape
         return True
     return token.kind == NAME and token.text in ELEMENT_TYPES and stream.peek().kind == "["
 
@@ -33,6 +36,8 @@ def parse_shape(stream: TokenStream, cache: dict[str, Shape]) -> Shape:
             _check_layout(stream, shape, token)
             cache[token.text] = shape
         return shape
+    if token.kind == NAME and token.text == "b" and stream.peek().kind == "(":
+        return _buffer_shape(stream, cache)
     if stream.accept("("):
         stream.nest("tuple shapes")
         elements: list[Shape] = []
@@ -45,6 +50,18 @@ def parse_shape(stream: TokenStream, cache: dict[str, Shape]) -> Shape:
         stream.unnest()
         return TupleShape(tuple(elements))
     return _array_shape(stream)
+
+
+def _buffer_shape(stream: TokenStream, cache: dict[str, Shape]) -> ArrayShape:
+    """``b(f32[2,4])``: a buffer holds exactly one array (XLA's parser refuses a tuple, a token or a buffer)."""
+    stream.advance()
+    stream.expect("(")
+    inner = stream.token
+    shape = parse_shape(stream, cache)
+    if shape.is_tuple or shape.buffer or shape.dtype is None:
+        raise stream.error(f"a buffer shape b(...) holds one array shape, found {shape}", inner)
+    stream.expect(")", "')' at the end of the buffer shape")
+    return replace(shape, buffer=True)
 
 
 def _plain_shape(text: str) -> ArrayShape:

@@ -11,6 +11,7 @@ Grammar (the parts kuiper reads; attribute values are read generically by parse_
     operand      := [shape] NAME ('#' INT)*                      a named instruction (or its tuple element)
                   | [shape] NAME '(' operands ')'                a nested instruction (no attributes)
     attribute    := NAME '=' value
+                  | NAME '=' '{' instruction+ '}'                 a computation written in place (to_apply ...)
 
 Shapes are in parse_shapes, literals and attribute values in parse_values.  Without a header the
 module is named after its entry computation: ENTRY, or else the last computation.  An instruction
@@ -34,6 +35,9 @@ from .verify import verify_module
 from .verify_rules import module_attribute_problem
 
 PREAMBLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+# Attributes that name one computation, where XLA's parser also reads a computation written in place.
+ONE_COMPUTATION = ("to_apply", "calls", "condition", "body", "true_computation", "false_computation", "select",
+                   "scatter", "comparator")
 
 
 def parse(text: str, source: str = "", verify: bool = True) -> HloModule:
@@ -110,6 +114,9 @@ class _Parser:
             start = stream.token
             if key == "frontend_attributes":
                 attributes[key] = parse_frontend_attributes(stream, self.shape_cache)
+            elif key in ONE_COMPUTATION and stream.token.kind == "{" and "=" in (
+                    stream.peek(2).kind, stream.peek(3).kind if stream.peek().text == "ROOT" else ""):
+                attributes[key] = self.nested_computation()
             else:
                 attributes[key] = parse_value(stream, self.shape_cache)
             problem = check_text and check_text(key, self.source.text[start.position : stream.token.position])
@@ -151,6 +158,33 @@ class _Parser:
             raise self.source.error(f"computation '{name}' has no instructions", position)
         self.attribute_list()  # e.g. ', execution_thread="main"'
         return HloComputation(name, instructions, is_entry, parameter_shapes, result_shape, position)
+
+    def nested_computation(self) -> str:
+        """``to_apply={ a = f32[] parameter(0) ... }``: a computation written where its name would be.
+
+        XLA's parser names such a computation ``_`` (its module then makes the name unique); kuiper
+        names it ``_``, ``_.1``, ``_.2`` ... The computation around it goes on after its ``}``.
+        """
+        stream = self.stream
+        position = stream.token.position
+        stream.expect("{")
+        stream.nest("nested computations")
+        outer = self.computation_name, self.instructions, self.defined
+        name, number = "_", 0
+        while name in self.computations:
+            number += 1
+            name = f"_.{number}"
+        self.computation_name, self.instructions, self.defined = name, [], {}
+        while not stream.accept("}"):
+            if stream.token.kind == END:
+                raise self.source.error("a computation written in place is not closed with '}'", position)
+            self.instruction()
+        if not self.instructions:
+            raise self.source.error("a computation written in place has no instructions", position)
+        self.computations[name] = HloComputation(name, self.instructions, False, None, None, position)
+        self.computation_name, self.instructions, self.defined = outer
+        stream.unnest()
+        return name
 
     def instruction(self) -> None:
         """Parse one instruction (and any nested in its operands) into ``self.instructions``."""

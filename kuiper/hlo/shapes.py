@@ -35,12 +35,17 @@ class Layout:
 
 @dataclass(frozen=True)
 class ArrayShape:
-    """``f32[2,<=3,?]{1,0}``: element type, dims (bounded dims keep their bound), dynamic flags."""
+    """``f32[2,<=3,?]{1,0}``: element type, dims (bounded dims keep their bound), dynamic flags.
+
+    ``buffer`` marks XLA's buffer shape ``b(f32[2,4])``: a reference to an array (what the ``Pin`` and
+    ``CreateBuffer`` custom calls give), not the array's value.
+    """
 
     element_type: str
     dims: tuple[int, ...]
     dynamic: tuple[bool, ...] = ()
     layout: Layout | None = None
+    buffer: bool = False
 
     is_tuple = False
 
@@ -70,7 +75,8 @@ class ArrayShape:
             ("<=" if dynamic and dim >= 0 else "") + (str(dim) if dim >= 0 else "?")
             for dim, dynamic in zip(self.dims, self.dynamic or (False,) * self.rank)
         )
-        return f"{self.element_type}[{dims}]" + (str(self.layout) if self.layout else "")
+        text = f"{self.element_type}[{dims}]" + (str(self.layout) if self.layout else "")
+        return f"b({text})" if self.buffer else text
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,7 @@ class TupleShape:
     elements: tuple[Shape, ...]
 
     is_tuple = True
+    buffer = False
 
     def leaves(self) -> list[ArrayShape]:
         return [leaf for element in self.elements for leaf in element.leaves()]

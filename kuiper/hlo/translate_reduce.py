@@ -6,6 +6,7 @@ from ..model_ir import OpNode
 from .site import Site
 from .translate_called import called, reducer, window
 from .translate_common import ints
+from .tree_reductions import rounds_each_step
 
 
 def _operand_count(site: Site) -> int:
@@ -16,15 +17,23 @@ def _operand_count(site: Site) -> int:
     return count // 2
 
 
+def _in_order(site: Site, count: int) -> dict:
+    """``sequential``: f16, bf16 and the 8- and 4-bit floats accumulate one element after another,
+    each step rounded to the type, as on XLA's CPU backend (kuiper/hlo/tree_reductions.py)."""
+    return {"sequential": True} if rounds_each_step([site.operand_shape(i) for i in range(count)]) else {}
+
+
 def translate_reduce(site: Site) -> list[OpNode]:
     count = _operand_count(site)
-    params = {"axes": list(ints(site, "dimensions")), "reducer": reducer(site, "to_apply", count)}
+    params = {"axes": list(ints(site, "dimensions")), "reducer": reducer(site, "to_apply", count),
+              **_in_order(site, count)}
     return [site.op("Reduce", site.inputs, site.outputs, params)]
 
 
 def translate_reduce_window(site: Site) -> list[OpNode]:
     count = _operand_count(site)
-    params = {**window(site, site.operand_shape(0).rank), "reducer": reducer(site, "to_apply", count)}
+    params = {**window(site, site.operand_shape(0).rank), "reducer": reducer(site, "to_apply", count),
+              **_in_order(site, count)}
     return [site.op("ReduceWindow", site.inputs, site.outputs, params)]
 
 

@@ -3,8 +3,11 @@
 XLA's CPU backend has no bf16, f8 or f4 arithmetic. Its float normalization pass gives each
 instruction that computes on such a type converted operands, runs it in f32 (bf16) or f16 (the
 8-bit floats, f4e2m1fn) and converts the result back; kuiper computes in f32 and rounds an 8-bit
-or f4 result through f16 first (ROUNDS_THROUGH_F16), so every instruction rounds as XLA's does; a computation that a reduction calls
-runs in f32 throughout, so a reduce accumulates in f32 and rounds at the end. Sub-byte integers
+or f4 result through f16 first (ROUNDS_THROUGH_F16), so every instruction rounds as XLA's does.
+A reduce or reduce-window of these floats stays in its type, as in XLA, where only its reducer's
+instructions are normalized: it accumulates in its type, each step rounded (a one-op bf16 reducer
+stays one op, which the backend computes in f32 and rounds once, as the normalized one would); the
+computations that scatter and select-and-scatter call run in f32 throughout. Sub-byte integers
 (s4, u2 ...) compute here in s8/u8, whose wraparound agrees with theirs modulo 2^bits.
 
 ``widen_extended_types`` rewrites a module the same way before it is lowered; data movement
@@ -19,6 +22,7 @@ from dataclasses import replace
 from ..errors import UnsupportedOperatorError
 from .module import CALLED_ATTRIBUTES, HloComputation, HloInstruction, HloModule
 from .shapes import ArrayShape, Shape, TupleShape
+from .translate_called import REDUCER_NAMES, binary_root_opcode
 from .translate_elementwise import FUNCTIONS
 
 COMPUTE_TYPE = {
@@ -41,6 +45,7 @@ COMPUTING = frozenset([
 # Functions of the bits whose result depends on the width, so s8 cannot stand for s4: (opcode, signed types only).
 WIDTH_DEPENDENT = {"shift-right-logical": True, "popcnt": True, "count-leading-zeros": False, "clz": False}
 _CALLED_FOR_VALUES = ("to_apply", "select", "scatter")
+_ACCUMULATE_IN_THEIR_TYPE = ("reduce", "reduce-window")
 
 
 def widen_extended_types(module: HloModule) -> HloModule:
@@ -68,6 +73,7 @@ class _Widening:
         self.module = module
         self.computations = dict(module.computations)
         self.wide_copies: dict[str, str] = {}  # computation -> its all-wide copy
+        self.narrow_copies: dict[str, str] = {}  # one-op reducer -> its copy left in its narrow type
 
     def convert_around(self, computation: HloComputation) -> HloComputation:
         """Each computing instruction on narrow values gets converted operands and a converted result."""
@@ -79,6 +85,12 @@ class _Widening:
                 emitted.append(instruction)
                 continue
             self._check_width(instruction, operand_shapes)
+            if instruction.opcode in _ACCUMULATE_IN_THEIR_TYPE and _narrow_floats_only(operand_shapes):
+                reducer = instruction.attributes.get("to_apply")
+                if isinstance(reducer, str) and reducer in self.module.computations:
+                    attributes = {**instruction.attributes, "to_apply": self.step_reducer(reducer)}
+                    emitted.append(replace(instruction, attributes=attributes))
+                    continue
             operands = []
             for operand, shape in zip(instruction.operands, operand_shapes):
                 if _narrow(shape) and operand not in converted:
@@ -121,6 +133,29 @@ class _Widening:
         half = self._fresh(computation, f"{wide_name}.f16")
         return [_convert(half, wide_name, ArrayShape("f16", shape.dims, shape.dynamic), at, computation.name),
                 _convert(name, half, shape, at, computation.name)]
+
+    def step_reducer(self, name: str) -> str:
+        """The reducer a narrow-float reduction calls for each step, as XLA's float normalization leaves it.
+
+        Every computation is normalized instruction by instruction (``convert_around``), and so is
+        this one; but a named one-op reducer (add, maximum ...) on a type that XLA computes in f32
+        (bf16) stays one op in its type, which the backend computes in f32 and rounds once, as the
+        normalized op does, and runs as a named reduction.
+        """
+        original = self.module.computations[name]
+        leaves = [leaf for _, shape in original.parameter_shapes or [] for leaf in shape.leaves()] or \
+            original.root.shape.leaves()
+        if binary_root_opcode(original) not in REDUCER_NAMES or \
+                any(leaf.element_type in ROUNDS_THROUGH_F16 for leaf in leaves):
+            return name
+        if name not in self.narrow_copies:
+            copy_name = f"{name}.narrow"
+            while copy_name in self.computations:
+                copy_name += "_"
+            self.narrow_copies[name] = copy_name
+            self.computations[copy_name] = _rebuilt(original, copy_name, [
+                replace(i, computation=copy_name) for i in original.instructions])
+        return self.narrow_copies[name]
 
     def wide_copy(self, name: str) -> str:
         """A copy of computation ``name`` in which every value is wide (a reducer that accumulates in f32)."""
@@ -166,6 +201,13 @@ class _Widening:
         while name in computation.by_name:
             name += "_"
         return name
+
+
+def _narrow_floats_only(shapes: list[Shape]) -> bool:
+    """Some value is a narrow float (bf16, f8 ...), and none a sub-byte integer (those still widen)."""
+    leaves = [leaf for shape in shapes for leaf in shape.leaves()]
+    return any(COMPUTE_TYPE.get(leaf.element_type) == "f32" for leaf in leaves) and \
+        not any(COMPUTE_TYPE.get(leaf.element_type, "f32") != "f32" for leaf in leaves)
 
 
 def _convert(name: str, operand: str, shape: Shape, at: HloInstruction, computation: str) -> HloInstruction:

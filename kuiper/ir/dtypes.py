@@ -199,6 +199,11 @@ def integer_info(dtype):
     return ml_dtypes.iinfo(dtype)
 
 
+def float_info(dtype):
+    """finfo of a float dtype, NumPy's or ml_dtypes' (bfloat16, float8_e4m3fn ...)."""
+    return ml_dtypes.finfo(dtype)
+
+
 def is_known(dtype: str) -> bool:
     return dtype in TENSOR_DTYPES or dtype in SCALAR_DTYPES or dtype == SHAPE
 

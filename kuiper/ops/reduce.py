@@ -231,11 +231,12 @@ class Reduce(Op):
 
     ``reducer``: a name (one operand), or a sub-graph taking ``(accumulators..., elements...)``
     and returning the N new accumulators (variadic reductions: argmax's (value, index) pairs).
-    Outputs keep each operand's dtype; the reduced axes are dropped.
+    Outputs keep each operand's dtype; the reduced axes are dropped. ``sequential``: fold the
+    elements one after another, each step in the operand's dtype (kuiper/ops/reducers.py).
     """
 
     types = ("Reduce",)
-    params = (Ints("axes"),)
+    params = (Ints("axes"), Bool("sequential", default=False))
 
     def setup(self):
         self.count = operands_and_inits(self)
@@ -246,7 +247,7 @@ class Reduce(Op):
         rank = arrays[0].ndim
         if any(not 0 <= a < rank for a in self.axes) or len(set(self.axes)) != len(self.axes):
             raise self.error(f"axes {list(self.axes)} must be distinct dims of a rank-{rank} operand")
-        results = self.reducer.reduce(arrays, inits, self.axes)
+        results = self.reducer.reduce(arrays, inits, self.axes, sequential=self.sequential)
         return results[0] if self.count == 1 else tuple(results)
 
 

@@ -8,7 +8,12 @@ pairwise, halving their count each round (log2(K) calls for K elements); the ear
 element is always the accumulator, which reducers that break ties by position rely on.
 
 On bool values ``add`` is ``or`` and ``mul`` is ``and``; on integers ``and``/``or`` are
-bitwise.  float16 sums and products accumulate in float32 (as XLA does) and round once.
+bitwise.  float16 sums and products accumulate in float32 (as PyTorch does) and round once.
+
+A *sequential* reduction instead folds the reduced elements one after another, in row-major
+order from the init value, each step's result in the operand's dtype: a float16, bfloat16 or
+float8 sum then rounds at every step, as XLA's CPU backend sums (``2048 + 1 + 1`` is 2048 in
+float16). It costs one reducer call per reduced element (of the whole kept shape each).
 """
 
 from __future__ import annotations
@@ -43,8 +48,11 @@ def identity(xp, name: str, dtype):
         value = 0
     elif name == "mul":
         value = 1
-    elif xp.isdtype(dtype, "real floating"):
+    elif dtypes.isdtype(xp, dtype, "real floating"):
         value = {"max": -float("inf"), "min": float("inf")}.get(name, float("nan"))
+        if name in ("max", "min") and bool(xp.isnan(xp.asarray(value, dtype=dtype))):
+            # float8_e4m3fn and the other types without infinities: their largest finite value bounds them
+            value = float(dtypes.float_info(dtype).max) * (1 if name == "min" else -1)
     else:
         info = xp.iinfo(dtype)
         value = {"max": info.min, "min": info.max, "and": -1 if info.min < 0 else info.max}[name]
@@ -82,6 +90,21 @@ def reduce_named(xp, name: str, x, axes: tuple[int, ...], init):
     if tuple(result.shape) != kept:
         result = xp.broadcast_to(result, kept)
     return xp.astype(result, x.dtype, copy=False)
+
+
+def fold_in_order(xp, reducer, arrays: list, inits: list, valid=None) -> list:
+    """Fold the last axis of every array from ``inits``, one element after another, in the arrays' dtypes.
+
+    ``valid`` (bool, the arrays' shape) marks the elements that take part; the others are skipped.
+    """
+    accumulators = [xp.broadcast_to(xp.astype(xp.asarray(init), a.dtype, copy=False), a.shape[:-1])
+                    for a, init in zip(arrays, inits)]
+    for k in range(arrays[0].shape[-1]):
+        folded = reducer(*accumulators, *[a[..., k] for a in arrays])
+        if valid is not None:
+            folded = [xp.where(valid[..., k], f, acc) for f, acc in zip(folded, accumulators)]
+        accumulators = [xp.astype(xp.asarray(f), a.dtype, copy=False) for f, a in zip(folded, arrays)]
+    return accumulators
 
 
 def fold_last_axis(xp, reducer, arrays: list, inits: list | None, valid=None) -> list:
@@ -141,13 +164,16 @@ class Reducer:
             return [combine(self.xp, self.name, *arrays)]
         return call_subgraph(self.xp, self.model, arrays)
 
-    def reduce(self, arrays: list, inits: list, axes: tuple[int, ...], valid=None) -> list:
+    def reduce(self, arrays: list, inits: list, axes: tuple[int, ...], valid=None, sequential: bool = False) -> list:
         """Each array reduced over ``axes`` from its init, in its own dtype (the axes dropped).
 
-        ``valid`` (sub-graph reducers only) marks the elements that take part.
+        ``valid`` (sub-graph reducers only) marks the elements that take part; ``sequential`` folds
+        the elements in row-major order, one after another (see the module's docstring).
         """
         xp = self.xp
-        if self.name is not None:
+        if sequential:
+            axes = tuple(sorted(axes))
+        if self.name is not None and not sequential:
             (x,) = arrays
             return [reduce_named(xp, self.name, x, axes, inits[0])]
         rank = arrays[0].ndim
@@ -156,7 +182,8 @@ class Reducer:
         flat = [xp.reshape(xp.permute_dims(a, (*kept, *axes)), (*shape, -1)) for a in arrays]
         if valid is not None:
             valid = xp.reshape(xp.permute_dims(valid, (*kept, *axes)), (*shape, -1))
-        results = fold_last_axis(xp, self, flat, inits, valid)
+        fold = fold_in_order if sequential else fold_last_axis
+        results = fold(xp, self, flat, inits, valid)
         return [xp.broadcast_to(xp.astype(xp.asarray(r), a.dtype, copy=False), shape) for r, a in zip(results, arrays)]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..ir import dtypes
 from ..limits import check_size
 from .base import Op
-from .params import Ints
+from .params import Bool, Ints
 from .reducers import Reducer, combine, identity, operands_and_inits, scatter_with
 
 
@@ -65,9 +65,14 @@ class Windowed(Op):
 
 
 class ReduceWindow(Windowed):
-    """Inputs ``operands..., inits...``: each window of the operands reduced to one element."""
+    """Inputs ``operands..., inits...``: each window of the operands reduced to one element.
+
+    ``sequential``: each window folds its elements one after another, each step in the operand's
+    dtype (kuiper/ops/reducers.py).
+    """
 
     types = ("ReduceWindow",)
+    params = (*Windowed.params, Bool("sequential", default=False))
 
     def setup(self):
         self.count = operands_and_inits(self)
@@ -75,7 +80,7 @@ class ReduceWindow(Windowed):
         self.reducer = Reducer(self, "reducer", self.count)
         self.padded = any(p != (0, 0) for p in self.padding) or set(self.base_dilation) != {1}
         # Windows that tile the operand exactly (pooling): a reshape gives them as axes, no copy.
-        self.tiles = self.reducer.name is not None and self.window == self.strides and all(
+        self.tiles = self.reducer.name is not None and not self.sequential and self.window == self.strides and all(
             pad == (0, 0) for pad in self.padding) and set(self.base_dilation) | set(self.window_dilation) == {1}
 
     def forward(self, *inputs):
@@ -90,12 +95,12 @@ class ReduceWindow(Windowed):
         if self.reducer.name is not None:
             x = arrays[0]
             windowed = self.windows(x, identity(xp, self.reducer.name, x.dtype))
-            return self.reducer.reduce([windowed], inits, axes)[0]
+            return self.reducer.reduce([windowed], inits, axes, sequential=self.sequential)[0]
         windowed = [self.windows(a, xp.zeros((), dtype=a.dtype)) for a in arrays]
         valid = None
         if self.padded:
             valid = self.windows(xp.ones(arrays[0].shape, dtype=xp.bool), xp.asarray(False))
-        results = self.reducer.reduce(windowed, inits, axes, valid)
+        results = self.reducer.reduce(windowed, inits, axes, valid, sequential=self.sequential)
         return results[0] if self.count == 1 else tuple(results)
 
     def reduce_tiles(self, x, init):

@@ -195,6 +195,73 @@ def test_a_shape_that_cannot_be_inferred_is_asked_for():
     assert (info.value.line, info.value.column) == (3, 12)
 
 
+# -- computations written in place: to_apply={ ... } ----------------------------------------------------
+NESTED = """HloModule m
+ENTRY e {
+  p0 = f32[3,4] parameter(0)
+  c0 = f32[] constant(0)
+  r = f32[3] reduce(p0, c0), dimensions={1}, to_apply={
+    a = f32[] parameter(0)
+    b = f32[] parameter(1)
+    ROOT maximum = f32[] maximum(a, b)
+  }
+  ROOT s = f32[3] reduce-window(r, c0), window={size=2 pad=0_1}, to_apply={ROOT x = f32[] add(f32[] parameter(0), f32[] parameter(1))}
+}"""
+
+
+def test_a_computation_written_in_place_is_read_and_runs():
+    module = parse(NESTED)
+    assert list(module.computations) == ["_", "_.1", "e"] and module.entry.name == "e"  # XLA names them "_"
+    assert module.entry.by_name["r"].attributes["to_apply"] == "_"
+    assert module.computations["_"].root.opcode == "maximum"
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)  # row maxima 3, 7, 11; windows of 2, the last padded
+    assert kuiper.load_hlo(NESTED)(x, to_numpy=True).tolist() == [3 + 7, 7 + 11, 11]
+
+
+def test_a_computation_written_in_place_must_close_and_hold_instructions():
+    with pytest.raises(HloSyntaxError, match="not closed"):
+        parse(NESTED.replace("ROOT x = f32[] add(f32[] parameter(0), f32[] parameter(1))}\n}", "ROOT x = f32[] "
+                             "add(f32[] parameter(0), f32[] parameter(1))\n"))
+    with pytest.raises(HloSyntaxError):  # its instructions are checked as any others
+        parse(NESTED.replace("ROOT maximum = f32[] maximum(a, b)", "ROOT maximum = f32[] maximum(a, c)"))
+
+
+# -- buffer shapes: b(f32[2,4]), what XLA's Pin and CreateBuffer custom calls give ----------------------
+def test_buffer_shapes_parse_and_print():
+    module = parse("HloModule m\nENTRY e {\n  p = b(f32[4,16]{1,0}) parameter(0)\n"
+                   "  c = s32[] constant(1)\n"
+                   "  pin = b(s32[]) custom-call(c), custom_call_target=\"Pin\", output_to_operand_aliasing={{}: (0, {})}\n"
+                   "  ROOT t = (b(f32[4,16]), b(s32[])) tuple(p, pin)\n}")
+    p, pin = module.entry.by_name["p"], module.entry.by_name["pin"]
+    assert p.shape.buffer and p.shape.dims == (4, 16) and p.shape.layout.minor_to_major == (1, 0)
+    assert pin.shape == ArrayShape("s32", (), buffer=True) and str(pin.shape) == "b(s32[])"
+    assert not module.entry.by_name["c"].shape.buffer
+    assert str(module.entry.root.shape) == "(b(f32[4,16]), b(s32[]))"
+
+
+@pytest.mark.parametrize("shape, message", [
+    ("b()", "expected a shape"), ("b(s32[], f32[])", "'\\)' at the end of the buffer shape"),
+    ("b((f32[2]))", "holds one array shape, found \\(f32\\[2\\]\\)"), ("b(token[])", "holds one array shape"),
+    ("b(b(f32[]))", "holds one array shape, found b\\(f32\\[\\]\\)"),
+])
+def test_buffer_shapes_xla_refuses(shape, message):
+    with pytest.raises(HloSyntaxError, match=message) as info:
+        parse(f"ENTRY e {{\n  ROOT p = {shape} parameter(0)\n}}")
+    assert (info.value.line, info.value.column) > (2, 11)
+
+
+def test_a_module_with_buffer_shapes_is_refused_at_load_naming_each_instruction():
+    text = "ENTRY e {\n  p = b(f32[2]) parameter(0)\n  ROOT c = b(f32[2]) copy(p)\n}"
+    with pytest.raises(kuiper.errors.UnsupportedOperatorError, match="buffer shape b\\(f32\\[2\\]\\)") as info:
+        kuiper.load_hlo(text)
+    assert "p in e" in str(info.value) and "c in e" in str(info.value)
+
+
+def test_an_instruction_named_b_is_no_buffer_shape():
+    model = kuiper.load_hlo("ENTRY e {\n  b = f32[2] parameter(0)\n  ROOT r = f32[2] add(b, b)\n}")
+    assert model(np.float32([1, 2.5]), to_numpy=True).tolist() == [2, 5]
+
+
 # -- literals and attribute values -------------------------------------------------------------------
 def test_nan_payloads_are_kept_bit_for_bit_in_constants():
     """XLA's NanPayload test: sign, an all-ones exponent, the payload as mantissa (bf16: 7 bits)."""

@@ -124,14 +124,6 @@ def test_reduce_over_pred_with_a_constant_reducer():
     assert got.shape == (2,) and got.dtype == np.bool_ and got.all()
 
 
-def test_float16_reduce_accumulates_in_float32():
-    text = ("HloModule m\nadd {\n  a = f16[] parameter(0)\n  b = f16[] parameter(1)\n  ROOT s = f16[] add(a, b)\n}\n"
-            "ENTRY e {\n  x = f16[4096,2] parameter(0)\n  z = f16[] constant(0)\n"
-            "  ROOT r = f16[2] reduce(x, z), dimensions={0}, to_apply=add\n}\n")
-    x = np.full((4096, 2), 0.1, np.float16)
-    np.testing.assert_array_equal(run(text, x), np.float16(x.astype(np.float64).sum(axis=0)))
-
-
 def test_reduce_window_with_a_general_reducer_keeps_the_window_shape():
     text = ("HloModule m\nmax {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
             "  gt = pred[] compare(a, b), direction=GT\n  ROOT s = f32[] select(gt, a, b)\n}\n"

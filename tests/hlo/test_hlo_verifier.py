@@ -107,6 +107,27 @@ def test_a_well_formed_async_chain_parses():
                  "ROOT d = f32[3] custom-call-done(s)"))
 
 
+@pytest.mark.parametrize("lines, message", [
+    # XLA's parser reads these (its parse-only tests, ParseAndReturnUnverifiedModule); its verifier refuses
+    # them: an update whose operands differ from the start's, a done whose result is not the start's outputs,
+    # a done fed a tuple that no start made.
+    (["p = f32[2] parameter(0)", "s = ((f32[2]), f32[2], s32[]) async-start(p), calls=async_body",
+      "u = ((f32[7]), f32[2], s32[]) async-update(s), calls=async_body", "ROOT d = f32[2] async-done(u)"],
+     "the state's operands \\(f32\\[2\\]\\) must begin"),
+    (["p = f32[2] parameter(0)", "s = ((f32[2]), (), s32[]) async-start(p), calls=async_body",
+      "ROOT d = f32[2] async-done(s)"], "gives f32\\[2\\], its async-start's outputs are \\(\\)"),
+    (["p = f32[2] parameter(0)", "q = s32[] parameter(1)", "t = ((f32[2]), f32[2], s32[]) tuple(p, p, q)",
+      "ROOT d = f32[2] custom-call-done(t)"], "does not match the tuple element"),
+])
+def test_async_chains_xla_parses_but_does_not_verify(lines, message):
+    text = _after(_ASYNC_BODY, _entry(*lines))
+    module = parse(text, verify=False)  # what XLA's parse-only tests ask of its parser
+    assert module.entry.root.name == "d"
+    with pytest.raises(HloSyntaxError, match=message) as info:  # a user's load verifies, as XLA's compiler does
+        kuiper.load_hlo(text)
+    assert info.value.line > 3
+
+
 @pytest.mark.parametrize("header", [
     "input_output_alias={ {0, a}: (0, {0}) }",
     "input_output_alias={ {0}: (zero, {0}) }",

@@ -29,6 +29,25 @@ def test_float16_sums_accumulate_in_float32():
     np.testing.assert_array_equal(got, np.float16(x.astype(np.float64).sum(axis=0)))
 
 
+def test_a_sequential_sum_folds_in_row_major_order_rounding_each_step():
+    # float16 steps of 2 above 2048: 2048 + 1 ties to the even 2048, so a 1 after 2048 is lost, one before is not.
+    x = np.float16([[2048, 1, 1], [1, 1, 2048]])
+    got = run_op("Reduce", [x, np.float16(0)], {"axes": [1], "reducer": "add", "sequential": True})
+    assert got.dtype == np.float16 and got.tolist() == [2048, 2050]
+    assert run_op("Reduce", [x, np.float16(0)], {"axes": [1], "reducer": "add"}).tolist() == [2050, 2050]
+    # over two axes (given in any order), row-major: the 2048 at [0, 0, 0] comes first, the one at [1, 1, 2]
+    # last, after 5 ones: 5 + 2048 = 2053 ties to the even 2052
+    x3 = np.ones((2, 2, 3), np.float16)
+    x3[0, 0, 0] = x3[1, 1, 2] = 2048
+    got = run_op("Reduce", [x3, np.float16(0)], {"axes": [2, 1], "reducer": "add", "sequential": True})
+    assert got.tolist() == [2048, 2052]
+    # a sub-graph reducer, and window padding skipped
+    add = graph([OpNode("pnnx.Expression", "s", ["a", "b"], ["s"], {"expr": "add(@0,@1)"})], ["a", "b"], ["s"])
+    got = run_op("ReduceWindow", [np.float16([1, 1, 2048, 1]), np.float16(0)],
+                 {"window": [3], "strides": [2], "padding": [[1, 0]], "reducer": add, "sequential": True})
+    assert got.tolist() == [2, 2048]  # [pad, 1, 1] and [1, 2048, 1]: 2049 ties to 2048, and 2048 + 1 again
+
+
 def test_reduce_with_a_variadic_sub_graph_reducer_is_an_argmax():
     # (acc value, acc index, value, index) -> the larger value, the lower index on ties.
     take = "or(gt(@2,@0),and(eq(@2,@0),lt(@3,@1)))"
