@@ -53,6 +53,7 @@ from . import (
     sort,
     stochastic_round,
     triangular,
+    unique,
     special,
     spectral,
     vector,
@@ -67,6 +68,7 @@ FAMILIES = [
     pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
     grid_sample, complex_tensors, spectral, calls, gather, sort, window_reduce, float_bits, elementwise_named,
     dimension_size, triangular, fourier, norm_feature, random_bits, ragged, stochastic_round,
+    unique,
 ]
 
 
