@@ -10,6 +10,7 @@ from . import (
     translate_activation,
     translate_constant,
     translate_control,
+    translate_detection,
     translate_conv,
     translate_elementwise,
     translate_math,
@@ -47,6 +48,7 @@ TRANSLATORS: dict = {
     **translate_spectral.TRANSLATORS,
     **translate_selection.TRANSLATORS,
     **translate_optimizer.TRANSLATORS,
+    **translate_detection.TRANSLATORS,
 }
 
 _STRINGS = "it computes on strings; kuiper's tensors hold numbers"

@@ -18,6 +18,7 @@ from . import (
     conv_transposed,
     creation,
     data_movement,
+    detection,
     dimension_size,
     elementwise,
     elementwise_named,
@@ -68,7 +69,7 @@ FAMILIES = [
     pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
     grid_sample, complex_tensors, spectral, calls, gather, sort, window_reduce, float_bits, elementwise_named,
     dimension_size, triangular, fourier, norm_feature, random_bits, ragged, stochastic_round,
-    unique,
+    unique, detection,
 ]
 
 
