@@ -5,9 +5,9 @@ the canonical op takes PyTorch's (input, forget, cell, output) and (reset, updat
 constant weights are reordered once at load. ONNX's output Y is (sequence, directions, batch, hidden);
 the canonical op's (sequence, batch, directions * hidden), so a reshape and a transpose follow. The
 reverse direction alone is the forward cell on the time-reversed sequence.
-What PyTorch's cells cannot express is refused by name: other activations, clipping, peepholes,
-coupled input-forget gates, sequence lengths, and a GRU that applies
-its reset gate before the linear map (linear_before_reset=0, ONNX's default).
+A GRU with linear_before_reset=0 (ONNX's default) is the canonical op's ``reset_after=False``.
+What the canonical cells cannot express is refused by name: other activations, clipping, peepholes,
+coupled input-forget gates, sequence lengths.
 """
 
 from __future__ import annotations
@@ -44,8 +44,6 @@ def translate_recurrent(site: Site) -> list[OpNode]:
             raise site.error(f"activations {names} are not supported (only PyTorch's: {DEFAULT_ACTIVATIONS[kind]})")
     if site.attribute("clip") is not None or site.int_("input_forget", 0):
         raise site.error("clip and input_forget are not supported")
-    if kind == "GRU" and not site.int_("linear_before_reset", 0):
-        raise site.error("linear_before_reset=0 (the reset gate applied before the hidden map) is not supported")
     if site.has_input(4) or (kind == "LSTM" and site.has_input(7)):
         raise site.error("sequence_lens and peepholes are not supported")
     weights, recurrences = site.constant(1, "W"), site.constant(2, "R")
@@ -67,6 +65,8 @@ def translate_recurrent(site: Site) -> list[OpNode]:
               "bidirectional": directions == 2, "batch_first": batch_first, "bias": True}
     if kind == "RNN":
         params["nonlinearity"] = nonlinearity
+    if kind == "GRU":  # linear_before_reset=1 is PyTorch's cell; 0 (the default) resets the state first
+        params["reset_after"] = bool(site.int_("linear_before_reset", 0))
 
     emit = Emit(site)
     dtype = site.dtype(0)

@@ -14,6 +14,10 @@ Weights are PyTorch's ``weight_ih_l{k}``, ``weight_hh_l{k}``, ``bias_ih_l{k}``,
 ``_reverse`` for the backward direction.  Inputs: x, then optionally h0 (and c0 for
 an LSTM), shaped (layers * directions, N, hidden) whatever batch_first says.
 Outputs: output, then h_n (and c_n), as many as the file lists.
+
+A GRU's param ``reset_after`` (default true, PyTorch's cell) applies the reset gate to the hidden
+map's result, ``r * (h @ W_hn^T + b_hn)``; false applies it to the state first, ``(r * h) @ W_hn^T + b_hn``
+(ONNX's linear_before_reset=0, its default, and Keras's reset_after=False).
 """
 
 from __future__ import annotations
@@ -63,6 +67,9 @@ class Recurrent(Op):
         self.proj_size = self.int_param("proj_size", default=0) if self.kind == "LSTM" else 0
         self.nonlinearity = self.choice_param("nonlinearity", ("tanh", "relu"), default="tanh") \
             if self.kind == "RNN" else "tanh"
+        self.reset_after = self.bool_param("reset_after", default=True)
+        if not self.reset_after and self.kind != "GRU":
+            raise self.error("param 'reset_after' applies to a GRU only")
         for key in ("input_size", "hidden_size", "num_layers"):
             if getattr(self, key) < 1:
                 raise self.error(f"param '{key}' must be positive, found {getattr(self, key)}")
@@ -222,6 +229,8 @@ class Recurrent(Op):
     def _gru_step(self, gates_x, h, c, w):
         xp = self.xp
         n = self.hidden_size
+        if not self.reset_after:
+            return self._gru_reset_before_step(gates_x, h, w), None
         hidden = xp.matmul(h, w.hh_t)
         hidden_candidate = hidden[..., 2 * n:]
         if w.hidden_bias is not None:
@@ -230,6 +239,18 @@ class Recurrent(Op):
         r, z = reset_update[..., :n], reset_update[..., n:]
         candidate = xp.tanh(gates_x[..., 2 * n:] + r * hidden_candidate)
         return candidate + z * (h - candidate), None
+
+    def _gru_reset_before_step(self, gates_x, h, w):
+        """The candidate's hidden map applied to the reset state: tanh(x_n + (r * h) @ W_hn^T + b_hn)."""
+        xp = self.xp
+        n = self.hidden_size
+        reset_update = self._sigmoid(gates_x[..., :2 * n] + xp.matmul(h, w.hh_t[..., :2 * n]))
+        r, z = reset_update[..., :n], reset_update[..., n:]
+        hidden_candidate = xp.matmul(r * h, w.hh_t[..., 2 * n:])
+        if w.hidden_bias is not None:
+            hidden_candidate = hidden_candidate + w.hidden_bias
+        candidate = xp.tanh(gates_x[..., 2 * n:] + hidden_candidate)
+        return candidate + z * (h - candidate)
 
 
 OPS = [Recurrent]
