@@ -61,7 +61,8 @@ def translate_adagrad(site: Site) -> list[OpNode]:
     t = emit.convert(site.input(1), "float64")
     rate = step.fn("divide", emit.convert(site.input(0), "float64"),
                    step.fn("add", step.const(1.0, "float64"), step.fn("multiply", t, step.const(decay, "float64"))))
-    for x, g, h, x_new, h_new in zip(step.tensors(0), step.tensors(1), step.tensors(2), step.outputs(0), step.outputs(1)):
+    groups = zip(step.tensors(0), step.tensors(1), step.tensors(2), step.outputs(0), step.outputs(1))
+    for x, g, h, x_new, h_new in groups:
         dtype = emit.dtype(x)
         g = step.regularized(x, g, coefficient)
         h_next = step.fn("add", h, step.fn("multiply", g, g), out=h_new)
@@ -82,7 +83,8 @@ def translate_momentum(site: Site) -> list[OpNode]:
         raise site.error(f"mode must be 'standard' or 'nesterov', found {mode!r}")
     first = emit.compare("le", emit.convert(site.input(1), "int64"), emit.const(0, "int64"))
     beta_now = step.fn("select", first, step.const(1.0, "float64"), step.const(beta, "float64"))
-    for x, g, v, x_new, v_new in zip(step.tensors(0), step.tensors(1), step.tensors(2), step.outputs(0), step.outputs(1)):
+    groups = zip(step.tensors(0), step.tensors(1), step.tensors(2), step.outputs(0), step.outputs(1))
+    for x, g, v, x_new, v_new in groups:
         dtype = emit.dtype(x)
         g = step.regularized(x, g, coefficient)
         v_next = step.fn("add", step.fn("multiply", step.const(alpha, dtype), v),

@@ -107,7 +107,8 @@ def _precision_dtype(site: Site, code: int) -> str:
     """The float type a ``precision`` attribute (a TensorProto data type code) names."""
     names = {1: "float32", 10: "float16", 11: "float64", 16: "bfloat16"}
     if code not in names:
-        raise site.error(f"precision {code} is not a float type kuiper computes in (float32, float16, float64, bfloat16)")
+        raise site.error(f"precision {code} is not a float type kuiper computes in "
+                         "(float32, float16, float64, bfloat16)")
     return names[code]
 
 

@@ -135,5 +135,6 @@ def translate_tensor_scatter(site: Site) -> list[OpNode]:
     return emit.ops
 
 
-TRANSLATORS = {"TensorScatter": translate_tensor_scatter, "ScatterND": translate_scatter_nd, "ScatterElements": translate_scatter_elements,
+TRANSLATORS = {"TensorScatter": translate_tensor_scatter, "ScatterND": translate_scatter_nd,
+               "ScatterElements": translate_scatter_elements,
                "Scatter": translate_scatter_elements, "GatherND": translate_gather_nd}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model_ir import OpNode
-from .emit import Emit
+from .emit import NARROW_FLOATS, Emit
 from .site import Site
 
 
@@ -194,8 +194,14 @@ def translate_constant_of_shape(site: Site) -> list[OpNode]:
 
 
 def translate_range(site: Site) -> list[OpNode]:
+    """The canonical Arange; bfloat16 and float8 (storage-only types) count in float32 and round back."""
     dtype = site.dtype(0)
-    return [site.op("Arange", [site.input(0), site.input(1), site.input(2)], site.outputs, {"dtype": dtype})]
+    if dtype not in NARROW_FLOATS:
+        return [site.op("Arange", [site.input(0), site.input(1), site.input(2)], site.outputs, {"dtype": dtype})]
+    emit = Emit(site)
+    wide = [emit.convert(site.input(i), "float32") for i in range(3)]
+    emit.convert(emit.op("Arange", wide, {"dtype": "float32"}, dtype="float32"), dtype, out=site.outputs[0])
+    return emit.ops
 
 
 def _wrapped_indices(emit: Emit, site: Site, indices: str, size: int) -> str:

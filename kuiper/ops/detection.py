@@ -35,7 +35,8 @@ class NonMaxSuppression(Op):
         for name, value in (("max_output", max_output), ("iou_threshold", iou_threshold),
                             ("score_threshold", score_threshold)):
             if value is not None and value.size != 1:
-                raise ShapeError(f"{self.node.describe()}: {name} must hold one value, found shape {tuple(value.shape)}")
+                raise ShapeError(f"{self.node.describe()}: {name} must hold one value, "
+                                 f"found shape {tuple(value.shape)}")
         limit = max(int(self.backend.to_numpy(max_output).reshape(-1)[0]), 0)
         threshold = xp.reshape(xp.astype(iou_threshold, boxes.dtype), ())
         rows = []

@@ -192,3 +192,39 @@ def test_a_loop_stacks_its_scan_outputs_and_carries_its_values():
     expected = np.stack([x * i for i in range(3)])
     np.testing.assert_array_equal(steps, expected)
     np.testing.assert_array_equal(total, start + expected.sum(axis=0))
+
+
+def _counting_loop(grow: bool):
+    """A Loop whose body declares no shape for its loop value v; each step stacks v, then v + 1 (or, with
+    ``grow``, v + 1 broadcast against a column: a shape that changes every step)."""
+    untyped = helper.make_tensor_value_info("v_in", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Identity", ["condition_in"], ["condition_out"]),
+             helper.make_node("Identity", ["v_in"], ["step"]),
+             helper.make_node("Add", ["v_in", "one"], ["v_next"])]
+    if grow:
+        nodes.append(helper.make_node("Mul", ["v_next", "column"], ["v_out"]))
+    else:
+        nodes.append(helper.make_node("Identity", ["v_next"], ["v_out"]))
+    body = helper.make_graph(
+        nodes, "body", [_tensor("i", [], TensorProto.INT64), _tensor("condition_in", [], TensorProto.BOOL), untyped],
+        [_tensor("condition_out", [], TensorProto.BOOL),
+         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("step", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(np.float32(1), "one"),
+                     numpy_helper.from_array(np.ones((2, 1), np.float32), "column")])
+    loop = helper.make_node("Loop", ["trips", "", "start"], ["last", "steps"], body=body)
+    return _model([loop], [_tensor("start", [2])], [helper.make_tensor_value_info("last", TensorProto.FLOAT, None),
+                                                      helper.make_tensor_value_info("steps", TensorProto.FLOAT, None)],
+                  [numpy_helper.from_array(np.array(3, dtype=np.int64), "trips")])
+
+
+def test_a_loop_value_that_keeps_its_shape_gives_its_scan_output_a_shape():
+    start = np.float32([0.5, -1.0])
+    last, steps = kuiper.load(_counting_loop(grow=False))(start, to_numpy=True)
+    np.testing.assert_array_equal(steps, np.stack([start, start + 1, start + 2]))
+    np.testing.assert_array_equal(last, start + 3)
+
+
+def test_a_loop_value_that_changes_shape_leaves_its_scan_output_unknown():
+    with pytest.raises(OperatorParamError, match="has no static shape, which its stack needs"):
+        kuiper.load(_counting_loop(grow=True))
