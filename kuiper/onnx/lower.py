@@ -107,9 +107,14 @@ def lower_graph(graph, opsets: dict[str, int], source: str, folder: Path | None,
         ops.append(OpNode("Constant", tensor.name, [], [tensor.name], {}, {"data": value}, source=source))
     if outer is not None:
         for name in captured_names(graph):
-            if name in outer.known:
-                values.know(name, outer.known[name])
-                ops.append(OpNode("Constant", name, [], [name], {}, {"data": outer.known[name]}, source=source))
+            # Known outer values (and small shape-like ones computed from known values) become constants,
+            # so that the sub-graph's translators can read a shape the outer graph computes.
+            known = outer.known.get(name)
+            if known is None:
+                known = outer.shape_like_value(name, source)
+            if known is not None:
+                values.know(name, known)
+                ops.append(OpNode("Constant", name, [], [name], {}, {"data": known}, source=source))
             else:
                 values.declare(outer.infos.get(name, OperandInfo(name)))
                 values.graph_inputs.add(name)

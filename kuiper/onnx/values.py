@@ -31,6 +31,13 @@ class KnownInputError(OperatorParamError):
         self.input_name = input_name
 
 
+class _Source:
+    """Where an evaluation is asked for, for its messages, when no node asks."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+
 class Values:
     def __init__(self, folder: Path | None, graph_inputs: set[str]):
         self.folder = folder
@@ -98,6 +105,17 @@ class Values:
                 f"when the model is loaded (pass known_inputs={{'{origin}': value}})", origin)
         raise site.error(f"its {what} ('{name}') is computed from the graph's inputs; kuiper needs it when the "
                          "model is loaded")
+
+    def shape_like_value(self, name: str, source: str) -> np.ndarray | None:
+        """The value of ``name`` if it is known at load time and small and shape-like (0-D or 1-D, as shapes,
+        starts and axes are), computing it if need be; else None."""
+        shape = self.shape(name)
+        if name not in self.known and (name not in self.static_ops or shape is None or len(shape) > 1
+                                       or None in shape):
+            return None
+        if name not in self.known:
+            self.known[name] = self._evaluate(name, _Source(source))
+        return self.known[name]
 
     def _unknown_origin(self, name: str) -> str | None:
         """A graph input of integer type (shape-like) that ``name`` is computed from, if there is one."""

@@ -228,3 +228,17 @@ def test_a_loop_value_that_keeps_its_shape_gives_its_scan_output_a_shape():
 def test_a_loop_value_that_changes_shape_leaves_its_scan_output_unknown():
     with pytest.raises(OperatorParamError, match="has no static shape, which its stack needs"):
         kuiper.load(_counting_loop(grow=True))
+
+
+def test_a_sub_graph_reads_a_shape_the_outer_graph_computes_at_load_time():
+    """Scan's body reshapes each row with a shape the outer graph builds from Shape(x): known at load time."""
+    body = helper.make_graph(
+        [helper.make_node("Reshape", ["row", "row_shape"], ["column"])], "body",
+        [_tensor("row", [4])], [_tensor("column", [4, 1])])
+    nodes = [helper.make_node("Shape", ["x"], ["width"], start=1),
+             helper.make_node("Concat", ["width", "one"], ["row_shape"], axis=0),
+             helper.make_node("Scan", ["x"], ["columns"], body=body, num_scan_inputs=1)]
+    model = _model(nodes, [_tensor("x", [3, 4])], [_tensor("columns", [3, 4, 1])],
+                   [numpy_helper.from_array(np.array([1], np.int64), "one")])
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(kuiper.load(model)(x, to_numpy=True), x[:, :, None])
