@@ -14,6 +14,7 @@ from . import (
     translate_conv,
     translate_elementwise,
     translate_math,
+    translate_ml,
     translate_masks,
     translate_norm,
     translate_optimizer,
@@ -49,6 +50,7 @@ TRANSLATORS: dict = {
     **translate_selection.TRANSLATORS,
     **translate_optimizer.TRANSLATORS,
     **translate_detection.TRANSLATORS,
+    **translate_ml.TRANSLATORS,
 }
 
 _STRINGS = "it computes on strings; kuiper's tensors hold numbers"
