@@ -16,6 +16,7 @@ from . import (
     translate_math,
     translate_ml,
     translate_masks,
+    translate_ngrams,
     translate_norm,
     translate_optimizer,
     translate_pad,
@@ -51,6 +52,7 @@ TRANSLATORS: dict = {
     **translate_optimizer.TRANSLATORS,
     **translate_detection.TRANSLATORS,
     **translate_ml.TRANSLATORS,
+    **translate_ngrams.TRANSLATORS,
 }
 
 _STRINGS = "it computes on strings; kuiper's tensors hold numbers"

@@ -242,3 +242,19 @@ def test_a_sub_graph_reads_a_shape_the_outer_graph_computes_at_load_time():
                    [numpy_helper.from_array(np.array([1], np.int64), "one")])
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     np.testing.assert_array_equal(kuiper.load(model)(x, to_numpy=True), x[:, :, None])
+
+
+@pytest.mark.parametrize("mode, want", [
+    ("TF", [[2, 1, 2], [1, 0, 1]]),
+    ("IDF", [[0.5, 2, 3], [0.5, 0, 3]]),
+    ("TFIDF", [[1, 2, 6], [0.5, 0, 3]]),
+])
+def test_tf_idf_vectorizer_counts_skipping_n_grams_by_hand(mode, want):
+    """Pool: 1-grams 1 and 3, the 2-gram (1, 2); one skip allowed. Row 0 has 1 twice, 3 once, (1, 2) twice
+    side by side; row 1 has 1 once and (1, 2) once with one item between."""
+    node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], min_gram_length=1, max_gram_length=2,
+                            max_skip_count=1, mode=mode, ngram_counts=[0, 2], ngram_indexes=[0, 1, 2],
+                            pool_int64s=[1, 3, 1, 2], weights=[0.5, 2.0, 3.0])
+    model = _model([node], [_tensor("x", [2, 5], TensorProto.INT64)], [_tensor("y", [2, 3])], opset=9)
+    x = np.array([[1, 2, 1, 2, 3], [1, 5, 2, 0, 0]], np.int64)
+    np.testing.assert_allclose(kuiper.load(model)(x, to_numpy=True), np.array(want, np.float32))
