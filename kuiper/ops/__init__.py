@@ -19,6 +19,7 @@ from . import (
     creation,
     data_movement,
     detection,
+    determinant,
     dimension_size,
     elementwise,
     elementwise_named,
@@ -69,7 +70,7 @@ FAMILIES = [
     pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
     grid_sample, complex_tensors, spectral, calls, gather, sort, window_reduce, float_bits, elementwise_named,
     dimension_size, triangular, fourier, norm_feature, random_bits, ragged, stochastic_round,
-    unique, detection,
+    unique, detection, determinant,
 ]
 
 
