@@ -258,3 +258,20 @@ def test_tf_idf_vectorizer_counts_skipping_n_grams_by_hand(mode, want):
     model = _model([node], [_tensor("x", [2, 5], TensorProto.INT64)], [_tensor("y", [2, 3])], opset=9)
     x = np.array([[1, 2, 1, 2, 3], [1, 5, 2, 0, 0]], np.int64)
     np.testing.assert_allclose(kuiper.load(model)(x, to_numpy=True), np.array(want, np.float32))
+
+
+@pytest.mark.parametrize("mels, dft_length, rate, low, high",
+                         [(8, 64, 8000, 0.0, 4000.0), (20, 16, 16000, 100.0, 7000.0)])
+def test_mel_weight_matrix_matches_onnxs_reference(mels, dft_length, rate, low, high):
+    """Against onnx.reference; the second case has filters whose left point is their center (few bins, many mels)."""
+    reference = pytest.importorskip("onnx.reference")
+    names = ["mels", "dft_length", "rate", "low", "high"]
+    node = helper.make_node("MelWeightMatrix", names, ["w"])
+    inputs = [_tensor(n, [], TensorProto.INT64) for n in names[:3]]
+    inputs += [_tensor(n, [], TensorProto.FLOAT) for n in names[3:]]
+    model = _model([node], inputs, [_tensor("w", None)], opset=17)
+    feeds = [np.int64(mels), np.int64(dft_length), np.int64(rate), np.float32(low), np.float32(high)]
+    want = reference.ReferenceEvaluator(model).run(None, dict(zip(names, feeds)))[0]
+    got = kuiper.load(model, known_inputs={"mels": feeds[0], "dft_length": feeds[1]})(*feeds[2:], to_numpy=True)
+    np.testing.assert_array_equal(got, want)
+    assert np.count_nonzero(want) >= mels // 2  # filters, not a matrix of zeros
