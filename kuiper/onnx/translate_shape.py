@@ -239,9 +239,12 @@ def translate_gather_elements(site: Site) -> list[OpNode]:
 
 
 def translate_dropout(site: Site) -> list[OpNode]:
-    """Inference: the input unchanged, and a mask of ones (training_mode must be off)."""
+    """The input unchanged, and a mask of ones: in inference (training_mode off), and in training with a ratio
+    of 0, which drops nothing. Training with a positive ratio drops at random, which kuiper does not do."""
     if site.has_input(2) and bool(site.constant(2, "training_mode").reshape(-1)[0]):
-        raise site.error("training_mode=True drops at random, which inference does not")
+        ratio = float(site.constant(1, "ratio").reshape(-1)[0]) if site.has_input(1) else 0.5
+        if ratio != 0.0:
+            raise site.error(f"training_mode=True with ratio={ratio} drops at random, which inference does not")
     emit = Emit(site)
     emit.op("Identity", [site.input(0)], dtype=site.dtype(0), out=site.outputs[0])
     if site.has_output(1):
