@@ -275,3 +275,17 @@ def test_mel_weight_matrix_matches_onnxs_reference(mels, dft_length, rate, low, 
     got = kuiper.load(model, known_inputs={"mels": feeds[0], "dft_length": feeds[1]})(*feeds[2:], to_numpy=True)
     np.testing.assert_array_equal(got, want)
     assert np.count_nonzero(want) >= mels // 2  # filters, not a matrix of zeros
+
+
+@pytest.mark.parametrize("mode", ["up", "down", "nearest"])
+@pytest.mark.parametrize("saturate", [0, 1])
+def test_casts_to_float8_e8m0_round_as_onnx_defines(mode, saturate):
+    """Against onnx.numpy_helper.to_float8e8m0 (ONNX's definition, on the float32's bits): powers of two,
+    values between them (a quarter, a half and three quarters of the way), the largest and tiny values."""
+    values = np.float32([1.0, 1.25, 1.5, 1.75, 3.0, 0.375, 2.0 ** 127, 3.0e38, 1e-39, 0.0, np.inf, np.nan])
+    node = helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT8E8M0, round_mode=mode, saturate=saturate)
+    model = _model([node], [_tensor("x", [len(values)])], [_tensor("y", [len(values)], TensorProto.FLOAT8E8M0)],
+                   opset=25)
+    got = kuiper.load(model)(values, to_numpy=True)
+    want = numpy_helper.to_float8e8m0(values, saturate=bool(saturate), round_mode=mode)
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
