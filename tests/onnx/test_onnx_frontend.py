@@ -289,3 +289,22 @@ def test_casts_to_float8_e8m0_round_as_onnx_defines(mode, saturate):
     got = kuiper.load(model)(values, to_numpy=True)
     want = numpy_helper.to_float8e8m0(values, saturate=bool(saturate), round_mode=mode)
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+@pytest.mark.parametrize("aggregate", [0, 1, 2, 3])
+def test_tree_ensemble_of_two_trees_matches_onnxs_reference(aggregate):
+    """Tree A: x0 <= 0.5 ? (x1 < 0 ? leaf 1 : leaf 2) : leaf 0. Tree B: x1 > 1 (a NaN counts as true) ?
+    leaf 3 : leaf 4. Leaves go to targets 0, 1, 0, 1, 2; average, sum, min and max of them."""
+    reference = pytest.importorskip("onnx.reference")
+    node = helper.make_node(
+        "TreeEnsemble", ["x"], ["y"], domain="ai.onnx.ml", aggregate_function=aggregate, n_targets=3,
+        tree_roots=[0, 2], nodes_modes=numpy_helper.from_array(np.uint8([0, 1, 3])),
+        nodes_featureids=[0, 1, 1], nodes_splits=numpy_helper.from_array(np.float32([0.5, 0.0, 1.0])),
+        nodes_truenodeids=[1, 1, 3], nodes_trueleafs=[0, 1, 1], nodes_falsenodeids=[0, 2, 4],
+        nodes_falseleafs=[1, 1, 1], nodes_missing_value_tracks_true=[0, 0, 1],
+        leaf_targetids=[0, 1, 0, 1, 2], leaf_weights=numpy_helper.from_array(np.float32([1.5, -2.0, 4.0, 8.0, 16.0])))
+    graph = helper.make_graph([node], "g", [_tensor("x", [5, 2])], [_tensor("y", [5, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("ai.onnx.ml", 5)])
+    x = np.float32([[0.0, -1.0], [0.0, 2.0], [1.0, 0.5], [0.5, np.nan], [2.0, 3.0]])
+    want = reference.ReferenceEvaluator(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(kuiper.load(model)(x, to_numpy=True), want, rtol=1e-6)
