@@ -206,3 +206,27 @@ def test_gru_that_resets_the_state_before_its_hidden_map(tmp_path):
             want[t, :, 4 * d:4 * d + 4] = h
         np.testing.assert_allclose(h_n[d], h, atol=2e-5)
     np.testing.assert_allclose(y, want, atol=2e-5)
+
+
+def test_lstm_with_peepholes():
+    """The canonical op's peepholes (ONNX's P): i, f see c_{t-1} and o sees c_t through per-unit weights."""
+    w = make_weights("nn.LSTM", 3, 4, 1, False)
+    peephole = np.random.default_rng(3).uniform(-0.5, 0.5, 12).astype(np.float32)  # (i, f, o) x hidden 4
+    r = np.random.default_rng(4)
+    x = r.standard_normal((5, 2, 3)).astype(np.float32)
+    params = {"cell": "LSTM", "input_size": 3, "hidden_size": 4, "num_layers": 1, "peepholes": True}
+    node = OpNode("Recurrent", "lstm", ["x"], ["y", "h_n", "c_n"], params, {**w, "weight_peephole_l0": peephole})
+    y, h_n, c_n = build(graph([node], ["x"], ["y", "h_n", "c_n"]), backend="numpy")(x, to_numpy=True)
+
+    f64 = {key: np.asarray(value, np.float64) for key, value in w.items()}
+    p_i, p_f, p_o = np.split(peephole.astype(np.float64), 3)
+    h, c = np.zeros((2, 4)), np.zeros((2, 4))
+    for t in range(5):
+        gi, gf, gg, go = np.split(x[t] @ f64["weight_ih_l0"].T + f64["bias_ih_l0"] + h @ f64["weight_hh_l0"].T
+                                  + f64["bias_hh_l0"], 4, axis=-1)
+        i, f = sig(gi + p_i * c), sig(gf + p_f * c)
+        c = f * c + i * np.tanh(gg)
+        h = sig(go + p_o * c) * np.tanh(c)
+        np.testing.assert_allclose(y[t], h, atol=2e-5)
+    np.testing.assert_allclose(h_n[0], h, atol=2e-5)
+    np.testing.assert_allclose(c_n[0], c, atol=2e-5)
