@@ -25,7 +25,7 @@ def translate_if(site: Site) -> list[OpNode]:
 
 def translate_scan(site: Site) -> list[OpNode]:
     if site.opset < 9:
-        raise site.error("Scan before opset 9 (batched, with sequence_lens) is not supported")
+        return _translate_batched_scan(site)
     body = site.graph("body")
     sequences = site.int_("num_scan_inputs")
     states = len(site.inputs) - sequences
@@ -44,6 +44,54 @@ def translate_scan(site: Site) -> list[OpNode]:
         "output_reverse": site.ints("scan_output_directions", [0] * outputs),
     }
     return [site.op("Scan", [*site.inputs, *extras], site.outputs, params)]
+
+
+def _translate_batched_scan(site: Site) -> list[OpNode]:
+    """Scan before opset 9: input 0 is sequence_lens, every other input and output has a batch dim first, and
+    the body sees one batch entry. Each entry becomes its own canonical Scan (the opset-9 form over that
+    entry's slices; its ``directions`` the scan inputs' directions), their results stacked along the batch
+    dim. sequence_lens must be known and give every entry the whole sequence."""
+    body = site.graph("body")
+    sequences = site.int_("num_scan_inputs")
+    inputs = site.inputs[1:]
+    states = len(inputs) - sequences
+    outputs = len(body.output) - states
+    if states < 0 or outputs < 0 or len(body.input) != len(inputs) or not inputs:
+        raise site.error(f"num_scan_inputs={sequences} does not fit {len(inputs)} inputs (after sequence_lens) and "
+                         f"a body of {len(body.input)} inputs, {len(body.output)} outputs")
+    batch = site.static_shape(1)[0]
+    if site.has_input(0):
+        steps = site.static_shape(1 + states)[1] if sequences else 0
+        lengths = site.constant(0, "sequence_lens").reshape(-1)
+        if lengths.shape != (batch,) or any(int(n) != steps for n in lengths):
+            raise site.error(f"sequence_lens {lengths.tolist()} shorter than the sequence ({steps} steps) are not "
+                             "supported")
+    lowered = site.subgraph("body")
+    extras = lowered.inputs[len(body.input):]
+    params = {
+        "body": lowered, "state_count": states, "sequence_count": sequences,
+        "input_axes": [0] * sequences, "input_reverse": site.ints("directions", [0] * sequences),
+        "output_axes": [0] * outputs, "output_reverse": [0] * outputs,
+    }
+    emit = Emit(site)
+    per_entry: list[list[str]] = [[] for _ in site.outputs]
+    for entry in range(batch):
+        sliced = []
+        for position, name in enumerate(inputs, start=1):
+            shape = list(site.static_shape(position))
+            row = emit.op("Slice", [name], {"starts": [entry] + [0] * (len(shape) - 1),
+                                           "limits": [entry + 1] + shape[1:]}, dtype=site.dtype(position))
+            sliced.append(emit.op("Squeeze", [row], {"dim": [0]}, dtype=site.dtype(position)))
+        results = [site.temporary(f"entry{entry}_{k}", lowered.operands[lowered.outputs[k]].dtype
+                                  if lowered.outputs[k] in lowered.operands else None)
+                   for k in range(len(site.outputs))]
+        emit.op_many("Scan", [*sliced, *extras], results, params)
+        for k, result in enumerate(results):
+            per_entry[k].append(emit.op("Unsqueeze", [result], {"dim": 0}, dtype=emit.dtype(result)))
+    for k, name in enumerate(site.outputs):
+        if name:
+            emit.op("Concat", per_entry[k], {"dim": 0}, dtype=emit.dtype(per_entry[k][0]), out=name)
+    return emit.ops
 
 
 def _declare_scan_outputs(site: Site, lowered: ModelIR, states: int, sequences: int, outputs: int) -> None:

@@ -308,3 +308,22 @@ def test_tree_ensemble_of_two_trees_matches_onnxs_reference(aggregate):
     x = np.float32([[0.0, -1.0], [0.0, 2.0], [1.0, 0.5], [0.5, np.nan], [2.0, 3.0]])
     want = reference.ReferenceEvaluator(model).run(None, {"x": x})[0]
     np.testing.assert_allclose(kuiper.load(model)(x, to_numpy=True), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("reverse", [0, 1])
+def test_a_scan_before_opset_9_runs_each_batch_entry(reverse):
+    """Opset 8: a batch dim first everywhere; the body sums rows of one entry (running sums stacked)."""
+    body = helper.make_graph([helper.make_node("Add", ["total_in", "row"], ["total_out"]),
+                              helper.make_node("Identity", ["total_out"], ["running"])], "body",
+                             [_tensor("total_in", [2]), _tensor("row", [2])],
+                             [_tensor("total_out", [2]), _tensor("running", [2])])
+    scan = helper.make_node("Scan", ["", "start", "x"], ["total", "runs"], body=body, num_scan_inputs=1,
+                            directions=[reverse])
+    model = _model([scan], [_tensor("start", [2, 2]), _tensor("x", [2, 3, 2])],
+                   [_tensor("total", [2, 2]), _tensor("runs", [2, 3, 2])], opset=8)
+    start = np.float32([[0, 100], [10, 20]])
+    x = np.arange(12, dtype=np.float32).reshape(2, 3, 2)
+    total, runs = kuiper.load(model)(start, x, to_numpy=True)
+    ordered = x[:, ::-1] if reverse else x
+    np.testing.assert_array_equal(runs, start[:, None] + np.cumsum(ordered, axis=1))
+    np.testing.assert_array_equal(total, start + x.sum(axis=1))
