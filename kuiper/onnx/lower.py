@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import KuiperError, ModelFormatError, UnsupportedOperatorError
 from ..model_ir import ModelIR, OpNode, OperandInfo
+from . import partial_shapes
 from .functions import expand_functions
 from .protobuf import onnx_package
 from .site import Site
@@ -139,6 +140,7 @@ def lower_graph(graph, opsets: dict[str, int], source: str, folder: Path | None,
             if output and output not in values.infos:
                 values.declare(OperandInfo(output))
         values.record(translated)
+        partial_shapes.follow(node, values)
         ops.extend(translated)
 
     outputs = []

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model_ir import OpNode
+from ..model_ir import OpNode, OperandInfo
 from .emit import NARROW_FLOATS, Emit
+from .partial_shapes import FreeDim, free_dim, partial_value
 from .site import Site
 
 
@@ -28,13 +29,23 @@ def _axes_input_or_attribute(site: Site, index: int, default=None) -> list[int] 
 
 
 def translate_shape(site: Site) -> list[OpNode]:
-    shape = site.static_shape(0)
-    rank = len(shape)
+    """A constant when the dims are known at load; else computed at run time, the free dims read by
+    DimensionSize (a value that then decides no shape at load: see translate_reshape)."""
+    rank = site.rank(0)
+    shape = site.shape(0)
     start, end = site.int_("start", 0), site.int_("end", rank)
     start, end = (min(max(v + rank if v < 0 else v, 0), rank) for v in (start, end))
-    value = np.asarray(shape[start:end], dtype=np.int64)
-    site.values.know(site.outputs[0], value)
-    return [site.op("Constant", [], site.outputs, {}, {"data": value})]
+    if all(d is not None for d in shape[start:end]):
+        value = np.asarray(shape[start:end], dtype=np.int64)
+        site.values.know(site.outputs[0], value)
+        return [site.op("Constant", [], site.outputs, {}, {"data": value})]
+    emit = Emit(site)
+    parts = [emit.const([size], "int64") if size is not None else
+             emit.op("Reshape", [emit.op("DimensionSize", [site.input(0)], {"dim": dim, "dtype": "int64"},
+                                         dtype="int64")], {"shape": [1]}, dtype="int64")
+             for dim, size in enumerate(shape[start:end], start=start)]
+    emit.op("Concat", parts, {"dim": 0}, dtype="int64", out=site.outputs[0])
+    return emit.ops
 
 
 def translate_size(site: Site) -> list[OpNode]:
@@ -44,16 +55,85 @@ def translate_size(site: Site) -> list[OpNode]:
 
 
 def translate_reshape(site: Site) -> list[OpNode]:
-    target = site.constant_ints(1, "shape") if site.opset >= 5 else site.ints("shape")
+    """The canonical Reshape to the target, which must be known at load, or computed at run time from the
+    Shape of a tensor with a free dim (partial_shapes.py) with at most one entry unknown at load."""
     allow_zero = site.int_("allowzero", 0)
+    partial = partial_value(site.values, site.input(1)) if site.opset >= 5 and not site.is_known(1) else None
+    if partial is not None:
+        target = _from_free_dims(site, partial, allow_zero)
+        if not allow_zero and 0 in target:
+            target = _copied_dims(site, target)
+        return _reshaped(site, target)
+    target = site.constant_ints(1, "shape") if site.opset >= 5 else site.ints("shape")
     if not allow_zero and 0 in target:
-        shape = site.shape(0)
-        for i, size in enumerate(target):
-            if size == 0:
-                if shape is None or i >= len(shape) or shape[i] is None:
-                    raise site.error(f"shape {target} copies dim {i} of the input, whose size is not known")
-                target[i] = shape[i]
+        target = _copied_dims(site, target)
+    return _reshaped(site, target)
+
+
+def _reshaped(site: Site, target: list[int]) -> list[OpNode]:
+    """The canonical Reshape; the output's dims that the target gives are declared (inference may have
+    lost them where a free dim stood in the way)."""
+    known = site.values.shape(site.outputs[0])
+    if target.count(-1) <= 1 and (known is None or len(known) == len(target)):
+        shape = tuple(None if size == -1 else size for size in target)
+        if known is not None:
+            shape = tuple(k if k is not None else d for k, d in zip(known, shape))
+        site.values.declare(OperandInfo(site.outputs[0], shape, site.values.infos[site.outputs[0]].dtype
+                                        if site.outputs[0] in site.values.infos else site.dtype(0)))
     return [site.op("Reshape", [site.input(0)], site.outputs, {"shape": target})]
+
+
+def _from_free_dims(site: Site, partial: list, allow_zero: int) -> list[int]:
+    """A target with free dims: the reshaped tensor's own dim i at position i is a copy (ONNX's 0); one
+    other free dim, with no -1 beside it, is the -1 the element count decides."""
+    target: list = [0 if isinstance(entry, FreeDim) and entry == free_dim(site.values, site.input(0), i)
+                    and not allow_zero else entry for i, entry in enumerate(partial)]
+    free = [i for i, entry in enumerate(target) if isinstance(entry, FreeDim)]
+    if len(free) > 1 or (free and -1 in target):
+        raise site.error(f"its shape ('{site.input(1)}') is computed at run time and leaves more than one dim "
+                         f"unknown at load ({['?' if isinstance(e, FreeDim) else e for e in partial]})")
+    if free:
+        target[free[0]] = -1
+        site.values.same_free_dim[(site.outputs[0], free[0])] = partial[free[0]]
+    for i, entry in enumerate(target):
+        if entry == 0 and isinstance(partial[i], FreeDim):  # a copy: the output's dim i is the input's
+            site.values.same_free_dim[(site.outputs[0], i)] = partial[i]
+    return target
+
+
+def _copied_dims(site: Site, target: list[int]) -> list[int]:
+    """A Reshape target whose 0s (copy the input's dim) are replaced by sizes. A free dim copied this way
+    (an exporter's batch: ``[0, 2, -1]``) becomes the one -1, the canonical Reshape then finding it; any
+    other -1 is computed here, the free dim being on both sides. Refused when that cannot be done."""
+    shape = site.shape(0)
+    target = list(target)
+    free = []
+    for i, size in enumerate(target):
+        if size == 0:
+            if shape is None or i >= len(shape):
+                raise site.error(f"shape {target} copies dim {i} of an input of unknown rank or fewer dims")
+            if shape[i] is None:
+                free.append(i)
+            else:
+                target[i] = shape[i]
+    if not free:
+        return target
+    others_known = all(d is not None for i, d in enumerate(shape) if i not in free)
+    if len(free) > 1 or not others_known or target.count(-1) > 1:
+        raise site.error(f"shape {target} copies dim(s) {free} of the input {list(shape)}, whose size is not known "
+                         "when the model is loaded")
+    if -1 in target:  # the free dim is on both sides: the -1 takes the rest of the known dims
+        rest = 1
+        for i, size in enumerate(shape):
+            rest *= 1 if i == free[0] else size
+        kept = 1
+        for i, size in enumerate(target):
+            kept *= 1 if i == free[0] or size == -1 else size
+        if kept == 0 or rest % kept:
+            raise site.error(f"shape {target} does not fit the input {list(shape)}")
+        target[target.index(-1)] = rest // kept
+    target[free[0]] = -1
+    return target
 
 
 def translate_flatten(site: Site) -> list[OpNode]:

@@ -48,6 +48,10 @@ class Values:
         self.static_ops: dict[str, OpNode] = {}
         # The inputs of the op computing every other value (to find the graph inputs a value comes from).
         self.sources: dict[str, list[str]] = {}
+        # Shape vectors computed at run time whose entries are partly known at load (partial_shapes.py).
+        self.partial: dict[str, list] = {}
+        # (value, dim) -> the FreeDim of another value that a Reshape copied it from (the same size at run time).
+        self.same_free_dim: dict[tuple[str, int], object] = {}
 
     # -- facts --------------------------------------------------------------------
     def declare(self, info: OperandInfo) -> None:

@@ -327,3 +327,30 @@ def test_a_scan_before_opset_9_runs_each_batch_entry(reverse):
     ordered = x[:, ::-1] if reverse else x
     np.testing.assert_array_equal(runs, start[:, None] + np.cumsum(ordered, axis=1))
     np.testing.assert_array_equal(total, start + x.sum(axis=1))
+
+
+def test_reshapes_built_from_the_shape_of_a_tensor_with_a_free_batch():
+    """What exporters write for a free batch: GroupNorm's reshape to [0, 2, -1] and back to Shape(x), and
+    ViT's target Concat(Shape(x)[0:2], [-1]); each leaves one dim unknown at load, found at run time."""
+    nodes = [helper.make_node("Reshape", ["x", "groups"], ["grouped"]),
+             helper.make_node("Relu", ["grouped"], ["activated"]),
+             helper.make_node("Shape", ["x"], ["x_shape"]),
+             helper.make_node("Reshape", ["activated", "x_shape"], ["back"]),
+             helper.make_node("Slice", ["x_shape", "zero", "two"], ["leading"]),
+             helper.make_node("Concat", ["leading", "minus_one"], ["flat_shape"], axis=0),
+             helper.make_node("Reshape", ["back", "flat_shape"], ["y"])]
+    constants = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+                 (("groups", [0, 2, -1]), ("zero", [0]), ("two", [2]), ("minus_one", [-1]))]
+    model = _model(nodes, [_tensor("x", ["n", 4, 2, 3])], [_tensor("y", ["n", 4, 6])], constants)
+    loaded = kuiper.load(model)
+    for batch in (1, 3):
+        x = np.random.default_rng(batch).standard_normal((batch, 4, 2, 3)).astype(np.float32)
+        np.testing.assert_array_equal(loaded(x, to_numpy=True), np.maximum(x, 0).reshape(batch, 4, 6))
+
+
+def test_two_free_dims_in_a_run_time_reshape_target_are_refused_by_name():
+    nodes = [helper.make_node("Shape", ["x"], ["x_shape"]), helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Reshape", ["r", "x_shape"], ["y"])]
+    model = _model(nodes, [_tensor("x", ["n", "m"])], [_tensor("y", ["n", "m"])])
+    with pytest.raises(OperatorParamError, match="more than one dim unknown at load"):
+        kuiper.load(model)
