@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .values import Values
+from .values import SHAPE_LIKE_SIZE, Values
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def partial_value(values: Values, name: str) -> list[Entry] | None:
     """The entries of 1-D (or 0-D) integer value ``name`` as far as they are known, or None."""
     if name in values.known or name in values.static_ops:
         value = values.shape_like_value(name, "")
-        if value is not None and value.dtype.kind in "iu" and value.ndim <= 1:
+        if value is not None and value.dtype.kind in "iu" and value.ndim <= 1 and value.size <= SHAPE_LIKE_SIZE:
             return [int(v) for v in value.reshape(-1)]
         return None
     return values.partial.get(name)
@@ -66,7 +66,7 @@ def follow(node, values: Values) -> None:
     if not parts or parts[0] is None:
         return
     result = _apply(op, parts, attributes)
-    if result is not None and any(isinstance(entry, FreeDim) for entry in result):
+    if result is not None:
         values.partial[output] = result
 
 
@@ -74,6 +74,13 @@ def _apply(op: str, parts: list, attributes: dict) -> list[Entry] | None:
     data = parts[0]
     if op in ("Identity", "Cast", "Squeeze", "Unsqueeze"):
         return data  # the same entries (a 0-D value and its 1-element vector alike)
+    if op == "Reshape":  # a vector reshaped to a vector ([-1] or its length): the same entries
+        target = parts[1] if len(parts) > 1 else None
+        return data if target in ([-1], [len(data)]) else None
+    if op in ("Equal", "Where"):
+        return _select(op, parts)
+    if op in _ARITHMETIC:
+        return _arithmetic(op, parts)
     if op == "Concat":
         return None if any(part is None for part in parts) else [entry for part in parts for entry in part]
     if op == "Gather":
@@ -94,3 +101,55 @@ def _apply(op: str, parts: list, attributes: dict) -> list[Entry] | None:
             return None
         return list(np.asarray(data, dtype=object)[slice(starts[0], ends[0])])
     return None
+
+
+def _entries_equal(a: Entry, b: Entry) -> bool | None:
+    """a == b where it is known at load: a free dim is a size, never negative."""
+    if isinstance(a, FreeDim) or isinstance(b, FreeDim):
+        if a == b:
+            return True
+        known = b if isinstance(a, FreeDim) else a
+        return False if isinstance(known, int) and known < 0 else None
+    return a == b
+
+
+def _select(op: str, parts: list) -> list[Entry] | None:
+    """Equal of two vectors, or Where(condition, a, b), entry by entry (length-1 vectors broadcast)."""
+    if any(part is None for part in parts) or len(parts) != (2 if op == "Equal" else 3):
+        return None
+    length = max(len(part) for part in parts)
+    if any(len(part) not in (1, length) for part in parts):
+        return None
+    rows = [[part[i if len(part) > 1 else 0] for part in parts] for i in range(length)]
+    if op == "Equal":
+        result = [_entries_equal(a, b) for a, b in rows]
+        return None if any(entry is None for entry in result) else result
+    if any(not isinstance(condition, bool) for condition, _, _ in rows):
+        return None
+    return [a if condition else b for condition, a, b in rows]
+
+
+# Integer arithmetic on known entries, as ONNX computes it on int64 (Div truncates toward zero).
+_ARITHMETIC = {
+    "Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
+    "Div": lambda a, b: None if b == 0 else (abs(a) // abs(b)) * (1 if (a < 0) == (b < 0) else -1),
+}
+
+
+def _arithmetic(op: str, parts: list) -> list[Entry] | None:
+    """Entry by entry where both entries are known ints (length-1 vectors broadcast); a free dim gives None."""
+    if len(parts) != 2 or any(part is None for part in parts):
+        return None
+    length = max(len(part) for part in parts)
+    if any(len(part) not in (1, length) for part in parts):
+        return None
+    result = []
+    for i in range(length):
+        a, b = (part[i if len(part) > 1 else 0] for part in parts)
+        if isinstance(a, (FreeDim, bool)) or isinstance(b, (FreeDim, bool)):
+            return None
+        value = _ARITHMETIC[op](a, b)
+        if value is None:
+            return None
+        result.append(value)
+    return result

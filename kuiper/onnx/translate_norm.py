@@ -61,8 +61,11 @@ def _batch_norm_training(site: Site) -> list[OpNode]:
 
 
 def translate_layer_norm(site: Site) -> list[OpNode]:
-    shape = site.static_shape(0)
-    axis = site.int_("axis", -1) % len(shape)
+    rank = site.rank(0)
+    axis = site.int_("axis", -1) % rank
+    shape = site.shape(0)
+    if any(d is None for d in shape[axis:]):  # the dims normalized over must be known; those before may be free
+        shape = site.static_shape(0)
     op_type = "LayerNorm" if site.op_type == "LayerNormalization" else "RMSNorm"
     inputs, keys = _affine(site, 1)
     epsilon = site.float_("epsilon", 1e-5)

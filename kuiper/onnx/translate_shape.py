@@ -201,9 +201,11 @@ def translate_concat(site: Site) -> list[OpNode]:
 
 
 def translate_split(site: Site) -> list[OpNode]:
-    shape = site.static_shape(0)
-    axis = _axis(site, site.int_("axis", 0), len(shape))
-    size = shape[axis]
+    """The canonical Split; only the split dim must be known at load (a free batch elsewhere is fine)."""
+    axis = _axis(site, site.int_("axis", 0), site.rank(0))
+    size = site.shape(0)[axis]
+    if size is None:
+        size = site.static_shape(0)[axis]  # the error naming the input and its shape
     count = len(site.outputs)
     if site.has_input(1):
         sections = site.constant_ints(1, "split")
@@ -251,11 +253,50 @@ def translate_slice(site: Site) -> list[OpNode]:
 
 
 def translate_expand(site: Site) -> list[OpNode]:
+    partial = partial_value(site.values, site.input(1)) if not site.is_known(1) else None
+    if partial is not None and any(isinstance(entry, FreeDim) for entry in partial):
+        return _expand_to_free_dims(site, partial)
     shape = site.static_shape(0)
     target = tuple(np.broadcast_shapes(shape, tuple(site.constant_ints(1, "shape"))))
     lead = len(target) - len(shape)
     return [site.op("Broadcast", [site.input(0)], site.outputs,
                     {"shape": list(target), "dims": list(range(lead, len(target)))})]
+
+
+def _expand_to_free_dims(site: Site, partial: list) -> list[OpNode]:
+    """Expand to a target computed at run time with free dims (torch's ``cls.expand(batch, -1, -1)``): the
+    canonical Expand takes the run-time vector as its sizes (``$sizes``), PyTorch's meaning, so every entry
+    whose ONNX meaning differs is fixed at load: where the input's dim is not 1, the entry must be 1 or
+    that dim and becomes -1 (keep it). A free entry must meet an input dim of 1 (or be that dim itself)."""
+    shape = site.static_shape(0)
+    if len(partial) < len(shape):
+        raise site.error(f"its shape has {len(partial)} entries, fewer than the input's {len(shape)} dims")
+    lead = len(partial) - len(shape)
+    keep, declared = [], []
+    for i, entry in enumerate(partial):
+        size = shape[i - lead] if i >= lead else 1
+        if isinstance(entry, FreeDim):
+            if size != 1:
+                raise site.error(f"its shape's entry {i} is a dim unknown at load, against an input dim of {size}")
+            keep.append(False)
+            declared.append(None)
+        elif size != 1:
+            if entry not in (1, size):
+                raise site.error(f"cannot expand dim {i - lead} of size {size} to {entry}")
+            keep.append(True)
+            declared.append(size)
+        else:
+            keep.append(False)
+            declared.append(entry)
+    emit = Emit(site)
+    sizes = emit.convert(site.input(1), "int64")
+    if any(keep):
+        sizes = emit.fn("select", [emit.const(np.asarray(keep), "bool"), emit.const(np.full(len(keep), -1), "int64"),
+                                   sizes])
+    site.values.declare(OperandInfo(site.outputs[0], tuple(declared), site.dtype(0)))
+    emit.op("Expand", [site.input(0), sizes], dtype=site.dtype(0), out=site.outputs[0])
+    emit.ops[-1].input_keys = ["input", "sizes"]
+    return emit.ops
 
 
 def translate_tile(site: Site) -> list[OpNode]:
@@ -292,10 +333,13 @@ def _wrapped_indices(emit: Emit, site: Site, indices: str, size: int) -> str:
 
 
 def translate_gather(site: Site) -> list[OpNode]:
-    shape = site.static_shape(0)
-    rank = len(shape)
+    rank = site.rank(0)
     axis = _axis(site, site.int_("axis", 0), rank)
     index_rank = site.rank(1)
+    partly = site.shape(0)
+    if index_rank <= 1 and partly[axis] is not None and None in partly:
+        return _gather_with_free_dims(site, axis, partly[axis], index_rank)
+    shape = site.static_shape(0)
     emit = Emit(site)
     indices = _wrapped_indices(emit, site, site.input(1), shape[axis])
     sizes = list(shape)
@@ -306,6 +350,20 @@ def translate_gather(site: Site) -> list[OpNode]:
         "slice_sizes": sizes,
     }
     emit.op("Gather", [site.input(0), indices], params, dtype=site.dtype(0), out=site.outputs[0])
+    return emit.ops
+
+
+def _gather_with_free_dims(site: Site, axis: int, size: int, index_rank: int) -> list[OpNode]:
+    """Gather along a known dim of data with free dims elsewhere (a free batch), by 0-D or 1-D indices:
+    IndexSelect, which needs no static slice sizes; a 0-D index then drops the dim."""
+    emit = Emit(site)
+    indices = _wrapped_indices(emit, site, site.input(1), size)
+    dtype = site.dtype(0)
+    if index_rank == 1:
+        emit.op("IndexSelect", [site.input(0), indices], {"dim": axis}, dtype=dtype, out=site.outputs[0])
+        return emit.ops
+    picked = emit.op("IndexSelect", [site.input(0), indices], {"dim": axis}, dtype=dtype)
+    emit.op("Squeeze", [picked], {"dim": [axis]}, dtype=dtype, out=site.outputs[0])
     return emit.ops
 
 

@@ -19,6 +19,9 @@ from ..graph import build
 from ..model_ir import ModelIR, OpNode, OperandInfo
 from .tensors import to_array
 
+# The most entries of a value computed at load only because it may be a shape (sub-graph captures,
+# partial_shapes.py); a shape has one entry per dim.
+SHAPE_LIKE_SIZE = 64
 # Ops without inputs whose value is not fixed at load time.
 _NOT_CONSTANT = ("RandomBits", "RandomNumbers")
 
@@ -111,11 +114,11 @@ class Values:
                          "model is loaded")
 
     def shape_like_value(self, name: str, source: str) -> np.ndarray | None:
-        """The value of ``name`` if it is known at load time and small and shape-like (0-D or 1-D, as shapes,
-        starts and axes are), computing it if need be; else None."""
+        """The value of ``name`` if it is known at load time and small and shape-like (0-D or 1-D of at most
+        SHAPE_LIKE_SIZE entries, as shapes, starts and axes are), computing it if need be; else None."""
         shape = self.shape(name)
         if name not in self.known and (name not in self.static_ops or shape is None or len(shape) > 1
-                                       or None in shape):
+                                       or None in shape or (shape and shape[0] > SHAPE_LIKE_SIZE)):
             return None
         if name not in self.known:
             self.known[name] = self._evaluate(name, _Source(source))

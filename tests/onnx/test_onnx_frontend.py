@@ -354,3 +354,48 @@ def test_two_free_dims_in_a_run_time_reshape_target_are_refused_by_name():
     model = _model(nodes, [_tensor("x", ["n", "m"])], [_tensor("y", ["n", "m"])])
     with pytest.raises(OperatorParamError, match="more than one dim unknown at load"):
         kuiper.load(model)
+
+
+def test_a_vit_style_graph_with_a_free_batch():
+    """torch's cls.expand(batch, -1, -1) (Where(Equal(shape, -1), 1, shape)), a LayerNorm and a Gather on a
+    tensor whose batch is free, and a Reshape to [batch, 3, 2, width / 2]: against NumPy at two batches."""
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "zero"], ["batch"], axis=0),
+             helper.make_node("Unsqueeze", ["batch", "axes0"], ["batch1"]),
+             helper.make_node("Concat", ["batch1", "minus_one", "minus_one"], ["wanted"], axis=0),
+             helper.make_node("Equal", ["wanted", "minus_ones"], ["unset"]),
+             helper.make_node("Where", ["unset", "ones", "wanted"], ["sizes"]),
+             helper.make_node("Expand", ["cls", "sizes"], ["tokens"]),
+             helper.make_node("Concat", ["tokens", "x"], ["joined"], axis=1),
+             helper.make_node("LayerNormalization", ["joined", "gamma"], ["normed"], axis=-1, epsilon=1e-5),
+             helper.make_node("Gather", ["normed", "zero"], ["first"], axis=1),
+             helper.make_node("Gather", ["shape", "two"], ["width"], axis=0),
+             helper.make_node("Div", ["width", "two"], ["half"]),
+             helper.make_node("Unsqueeze", ["half", "axes0"], ["half1"]),
+             helper.make_node("Concat", ["batch1", "three", "two1", "half1"], ["split_shape"], axis=0),
+             helper.make_node("Reshape", ["x", "split_shape"], ["split"])]
+    constants = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+                 (("zero", 0), ("two", 2), ("axes0", [0]), ("minus_one", [-1]), ("minus_ones", [-1, -1, -1]),
+                  ("ones", [1, 1, 1]), ("three", [3]), ("two1", [2]))]
+    cls = np.float32([[[0.5, -1.0, 2.0, 0.0]]])
+    constants += [numpy_helper.from_array(cls, "cls"), numpy_helper.from_array(np.ones(4, np.float32), "gamma")]
+    model = _model(nodes, [_tensor("x", ["n", 3, 4])], [_tensor("first", ["n", 4]), _tensor("split", ["n", 3, 2, 2])],
+                   constants, opset=17)
+    loaded = kuiper.load(model)
+    for batch in (1, 3):
+        x = np.random.default_rng(batch).standard_normal((batch, 3, 4)).astype(np.float32)
+        first, split = loaded(x, to_numpy=True)
+        centered = cls[0, 0] - cls[0, 0].mean()
+        want = centered / np.sqrt((centered ** 2).mean() + 1e-5)
+        np.testing.assert_allclose(first, np.broadcast_to(want, (batch, 4)), rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(split, x.reshape(batch, 3, 2, 2))
+
+
+def test_split_needs_only_the_split_dim_known():
+    node = helper.make_node("Split", ["x", "sizes"], ["a", "b"], axis=1)
+    model = _model([node], [_tensor("x", ["n", 5])], [_tensor("a", ["n", 2]), _tensor("b", ["n", 3])],
+                   [numpy_helper.from_array(np.array([2, 3], np.int64), "sizes")], opset=13)
+    x = np.arange(15, dtype=np.float32).reshape(3, 5)
+    a, b = kuiper.load(model)(x, to_numpy=True)
+    np.testing.assert_array_equal(a, x[:, :2])
+    np.testing.assert_array_equal(b, x[:, 2:])
