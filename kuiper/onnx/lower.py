@@ -91,6 +91,8 @@ def lower_graph(graph, opsets: dict[str, int], source: str, folder: Path | None,
     initializer_names = {tensor.name for tensor in graph.initializer}
     inputs = [value.name for value in graph.input if value.name not in initializer_names]
     values = Values(folder, set(inputs))
+    if outer is not None:
+        values.step_inputs = set(inputs)
     returned = {value.name for value in graph.output}
     for value_info in (*graph.input, *graph.value_info, *graph.output):
         info = _tensor_info(value_info, f"{source}: value '{value_info.name}'")

@@ -12,6 +12,7 @@ import numpy as np
 from ..model_ir import OpNode, OperandInfo
 from .emit import NARROW_FLOATS, Emit
 from .partial_shapes import FreeDim, free_dim, partial_value
+from .values import KnownInputError
 from .site import Site
 
 
@@ -224,7 +225,12 @@ def translate_slice(site: Site) -> list[OpNode]:
     shape = site.static_shape(0)
     rank = len(shape)
     if site.opset >= 10:
-        starts, ends = site.constant_ints(1, "starts"), site.constant_ints(2, "ends")
+        try:
+            starts, ends = site.constant_ints(1, "starts"), site.constant_ints(2, "ends")
+        except KnownInputError as error:
+            if error.input_name not in site.values.step_inputs:
+                raise
+            return _slice_at_run_time(site, shape)
         axes = site.constant_ints(3, "axes") if site.has_input(3) else list(range(len(starts)))
         steps = site.constant_ints(4, "steps") if site.has_input(4) else [1] * len(starts)
     else:
@@ -249,6 +255,33 @@ def translate_slice(site: Site) -> list[OpNode]:
         value = emit.op("Reverse", [value], {"dims": sorted(flipped)}, dtype=site.dtype(0))
     emit.op("Slice", [value], {"starts": lows, "limits": highs, "strides": strides}, dtype=site.dtype(0),
             out=site.outputs[0])
+    return emit.ops
+
+
+def _slice_at_run_time(site: Site, shape: tuple[int, ...]) -> list[OpNode]:
+    """A Slice whose starts or ends change on every step of a loop (they come from the body's own inputs): on
+    one axis with step 1, the positions from start to end (ONNX's clamping) picked by a mask at run time,
+    so the length may change too (MaskedSelect, then IndexSelect)."""
+    axes = site.constant_ints(3, "axes") if site.has_input(3) else [0]
+    steps = site.constant_ints(4, "steps") if site.has_input(4) else [1]
+    if len(axes) != 1 or steps != [1]:
+        raise site.error("starts or ends that change inside a loop are supported on one axis with step 1, found "
+                         f"axes {axes} and steps {steps}")
+    axis = _axis(site, axes[0], len(shape))
+    size = shape[axis]
+    emit = Emit(site)
+
+    def bound(index: int) -> str:  # negative counts from the end; then clamped to [0, size]
+        value = emit.op("Reshape", [emit.convert(site.input(index), "int64")], {"shape": []}, dtype="int64")
+        wrapped = emit.fn("select", [emit.compare("lt", value, emit.const(0, "int64")),
+                                     emit.fn("add", [value, emit.const(size, "int64")]), value])
+        return emit.fn("clamp", [emit.const(0, "int64"), wrapped, emit.const(size, "int64")])
+
+    start, end = bound(1), bound(2)
+    positions = emit.op("Iota", [], {"shape": [size], "dim": 0, "dtype": "int64"}, dtype="int64")
+    inside = emit.fn("and", [emit.compare("ge", positions, start), emit.compare("lt", positions, end)])
+    picked = emit.op("MaskedSelect", [positions, inside], dtype="int64")
+    emit.op("IndexSelect", [site.input(0), picked], {"dim": axis}, dtype=site.dtype(0), out=site.outputs[0])
     return emit.ops
 
 

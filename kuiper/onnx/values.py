@@ -55,6 +55,9 @@ class Values:
         self.partial: dict[str, list] = {}
         # (value, dim) -> the FreeDim of another value that a Reshape copied it from (the same size at run time).
         self.same_free_dim: dict[tuple[str, int], object] = {}
+        # A loop or scan body's own inputs (its iteration count, its loop values): they change on every step,
+        # so no value computed from them is fixed at load, and no known_inputs= can fix them.
+        self.step_inputs: set[str] = set()
 
     # -- facts --------------------------------------------------------------------
     def declare(self, info: OperandInfo) -> None:

@@ -399,3 +399,25 @@ def test_split_needs_only_the_split_dim_known():
     a, b = kuiper.load(model)(x, to_numpy=True)
     np.testing.assert_array_equal(a, x[:, :2])
     np.testing.assert_array_equal(b, x[:, 2:])
+
+
+def test_a_slice_that_moves_with_the_loop_iteration():
+    """for i in range(5): total += sum(x[i:i + 2]); the last window is cut short by the end of x."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["condition_in"], ["condition_out"]),
+         helper.make_node("Unsqueeze", ["i", "axes"], ["start"]),
+         helper.make_node("Add", ["start", "two"], ["end"]),
+         helper.make_node("Slice", ["x", "start", "end"], ["window"]),
+         helper.make_node("ReduceSum", ["window", "axes"], ["window_sum"], keepdims=1),
+         helper.make_node("Add", ["total_in", "window_sum"], ["total_out"])],
+        "body", [_tensor("i", [], TensorProto.INT64), _tensor("condition_in", [], TensorProto.BOOL),
+                 _tensor("total_in", [1])],
+        [_tensor("condition_out", [], TensorProto.BOOL), _tensor("total_out", [1])])
+    loop = helper.make_node("Loop", ["trips", "", "start_total"], ["total"], body=body)
+    constants = [numpy_helper.from_array(np.array(5, np.int64), "trips"),
+                 numpy_helper.from_array(np.array([0], np.int64), "axes"),
+                 numpy_helper.from_array(np.array([2], np.int64), "two")]
+    model = _model([loop], [_tensor("x", [5]), _tensor("start_total", [1])], [_tensor("total", [1])], constants)
+    x = np.float32([1, 2, 3, 4, 5])
+    total = kuiper.load(model)(x, np.float32([0.5]), to_numpy=True)
+    np.testing.assert_array_equal(total, [0.5 + sum(x[i:i + 2].sum() for i in range(5))])
