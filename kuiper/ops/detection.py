@@ -41,9 +41,9 @@ class NonMaxSuppression(Op):
         threshold = xp.reshape(xp.astype(iou_threshold, boxes.dtype), ())
         rows = []
         for batch in range(boxes.shape[0]):
-            low, high, area = self.extents(boxes[batch])
+            low, high, area = self.extents(boxes[batch, ...])
             for cls in range(scores.shape[1]):
-                for box in self.select(scores[batch, cls], low, high, area, threshold, score_threshold, limit):
+                for box in self.select(scores[batch, cls, ...], low, high, area, threshold, score_threshold, limit):
                     rows.append((batch, cls, box))
         return xp.reshape(xp.asarray(rows, dtype=xp.int64), (len(rows), 3))
 
@@ -82,7 +82,7 @@ class NonMaxSuppression(Op):
     def overlaps(self, box: int, low, high, area, threshold):
         """Where the intersection over union of every box with ``box`` exceeds ``threshold``."""
         xp = self.xp
-        extent = xp.minimum(high, high[box]) - xp.maximum(low, low[box])
+        extent = xp.minimum(high, high[box, ...]) - xp.maximum(low, low[box, ...])
         meets = (extent[:, 0] > 0) & (extent[:, 1] > 0)
         intersection = extent[:, 0] * extent[:, 1]
         union = area + area[box] - intersection

@@ -7,6 +7,7 @@ Computed by LU factorization (the backend's linalg.det); half precision in float
 from __future__ import annotations
 
 from ..errors import ShapeError
+from ..ir import dtypes
 from .base import Op
 
 
@@ -20,8 +21,8 @@ class Determinant(Op):
         if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
             raise ShapeError(f"{self.node.describe()}: needs square matrices in the last two dims, found shape "
                              f"{tuple(a.shape)}")
-        if a.dtype == xp.float16:
-            return xp.astype(self.forward(xp.astype(a, xp.float32)), xp.float16)
+        if dtypes.name_of(a.dtype) == "float16":  # (the array API standard has no float16)
+            return xp.astype(self.forward(xp.astype(a, xp.float32)), a.dtype)
         return xp.asarray(xp.linalg.det(a))
 
 

@@ -89,7 +89,7 @@ def empty_reduction(xp, x, axes: tuple[int, ...] | None, keepdim: bool, reducer:
     """Reducing an empty ``x`` over ``axes``: every output element is reducer ``reducer``'s identity."""
     reduced = range(x.ndim) if axes is None else axes
     shape = tuple(1 if d in reduced else n for d, n in enumerate(x.shape) if keepdim or d not in reduced)
-    return xp.full(shape, identity(xp, reducer, x.dtype), dtype=x.dtype)
+    return xp.asarray(xp.broadcast_to(identity(xp, reducer, x.dtype), shape), copy=True)
 
 
 class MaxMin(ExtremumReduction):

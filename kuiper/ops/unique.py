@@ -57,7 +57,7 @@ class Unique(Op):
             order = xp.take(order, xp.argsort(column_keys, stable=True))
         ordered = xp.take(keys, order, axis=0)
         # A group starts where a row differs from the one before it (the stable sorts keep its first row first).
-        changes = xp.any(ordered[1:] != ordered[:-1], axis=1)
+        changes = xp.any(ordered[1:, ...] != ordered[:-1, ...], axis=1)
         starts = xp.concat([xp.ones((1,), dtype=xp.bool), changes])
         group_of_sorted = xp.cumulative_sum(xp.astype(starts, xp.int64)) - 1
         start_positions = xp.nonzero(starts)[0]
