@@ -33,13 +33,14 @@ def peer_file(param: Path, suffix: str) -> Path:
 
 
 def random_inputs(specs, batch: int, seed: int = 0) -> list[np.ndarray]:
-    """Seeded standard-normal inputs of the declared shapes, with dim 0 replaced by ``batch``."""
+    """Seeded standard-normal inputs of the declared shapes, dim 0 ``batch`` where the model leaves it free
+    (PNNX's batch dim); a dim 0 the model fixes (an HLO parameter, a weight JAX passes) is kept."""
     rng = np.random.default_rng(seed)
     arrays = []
     for spec in specs:
         if spec.shape is None or any(d is None for d in spec.shape[1:]):
             raise InputError(f"input '{spec.name}' has unknown dims {spec}; pass real inputs instead of random ones")
-        shape = (batch,) + tuple(spec.shape[1:]) if spec.shape else ()
+        shape = ((batch if spec.shape[0] is None else spec.shape[0]),) + tuple(spec.shape[1:]) if spec.shape else ()
         check_size(shape, np.dtype(spec.dtype or "float32").itemsize, f"random input '{spec.name}' at batch {batch}")
         arrays.append(rng.standard_normal(shape).astype(spec.dtype or "float32"))
     return arrays

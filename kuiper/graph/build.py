@@ -8,23 +8,25 @@ handed to that op; ops themselves never build graphs.
 
 from __future__ import annotations
 
-import heapq
 from collections import defaultdict
 
 from ..backends.base import NUMPY_ARRAYS, OUT_BUFFERS, Backend
-from ..errors import GraphError, UnsupportedOperatorError
+from ..errors import UnsupportedOperatorError
 from ..ir import dtypes
 from ..limits import check_size
 from ..model_ir import ModelIR, OpNode
+from .build_order import topological_order
 from .constant_fold import fold_constants
 from .conv_crop import fold_crops_into_convs
 from .fusion import fuse_elementwise
 from .heap import keep_freed_memory
 from .hoist import hoist_unary_elementwise
+from .loop_invariants import hoist_loop_invariants
 from .model import Model, TensorSpec
 from .native_layouts import agree_on_layouts
 from .plan import Step
 from .providers import Unit, offer_to_providers
+from .shape_chains import drop_shape_no_ops
 from .target import Target, resolve_target
 
 
@@ -60,67 +62,6 @@ def check_declared_sizes(ir: ModelIR) -> None:
             except KeyError:
                 continue  # a dtype name kuiper does not know: its ops check what they make
             check_size(info.shape, itemsize, f"{ir.source or 'model'}: operand '{info.name}' as declared")
-
-
-def check_operands(ir: ModelIR) -> dict[str, int]:
-    """Every operand has one producer (an op or a model input); returns operand -> op index."""
-    where = ir.source or "model"
-    producer: dict[str, int] = {}
-    fed = set(ir.inputs)
-    if len(fed) != len(ir.inputs):
-        raise GraphError(f"{where}: an input operand is declared twice in {ir.inputs}")
-    for index, node in enumerate(ir.ops):
-        for operand in node.outputs:
-            if operand in producer or operand in fed:
-                raise GraphError(f"{where}: operand '{operand}' is produced twice (again by {node.describe()})")
-            producer[operand] = index
-    for node in ir.ops:
-        for operand in node.inputs:
-            if operand not in producer and operand not in fed:
-                raise GraphError(f"{where}: {node.describe()} reads operand '{operand}', which nothing produces")
-    for operand in ir.outputs:
-        if operand not in producer and operand not in fed:
-            raise GraphError(f"{where}: model output '{operand}' is not produced by any op or input")
-    return producer
-
-
-def topological_order(ir: ModelIR, roots: list[str]) -> list[OpNode]:
-    """Ops ordered so every input is computed first; file order breaks ties.
-
-    Only ops that the ``roots`` operands (the model outputs) depend on are kept.
-    """
-    producer = check_operands(ir)
-    needed: set[int] = set()
-    stack = [producer[operand] for operand in roots if operand in producer]
-    while stack:
-        index = stack.pop()
-        if index in needed:
-            continue
-        needed.add(index)
-        stack.extend(producer[operand] for operand in ir.ops[index].inputs if operand in producer)
-
-    waiting = {i: len({producer[o] for o in ir.ops[i].inputs if o in producer}) for i in needed}
-    consumers: dict[int, set[int]] = defaultdict(set)
-    for i in needed:
-        for operand in ir.ops[i].inputs:
-            if operand in producer:
-                consumers[producer[operand]].add(i)
-    ready = [i for i, count in waiting.items() if count == 0]
-    heapq.heapify(ready)
-    order: list[OpNode] = []
-    while ready:
-        index = heapq.heappop(ready)
-        order.append(ir.ops[index])
-        for consumer in consumers[index]:
-            waiting[consumer] -= 1
-            if waiting[consumer] == 0:
-                heapq.heappush(ready, consumer)
-    if len(order) != len(needed):
-        done = {id(node) for node in order}
-        stuck = sorted(i for i in needed if id(ir.ops[i]) not in done)
-        names = ", ".join(f"'{ir.ops[i].name}' ({ir.ops[i].source})" for i in stuck[:5])
-        raise GraphError(f"{ir.source or 'model'}: the graph has a cycle through op(s) {names}")
-    return order
 
 
 def _tensor_spec(ir: ModelIR, operand: str) -> TensorSpec:
@@ -195,6 +136,8 @@ def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool
     fused_groups: list[list[str]] = []
     if fuse:
         order = fold_crops_into_convs(order, ir.operands, output_operands)
+        order = drop_shape_no_ops(order, ir.operands, output_operands)
+        order = hoist_loop_invariants(order, ir.operands)
         order = fold_constants(order, ir.operands, output_operands, target)
         order = hoist_unary_elementwise(order, output_operands, target)
         order, fused_groups = fuse_elementwise(order, output_operands, target)

@@ -56,7 +56,7 @@ class CompiledConv2d(OneDnnConv, reference.Conv2d):
         self.compiled = None
         weight = self.static_weight
         if weight is None:
-            self.kernel_note = "reference path: the weight is an input"
+            self.kernel_note = self.weight_input_note()
         elif self.padding_mode != "zeros":
             self.kernel_note = f"reference path: padding_mode={self.padding_mode!r}"
         elif weight.matrix.dtype != np.float32:

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..ir.codegen_numpy import compile_elementwise as compile_numpy
 from ..ir.linearize import linearize
+from ..onednn import primitives as onednn_primitives
 from ..ir.nodes import Binary, Call, Cast, Compare, Const, Function, Select, Unary, Var
 from . import kernel_codes as codes
 from .runtime import PARALLEL_WORK, KernelModule, launch_width
@@ -352,8 +353,7 @@ def dense_order(arrays: list[np.ndarray]) -> tuple[int, ...] | None:
     first = arrays[0]
     if first.flags.c_contiguous or any(value.strides != first.strides for value in arrays[1:]):
         return None
-    order = tuple(sorted(range(first.ndim), key=lambda axis: -first.strides[axis]))
-    return order if np.transpose(first, order).flags.c_contiguous else None
+    return onednn_primitives.dense_order(first)
 
 
 def compile_elementwise(default, function: Function) -> CompiledElementwise:

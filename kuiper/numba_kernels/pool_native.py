@@ -117,7 +117,7 @@ class NativeAvgPool2d(OneDnnPooling, CompiledAvgPool2d):
         super().setup()
         self.include_padding = self.count_include_pad and any(self.padding)
         algorithm = "average_include_padding" if self.include_padding else "average_exclude_padding"
-        self.use_native(algorithm if self.divisor_override is None else None)
+        self.use_native(algorithm if self.divisor_override is None and self.plain_window else None)
 
     def onednn_divides_alike(self, shape, out_size) -> bool:
         if not self.include_padding:

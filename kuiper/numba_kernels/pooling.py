@@ -61,8 +61,8 @@ class CompiledAvgPool2d(AvgPool2d):
     kernel_note = "compiled (float32)"
 
     def forward(self, x):
-        if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim not in (3, 4):
-            return super().forward(x)
+        if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim not in (3, 4) or not self.plain_window:
+            return super().forward(x)  # other dtypes, dilations and uneven pads: the reference
         sizes, outs = self.pooled_sizes(x)
         reciprocals = np.ascontiguousarray(self._reciprocal_divisors(sizes, outs, np.float32))
         planes = np.ascontiguousarray(np.reshape(x, (-1,) + sizes))

@@ -24,7 +24,7 @@ import numpy as np
 from .blocked import Blocked, ToPlain
 from .binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
 from .primitives import (MAX_PLANS, ONE_THREAD_WORK, PLAIN_CONV_WORK, Attributes, Layout, PlanCache, Primitive,
-                         dims, pads_after, reorder)
+                         dims, in_strides, pads_after, reorder)
 
 
 @dataclass
@@ -34,6 +34,7 @@ class _Plan:
     convolution: Primitive
     threads: int  # the count it was made for
     constants: dict  # its weight and bias arguments ({argument number: (layout, buffer)})
+    weight_layout: Layout  # the layout its kernel reads the weight in
     source: Layout  # the convolution's input layout
     result: Layout  # its output layout
     plain_in: Layout  # plain NCHW of the input's shape, made once
@@ -102,11 +103,14 @@ class Convolution:
                                                                      self.dilation, self.pads))
         return (shape[0], self.out_channels) + spatial
 
-    def __call__(self, x, threads: int | None = None, residual=None, blocked: bool = False):
+    def __call__(self, x, threads: int | None = None, residual=None, blocked: bool = False, weight=None):
         """Run on ``threads`` (None: OpenMP's default, ``OMP_NUM_THREADS`` or every core).
 
         ``residual`` (plain or Blocked, the output's shape) is what a sum post-op adds;
-        ``blocked`` asks for the output in the convolution's own layout.
+        ``blocked`` asks for the output in the convolution's own layout; ``weight`` (float32, the
+        shape of the one made with) replaces it for this call, reordered into the kernel's layout:
+        a weight that arrives as an input, as JAX passes weights (a 64-channel 3x3 weight's
+        reorder is ~20 us against the ~1 ms convolution it feeds).
         """
         threads = self.library.threads(threads)  # OpenMP's default for None; 1 in a child forked after OpenMP ran
         plan = self.calls.get((x.shape, threads))
@@ -120,17 +124,15 @@ class Convolution:
         if isinstance(x, Blocked):
             source = self._blocked_in(x, plan, threads)
         else:
-            source = (plan.plain_in, np.ascontiguousarray(x, dtype=np.float32))
-            if not plan.reads_plain:
-                if plan.reorder_in is None:
-                    plan.reorder_in = self._reorder(plan.plain_in, plan.source, threads)
-                source, plain = (plan.source, plan.source.empty()), source
-                plan.reorder_in.run({ARG_SRC: plain, ARG_DST: source}, threads)
+            source = self._plain_in(x, plan, threads)
         if residual is not None:
             result = self._in_layout(residual, plan.to_plain.plain, plan.result, threads, fresh=True)
         else:
             result = (plan.result, plan.result.empty())
-        plan.convolution.run({**plan.constants, ARG_SRC: source, ARG_DST: result}, threads)
+        arguments = {**plan.constants, ARG_SRC: source, ARG_DST: result}
+        if weight is not None:
+            arguments[ARG_WEIGHTS] = self._call_weight(weight, plan, threads)
+        plan.convolution.run(arguments, threads)
         if blocked:
             return Blocked(self.library, plan.out_shape, *result)
         return plan.to_plain(result[1], threads)
@@ -142,6 +144,45 @@ class Convolution:
             if work < ONE_THREAD_WORK or self._runs_plain(work):
                 threads = 1
         return self.plan(shape, threads)
+
+    def _plain_in(self, x, plan: _Plan, threads: int) -> tuple[Layout, np.ndarray]:
+        """A plain input as a (layout, buffer) pair in the plan's input layout.  A transposed view of a
+        row-major array (NHWC seen as NCHW, as a JAX program's convolutions hand it over) is reordered
+        straight from its strides: copying it row-major first was a second pass over it."""
+        x = np.asarray(x, dtype=np.float32)
+        if not x.flags.c_contiguous:
+            strided = in_strides(self.library, x)
+            if strided is not None:
+                target = (plan.source, plan.source.empty())
+                self._reorder(strided[0], plan.source, threads).run({ARG_SRC: strided, ARG_DST: target}, threads)
+                return target
+            x = np.ascontiguousarray(x)
+        if plan.reads_plain:
+            return plan.plain_in, x
+        if plan.reorder_in is None:
+            plan.reorder_in = self._reorder(plan.plain_in, plan.source, threads)
+        target = (plan.source, plan.source.empty())
+        plan.reorder_in.run({ARG_SRC: (plan.plain_in, x), ARG_DST: target}, threads)
+        return target
+
+    def _call_weight(self, weight, plan: _Plan, threads: int) -> tuple[Layout, np.ndarray]:
+        """A call's own weight in the plan's weight layout: as it is where that is plain, else reordered
+        into a fresh buffer (a plan may serve several threads at once), from its strides where it is a
+        transposed view (JAX's HWIO kernels seen as OIHW)."""
+        plain_layout, kept = self.plain_weight
+        if tuple(weight.shape) != tuple(kept.shape) or weight.dtype != np.float32:
+            raise OneDnnError(f"a call's weight must be float32 of shape {tuple(kept.shape)}, "
+                              f"found {weight.dtype} {tuple(weight.shape)}")
+        source = None
+        if not weight.flags.c_contiguous:
+            source = in_strides(self.library, weight, None if self.groups == 1 else self._weight_shape())
+        if source is None:
+            source = (plain_layout, np.ascontiguousarray(weight))
+            if plan.weight_layout == plain_layout:
+                return source
+        target = (plan.weight_layout, plan.weight_layout.empty())
+        self._reorder(source[0], plan.weight_layout, threads).run({ARG_SRC: source, ARG_DST: target}, threads)
+        return target
 
     def _blocked_in(self, x: Blocked, plan: _Plan, threads: int) -> tuple[Layout, np.ndarray]:
         """A Blocked input as a (layout, buffer) pair in the plan's input layout."""
@@ -215,12 +256,13 @@ class Convolution:
         if convolution is None:  # oneDNN picks the layouts (blocked)
             convolution = self._primitive(shape, Layout.any(library, shape), Layout.any(library, out_shape), right)
         source, result = convolution.layout(ARG_SRC), convolution.layout(ARG_DST)
-        constants = {ARG_WEIGHTS: self._weight_in(convolution.layout(ARG_WEIGHTS), threads)}
+        weight_layout = convolution.layout(ARG_WEIGHTS)
+        constants = {ARG_WEIGHTS: self._weight_in(weight_layout, threads)}
         if self.bias is not None:
             constants[ARG_BIAS] = self.bias
         reads_plain = source == plain_in
         return _Plan(
-            convolution=convolution, threads=threads, constants=constants,
+            convolution=convolution, threads=threads, constants=constants, weight_layout=weight_layout,
             source=plain_in if reads_plain else source, result=result, plain_in=plain_in, reads_plain=reads_plain,
             out_shape=out_shape, to_plain=ToPlain(library, result, out_shape),
         )

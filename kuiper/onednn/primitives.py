@@ -235,6 +235,26 @@ def scratch_buffer(nbytes: int) -> np.ndarray:
     return buffer
 
 
+def dense_order(array: np.ndarray) -> tuple[int, ...] | None:
+    """The axis order in which ``array``'s elements lie row-major in memory with no gaps (``(0, 2, 3, 1)``
+    for an NHWC buffer seen as NCHW, as a transpose leaves it), or None where they do not."""
+    order = tuple(sorted(range(array.ndim), key=lambda axis: -array.strides[axis]))
+    return order if array.transpose(order).flags.c_contiguous else None
+
+
+def in_strides(library: Library, array: np.ndarray, shape=None) -> tuple[Layout, np.ndarray] | None:
+    """A float32 ``array`` whose elements lie densely in some axis order, as (a layout that reads it by its
+    strides, the same memory as a row-major array) for a reorder to take without a copy first; None
+    where it does not lie so.  ``shape`` views the same strides with the first dim split in groups."""
+    order = dense_order(array)
+    if order is None:
+        return None
+    strides = [stride // 4 for stride in array.strides]
+    if shape is not None and len(shape) == array.ndim + 1:  # (groups, out / groups, ...): split dim 0
+        strides = [strides[0] * shape[1], *strides]
+    return Layout.strided(library, shape or array.shape, strides), array.transpose(order)
+
+
 def address(buffer: np.ndarray) -> int:
     """The address of a C-contiguous array's data: 0.6 us through ctypes' buffer view, against 2.7 us for
     ``buffer.ctypes.data``, which a read-only or empty array still takes."""

@@ -128,22 +128,44 @@ def lower_graph(graph, opsets: dict[str, int], source: str, folder: Path | None,
         return lower_graph(subgraph, opsets, source, folder, outer=values)
 
     used_names: set[str] = set()
-    for index, node in enumerate(graph.node):
-        name = node.name or f"{node.op_type}_{index}"
-        if name in used_names:
-            name = f"{name}#{index}"
-        used_names.add(name)
-        domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
-        site = Site(node, name, index, opsets.get(domain, 0), values, source, lower_subgraph)
-        if any(output and _partly_known(values.shape(output)) for output in node.output):
-            _infer_node(site, opsets)
-        translated = TRANSLATORS[translator_key(node.domain, node.op_type)](site)
-        for output in node.output:
-            if output and output not in values.infos:
-                values.declare(OperandInfo(output))
-        values.record(translated)
-        partial_shapes.follow(node, values)
-        ops.extend(translated)
+
+    def translate_nodes(nodes, prefix: str = "") -> list[OpNode]:
+        translated_ops: list[OpNode] = []
+        for index, node in enumerate(nodes):
+            name = prefix + (node.name or f"{node.op_type}_{index}")
+            if name in used_names:
+                name = f"{name}#{index}"
+            used_names.add(name)
+            domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+            site = Site(node, name, index, opsets.get(domain, 0), values, source, lower_subgraph, inline_subgraph)
+            if any(output and _partly_known(values.shape(output)) for output in node.output):
+                _infer_node(site, opsets)
+            translated = TRANSLATORS[translator_key(node.domain, node.op_type)](site)
+            for output in node.output:
+                if output and output not in values.infos:
+                    values.declare(OperandInfo(output))
+            values.record(translated)
+            partial_shapes.follow(node, values)
+            translated_ops.extend(translated)
+        return translated_ops
+
+    def inline_subgraph(subgraph, prefix: str) -> list[OpNode]:
+        """A sub-graph without inputs (an If's branch chosen at load time) translated into this graph, its
+        values beside this graph's, so what it computes from known values is known too."""
+        for value_info in (*subgraph.value_info, *subgraph.output):
+            info = _tensor_info(value_info, f"{source}: value '{value_info.name}'")
+            if info is not None and value_info.name not in values.infos:
+                values.declare(info)
+        _check_op_types(subgraph, opsets, source)
+        inlined = []
+        for tensor in subgraph.initializer:
+            value = values.tensor_value(tensor, f"{source}: initializer '{tensor.name}'")
+            values.know(tensor.name, value)
+            inlined.append(OpNode("Constant", tensor.name, [], [tensor.name], {}, {"data": value}, source=source))
+        values.record(inlined)
+        return inlined + translate_nodes(subgraph.node, prefix)
+
+    ops.extend(translate_nodes(graph.node))
 
     outputs = []
     for value in graph.output:

@@ -35,10 +35,16 @@ class Site:
     values: Values
     source: str  # the model, for messages
     lower_subgraph: Callable[[Any], ModelIR] | None = None  # a graph attribute -> its ModelIR
+    # A graph attribute without inputs -> its nodes translated into the enclosing graph (names prefixed).
+    inline_subgraph: Callable[[Any, str], list[OpNode]] | None = None
 
     def subgraph(self, key: str) -> ModelIR:
         """The graph attribute ``key`` as a ModelIR: its own inputs, then the outer values it reads."""
         return self.lower_subgraph(self.graph(key))
+
+    def inline(self, key: str) -> list[OpNode]:
+        """The graph attribute ``key``'s nodes as this graph's own (its values stay known where they are)."""
+        return self.inline_subgraph(self.graph(key), f"{self.name}/")
 
     # -- inputs and outputs ------------------------------------------------------
     @property

@@ -15,6 +15,24 @@ from .site import Site
 
 
 def translate_if(site: Site) -> list[OpNode]:
+    """The canonical If of both branches; a condition known at load time takes its branch in place, so
+    what the branch computes from known values (shapes, sizes) stays known to the nodes after it."""
+    if site.is_known(0):
+        condition = site.constant(0, "cond").reshape(-1)
+        if condition.size != 1:
+            raise site.error(f"the condition must hold one element, found {condition.size}")
+        key = "then_branch" if bool(condition[0]) else "else_branch"
+        branch = site.graph(key)
+        if len(branch.output) != len(site.outputs):
+            raise site.error(f"the {key} gives {len(branch.output)} value(s), the node {len(site.outputs)}")
+        ops = site.inline(key)
+        for made, output in zip(branch.output, site.outputs):
+            if output:
+                info = site.values.infos.get(made.name)
+                site.values.declare(OperandInfo(output, site.values.shape(made.name), info.dtype if info else None))
+                ops.append(site.op("Identity", [made.name], [output], suffix=f"out/{output}"))
+        site.values.record(ops[-len(site.outputs):])
+        return ops
     branches = [site.subgraph("then_branch"), site.subgraph("else_branch")]
     for branch in branches:
         if len(branch.outputs) != len(site.outputs):

@@ -1,85 +1,107 @@
-"""ONNX Resize/Upsample, GridSample and AffineGrid -> the canonical Interpolate, GridSample and AffineGrid ops.
+"""ONNX Resize/Upsample, GridSample, AffineGrid and RoiAlign -> the canonical Resample, GridSample, AffineGrid
+and RoiAlign ops.
 
-The canonical ops follow PyTorch's sampling rules, which are some of ONNX's: Resize translates the
-combinations that coincide and refuses the others by name.
-
-* ``nearest`` with ``asymmetric`` coordinates and ``floor`` rounding is PyTorch's ``nearest``;
-  with ``half_pixel`` and ``round_prefer_ceil`` it is ``nearest-exact``.
-* ``linear`` with ``half_pixel`` or ``pytorch_half_pixel`` is ``(bi/tri)linear``, align_corners=False;
-  with ``align_corners``, align_corners=True.
-* ``cubic`` (on 2 spatial dims) with cubic_coeff_a = -0.75 and exclude_outside = 0 is ``bicubic``,
-  with the same two coordinate rules.
+Resample names ONNX's choices one by one (mode, coordinate rule, nearest rounding, cubic coefficient,
+antialias, exclude_outside, crop and extrapolation), so Resize translates attribute for attribute.
+What is left to the translator: the inputs that decide sizes (``scales``, ``sizes``, ``roi``) must be
+known at load time; ``axes`` and ``keep_aspect_ratio_policy`` (opset 18) become the axes and output
+sizes themselves; axes that keep their size and their samples are left out. Upsample and Resize
+before opset 11 read ``asymmetric`` coordinates and floor the nearest position (what ONNX Runtime
+and PyTorch's exports mean by them).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..model_ir import OpNode
 from .site import Site
 
-_LINEAR = {1: "linear", 2: "bilinear", 3: "trilinear"}
+_TRANSFORMS = {"half_pixel": "half_pixel", "half_pixel_symmetric": "half_pixel_symmetric",
+               "pytorch_half_pixel": "pytorch_half_pixel", "align_corners": "align_corners",
+               "asymmetric": "asymmetric", "tf_crop_and_resize": "crop_and_resize"}
 
 
-def _mode(site: Site, spatial: int) -> tuple[str, bool]:
-    """(canonical mode, align_corners) for the node's mode and coordinate rules, or an error naming them."""
-    mode = site.string("mode", "nearest")
-    transform = site.string("coordinate_transformation_mode", "half_pixel" if site.opset >= 11 else "asymmetric")
-    if mode == "nearest":
-        rounding = site.string("nearest_mode", "round_prefer_floor")
-        if transform == "asymmetric" and rounding == "floor":
-            return "nearest", False
-        if transform in ("half_pixel", "pytorch_half_pixel") and rounding == "round_prefer_ceil":
-            return "nearest-exact", False
-        raise site.error(f"nearest with coordinate_transformation_mode={transform!r} and nearest_mode="
-                         f"{rounding!r} is not supported (asymmetric+floor and half_pixel+round_prefer_ceil are)")
-    if mode in ("linear", "cubic"):
-        if mode == "cubic" and (spatial != 2 or site.float_("cubic_coeff_a", -0.75) != -0.75
-                                or site.int_("exclude_outside", 0)):
-            raise site.error("cubic is supported on 2 spatial dims with cubic_coeff_a=-0.75 and exclude_outside=0")
-        if transform not in ("half_pixel", "pytorch_half_pixel", "align_corners"):
-            raise site.error(f"coordinate_transformation_mode={transform!r} is not supported for {mode} "
-                             "(half_pixel, pytorch_half_pixel and align_corners are)")
-        if spatial not in _LINEAR:
-            raise site.error(f"{mode} over {spatial} spatial dims is not supported")
-        return ("bicubic" if mode == "cubic" else _LINEAR[spatial]), transform == "align_corners"
-    raise site.error(f"mode={mode!r} is not nearest, linear or cubic")
+def _floats_input(site: Site, index: int, what: str) -> list[float] | None:
+    """A known float input (scales, roi) as a list; None when absent or empty (ONNX's "not given")."""
+    if not site.has_input(index):
+        return None
+    value = site.constant(index, what)
+    if value.dtype.kind != "f" or value.ndim > 1:
+        raise site.error(f"input {index} ({what}) must be a 1-D float tensor, found {value.dtype} "
+                         f"of shape {list(value.shape)}")
+    return [float(v) for v in value.reshape(-1)] or None
 
 
 def translate_resize(site: Site) -> list[OpNode]:
-    shape = site.static_shape(0)
-    rank = len(shape)
-    if site.int_("antialias", 0):
-        raise site.error("antialias=1 is not supported")
-    if site.string("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise site.error("keep_aspect_ratio_policy other than stretch is not supported")
-    if site.ints("axes", None) is not None:
-        raise site.error("the axes attribute is not supported")
-    if site.op_type == "Upsample" or site.opset < 11:
-        scales_at, sizes_at = (1 if site.op_type == "Upsample" or site.opset >= 9 else None), None
+    rank = site.rank(0)
+    shape = site.shape(0)
+    legacy = site.op_type == "Upsample" or site.opset < 11
+    if legacy:  # Upsample-7 holds its scales as an attribute; later, input 1 does
+        scales = site.floats("scales") if site.op_type == "Upsample" and site.opset < 9 else \
+            _floats_input(site, 1, "scales")
+        sizes = roi = None
     else:
-        scales_at, sizes_at = 2, 3
-    params = {}
-    if sizes_at is not None and site.has_input(sizes_at):
-        sizes = site.constant_ints(sizes_at, "sizes")
-        if len(sizes) != rank or list(sizes[:2]) != list(shape[:2]):
-            raise site.error(f"sizes {sizes} must keep the batch and channel dims of {list(shape)}")
-        params["size"] = list(sizes[2:])
-    else:
-        scales = [float(v) for v in (site.constant(scales_at, "scales").reshape(-1) if scales_at is not None
-                                     else site.floats("scales"))]
-        if len(scales) != rank or scales[:2] != [1.0, 1.0]:
-            raise site.error(f"scales {scales} must be 1 for the batch and channel dims")
-        params["scale_factor"] = scales[2:]
-        params["recompute_scale_factor"] = False
-    mode, align_corners = _mode(site, rank - 2)
-    transform = site.string("coordinate_transformation_mode", "")
-    if align_corners and "scale_factor" in params:
-        raise site.error("align_corners with scales (rather than sizes) is not supported")
-    if transform == "pytorch_half_pixel" and mode not in ("nearest", "nearest-exact"):
-        outputs = params.get("size") or [int(size * scale) for size, scale in zip(shape[2:], params["scale_factor"])]
-        if 1 in outputs:  # pytorch_half_pixel samples position 0 for an output of one element, half_pixel does not
-            raise site.error("pytorch_half_pixel with an output dim of size 1 is not supported")
-    params.update(mode=mode, align_corners=align_corners)
-    return [site.op("Interpolate", [site.input(0)], site.outputs, params)]
+        roi = _floats_input(site, 1, "roi")
+        scales = _floats_input(site, 2, "scales")
+        sizes = site.constant_ints(3, "sizes") if site.has_input(3) else None
+    if (scales is None) == (sizes is None):
+        raise site.error("needs exactly one of scales and sizes")
+    axes = site.ints("axes", None)
+    if axes is None:
+        axes = list(range(rank))
+    elif any(not -rank <= a < rank for a in axes) or len({a % rank for a in axes}) != len(axes):
+        raise site.error(f"axes {axes} must be distinct axes of a rank-{rank} input")
+    axes = [a % rank for a in axes]
+    given = scales if sizes is None else sizes
+    if len(given) != len(axes):
+        raise site.error(f"{'scales' if sizes is None else 'sizes'} {given} must give one value per axis {axes}")
+    if roi is not None and len(roi) != 2 * len(axes):
+        raise site.error(f"roi {roi} must give a start and an end for each axis {axes}")
+
+    mode = site.string("mode", "nearest")
+    if mode not in ("nearest", "linear", "cubic"):
+        raise site.error(f"mode={mode!r} is not nearest, linear or cubic")
+    transform = "asymmetric" if legacy else site.string("coordinate_transformation_mode", "half_pixel")
+    if transform not in _TRANSFORMS:
+        raise site.error(f"coordinate_transformation_mode={transform!r} is not one of {', '.join(_TRANSFORMS)}")
+    rounding = "floor" if legacy else site.string("nearest_mode", "round_prefer_floor")
+    crop = transform == "tf_crop_and_resize"
+    if crop and roi is None:
+        raise site.error("coordinate_transformation_mode='tf_crop_and_resize' needs the roi input")
+    antialias = bool(site.int_("antialias", 0)) and mode != "nearest"  # ONNX: antialias does not touch nearest
+
+    policy = site.string("keep_aspect_ratio_policy", "stretch")
+    if policy not in ("stretch", "not_larger", "not_smaller"):
+        raise site.error(f"keep_aspect_ratio_policy={policy!r} is not stretch, not_larger or not_smaller")
+    if sizes is not None and policy != "stretch":
+        # One scale for every axis (the largest that fits, or the smallest that covers), sizes rounded half up.
+        in_sizes = [site.static_shape(0)[a] for a in axes]
+        ratios = [out / size for out, size in zip(sizes, in_sizes)]
+        scale = min(ratios) if policy == "not_larger" else max(ratios)
+        sizes = [int(scale * size + 0.5) for size in in_sizes]
+        scales = [scale] * len(axes)
+
+    kept = []
+    for i, axis in enumerate(axes):
+        known_size = shape[axis] if shape is not None else None
+        unchanged = (sizes[i] == known_size and scales is None) if sizes is not None else scales[i] == 1.0
+        if unchanged and (not crop or (roi[i], roi[len(axes) + i]) == (0.0, 1.0)):
+            continue  # every sample reads itself
+        kept.append(i)
+    if not kept:
+        return [site.op("Identity", [site.input(0)], site.outputs)]
+    params = {"axes": [axes[i] for i in kept], "mode": mode, "coordinate_mode": _TRANSFORMS[transform],
+              "nearest_rounding": rounding, "cubic_coeff_a": site.float_("cubic_coeff_a", -0.75),
+              "antialias": antialias, "exclude_outside": bool(site.int_("exclude_outside", 0)),
+              "extrapolation_value": site.float_("extrapolation_value", 0.0)}
+    if sizes is not None:
+        params["sizes"] = [sizes[i] for i in kept]
+    if scales is not None:
+        params["scales"] = [scales[i] for i in kept]
+    if crop:
+        params["roi"] = [roi[i] for i in kept] + [roi[len(axes) + i] for i in kept]
+    return [site.op("Resample", [site.input(0)], site.outputs, params)]
 
 
 _GRID_MODES = {"linear": "bilinear", "bilinear": "bilinear", "nearest": "nearest", "cubic": "bicubic",
@@ -100,5 +122,19 @@ def translate_affine_grid(site: Site) -> list[OpNode]:
     return [site.op("AffineGrid", [site.input(0)], site.outputs, params)]
 
 
-TRANSLATORS = {"Resize": translate_resize, "Upsample": translate_resize, "GridSample": translate_grid_sample,
+def translate_roi_align(site: Site) -> list[OpNode]:
+    """The canonical RoiAlign; ONNX's half_pixel (the default from opset 16) is torchvision's aligned=True."""
+    transform = site.string("coordinate_transformation_mode", "half_pixel" if site.opset >= 16 else "output_half_pixel")
+    if transform not in ("half_pixel", "output_half_pixel"):
+        raise site.error(f"coordinate_transformation_mode={transform!r} is not half_pixel or output_half_pixel")
+    mode = site.string("mode", "avg")
+    if mode not in ("avg", "max"):
+        raise site.error(f"mode={mode!r} is not avg or max")
+    params = {"output_size": [site.int_("output_height", 1), site.int_("output_width", 1)],
+              "sampling_ratio": site.int_("sampling_ratio", 0), "spatial_scale": site.float_("spatial_scale", 1.0),
+              "mode": mode, "aligned": transform == "half_pixel"}
+    return [site.op("RoiAlign", [site.input(0), site.input(1), site.input(2)], site.outputs, params)]
+
+
+TRANSLATORS = {"Resize": translate_resize, "RoiAlign": translate_roi_align, "Upsample": translate_resize, "GridSample": translate_grid_sample,
                "AffineGrid": translate_affine_grid}

@@ -348,12 +348,21 @@ def translate_constant_of_shape(site: Site) -> list[OpNode]:
 
 
 def translate_range(site: Site) -> list[OpNode]:
-    """The canonical Arange; bfloat16 and float8 (storage-only types) count in float32 and round back."""
+    """The canonical Arange; bfloat16 and float8 (storage-only types) count in float32 and round back. ONNX
+    asks for scalars; a 1-element tensor (what AffineGrid's function body passes, and ONNX's reference
+    takes) is read as its one value."""
     dtype = site.dtype(0)
-    if dtype not in NARROW_FLOATS:
-        return [site.op("Arange", [site.input(0), site.input(1), site.input(2)], site.outputs, {"dtype": dtype})]
     emit = Emit(site)
-    wide = [emit.convert(site.input(i), "float32") for i in range(3)]
+    bounds = []
+    for index in range(3):
+        value = site.input(index)
+        if site.shape(index) == (1,):
+            value = emit.op("Reshape", [value], {"shape": []}, dtype=site.dtype(index))
+        bounds.append(value)
+    if dtype not in NARROW_FLOATS:
+        emit.op("Arange", bounds, {"dtype": dtype}, dtype=dtype, out=site.outputs[0])
+        return emit.ops
+    wide = [emit.convert(value, "float32") for value in bounds]
     emit.convert(emit.op("Arange", wide, {"dtype": "float32"}, dtype="float32"), dtype, out=site.outputs[0])
     return emit.ops
 

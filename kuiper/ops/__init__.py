@@ -15,6 +15,7 @@ from . import (
     complex_tensors,
     concat,
     conv,
+    conv_deformable,
     conv_transposed,
     creation,
     data_movement,
@@ -47,7 +48,9 @@ from . import (
     reduce,
     reorder,
     repeat,
+    resample,
     resize,
+    roi_align,
     scan,
     selection,
     shape,
@@ -64,9 +67,9 @@ from . import (
 )
 
 FAMILIES = [
-    io, conv, conv_transposed, data_movement, pooling_max, pooling_average, pooling_adaptive, norm_batch,
+    io, conv, conv_transposed, conv_deformable, data_movement, pooling_max, pooling_average, pooling_adaptive, norm_batch,
     norm_layer, norm_magnitude, activation, linear, reduce, compare,
-    shape, reorder, repeat, slicing, concat, pad, resize, plumbing, elementwise, attention, recurrent,
+    shape, reorder, repeat, slicing, concat, pad, resize, resample, roi_align, plumbing, elementwise, attention, recurrent,
     pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
     grid_sample, complex_tensors, spectral, calls, gather, sort, window_reduce, float_bits, elementwise_named,
     dimension_size, triangular, fourier, norm_feature, random_bits, ragged, stochastic_round,

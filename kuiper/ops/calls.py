@@ -22,10 +22,6 @@ from .base import Op, normalize_axis
 from .reducers import call_subgraph
 
 
-def _results(model, value) -> list:
-    return list(value) if len(model.outputs) != 1 else [value]
-
-
 def _single_or_tuple(values):
     return values[0] if len(values) == 1 else tuple(values)
 
@@ -66,13 +62,14 @@ class While(Op):
             raise self.error("the condition is the constant true: the loop would never end")
 
     def forward(self, *state):
-        budget, iterations = loop_budget(), 0
+        budget, iterations, where = loop_budget(), 0, self.node.describe()
         with loop_deadline() as deadline:
-            while bool(self.condition(*state)):
+            # The state is checked on the way in; after that the body made it, of the types it takes.
+            while bool(self.condition.call_within(state, checked=iterations == 0)[0]):
                 iterations += 1
-                check_iterations(iterations, budget, self.node.describe())
-                check_deadline(deadline, self.node.describe())
-                state = _results(self.body, self.body(*state))
+                check_iterations(iterations, budget, where)
+                check_deadline(deadline, where)
+                state = self.body.call_within(state, checked=iterations == 1)
         return _single_or_tuple(state)
 
 
@@ -124,7 +121,7 @@ class If(Op):
                 branch = len(self.branches) - 1
         start, stop = self.spans[branch]
         model = self.branches[branch]
-        return _single_or_tuple(_results(model, model(*((selector,) + operands)[start:stop])))
+        return _single_or_tuple(model.call_within(((selector,) + operands)[start:stop]))
 
 
 class Scan(Op):
@@ -174,7 +171,7 @@ class Scan(Op):
         for step in range(steps):
             slices = [xp.take(x, steps - 1 - step if reverse else step, axis=axis)
                       for x, axis, reverse in zip(sequences, axes, self.input_reverse)]
-            results = _results(self.body, self.body(*state, *slices, *extras))
+            results = self.body.call_within([*state, *slices, *extras])
             state = results[:self.state_count]
             for bucket, value in zip(collected, results[self.state_count:]):
                 bucket.append(value)

@@ -64,6 +64,45 @@ class Gather(Op):
             raise self.error(f"slice_sizes={list(self.slice_sizes)} do not match an operand of rank {rank}")
         vectors = _index_vectors(xp, indices, self.index_vector_dim)
         batch_rank = vectors.ndim - 1
+        # batch dims..., then every operand dim's window
+        gathered = self._rows(operand, vectors) if self._takes_rows(operand.shape) else self._windows(operand, vectors)
+        dropped = set(self.collapsed) | set(self.batching)
+        gathered = xp.reshape(gathered, (*gathered.shape[:batch_rank],
+                                         *[self.slice_sizes[d] for d in range(rank) if d not in dropped]))
+        batch_axes = iter(range(batch_rank))
+        window_axes = iter(range(batch_rank, gathered.ndim))
+        offsets = set(self.offset_dims)
+        permutation = [next(window_axes) if position in offsets else next(batch_axes)
+                       for position in range(batch_rank + len(self.offset_dims))]
+        return xp.permute_dims(gathered, tuple(permutation))
+
+    def _takes_rows(self, shape) -> bool:
+        """Whether each index vector picks single positions along the dims it indexes and the slice
+        takes every other dim whole (an embedding lookup, ``w[i]`` of a stack of expert weights)."""
+        if self.batching or not self.index_map:
+            return False
+        return all(self.slice_sizes[dim] == (1 if dim in self.index_map else size) for dim, size in enumerate(shape))
+
+    def _rows(self, operand, vectors):
+        """The gather of ``_takes_rows`` as one ``take`` of rows: the indexed dims moved first and made one,
+        each index vector its row number (a MoE's 32 tokens x 2 experts of 128 x 256 weights: 11 ms as a
+        window per element, 0.3 ms as rows)."""
+        xp = self.xp
+        rank = operand.ndim
+        indexed = list(self.index_map)
+        rows = xp.permute_dims(operand, (*indexed, *[d for d in range(rank) if d not in indexed]))
+        rows = xp.reshape(rows, (-1, *rows.shape[len(indexed):]))  # a view when the indexed dims lead
+        number = 0
+        for k, dim in enumerate(indexed):
+            position = xp.clip(xp.astype(vectors[..., k], xp.int64), 0, operand.shape[dim] - 1)
+            number = number * operand.shape[dim] + position
+        picked = xp.take(rows, xp.reshape(number, (-1,)), axis=0)  # the whole dims in operand order
+        return xp.reshape(picked, (*vectors.shape[:-1], *self.slice_sizes))
+
+    def _windows(self, operand, vectors):
+        """Any gather: every element of every window indexed on its own."""
+        xp = self.xp
+        rank = operand.ndim
         starts = _starts(xp, vectors, rank, self.index_map, self.batching, self.index_batching,
                          self.index_vector_dim)
         index = []
@@ -75,16 +114,7 @@ class Gather(Op):
             offset_shape = [1] * rank
             offset_shape[dim] = self.slice_sizes[dim]
             index.append(start + xp.reshape(xp.arange(self.slice_sizes[dim]), tuple(offset_shape)))
-        gathered = operand[tuple(xp.broadcast_arrays(*index))]  # batch dims..., every operand dim's window
-        dropped = set(self.collapsed) | set(self.batching)
-        gathered = xp.reshape(gathered, (*gathered.shape[:batch_rank],
-                                         *[self.slice_sizes[d] for d in range(rank) if d not in dropped]))
-        batch_axes = iter(range(batch_rank))
-        window_axes = iter(range(batch_rank, gathered.ndim))
-        offsets = set(self.offset_dims)
-        permutation = [next(window_axes) if position in offsets else next(batch_axes)
-                       for position in range(batch_rank + len(self.offset_dims))]
-        return xp.permute_dims(gathered, tuple(permutation))
+        return operand[tuple(xp.broadcast_arrays(*index))]
 
 
 class Scatter(Op):

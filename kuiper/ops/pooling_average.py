@@ -1,4 +1,5 @@
-"""Average pooling: nn.AvgPool1d/2d/3d and F.avg_pool1d/2d/3d.
+"""Average pooling: nn.AvgPool1d/2d/3d and F.avg_pool1d/2d/3d, and dilated windows with pads of any
+size on either side (ONNX's AveragePool).
 
 The op sums each spatial axis separately (a box sum is separable), then multiplies
 by one precomputed table of reciprocal divisors, so PyTorch's border rules
@@ -22,6 +23,10 @@ class AvgPoolNd(Op):
     window hanging past the right padding counts only up to it); else the
     number of real input elements under it.  Every rule is a product of one
     length per axis, so the reciprocal divisors form one small table per input size.
+
+    ``dilation`` spaces the window's taps; ``pads`` ([before, after] per axis) replaces the even
+    ``padding`` and may exceed half a window (a window wholly in the padding, not counting
+    it, averages nothing: NaN).
     """
 
     spatial = 2
@@ -30,17 +35,32 @@ class AvgPoolNd(Op):
         n = self.spatial
         self.require_inputs(1)
         self.kernel, self.stride, self.padding = read_window(self, n)
+        self.dilation = self.ints_param("dilation", n, default=1)
         self.ceil_mode = self.bool_param("ceil_mode", default=False)
         self.count_include_pad = self.bool_param("count_include_pad", default=True)
         self.divisor_override = self.optional_int_param("divisor_override")
         if any(k < 1 for k in self.kernel) or any(s < 1 for s in self.stride):
             raise self.error(f"kernel_size {self.kernel} and stride {self.stride} must be positive")
-        check_window(self, self.kernel, self.stride, (1,) * n)
+        check_window(self, self.kernel, self.stride, self.dilation)
         if self.divisor_override is not None and self.divisor_override <= 0:
             raise self.error(f"param 'divisor_override' must be positive, found {self.divisor_override}")
-        for k, p in zip(self.kernel, self.padding):
-            if p < 0 or p * 2 > k:
-                raise self.error(f"padding {self.padding} must be between 0 and half of kernel_size {self.kernel}")
+        pads = self.param("pads", None)
+        if pads is None:
+            for k, p in zip(self.kernel, self.padding):
+                if p < 0 or p * 2 > k:
+                    raise self.error(f"padding {self.padding} must be between 0 and half of kernel_size {self.kernel}")
+            self.pads = tuple((p, p) for p in self.padding)
+        else:
+            if (not isinstance(pads, (list, tuple)) or len(pads) != n
+                    or not all(isinstance(pair, (list, tuple)) and len(pair) == 2 for pair in pads)
+                    or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 1 << 16
+                               for pair in pads for v in pair)):
+                raise self.error(f"param 'pads' must give [before, after] non-negative pads for {n} axes, found {pads!r}")
+            self.pads = tuple((pair[0], pair[1]) for pair in pads)
+            self.padding = tuple(pair[0] for pair in self.pads)
+        # PyTorch's window (undilated, even pads of at most half of it): what kernel overrides take.
+        self.plain_window = all(d == 1 for d in self.dilation) and all(
+            before == after and 2 * before <= k for (before, after), k in zip(self.pads, self.kernel))
         self._reciprocals = {}  # (sizes, dtype) -> table of 1/divisor, shaped like the output's spatial dims
 
     def _reciprocal_divisors(self, sizes, outs, dtype):
@@ -53,12 +73,14 @@ class AvgPoolNd(Op):
             table = np.full(outs, 1.0 / self.divisor_override)
         else:
             table = np.ones(())
-            for size, out, k, s, p in zip(sizes, outs, self.kernel, self.stride, self.padding):
-                start = np.arange(out) * s - p
-                end = np.minimum(start + k, size + p)
-                if not self.count_include_pad:
-                    start, end = np.maximum(start, 0), np.minimum(end, size)
-                table = np.multiply.outer(table, 1.0 / (end - start))
+            for size, out, k, s, (before, after), d in zip(sizes, outs, self.kernel, self.stride, self.pads,
+                                                          self.dilation):
+                taps = (np.arange(out) * s - before)[:, None] + np.arange(k) * d
+                # The taps inside the padded input (a ceil_mode window may hang past it), or the real ones.
+                low, high = (-before, size + after) if self.count_include_pad else (0, size)
+                counts = ((taps >= low) & (taps < high)).sum(axis=1)
+                with np.errstate(divide="ignore"):
+                    table = np.multiply.outer(table, 1.0 / counts)
         return self.backend.asarray(table, dtype=dtype)
 
     def pooled_sizes(self, x) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -66,8 +88,8 @@ class AvgPoolNd(Op):
         n = self.spatial
         sizes = spatial_sizes(self, x, n)
         outs = tuple(
-            pool_output_size(size, k, s, p, 1, self.ceil_mode)
-            for size, k, s, p in zip(sizes, self.kernel, self.stride, self.padding)
+            pool_output_size(size, k, s, before, d, self.ceil_mode, after)
+            for size, k, s, (before, after), d in zip(sizes, self.kernel, self.stride, self.pads, self.dilation)
         )
         if any(o < 1 for o in outs):
             raise ShapeError(f"{self.node.describe()}: input {tuple(x.shape)} is too small for "
@@ -79,18 +101,20 @@ class AvgPoolNd(Op):
         sizes, outs = self.pooled_sizes(x)
         lead = x.ndim - self.spatial
         # Box sums, one axis at a time: k additions per output instead of prod(kernel).
-        for axis, (size, out, k, s, p) in enumerate(zip(sizes, outs, self.kernel, self.stride, self.padding)):
+        for axis, (size, out, k, s, (p, _), d) in enumerate(zip(sizes, outs, self.kernel, self.stride, self.pads,
+                                                                  self.dilation)):
             if k == s == 1 and p == 0:
                 continue  # each window is one value: the sum along this axis is the input itself
             axis_pos = lead + axis
-            after = max(0, (out - 1) * s + k - size - p)
+            span = d * (k - 1) + 1
+            after = max(0, (out - 1) * s + span - size - p)
             pads = [(0, 0)] * x.ndim
             pads[axis_pos] = (p, after)
             padded = self.backend.pad(x, tuple(pads), "constant", value=0.0)
-            windows = self.backend.sliding_window(padded, (k,), (axis_pos,))
+            windows = self.backend.sliding_window(padded, (span,), (axis_pos,))
             index = [slice(None)] * x.ndim
             index[axis_pos] = slice(0, (out - 1) * s + 1, s)  # (the standard refuses a stop past the end)
-            x = xp.sum(windows[(*index, ...)], axis=-1)
+            x = xp.sum(windows[(*index, slice(None, None, d))], axis=-1)
         return x * self._reciprocal_divisors(sizes, outs, x.dtype)
 
 

@@ -8,10 +8,12 @@ from .base import Op
 MAX_WINDOW = 1 << 16  # per axis; far beyond any real pooling window
 
 
-def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: int, ceil_mode: bool) -> int:
-    """PyTorch's pooling output length, including its ceil_mode rule."""
+def pool_output_size(size: int, kernel: int, stride: int, pad: int, dilation: int, ceil_mode: bool,
+                     pad_end: int | None = None) -> int:
+    """PyTorch's pooling output length, including its ceil_mode rule; ``pad`` before the input and
+    ``pad_end`` (when it differs) after it."""
     span = dilation * (kernel - 1) + 1
-    numerator = size + 2 * pad - span
+    numerator = size + pad + (pad if pad_end is None else pad_end) - span
     out = (-(-numerator // stride) if ceil_mode else numerator // stride) + 1
     # With ceil_mode the last window must start inside the input or the left padding.
     if ceil_mode and (out - 1) * stride >= size + pad:

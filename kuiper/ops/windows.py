@@ -14,6 +14,7 @@ its clipped size, not summed).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from ..errors import ShapeError
@@ -66,31 +67,69 @@ class Unfold(WindowOp):
         return columns if x.ndim == 4 else columns[0]
 
 
-class Fold(WindowOp):
+class Fold(Op):
+    """col2im over ``spatial_dims`` spatial dims (2 unless told: nn.Fold's): (N, C*prod(kernel), L) -> (N, C, *output_size).
+
+    ``pads`` ([before, after] per dim) replaces the even ``padding`` where the two sides differ
+    (ONNX's Col2Im); the image is built padded and the pads are cropped.
+    """
+
     types = ("Fold",)
-    params = (*WindowOp.params, Ints("output_size", length=2))
+    arity = 1
+
+    def setup(self):
+        n = self.spatial = self.int_param("spatial_dims", 2)
+        if not 1 <= n <= 3:
+            raise self.error(f"param 'spatial_dims' must be 1, 2 or 3, found {n}")
+        self.output_size = self.ints_param("output_size", n)
+        self.kernel = self.ints_param("kernel_size", n)
+        self.dilation = self.ints_param("dilation", n, default=1)
+        self.stride = self.ints_param("stride", n, default=1)
+        padding = self.ints_param("padding", n, default=0)
+        pads = self.param("pads", None)
+        if pads is None:
+            self.pads = tuple((p, p) for p in padding)
+        elif (isinstance(pads, (list, tuple)) and len(pads) == n
+              and all(isinstance(pair, (list, tuple)) and len(pair) == 2 for pair in pads)
+              and all(isinstance(v, int) and not isinstance(v, bool) for pair in pads for v in pair)):
+            self.pads = tuple((pair[0], pair[1]) for pair in pads)
+        else:
+            raise self.error(f"param 'pads' must give [before, after] for {n} dims, found {pads!r}")
+        for key, values, low in (("output_size", self.output_size, 1), ("kernel_size", self.kernel, 1),
+                                 ("dilation", self.dilation, 1), ("stride", self.stride, 1),
+                                 ("pads", [v for pair in self.pads for v in pair], 0)):
+            if any(not low <= v <= 1 << 20 for v in values):
+                raise self.error(f"param '{key}' must be between {low} and {1 << 20}, found {list(values)}")
+        spans = [d * (k - 1) + 1 for k, d in zip(self.kernel, self.dilation)]
+        self.blocks = tuple((size + before + after - span) // s + 1 for size, (before, after), span, s in
+                            zip(self.output_size, self.pads, spans, self.stride))
+        if min(self.blocks) < 1:
+            raise self.error(f"an image of {list(self.output_size)} with pads {list(self.pads)} is smaller than the "
+                             f"dilated kernel {list(self.kernel)} (dilation {list(self.dilation)})")
 
     def forward(self, columns):
         xp = self.xp
         if columns.ndim not in (2, 3):
-            raise ShapeError(f"{self.node.describe()}: expects (N, C*kh*kw, L) or (C*kh*kw, L), "
+            raise ShapeError(f"{self.node.describe()}: expects (N, C*prod(kernel), L) or (C*prod(kernel), L), "
                              f"found {tuple(columns.shape)}")
-        batched = columns if columns.ndim == 3 else columns[None]
-        (h, w), (kh, kw), (ph, pw) = self.output_size, self.kernel, self.padding
-        out_h, out_w = self.grid(h, w)
+        batched = columns if columns.ndim == 3 else columns[None, ...]
         n, rows, length = batched.shape
-        if rows % (kh * kw) or length != out_h * out_w:
+        area = math.prod(self.kernel)
+        if rows % area or length != math.prod(self.blocks):
             raise ShapeError(f"{self.node.describe()}: input {tuple(columns.shape)} needs dim -2 divisible by "
-                             f"{kh * kw} and dim -1 = {out_h * out_w} ({out_h}x{out_w} windows)")
-        c = rows // (kh * kw)
-        windows = xp.reshape(batched, (n, c, kh, kw, out_h, out_w))
-        image = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=columns.dtype)
-        for i in range(kh):
-            for j in range(kw):
-                key = (..., *self.tap(i, j, out_h, out_w))
-                image[key] = image[key] + windows[:, :, i, j, ...]  # one tap's positions are distinct: no overlap
-        image = image[:, :, ph : ph + h, pw : pw + w]
-        return image if columns.ndim == 3 else image[0]
+                             f"{area} and dim -1 = {math.prod(self.blocks)} ({'x'.join(map(str, self.blocks))} "
+                             f"windows)")
+        c = rows // area
+        windows = xp.reshape(batched, (n, c, *self.kernel, *self.blocks))
+        padded = tuple(size + before + after for size, (before, after) in zip(self.output_size, self.pads))
+        image = xp.zeros((n, c, *padded), dtype=columns.dtype)
+        for tap in itertools.product(*(range(k) for k in self.kernel)):
+            key = (slice(None), slice(None), *(slice(i * d, i * d + (b - 1) * s + 1, s) for i, d, b, s in
+                                                zip(tap, self.dilation, self.blocks, self.stride)))
+            image[key] = image[key] + windows[(slice(None), slice(None), *tap, ...)]  # one tap's positions are distinct
+        crop = tuple(slice(before, before + size) for size, (before, _) in zip(self.output_size, self.pads))
+        image = image[(slice(None), slice(None), *crop)]
+        return image if columns.ndim == 3 else image[0, ...]
 
 
 class LPPoolNd(AvgPoolNd):

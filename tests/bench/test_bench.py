@@ -241,6 +241,17 @@ def test_random_inputs_follow_the_declared_shapes_with_the_batch_replaced():
     np.testing.assert_array_equal(x, again)  # seeded: every engine and every run sees the same input
 
 
+def test_random_inputs_keep_a_dim_0_the_model_fixes(capsys):
+    """A JAX program's weights are ENTRY parameters of fixed shape: only a free dim 0 takes the batch."""
+    text = ("HloModule m\nENTRY main {\n  x = f32[2,3] parameter(0)\n  w = f32[3,4] parameter(1)\n"
+            "  ROOT y = f32[2,4] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n")
+    import kuiper
+
+    model = kuiper.load_hlo(text)
+    x, w = inputs.random_inputs(model.inputs, batch=1)
+    assert x.shape == (2, 3) and w.shape == (3, 4)
+
+
 def test_threads_limit_with_threadpoolctl_is_undone_after_the_command(capsys):
     threadpoolctl = pytest.importorskip("threadpoolctl")
     before = [pool["num_threads"] for pool in threadpoolctl.threadpool_info()]

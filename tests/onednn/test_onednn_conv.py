@@ -408,3 +408,90 @@ def test_a_primitive_does_not_keep_a_calls_input_or_output_alive():
     probes = [weakref.ref(source), weakref.ref(result)]
     del source, result
     assert [probe() for probe in probes] == [None, None]
+
+
+# -- a weight that arrives with the call (JAX passes weights as arguments) ------------------
+
+
+@pytest.mark.parametrize("name", ["3x3 s1 p1", "depthwise 3x3 s2", "grouped, dilated, unequal pads", "1-D, k5 s2"])
+def test_a_calls_weight_replaces_the_one_the_convolution_was_made_with(name, layouts):
+    shape, out_channels, kernel, stride, dilation, pads, groups = CASES[name]
+    weight_shape = (out_channels, shape[1] // groups) + kernel
+    conv = onednn.Convolution(onednn.library(), np.zeros(weight_shape, np.float32), None, stride, dilation, pads,
+                              groups)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    for _ in range(2):  # a second weight on the same plan: nothing of the first may stay
+        weight = (RNG.standard_normal(weight_shape) / 3).astype(np.float32)
+        expected = float64_conv(x, weight, None, stride, dilation, pads, groups)
+        assert np.max(np.abs(conv(x, weight=weight) - expected)) <= TOLERANCE
+    assert np.all(conv(x) == 0)  # without one, the weight it was made with
+
+
+def test_a_calls_weight_of_another_shape_or_dtype_is_refused():
+    conv = onednn.Convolution(onednn.library(), np.zeros((4, 2, 3, 3), np.float32), None, (1, 1), (1, 1),
+                              ((1, 1), (1, 1)), 1)
+    x = np.ones((1, 2, 5, 5), np.float32)
+    with pytest.raises(onednn.OneDnnError, match=r"float32 of shape \(4, 2, 3, 3\)"):
+        conv(x, weight=np.ones((4, 2, 1, 1), np.float32))
+    with pytest.raises(onednn.OneDnnError, match="float32"):
+        conv(x, weight=np.ones((4, 2, 3, 3), np.float64))
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_f_conv_with_the_weight_as_an_input_runs_on_onednn_and_follows_each_calls_weight(tmp_path, rank,
+                                                                                        monkeypatch):
+    from conftest import op_model
+
+    from kuiper.numba_kernels import available as compiled_available
+
+    if not compiled_available():
+        pytest.skip("oneDNN convolutions come with the compiled CPU kernels (numba)")
+    calls = []
+    run_native = onednn.Convolution.__call__
+    monkeypatch.setattr(onednn.Convolution, "__call__",
+                        lambda self, *a, **k: calls.append(k.get("weight") is not None) or run_native(self, *a, **k))
+    dims = ",".join(["1"] * rank)
+    model = op_model(tmp_path, f"F.conv{rank}d c 3 1 x w b y dilation=({dims}) groups=2 padding=({dims}) "
+                     f"stride=({','.join(['2'] * rank)}) $input=x $weight=w $bias=b", inputs=("x", "w", "b"))
+    x = RNG.standard_normal((2, 4) + (7,) * rank).astype(np.float32)
+    for _ in range(2):
+        weight = (RNG.standard_normal((6, 2) + (3,) * rank) / 3).astype(np.float32)
+        bias = RNG.standard_normal(6).astype(np.float32)
+        expected = float64_conv(x, weight, bias, (2,) * rank, (1,) * rank, ((1, 1),) * rank, 2)
+        assert np.max(np.abs(model(x, weight, bias) - expected)) <= TOLERANCE
+    assert calls == [True, True]  # oneDNN ran both, each with its call's weight
+
+
+def test_a_weight_input_conv_keeps_nan_and_inf_where_ieee_754_puts_them(tmp_path):
+    from conftest import op_model
+
+    line = "F.conv2d c 2 1 x w y bias=None dilation=(1,1) groups=1 padding=(1,1) stride=(1,1) $input=x $weight=w"
+    model = op_model(tmp_path, line, inputs=("x", "w"))
+    x = RNG.standard_normal((1, 16, 8, 8)).astype(np.float32)
+    x[0, 3, 2, 2], x[0, 5, 6, 6] = np.nan, np.inf
+    weight = np.abs(RNG.standard_normal((16, 16, 3, 3))).astype(np.float32)  # positive: inf stays +inf
+    got = model(x, weight)
+    assert np.isnan(got[0, :, 1:4, 1:4]).all() and np.isposinf(got[0, :, 5:8, 5:8]).all()
+    assert np.isfinite(got[0, :, :, :1]).all()  # columns no special value reaches
+
+
+@pytest.mark.parametrize("name", ["3x3 s1 p1", "depthwise 3x3 s2", "grouped, dilated, unequal pads",
+                                  "7x7 s2 p3, 3 channels (a stem)"])
+def test_transposed_views_are_read_by_their_strides(name, layouts, monkeypatch):
+    """An NHWC input seen as NCHW and an HWIO weight seen as OIHW (as a JAX program hands them over) give
+    the row-major copies' result, and are not copied row-major first."""
+    shape, out_channels, kernel, stride, dilation, pads, groups = CASES[name]
+    weight_shape = (out_channels, shape[1] // groups) + kernel
+    conv = onednn.Convolution(onednn.library(), np.zeros(weight_shape, np.float32), None, stride, dilation, pads,
+                              groups)
+    x = np.transpose(RNG.standard_normal((shape[0], *shape[2:], shape[1])).astype(np.float32), (0, 3, 1, 2))
+    weight = np.transpose((RNG.standard_normal((*kernel, weight_shape[1], out_channels)) / 3).astype(np.float32),
+                          (3, 2, 0, 1))
+    assert not x.flags.c_contiguous and not weight.flags.c_contiguous
+    expected = float64_conv(x, weight, None, stride, dilation, pads, groups)
+    copies = []
+    contiguous = np.ascontiguousarray
+    monkeypatch.setattr(onednn_conv.np, "ascontiguousarray",
+                        lambda a, *args, **kw: copies.append(a.shape) or contiguous(a, *args, **kw))
+    assert np.max(np.abs(conv(x, weight=weight) - expected)) <= TOLERANCE
+    assert copies == []

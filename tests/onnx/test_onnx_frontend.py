@@ -421,3 +421,30 @@ def test_a_slice_that_moves_with_the_loop_iteration():
     x = np.float32([1, 2, 3, 4, 5])
     total = kuiper.load(model)(x, np.float32([0.5]), to_numpy=True)
     np.testing.assert_array_equal(total, [0.5 + sum(x[i:i + 2].sum() for i in range(5))])
+
+
+@pytest.mark.parametrize(("flag", "want_shape"), [(True, (3, 2)), (False, (6,))])
+def test_an_if_decided_at_load_time_takes_its_branch_and_its_shapes_stay_known(flag, want_shape):
+    # The first If makes the target shape of a Reshape inside the second If's branch: a shape kuiper needs
+    # at load time, which a branch lowered on its own (as a run-time If's are) does not know.
+    def shape_branch(name, shape):
+        made = helper.make_node("Constant", [], [f"{name}_shape"], value=numpy_helper.from_array(
+            np.asarray(shape, dtype=np.int64)))
+        return helper.make_graph([made], name, [], [_tensor(f"{name}_shape", [len(shape)], TensorProto.INT64)])
+
+    def reshape_branch(name):
+        made = helper.make_node("Reshape", ["x", "shape"], [f"{name}_y"])
+        return helper.make_graph([made], name, [], [_tensor(f"{name}_y", None)])
+
+    nodes = [
+        helper.make_node("Constant", [], ["flag"], value=numpy_helper.from_array(np.asarray(flag))),
+        helper.make_node("If", ["flag"], ["shape"], then_branch=shape_branch("wide", [3, 2]),
+                         else_branch=shape_branch("flat", [6])),
+        helper.make_node("Constant", [], ["always"], value=numpy_helper.from_array(np.asarray(True))),
+        helper.make_node("If", ["always"], ["y"], then_branch=reshape_branch("taken"),
+                         else_branch=reshape_branch("skipped")),
+    ]
+    model = _model(nodes, [_tensor("x", [2, 3])], [_tensor("y", None)])
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    got = kuiper.load(model)(x, to_numpy=True)
+    np.testing.assert_array_equal(got, x.reshape(want_shape))

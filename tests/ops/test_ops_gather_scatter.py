@@ -45,6 +45,59 @@ def test_gather_with_batching_dims_takes_one_row_per_batch():
     np.testing.assert_array_equal(got, [operand[0, 4], operand[1, 1]])
 
 
+def loop_gather(operand, indices, params):
+    """XLA's gather without batching dims, one output element at a time."""
+    vector_dim, index_map = params["index_vector_dim"], params["start_index_map"]
+    sizes, collapsed, offset_dims = params["slice_sizes"], params["collapsed_slice_dims"], params["offset_dims"]
+    vectors = indices[..., None] if vector_dim == indices.ndim else np.moveaxis(indices, vector_dim, -1)
+    kept = [d for d in range(operand.ndim) if d not in collapsed]
+    out_rank = vectors.ndim - 1 + len(offset_dims)
+    batch_positions = [p for p in range(out_rank) if p not in offset_dims]
+    out_shape = [0] * out_rank
+    for position, size in zip(batch_positions, vectors.shape[:-1]):
+        out_shape[position] = size
+    for position, dim in zip(offset_dims, kept):
+        out_shape[position] = sizes[dim]
+    out = np.empty(out_shape, operand.dtype)
+    for where in itertools.product(*(range(n) for n in out_shape)):
+        vector = vectors[tuple(where[p] for p in batch_positions)]
+        start = [0] * operand.ndim
+        for k, dim in enumerate(index_map):
+            start[dim] = min(max(int(vector[k]), 0), operand.shape[dim] - sizes[dim])
+        element = list(start)
+        for position, dim in zip(offset_dims, kept):
+            element[dim] += where[position]
+        out[where] = operand[tuple(element)]
+    return out
+
+
+@pytest.mark.parametrize("params", [
+    # w[i] of a stack of expert weights, indices (tokens, k): the MoE form JAX writes
+    {"offset_dims": [2, 3], "collapsed_slice_dims": [0], "start_index_map": [0], "index_vector_dim": 2,
+     "slice_sizes": [1, 3, 4]},
+    # two indexed dims named out of order, one kept as a size-1 window, the whole dim between them
+    {"offset_dims": [1, 2], "collapsed_slice_dims": [2], "start_index_map": [2, 0], "index_vector_dim": 1,
+     "slice_sizes": [1, 3, 1]},
+    # the index vector first, and the output's window dims around the batch dim
+    {"offset_dims": [0, 2], "collapsed_slice_dims": [1], "start_index_map": [1], "index_vector_dim": 0,
+     "slice_sizes": [5, 1, 2]},
+], ids=["experts", "two dims out of order", "vector dim first"])
+def test_gathers_of_whole_rows_match_a_loop(params):
+    rng = np.random.default_rng(1)
+    shape = (5, 3, 4) if params["slice_sizes"] == [1, 3, 4] else (5, 3, 2) if params["index_vector_dim"] == 0 \
+        else (4, 3, 6)
+    operand = rng.standard_normal(shape).astype(np.float32)
+    count = len(params["start_index_map"])
+    if params["index_vector_dim"] == 2:
+        indices = rng.integers(-2, 7, (6, 2, count))
+    elif params["index_vector_dim"] == 0:
+        indices = rng.integers(-2, 7, (count, 7))
+    else:
+        indices = rng.integers(-2, 7, (7, count))  # some out of range: clamped
+    got = run_op("Gather", [operand, indices.astype(np.int32)], params)
+    np.testing.assert_array_equal(got, loop_gather(operand, indices, params))
+
+
 POINTS = {"update_window_dims": [], "inserted_window_dims": [0], "scatter_dims_to_operand_dims": [0],
           "index_vector_dim": 1}
 

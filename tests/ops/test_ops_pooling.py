@@ -8,6 +8,7 @@ here are worked out by hand from PyTorch's documented rules.
 import numpy as np
 import pytest
 from conftest import MODELS, op_model, pnnx_file_ops
+from single_op import run_op
 
 import kuiper
 from kuiper.errors import OperatorParamError, ShapeError
@@ -212,3 +213,32 @@ def test_pooling_fixtures_contain_the_op_they_cover(fixture, op_type, params):
     assert len(ops) == 1
     for key, value in params.items():
         assert ops[0].params[key] == value
+
+
+# -- average pooling with dilated taps and pads of any size (ONNX's AveragePool) ---------
+
+def _avg_pool1d(x, **params):
+    return run_op("AvgPool1d", [np.asarray(x, dtype=np.float64).reshape(1, 1, -1)], params).reshape(-1)
+
+
+def test_avg_pool_dilation_spaces_the_taps():
+    # kernel 2, dilation 2: windows {0, 2}, {1, 3}, {2, 4}, {3, 5}
+    got = _avg_pool1d([1, 2, 3, 4, 5, 6], kernel_size=[2], stride=[1], dilation=[2])
+    np.testing.assert_allclose(got, [2, 3, 4, 5])
+
+
+@pytest.mark.parametrize(("include", "want"), [
+    # pads [0, 2] add 2 windows: {4, 6} and {5, 7}, where 6 and 7 are padding
+    (False, [2, 3, 4, 5, 5, 6]),
+    (True, [2, 3, 4, 5, 2.5, 3]),
+])
+def test_avg_pool_uneven_pads_count_padding_as_told(include, want):
+    got = _avg_pool1d([1, 2, 3, 4, 5, 6], kernel_size=[2], stride=[1], dilation=[2], pads=[[0, 2]],
+                      count_include_pad=include)
+    np.testing.assert_allclose(got, want)
+
+
+def test_avg_pool_pads_past_half_a_window():
+    # kernel 2, pads [3, 0]: windows [-3, -2) ... the first two hold padding only
+    got = _avg_pool1d([1, 2, 3], kernel_size=[2], stride=[1], pads=[[3, 0]], count_include_pad=True)
+    np.testing.assert_allclose(got, [0, 0, 0.5, 1.5, 2.5])
