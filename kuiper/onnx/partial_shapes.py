@@ -47,8 +47,8 @@ def partial_value(values: Values, name: str) -> list[Entry] | None:
 
 def follow(node, values: Values) -> None:
     """Record the partial value of ``node``'s output, for the ops exporters apply to shape vectors."""
-    if len(node.output) != 1 or not node.output[0] or node.output[0] in values.known:
-        return
+    if len(node.output) != 1 or not node.output[0] or values.is_known(node.output[0]):
+        return  # (a value known at load is computed when a translator asks for it)
     op, output = node.op_type, node.output[0]
     attributes = {a.name: a for a in node.attribute}
     if op == "Shape":
