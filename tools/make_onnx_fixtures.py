@@ -1,10 +1,12 @@
 """Export fixture architectures to ONNX with torch.onnx and save PyTorch's outputs beside them.
 
-    python tools/make_onnx_fixtures.py            # writes tests/fixtures/onnx/<name>/{model.onnx, ref.npz}
+    python tools/make_onnx_fixtures.py [NAME ...]   # writes tests/fixtures/onnx/<name>/{model.onnx, ref.npz}
 
 The networks are the checked-in PNNX fixtures' own (tools/fixture_models, same seeds and random
-BatchNorm statistics), exported at opset 17 by the TorchScript exporter with a free batch dim;
-ref.npz holds the input and PyTorch's output at batch 1 and 3. tests/onnx/test_onnx_models.py
+BatchNorm statistics), exported by the TorchScript exporter with a free batch dim, the ResNet and
+MobileNetV2 at opset 17, the ViT block, the YOLOv5-style detector and the UNet at opset 20 (their
+free batch reaches Reshape, Expand and Resize through Shape); ref.npz holds the input and PyTorch's
+output at batch 1 and 3. tests/onnx/test_onnx_models.py
 loads the files with kuiper and compares. Needs torch and onnx (pip install torch onnx).
 """
 
@@ -18,12 +20,12 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from fixture_models.families_classifiers import MODELS  # noqa: E402  (a script beside its helpers)
+from fixture_models import families_classifiers, families_dense  # noqa: E402  (a script beside its helpers)
 from fixturelib import build_seeded  # noqa: E402
 
 OUT = ROOT / "tests" / "fixtures" / "onnx"
-NAMES = ("resnet_basic", "mobilenet_v2")
-OPSET = 17
+MODELS = {**families_classifiers.MODELS, **families_dense.MODELS}
+OPSETS = {"resnet_basic": 17, "mobilenet_v2": 17, "vit_block": 20, "yolov5_style": 20, "unet": 20}
 
 
 def export(name: str) -> None:
@@ -34,7 +36,7 @@ def export(name: str) -> None:
     shape = tuple(spec.input_shapes[0])
     generator = torch.Generator().manual_seed(1)
     example = torch.randn(shape, generator=generator)
-    torch.onnx.export(module, (example,), str(folder / "model.onnx"), opset_version=OPSET, dynamo=False,
+    torch.onnx.export(module, (example,), str(folder / "model.onnx"), opset_version=OPSETS[name], dynamo=False,
                       input_names=["input"], output_names=["output"], dynamic_axes={"input": {0: "batch"}})
     arrays = {}
     for batch in (1, 3):
@@ -47,5 +49,5 @@ def export(name: str) -> None:
 
 
 if __name__ == "__main__":
-    for model_name in NAMES:
+    for model_name in sys.argv[1:] or OPSETS:
         export(model_name)

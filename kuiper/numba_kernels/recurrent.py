@@ -58,6 +58,8 @@ class CompiledRecurrent(reference.Recurrent):
         )
         if not self.float32_weights:
             self.kernel_note = "reference path: weights are not float32"
+        elif not self.reset_after or self.peepholes:
+            self.kernel_note = "reference path: the kernels compute PyTorch's cells (no peepholes, reset after)"
         self.kernel_weights = [_KernelWeights(layer, self.directions, self.hidden_size) for layer in self.layers]
         library = onednn.library() if self.float32_weights else None
         # Per layer, per direction: x @ W_ih^T + the folded biases on oneDNN (W_ih as the file gives it).
@@ -71,7 +73,7 @@ class CompiledRecurrent(reference.Recurrent):
         batch = x.shape[1]
         gate_width = self.gates * self.hidden_size
         step_work = batch * self.directions * self.kernel_weights[layer].hh_t.shape[1] * gate_width
-        if (not self.float32_weights or step_work > PER_STEP_WORK
+        if (not self.float32_weights or not self.reset_after or self.peepholes or step_work > PER_STEP_WORK
                 or not all(isinstance(v, np.ndarray) and v.dtype == np.float32 for v in (x, h, c) if v is not None)):
             return super()._run(x, layer, h, c)
         projected = self._project(x, layer)

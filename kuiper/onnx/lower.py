@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import KuiperError, ModelFormatError, UnsupportedOperatorError
 from ..model_ir import ModelIR, OpNode, OperandInfo
+from . import partial_shapes
 from .functions import expand_functions
 from .protobuf import onnx_package
 from .site import Site
@@ -90,6 +91,8 @@ def lower_graph(graph, opsets: dict[str, int], source: str, folder: Path | None,
     initializer_names = {tensor.name for tensor in graph.initializer}
     inputs = [value.name for value in graph.input if value.name not in initializer_names]
     values = Values(folder, set(inputs))
+    if outer is not None:
+        values.step_inputs = set(inputs)
     returned = {value.name for value in graph.output}
     for value_info in (*graph.input, *graph.value_info, *graph.output):
         info = _tensor_info(value_info, f"{source}: value '{value_info.name}'")
@@ -107,9 +110,14 @@ def lower_graph(graph, opsets: dict[str, int], source: str, folder: Path | None,
         ops.append(OpNode("Constant", tensor.name, [], [tensor.name], {}, {"data": value}, source=source))
     if outer is not None:
         for name in captured_names(graph):
-            if name in outer.known:
-                values.know(name, outer.known[name])
-                ops.append(OpNode("Constant", name, [], [name], {}, {"data": outer.known[name]}, source=source))
+            # Known outer values (and small shape-like ones computed from known values) become constants,
+            # so that the sub-graph's translators can read a shape the outer graph computes.
+            known = outer.known.get(name)
+            if known is None:
+                known = outer.shape_like_value(name, source)
+            if known is not None:
+                values.know(name, known)
+                ops.append(OpNode("Constant", name, [], [name], {}, {"data": known}, source=source))
             else:
                 values.declare(outer.infos.get(name, OperandInfo(name)))
                 values.graph_inputs.add(name)
@@ -137,6 +145,7 @@ def lower_graph(graph, opsets: dict[str, int], source: str, folder: Path | None,
                 if output and output not in values.infos:
                     values.declare(OperandInfo(output))
             values.record(translated)
+            partial_shapes.follow(node, values)
             translated_ops.extend(translated)
         return translated_ops
 

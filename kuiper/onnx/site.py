@@ -95,6 +95,14 @@ class Site:
                              f"which is not known when the model is loaded ({shape})")
         return shape
 
+    def spatial_shape(self, index: int) -> tuple[int, ...]:
+        """Input ``index``'s dims after the batch and channel dims, which must be known (those two may be free)."""
+        shape = self.shape(index)
+        if shape is None or len(shape) < 2 or any(d is None for d in shape[2:]):
+            raise self.error(f"needs the spatial dims of input {index} ('{self.input(index)}'), which are not "
+                             f"known when the model is loaded ({shape})")
+        return tuple(shape[2:])
+
     def is_known(self, index: int) -> bool:
         return self.has_input(index) and self.values.is_known(self.input(index))
 

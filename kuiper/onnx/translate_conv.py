@@ -30,7 +30,7 @@ def _window(site: Site, spatial: int, kernel: list[int]) -> tuple[list[int], lis
         return strides, dilations, [[0, 0] for _ in range(spatial)]
     if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
         raise site.error(f"auto_pad={auto_pad!r} is not NOTSET, VALID, SAME_UPPER or SAME_LOWER")
-    sizes = site.static_shape(0)[2:]
+    sizes = site.spatial_shape(0)
     pads = []
     for size, k, s, d in zip(sizes, kernel, strides, dilations):
         out = -(-size // s)
@@ -70,10 +70,10 @@ def translate_conv_transpose(site: Site) -> list[OpNode]:
     kernel = site.ints("kernel_shape", list(weight_shape[2:]))
     strides = site.ints("strides", [1] * spatial)
     dilations = site.ints("dilations", [1] * spatial)
-    sizes = site.static_shape(0)[2:]
     output_padding = site.ints("output_padding", [0] * spatial)
     auto_pad = site.string("auto_pad", "NOTSET")
     if site.attribute("output_shape") is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        sizes = site.spatial_shape(0)
         targets = (site.ints("output_shape", None) or [size * s for size, s in zip(sizes, strides)])[-spatial:]
         pads = []
         for size, k, s, d, extra, target in zip(sizes, kernel, strides, dilations, output_padding, targets):

@@ -143,11 +143,12 @@ _NARROW_INTEGERS = ("int4", "uint4", "int2", "uint2")
 
 def translate_cast(site: Site) -> list[OpNode]:
     """Casts to float8/float4 saturate to the target's finite range (``saturate=1``, the default); casts of
-    floats to 4- and 2-bit integers truncate to an integer and keep its low bits, as ONNX's tests do."""
+    floats to 4- and 2-bit integers truncate to an integer and keep its low bits, as ONNX's tests do; casts to
+    float8_e8m0 follow ONNX's bit-level rounding modes (_cast_to_e8m0)."""
     emit = Emit(site)
     value, source, target = site.input(0), site.dtype(0), site.out_dtype(0)
     if target == "float8_e8m0fnu" and source != target:
-        raise site.error("casts to float8_e8m0 (a power of two, with its own rounding modes) are not supported")
+        return _cast_to_e8m0(site, emit, value, source)
     floating = source.startswith(("float", "bfloat"))
     if floating and target in _NARROW_FLOATS and site.int_("saturate", 1):
         info = ml_dtypes.finfo(target)
@@ -155,6 +156,42 @@ def translate_cast(site: Site) -> list[OpNode]:
     elif floating and target in _NARROW_INTEGERS:
         value = emit.convert(value, "int32")  # the integer part first; the narrow type then wraps it
     emit.convert(value, target, out=site.outputs[0])
+    return emit.ops
+
+
+def _cast_to_e8m0(site: Site, emit: Emit, value: str, source: str) -> list[OpNode]:
+    """float8_e8m0 is a float32's biased exponent alone (2 ** (e - 127), 255 a NaN). As ONNX's Cast defines it
+    on the float32's bits: the exponent field, NaN and infinity giving 255; rounded by ``round_mode`` on
+    the mantissa: "down" drops it, "up" adds one to the exponent for any nonzero mantissa, "nearest" when
+    its top bit is set and either a lower bit is set or the exponent is not 0; with ``saturate``, 254
+    (2 ** 127) does not round up to 255. Negative values: the sign is dropped, as in ONNX's reference."""
+    mode, saturate = site.string("round_mode", "up"), site.int_("saturate", 1)
+    if mode not in ("up", "down", "nearest"):
+        raise site.error(f"round_mode must be 'up', 'down' or 'nearest', found {mode!r}")
+    bits = emit.op("BitcastConvert", [emit.convert(value, "float32")], {"dtype": "uint32"}, dtype="uint32")
+
+    def const(number: int) -> str:
+        return emit.const(number, "uint32")
+
+    def masked(mask: int) -> str:
+        return emit.fn("and", [bits, const(mask)])
+
+    exponent = emit.fn("and", [emit.fn("shift_right_logical", [bits, const(23)]), const(0xFF)])
+    special = emit.compare("eq", exponent, const(0xFF))
+    if mode == "up":
+        round_up = emit.compare("ne", masked(0x7FFFFF), const(0))
+    elif mode == "nearest":
+        lower_bits = emit.fn("or", [emit.compare("ne", masked(0x200000), const(0)),
+                                    emit.compare("ne", masked(0x1FFFFF), const(0))])
+        round_up = emit.fn("and", [emit.compare("ne", masked(0x400000), const(0)),
+                                   emit.fn("or", [lower_bits, emit.compare("gt", exponent, const(0))])])
+    if mode != "down":
+        if saturate:
+            round_up = emit.fn("and", [round_up, emit.compare("ne", exponent, const(0xFE))])
+        exponent = emit.fn("add", [exponent, emit.convert(round_up, "uint32")])
+    code = emit.fn("select", [special, const(0xFF), exponent])
+    emit.op("BitcastConvert", [emit.convert(code, "uint8")], {"dtype": "float8_e8m0fnu"}, dtype="float8_e8m0fnu",
+            out=site.outputs[0])
     return emit.ops
 
 

@@ -1,6 +1,6 @@
 """ONNX's inverse and hyperbolic trigonometric functions, Hardmax, OneHot, LpNormalization and BitCast ->
 chains of the canonical Elementwise op (and Normalize, ArgExtremum, Iota, BitcastConvert); Einsum -> Einsum
-(bfloat16 and float8 computed in float32).
+(bfloat16 and float8 computed in float32); Det -> Determinant.
 
 The trigonometric functions the op set lacks are their textbook identities in the functions it has
 (``asin(x) = atan2(x, sqrt(1 - x^2))``).
@@ -112,8 +112,12 @@ def translate_einsum(site: Site) -> list[OpNode]:
     return emit.ops
 
 
+def translate_det(site: Site) -> list[OpNode]:
+    return [site.op("Determinant", [site.input(0)], site.outputs)]
+
+
 TRANSLATORS = {
     **{op_type: translate_trigonometric for op_type in TRIGONOMETRIC},
     "Hardmax": translate_hardmax, "OneHot": translate_one_hot, "LpNormalization": translate_lp_normalization,
-    "BitCast": translate_bitcast, "Einsum": translate_einsum,
+    "BitCast": translate_bitcast, "Einsum": translate_einsum, "Det": translate_det,
 }

@@ -26,16 +26,46 @@ def _affine(site: Site, first: int) -> tuple[list[str], list]:
 
 def translate_batch_norm(site: Site) -> list[OpNode]:
     if site.int_("training_mode", 0):
-        raise site.error("training_mode=1 computes batch statistics, which inference does not")
+        return _batch_norm_training(site)
     if len([name for name in site.outputs if name]) > 1:
         raise site.error("the running mean and variance outputs (training) are not supported")
     params = {"feature": 1, "epsilon": site.float_("epsilon", 1e-5)}
     return [site.op("BatchNormInference", [site.input(i) for i in range(5)], site.outputs[:1], params)]
 
 
+def _batch_norm_training(site: Site) -> list[OpNode]:
+    """training_mode=1 (opset 14 on): normalize with the batch's own mean and (biased) variance over every
+    dim but the channels, and give the running statistics moved towards them:
+    running = running * momentum + batch * (1 - momentum). Deterministic tensor math, as ONNX defines it."""
+    rank = site.rank(0)
+    dtype = site.dtype(0)
+    axes = [d for d in range(rank) if d != 1]
+    momentum = site.float_("momentum", 0.9)
+    emit = Emit(site)
+    x = site.input(0)
+    kept = emit.op("Reduction", [x], {"dim": axes, "keepdim": True, "reduction": "mean"}, dtype=dtype)
+    deviation = emit.fn("subtract", [x, kept])
+    mean = emit.op("Reshape", [kept], {"shape": [-1]}, dtype=dtype)
+    variance = emit.op("Reduction", [emit.fn("multiply", [deviation, deviation])],
+                       {"dim": axes, "keepdim": False, "reduction": "mean"}, dtype=dtype)
+    params = {"feature": 1, "epsilon": site.float_("epsilon", 1e-5)}
+    emit.op("BatchNormInference", [x, site.input(1), site.input(2), mean, variance], params, dtype=dtype,
+            out=site.outputs[0])
+    for position, batch in ((1, mean), (2, variance)):
+        if site.has_output(position):
+            running = emit.convert(site.input(2 + position), dtype)
+            emit.fn("add", [emit.fn("multiply", [running, emit.const(momentum, dtype)]),
+                            emit.fn("multiply", [batch, emit.const(1.0 - momentum, dtype)])],
+                    out=site.outputs[position])
+    return emit.ops
+
+
 def translate_layer_norm(site: Site) -> list[OpNode]:
-    shape = site.static_shape(0)
-    axis = site.int_("axis", -1) % len(shape)
+    rank = site.rank(0)
+    axis = site.int_("axis", -1) % rank
+    shape = site.shape(0)
+    if any(d is None for d in shape[axis:]):  # the dims normalized over must be known; those before may be free
+        shape = site.static_shape(0)
     op_type = "LayerNorm" if site.op_type == "LayerNormalization" else "RMSNorm"
     inputs, keys = _affine(site, 1)
     epsilon = site.float_("epsilon", 1e-5)

@@ -8,6 +8,7 @@ in float64, exact while the sums stay below 2**53.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from ..model_ir import OpNode
@@ -16,16 +17,41 @@ from .site import Site
 
 
 def _per_axis(emit: Emit, site: Site, name: str, rank: int) -> str:
-    """A scale or zero point of one value, or one per slice along ``axis`` shaped to broadcast."""
+    """A scale or zero point shaped to broadcast against input 0: one value, one per slice along ``axis``,
+    or (``block_size`` > 0) one per block of ``block_size`` slices along ``axis``, repeated over its block."""
     shape = site.values.shape(name)
-    if shape is None or len(shape) == 0 or (len(shape) == 1 and shape[0] == 1):
+    block_size = site.int_("block_size", 0) if site.attribute("block_size") is not None else 0
+    if block_size < 0:
+        raise site.error(f"block_size must be positive (or 0 for none), found {block_size}")
+    if block_size == 0 and (shape is None or len(shape) == 0 or (len(shape) == 1 and shape[0] == 1)):
         return name
-    if len(shape) != 1 or site.attribute("block_size") is not None and site.int_("block_size") > 0:
-        raise site.error("blocked quantization (a scale per block) is not supported")
-    axis = site.int_("axis", 1) % rank
+    axis = site.int_("axis", 1)
+    if not -rank <= axis < rank:
+        raise site.error(f"axis {axis} is out of range for an input of rank {rank}")
+    axis %= rank
+    if block_size > 0:
+        return _blocked(emit, site, name, axis, block_size)
+    if len(shape) != 1:
+        raise site.error(f"'{name}' must be a scalar or 1-D without block_size, found shape {list(shape)}")
     target = [1] * rank
     target[axis] = -1
     return emit.op("Reshape", [name], {"shape": target}, dtype=emit.dtype(name))
+
+
+def _blocked(emit: Emit, site: Site, name: str, axis: int, block_size: int) -> str:
+    """Blocked quantization: ``name`` has input 0's shape but ceil(n / block_size) along ``axis``; each value
+    covers ``block_size`` slices (the last block may be shorter): repeat it, then cut to input 0's length."""
+    x_shape = list(site.static_shape(0))
+    shape = site.values.shape(name)
+    expected = list(x_shape)
+    expected[axis] = -(-x_shape[axis] // block_size)
+    if shape is None or list(shape) != expected:
+        raise site.error(f"with block_size={block_size} along axis {axis}, '{name}' must have shape {expected} "
+                         f"(input 0 is {x_shape}), found {None if shape is None else list(shape)}")
+    dtype = emit.dtype(name)
+    repeated = emit.op("RepeatInterleave", [name], {"repeats": block_size, "dim": axis}, dtype=dtype)
+    limits = list(x_shape)
+    return emit.op("Slice", [repeated], {"starts": [0] * len(x_shape), "limits": limits}, dtype=dtype)
 
 
 def translate_dequantize(site: Site) -> list[OpNode]:
@@ -40,22 +66,50 @@ def translate_dequantize(site: Site) -> list[OpNode]:
     return emit.ops
 
 
+# ONNX's integer quantization ranges, the narrow ones included (NumPy's iinfo does not know them).
+_INTEGER_RANGES = {"int2": (-2, 1), "uint2": (0, 3), "int4": (-8, 7), "uint4": (0, 15)}
+_FLOAT_TARGETS = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn")
+
+
 def translate_quantize(site: Site) -> list[OpNode]:
-    """y = saturate(round_half_even(x / scale) + zero_point) in the output's integer type."""
+    """Integers: y = saturate(round_half_even(x / scale) + zero_point) to the output type's range. Float8
+    and float4: y = x / scale (+ zero_point, which ONNX requires to be 0), cast to the output type,
+    clamped to its finite range unless ``saturate=0`` (float4 has no infinity: always clamped).
+    ``precision`` (opset 23) names the type the division runs in; else the scale's."""
     emit = Emit(site)
     rank = site.rank(0)
     target = site.out_dtype(0)
-    if not target.startswith(("int", "uint")) or target in ("int4", "uint4", "int2", "uint2"):
-        raise site.error(f"quantizing to {target} is not supported (8- and 16-bit integers are)")
+    if target not in _FLOAT_TARGETS and not target.startswith(("int", "uint")):
+        raise site.error(f"quantizing to {target} is not supported (integers, float8 and float4 are)")
     work = site.dtype(1)
+    if site.attribute("precision") is not None and site.int_("precision") != 0:
+        work = _precision_dtype(site, site.int_("precision"))
     x = emit.convert(site.input(0), work)
-    scaled = emit.fn("round_half_even", [emit.fn("divide", [x, _per_axis(emit, site, site.input(1), rank)])])
+    scaled = emit.fn("divide", [x, emit.convert(_per_axis(emit, site, site.input(1), rank), work)])
+    if target in _FLOAT_TARGETS:
+        if site.has_input(2):
+            scaled = emit.fn("add", [scaled, emit.convert(_per_axis(emit, site, site.input(2), rank), work)])
+        if site.int_("saturate", 1) or target == "float4_e2m1fn":
+            info = ml_dtypes.finfo(target)
+            scaled = emit.fn("clamp", [emit.const(float(info.min), work), scaled, emit.const(float(info.max), work)])
+        emit.convert(scaled, target, out=site.outputs[0])
+        return emit.ops
+    scaled = emit.fn("round_half_even", [scaled])
     if site.has_input(2):
         scaled = emit.fn("add", [scaled, emit.convert(_per_axis(emit, site, site.input(2), rank), work)])
-    info = np.iinfo(target)
-    clamped = emit.fn("clamp", [emit.const(info.min, work), scaled, emit.const(info.max, work)])
+    low, high = _INTEGER_RANGES[target] if target in _INTEGER_RANGES else (np.iinfo(target).min, np.iinfo(target).max)
+    clamped = emit.fn("clamp", [emit.const(low, work), scaled, emit.const(high, work)])
     emit.convert(clamped, target, out=site.outputs[0])
     return emit.ops
+
+
+def _precision_dtype(site: Site, code: int) -> str:
+    """The float type a ``precision`` attribute (a TensorProto data type code) names."""
+    names = {1: "float32", 10: "float16", 11: "float64", 16: "bfloat16"}
+    if code not in names:
+        raise site.error(f"precision {code} is not a float type kuiper computes in "
+                         "(float32, float16, float64, bfloat16)")
+    return names[code]
 
 
 def _centered(emit: Emit, site: Site, value: int, zero_point: int | None, dtype: str) -> str:

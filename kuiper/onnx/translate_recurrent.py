@@ -5,9 +5,10 @@ the canonical op takes PyTorch's (input, forget, cell, output) and (reset, updat
 constant weights are reordered once at load. ONNX's output Y is (sequence, directions, batch, hidden);
 the canonical op's (sequence, batch, directions * hidden), so a reshape and a transpose follow. The
 reverse direction alone is the forward cell on the time-reversed sequence.
-What PyTorch's cells cannot express is refused by name: other activations, clipping, peepholes,
-coupled input-forget gates, sequence lengths, and a GRU that applies
-its reset gate before the linear map (linear_before_reset=0, ONNX's default).
+A GRU with linear_before_reset=0 (ONNX's default) is the canonical op's ``reset_after=False``.
+LSTM peepholes (P) are the canonical op's ``peepholes``; sequence_lens must give every entry the whole
+sequence. What the canonical cells cannot express is refused by name: other activations, clipping,
+coupled input-forget gates, sequence lengths shorter than the sequence.
 """
 
 from __future__ import annotations
@@ -44,10 +45,7 @@ def translate_recurrent(site: Site) -> list[OpNode]:
             raise site.error(f"activations {names} are not supported (only PyTorch's: {DEFAULT_ACTIVATIONS[kind]})")
     if site.attribute("clip") is not None or site.int_("input_forget", 0):
         raise site.error("clip and input_forget are not supported")
-    if kind == "GRU" and not site.int_("linear_before_reset", 0):
-        raise site.error("linear_before_reset=0 (the reset gate applied before the hidden map) is not supported")
-    if site.has_input(4) or (kind == "LSTM" and site.has_input(7)):
-        raise site.error("sequence_lens and peepholes are not supported")
+    _check_full_lengths(site)
     weights, recurrences = site.constant(1, "W"), site.constant(2, "R")
     directions = 2 if direction == "bidirectional" else 1
     gates = len(GATE_ORDER[kind])
@@ -56,17 +54,29 @@ def translate_recurrent(site: Site) -> list[OpNode]:
                          f"direction(s) of {gates} gate(s) of {hidden}")
     biases = site.constant(3, "B") if site.has_input(3) else np.zeros((directions, 2 * gates * hidden), weights.dtype)
     attrs = {}
+    peepholes = kind == "LSTM" and site.has_input(7)
+    if peepholes:
+        weights_p = site.constant(7, "P")
+        if weights_p.shape != (directions, 3 * hidden):
+            raise site.error(f"P {list(weights_p.shape)} does not fit {directions} direction(s) of 3 gates of {hidden}")
     for d in range(directions):
         suffix = "_l0" + ("_reverse" if d else "")
         attrs["weight_ih" + suffix] = _reordered(weights[d], kind, hidden)
         attrs["weight_hh" + suffix] = _reordered(recurrences[d], kind, hidden)
         attrs["bias_ih" + suffix] = _reordered(biases[d, :gates * hidden], kind, hidden)
         attrs["bias_hh" + suffix] = _reordered(biases[d, gates * hidden:], kind, hidden)
+        if peepholes:  # ONNX's (input, output, forget) -> the canonical (input, forget, output)
+            blocks = [weights_p[d, i * hidden:(i + 1) * hidden] for i in range(3)]
+            attrs["weight_peephole" + suffix] = np.ascontiguousarray(np.concatenate([blocks[0], blocks[2], blocks[1]]))
     batch_first = bool(site.int_("layout", 0))
     params = {"cell": kind, "input_size": int(weights.shape[2]), "hidden_size": hidden, "num_layers": 1,
               "bidirectional": directions == 2, "batch_first": batch_first, "bias": True}
     if kind == "RNN":
         params["nonlinearity"] = nonlinearity
+    if peepholes:
+        params["peepholes"] = True
+    if kind == "GRU":  # linear_before_reset=1 is PyTorch's cell; 0 (the default) resets the state first
+        params["reset_after"] = bool(site.int_("linear_before_reset", 0))
 
     emit = Emit(site)
     dtype = site.dtype(0)
@@ -104,6 +114,19 @@ def translate_recurrent(site: Site) -> list[OpNode]:
             if site.has_output(i):
                 emit.op("Transpose", [result], {"dims": [1, 0, 2]}, dtype=dtype, out=site.outputs[i])
     return emit.ops
+
+
+def _check_full_lengths(site: Site) -> None:
+    """sequence_lens, when given, must be known at load and give every batch entry the whole sequence: the
+    canonical op has no per-entry lengths (shorter entries would stop updating their state early)."""
+    if not site.has_input(4):
+        return
+    lengths = site.constant(4, "sequence_lens").reshape(-1)
+    shape = site.static_shape(0)
+    steps = shape[1] if site.int_("layout", 0) else shape[0]
+    if np.any(lengths != steps):
+        raise site.error(f"sequence_lens {lengths.tolist()} shorter than the sequence ({steps} steps) are not "
+                         "supported")
 
 
 TRANSLATORS = {"LSTM": translate_recurrent, "GRU": translate_recurrent, "RNN": translate_recurrent}

@@ -1,5 +1,5 @@
 """ONNX Compress, NonZero and ReverseSequence -> position counters (Iota) with the canonical MaskedSelect,
-IndexSelect and TakeAlongAxis; TopK -> TopKDim.
+IndexSelect and TakeAlongAxis; TopK -> TopKDim; Unique -> Unique.
 
 Compress's and NonZero's output lengths depend on the data; the canonical ops compute them at run
 time. The positions a mask selects are MaskedSelect of an Iota: Compress then takes those slices,
@@ -71,5 +71,18 @@ def translate_top_k(site: Site) -> list[OpNode]:
     return [site.op("TopKDim", [site.input(0)], site.outputs, params)]
 
 
-TRANSLATORS = {"Compress": translate_compress, "NonZero": translate_non_zero,
+def translate_unique(site: Site) -> list[OpNode]:
+    """The canonical Unique, whose outputs are ONNX's: values, first indices, inverse indices, counts."""
+    params = {"dim": site.int_("axis", None), "sorted": bool(site.int_("sorted", 1))}
+    if params["dim"] is not None and not -site.rank(0) <= params["dim"] < site.rank(0):
+        raise site.error(f"axis {params['dim']} is out of range for rank {site.rank(0)}")
+    outputs = site.outputs
+    while outputs and outputs[-1] == "":  # trailing outputs the model leaves out
+        outputs.pop()
+    if "" in outputs:  # an output left out in the middle: the canonical op still computes it
+        outputs = [name or site.temporary(f"unused{i}", "int64") for i, name in enumerate(outputs)]
+    return [site.op("Unique", [site.input(0)], outputs, params)]
+
+
+TRANSLATORS = {"Unique": translate_unique, "Compress": translate_compress, "NonZero": translate_non_zero,
                "ReverseSequence": translate_reverse_sequence, "TopK": translate_top_k}

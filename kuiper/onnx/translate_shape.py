@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model_ir import OpNode
-from .emit import Emit
+from ..model_ir import OpNode, OperandInfo
+from .emit import NARROW_FLOATS, Emit
+from .partial_shapes import FreeDim, free_dim, partial_value
+from .values import KnownInputError
 from .site import Site
 
 
@@ -28,13 +30,23 @@ def _axes_input_or_attribute(site: Site, index: int, default=None) -> list[int] 
 
 
 def translate_shape(site: Site) -> list[OpNode]:
-    shape = site.static_shape(0)
-    rank = len(shape)
+    """A constant when the dims are known at load; else computed at run time, the free dims read by
+    DimensionSize (a value that then decides no shape at load: see translate_reshape)."""
+    rank = site.rank(0)
+    shape = site.shape(0)
     start, end = site.int_("start", 0), site.int_("end", rank)
     start, end = (min(max(v + rank if v < 0 else v, 0), rank) for v in (start, end))
-    value = np.asarray(shape[start:end], dtype=np.int64)
-    site.values.know(site.outputs[0], value)
-    return [site.op("Constant", [], site.outputs, {}, {"data": value})]
+    if all(d is not None for d in shape[start:end]):
+        value = np.asarray(shape[start:end], dtype=np.int64)
+        site.values.know(site.outputs[0], value)
+        return [site.op("Constant", [], site.outputs, {}, {"data": value})]
+    emit = Emit(site)
+    parts = [emit.const([size], "int64") if size is not None else
+             emit.op("Reshape", [emit.op("DimensionSize", [site.input(0)], {"dim": dim, "dtype": "int64"},
+                                         dtype="int64")], {"shape": [1]}, dtype="int64")
+             for dim, size in enumerate(shape[start:end], start=start)]
+    emit.op("Concat", parts, {"dim": 0}, dtype="int64", out=site.outputs[0])
+    return emit.ops
 
 
 def translate_size(site: Site) -> list[OpNode]:
@@ -44,16 +56,85 @@ def translate_size(site: Site) -> list[OpNode]:
 
 
 def translate_reshape(site: Site) -> list[OpNode]:
-    target = site.constant_ints(1, "shape") if site.opset >= 5 else site.ints("shape")
+    """The canonical Reshape to the target, which must be known at load, or computed at run time from the
+    Shape of a tensor with a free dim (partial_shapes.py) with at most one entry unknown at load."""
     allow_zero = site.int_("allowzero", 0)
+    partial = partial_value(site.values, site.input(1)) if site.opset >= 5 and not site.is_known(1) else None
+    if partial is not None:
+        target = _from_free_dims(site, partial, allow_zero)
+        if not allow_zero and 0 in target:
+            target = _copied_dims(site, target)
+        return _reshaped(site, target)
+    target = site.constant_ints(1, "shape") if site.opset >= 5 else site.ints("shape")
     if not allow_zero and 0 in target:
-        shape = site.shape(0)
-        for i, size in enumerate(target):
-            if size == 0:
-                if shape is None or i >= len(shape) or shape[i] is None:
-                    raise site.error(f"shape {target} copies dim {i} of the input, whose size is not known")
-                target[i] = shape[i]
+        target = _copied_dims(site, target)
+    return _reshaped(site, target)
+
+
+def _reshaped(site: Site, target: list[int]) -> list[OpNode]:
+    """The canonical Reshape; the output's dims that the target gives are declared (inference may have
+    lost them where a free dim stood in the way)."""
+    known = site.values.shape(site.outputs[0])
+    if target.count(-1) <= 1 and (known is None or len(known) == len(target)):
+        shape = tuple(None if size == -1 else size for size in target)
+        if known is not None:
+            shape = tuple(k if k is not None else d for k, d in zip(known, shape))
+        site.values.declare(OperandInfo(site.outputs[0], shape, site.values.infos[site.outputs[0]].dtype
+                                        if site.outputs[0] in site.values.infos else site.dtype(0)))
     return [site.op("Reshape", [site.input(0)], site.outputs, {"shape": target})]
+
+
+def _from_free_dims(site: Site, partial: list, allow_zero: int) -> list[int]:
+    """A target with free dims: the reshaped tensor's own dim i at position i is a copy (ONNX's 0); one
+    other free dim, with no -1 beside it, is the -1 the element count decides."""
+    target: list = [0 if isinstance(entry, FreeDim) and entry == free_dim(site.values, site.input(0), i)
+                    and not allow_zero else entry for i, entry in enumerate(partial)]
+    free = [i for i, entry in enumerate(target) if isinstance(entry, FreeDim)]
+    if len(free) > 1 or (free and -1 in target):
+        raise site.error(f"its shape ('{site.input(1)}') is computed at run time and leaves more than one dim "
+                         f"unknown at load ({['?' if isinstance(e, FreeDim) else e for e in partial]})")
+    if free:
+        target[free[0]] = -1
+        site.values.same_free_dim[(site.outputs[0], free[0])] = partial[free[0]]
+    for i, entry in enumerate(target):
+        if entry == 0 and isinstance(partial[i], FreeDim):  # a copy: the output's dim i is the input's
+            site.values.same_free_dim[(site.outputs[0], i)] = partial[i]
+    return target
+
+
+def _copied_dims(site: Site, target: list[int]) -> list[int]:
+    """A Reshape target whose 0s (copy the input's dim) are replaced by sizes. A free dim copied this way
+    (an exporter's batch: ``[0, 2, -1]``) becomes the one -1, the canonical Reshape then finding it; any
+    other -1 is computed here, the free dim being on both sides. Refused when that cannot be done."""
+    shape = site.shape(0)
+    target = list(target)
+    free = []
+    for i, size in enumerate(target):
+        if size == 0:
+            if shape is None or i >= len(shape):
+                raise site.error(f"shape {target} copies dim {i} of an input of unknown rank or fewer dims")
+            if shape[i] is None:
+                free.append(i)
+            else:
+                target[i] = shape[i]
+    if not free:
+        return target
+    others_known = all(d is not None for i, d in enumerate(shape) if i not in free)
+    if len(free) > 1 or not others_known or target.count(-1) > 1:
+        raise site.error(f"shape {target} copies dim(s) {free} of the input {list(shape)}, whose size is not known "
+                         "when the model is loaded")
+    if -1 in target:  # the free dim is on both sides: the -1 takes the rest of the known dims
+        rest = 1
+        for i, size in enumerate(shape):
+            rest *= 1 if i == free[0] else size
+        kept = 1
+        for i, size in enumerate(target):
+            kept *= 1 if i == free[0] or size == -1 else size
+        if kept == 0 or rest % kept:
+            raise site.error(f"shape {target} does not fit the input {list(shape)}")
+        target[target.index(-1)] = rest // kept
+    target[free[0]] = -1
+    return target
 
 
 def translate_flatten(site: Site) -> list[OpNode]:
@@ -121,9 +202,11 @@ def translate_concat(site: Site) -> list[OpNode]:
 
 
 def translate_split(site: Site) -> list[OpNode]:
-    shape = site.static_shape(0)
-    axis = _axis(site, site.int_("axis", 0), len(shape))
-    size = shape[axis]
+    """The canonical Split; only the split dim must be known at load (a free batch elsewhere is fine)."""
+    axis = _axis(site, site.int_("axis", 0), site.rank(0))
+    size = site.shape(0)[axis]
+    if size is None:
+        size = site.static_shape(0)[axis]  # the error naming the input and its shape
     count = len(site.outputs)
     if site.has_input(1):
         sections = site.constant_ints(1, "split")
@@ -142,7 +225,12 @@ def translate_slice(site: Site) -> list[OpNode]:
     shape = site.static_shape(0)
     rank = len(shape)
     if site.opset >= 10:
-        starts, ends = site.constant_ints(1, "starts"), site.constant_ints(2, "ends")
+        try:
+            starts, ends = site.constant_ints(1, "starts"), site.constant_ints(2, "ends")
+        except KnownInputError as error:
+            if error.input_name not in site.values.step_inputs:
+                raise
+            return _slice_at_run_time(site, shape)
         axes = site.constant_ints(3, "axes") if site.has_input(3) else list(range(len(starts)))
         steps = site.constant_ints(4, "steps") if site.has_input(4) else [1] * len(starts)
     else:
@@ -170,12 +258,78 @@ def translate_slice(site: Site) -> list[OpNode]:
     return emit.ops
 
 
+def _slice_at_run_time(site: Site, shape: tuple[int, ...]) -> list[OpNode]:
+    """A Slice whose starts or ends change on every step of a loop (they come from the body's own inputs): on
+    one axis with step 1, the positions from start to end (ONNX's clamping) picked by a mask at run time,
+    so the length may change too (MaskedSelect, then IndexSelect)."""
+    axes = site.constant_ints(3, "axes") if site.has_input(3) else [0]
+    steps = site.constant_ints(4, "steps") if site.has_input(4) else [1]
+    if len(axes) != 1 or steps != [1]:
+        raise site.error("starts or ends that change inside a loop are supported on one axis with step 1, found "
+                         f"axes {axes} and steps {steps}")
+    axis = _axis(site, axes[0], len(shape))
+    size = shape[axis]
+    emit = Emit(site)
+
+    def bound(index: int) -> str:  # negative counts from the end; then clamped to [0, size]
+        value = emit.op("Reshape", [emit.convert(site.input(index), "int64")], {"shape": []}, dtype="int64")
+        wrapped = emit.fn("select", [emit.compare("lt", value, emit.const(0, "int64")),
+                                     emit.fn("add", [value, emit.const(size, "int64")]), value])
+        return emit.fn("clamp", [emit.const(0, "int64"), wrapped, emit.const(size, "int64")])
+
+    start, end = bound(1), bound(2)
+    positions = emit.op("Iota", [], {"shape": [size], "dim": 0, "dtype": "int64"}, dtype="int64")
+    inside = emit.fn("and", [emit.compare("ge", positions, start), emit.compare("lt", positions, end)])
+    picked = emit.op("MaskedSelect", [positions, inside], dtype="int64")
+    emit.op("IndexSelect", [site.input(0), picked], {"dim": axis}, dtype=site.dtype(0), out=site.outputs[0])
+    return emit.ops
+
+
 def translate_expand(site: Site) -> list[OpNode]:
+    partial = partial_value(site.values, site.input(1)) if not site.is_known(1) else None
+    if partial is not None and any(isinstance(entry, FreeDim) for entry in partial):
+        return _expand_to_free_dims(site, partial)
     shape = site.static_shape(0)
     target = tuple(np.broadcast_shapes(shape, tuple(site.constant_ints(1, "shape"))))
     lead = len(target) - len(shape)
     return [site.op("Broadcast", [site.input(0)], site.outputs,
                     {"shape": list(target), "dims": list(range(lead, len(target)))})]
+
+
+def _expand_to_free_dims(site: Site, partial: list) -> list[OpNode]:
+    """Expand to a target computed at run time with free dims (torch's ``cls.expand(batch, -1, -1)``): the
+    canonical Expand takes the run-time vector as its sizes (``$sizes``), PyTorch's meaning, so every entry
+    whose ONNX meaning differs is fixed at load: where the input's dim is not 1, the entry must be 1 or
+    that dim and becomes -1 (keep it). A free entry must meet an input dim of 1 (or be that dim itself)."""
+    shape = site.static_shape(0)
+    if len(partial) < len(shape):
+        raise site.error(f"its shape has {len(partial)} entries, fewer than the input's {len(shape)} dims")
+    lead = len(partial) - len(shape)
+    keep, declared = [], []
+    for i, entry in enumerate(partial):
+        size = shape[i - lead] if i >= lead else 1
+        if isinstance(entry, FreeDim):
+            if size != 1:
+                raise site.error(f"its shape's entry {i} is a dim unknown at load, against an input dim of {size}")
+            keep.append(False)
+            declared.append(None)
+        elif size != 1:
+            if entry not in (1, size):
+                raise site.error(f"cannot expand dim {i - lead} of size {size} to {entry}")
+            keep.append(True)
+            declared.append(size)
+        else:
+            keep.append(False)
+            declared.append(entry)
+    emit = Emit(site)
+    sizes = emit.convert(site.input(1), "int64")
+    if any(keep):
+        sizes = emit.fn("select", [emit.const(np.asarray(keep), "bool"), emit.const(np.full(len(keep), -1), "int64"),
+                                   sizes])
+    site.values.declare(OperandInfo(site.outputs[0], tuple(declared), site.dtype(0)))
+    emit.op("Expand", [site.input(0), sizes], dtype=site.dtype(0), out=site.outputs[0])
+    emit.ops[-1].input_keys = ["input", "sizes"]
+    return emit.ops
 
 
 def translate_tile(site: Site) -> list[OpNode]:
@@ -194,8 +348,23 @@ def translate_constant_of_shape(site: Site) -> list[OpNode]:
 
 
 def translate_range(site: Site) -> list[OpNode]:
+    """The canonical Arange; bfloat16 and float8 (storage-only types) count in float32 and round back. ONNX
+    asks for scalars; a 1-element tensor (what AffineGrid's function body passes, and ONNX's reference
+    takes) is read as its one value."""
     dtype = site.dtype(0)
-    return [site.op("Arange", [site.input(0), site.input(1), site.input(2)], site.outputs, {"dtype": dtype})]
+    emit = Emit(site)
+    bounds = []
+    for index in range(3):
+        value = site.input(index)
+        if site.shape(index) == (1,):
+            value = emit.op("Reshape", [value], {"shape": []}, dtype=site.dtype(index))
+        bounds.append(value)
+    if dtype not in NARROW_FLOATS:
+        emit.op("Arange", bounds, {"dtype": dtype}, dtype=dtype, out=site.outputs[0])
+        return emit.ops
+    wide = [emit.convert(value, "float32") for value in bounds]
+    emit.convert(emit.op("Arange", wide, {"dtype": "float32"}, dtype="float32"), dtype, out=site.outputs[0])
+    return emit.ops
 
 
 def _wrapped_indices(emit: Emit, site: Site, indices: str, size: int) -> str:
@@ -206,10 +375,13 @@ def _wrapped_indices(emit: Emit, site: Site, indices: str, size: int) -> str:
 
 
 def translate_gather(site: Site) -> list[OpNode]:
-    shape = site.static_shape(0)
-    rank = len(shape)
+    rank = site.rank(0)
     axis = _axis(site, site.int_("axis", 0), rank)
     index_rank = site.rank(1)
+    partly = site.shape(0)
+    if index_rank <= 1 and partly[axis] is not None and None in partly:
+        return _gather_with_free_dims(site, axis, partly[axis], index_rank)
+    shape = site.static_shape(0)
     emit = Emit(site)
     indices = _wrapped_indices(emit, site, site.input(1), shape[axis])
     sizes = list(shape)
@@ -223,6 +395,20 @@ def translate_gather(site: Site) -> list[OpNode]:
     return emit.ops
 
 
+def _gather_with_free_dims(site: Site, axis: int, size: int, index_rank: int) -> list[OpNode]:
+    """Gather along a known dim of data with free dims elsewhere (a free batch), by 0-D or 1-D indices:
+    IndexSelect, which needs no static slice sizes; a 0-D index then drops the dim."""
+    emit = Emit(site)
+    indices = _wrapped_indices(emit, site, site.input(1), size)
+    dtype = site.dtype(0)
+    if index_rank == 1:
+        emit.op("IndexSelect", [site.input(0), indices], {"dim": axis}, dtype=dtype, out=site.outputs[0])
+        return emit.ops
+    picked = emit.op("IndexSelect", [site.input(0), indices], {"dim": axis}, dtype=dtype)
+    emit.op("Squeeze", [picked], {"dim": [axis]}, dtype=dtype, out=site.outputs[0])
+    return emit.ops
+
+
 def translate_gather_elements(site: Site) -> list[OpNode]:
     shape = site.static_shape(0)
     axis = _axis(site, site.int_("axis", 0), len(shape))
@@ -233,9 +419,12 @@ def translate_gather_elements(site: Site) -> list[OpNode]:
 
 
 def translate_dropout(site: Site) -> list[OpNode]:
-    """Inference: the input unchanged, and a mask of ones (training_mode must be off)."""
+    """The input unchanged, and a mask of ones: in inference (training_mode off), and in training with a ratio
+    of 0, which drops nothing. Training with a positive ratio drops at random, which kuiper does not do."""
     if site.has_input(2) and bool(site.constant(2, "training_mode").reshape(-1)[0]):
-        raise site.error("training_mode=True drops at random, which inference does not")
+        ratio = float(site.constant(1, "ratio").reshape(-1)[0]) if site.has_input(1) else 0.5
+        if ratio != 0.0:
+            raise site.error(f"training_mode=True with ratio={ratio} drops at random, which inference does not")
     emit = Emit(site)
     emit.op("Identity", [site.input(0)], dtype=site.dtype(0), out=site.outputs[0])
     if site.has_output(1):

@@ -10,11 +10,15 @@ from . import (
     translate_activation,
     translate_constant,
     translate_control,
+    translate_detection,
     translate_conv,
     translate_elementwise,
     translate_math,
+    translate_ml,
     translate_masks,
+    translate_ngrams,
     translate_norm,
+    translate_optimizer,
     translate_pad,
     translate_quantized,
     translate_recurrent,
@@ -45,19 +49,23 @@ TRANSLATORS: dict = {
     **translate_scatter.TRANSLATORS,
     **translate_spectral.TRANSLATORS,
     **translate_selection.TRANSLATORS,
+    **translate_optimizer.TRANSLATORS,
+    **translate_detection.TRANSLATORS,
+    **translate_ml.TRANSLATORS,
+    **translate_ngrams.TRANSLATORS,
 }
 
 _STRINGS = "it computes on strings; kuiper's tensors hold numbers"
 _SEQUENCES = "it works on ONNX sequences; kuiper's values are tensors"
 _OPTIONALS = "it works on ONNX optionals; kuiper's values are tensors"
-_TRAINING = "it is a training op (ai.onnx.preview.training); kuiper runs inference"
+_TRAINING = "it differentiates a graph (ai.onnx.preview.training); kuiper runs inference"
 UNSUPPORTED: dict[str, str] = {
     **{op: _STRINGS for op in ("StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch")},
     **{op: _SEQUENCES for op in ("SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase",
                                  "SequenceInsert", "SequenceLength", "SequenceMap", "SplitToSequence",
                                  "ConcatFromSequence")},
     **{op: _OPTIONALS for op in ("Optional", "OptionalGetElement", "OptionalHasElement")},
-    **{f"ai.onnx.preview.training:{op}": _TRAINING for op in ("Adagrad", "Adam", "Momentum", "Gradient")},
+    "ai.onnx.preview.training:Gradient": _TRAINING,
     "ImageDecoder": "it decodes image files (JPEG, PNG ...); kuiper takes decoded tensors",
     **{op: "it draws random numbers, from a generator ONNX leaves to each runtime; kuiper runs inference "
            "deterministically" for op in ("RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike",

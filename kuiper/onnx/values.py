@@ -19,6 +19,9 @@ from ..graph import build
 from ..model_ir import ModelIR, OpNode, OperandInfo
 from .tensors import to_array
 
+# The most entries of a value computed at load only because it may be a shape (sub-graph captures,
+# partial_shapes.py); a shape has one entry per dim.
+SHAPE_LIKE_SIZE = 64
 # Ops without inputs whose value is not fixed at load time.
 _NOT_CONSTANT = ("RandomBits", "RandomNumbers")
 
@@ -31,6 +34,13 @@ class KnownInputError(OperatorParamError):
         self.input_name = input_name
 
 
+class _Source:
+    """Where an evaluation is asked for, for its messages, when no node asks."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+
 class Values:
     def __init__(self, folder: Path | None, graph_inputs: set[str]):
         self.folder = folder
@@ -41,6 +51,13 @@ class Values:
         self.static_ops: dict[str, OpNode] = {}
         # The inputs of the op computing every other value (to find the graph inputs a value comes from).
         self.sources: dict[str, list[str]] = {}
+        # Shape vectors computed at run time whose entries are partly known at load (partial_shapes.py).
+        self.partial: dict[str, list] = {}
+        # (value, dim) -> the FreeDim of another value that a Reshape copied it from (the same size at run time).
+        self.same_free_dim: dict[tuple[str, int], object] = {}
+        # A loop or scan body's own inputs (its iteration count, its loop values): they change on every step,
+        # so no value computed from them is fixed at load, and no known_inputs= can fix them.
+        self.step_inputs: set[str] = set()
 
     # -- facts --------------------------------------------------------------------
     def declare(self, info: OperandInfo) -> None:
@@ -98,6 +115,17 @@ class Values:
                 f"when the model is loaded (pass known_inputs={{'{origin}': value}})", origin)
         raise site.error(f"its {what} ('{name}') is computed from the graph's inputs; kuiper needs it when the "
                          "model is loaded")
+
+    def shape_like_value(self, name: str, source: str) -> np.ndarray | None:
+        """The value of ``name`` if it is known at load time and small and shape-like (0-D or 1-D of at most
+        SHAPE_LIKE_SIZE entries, as shapes, starts and axes are), computing it if need be; else None."""
+        shape = self.shape(name)
+        if name not in self.known and (name not in self.static_ops or shape is None or len(shape) > 1
+                                       or None in shape or (shape and shape[0] > SHAPE_LIKE_SIZE)):
+            return None
+        if name not in self.known:
+            self.known[name] = self._evaluate(name, _Source(source))
+        return self.known[name]
 
     def _unknown_origin(self, name: str) -> str | None:
         """A graph input of integer type (shape-like) that ``name`` is computed from, if there is one."""

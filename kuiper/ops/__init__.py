@@ -19,6 +19,8 @@ from . import (
     conv_transposed,
     creation,
     data_movement,
+    detection,
+    determinant,
     dimension_size,
     elementwise,
     elementwise_named,
@@ -56,6 +58,7 @@ from . import (
     sort,
     stochastic_round,
     triangular,
+    unique,
     special,
     spectral,
     vector,
@@ -70,6 +73,7 @@ FAMILIES = [
     pointwise, creation, bitwise, scan, selection, special, vector, inplace, windows, gating,
     grid_sample, complex_tensors, spectral, calls, gather, sort, window_reduce, float_bits, elementwise_named,
     dimension_size, triangular, fourier, norm_feature, random_bits, ragged, stochastic_round,
+    unique, detection, determinant,
 ]
 
 

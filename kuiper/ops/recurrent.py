@@ -14,6 +14,12 @@ Weights are PyTorch's ``weight_ih_l{k}``, ``weight_hh_l{k}``, ``bias_ih_l{k}``,
 ``_reverse`` for the backward direction.  Inputs: x, then optionally h0 (and c0 for
 an LSTM), shaped (layers * directions, N, hidden) whatever batch_first says.
 Outputs: output, then h_n (and c_n), as many as the file lists.
+
+An LSTM's param ``peepholes`` adds weights ``weight_peephole_l{k}`` (3 * hidden: the input, forget and
+output gates' in that order) through which the input and forget gates see c_{t-1} and the output gate c_t
+(ONNX's P input). A GRU's param ``reset_after`` (default true, PyTorch's cell) applies the reset gate to the hidden
+map's result, ``r * (h @ W_hn^T + b_hn)``; false applies it to the state first, ``(r * h) @ W_hn^T + b_hn``
+(ONNX's linear_before_reset=0, its default, and Keras's reset_after=False).
 """
 
 from __future__ import annotations
@@ -36,12 +42,13 @@ SIGMOID = ElementwiseMath(composites.sigmoid, 1)
 class LayerWeights:
     """The transposed weights of one layer, per direction (ih) or stacked over directions (the rest)."""
 
-    def __init__(self, ih_t, input_bias, hh_t, hidden_bias, hr_t):
+    def __init__(self, ih_t, input_bias, hh_t, hidden_bias, hr_t, peephole=None):
         self.ih_t = ih_t  # [per direction] (width, gates * hidden)
         self.input_bias = input_bias  # [per direction] added to the whole-sequence projection, or None
         self.hh_t = hh_t  # (directions, out, gates * hidden)
         self.hidden_bias = hidden_bias  # GRU only: (directions, 1, hidden) b_hn, inside r * (h @ W_hn^T + b_hn)
         self.hr_t = hr_t  # LSTM proj_size only: (directions, hidden, proj)
+        self.peephole = peephole  # LSTM peepholes only: (directions, 1, 3 * hidden), the i, f, o gates' c weights
 
 
 class Recurrent(Op):
@@ -63,6 +70,12 @@ class Recurrent(Op):
         self.proj_size = self.int_param("proj_size", default=0) if self.kind == "LSTM" else 0
         self.nonlinearity = self.choice_param("nonlinearity", ("tanh", "relu"), default="tanh") \
             if self.kind == "RNN" else "tanh"
+        self.reset_after = self.bool_param("reset_after", default=True)
+        self.peepholes = self.bool_param("peepholes", default=False)
+        if self.peepholes and (self.kind != "LSTM" or self.proj_size):
+            raise self.error("param 'peepholes' applies to an LSTM without proj_size only")
+        if not self.reset_after and self.kind != "GRU":
+            raise self.error("param 'reset_after' applies to a GRU only")
         for key in ("input_size", "hidden_size", "num_layers"):
             if getattr(self, key) < 1:
                 raise self.error(f"param '{key}' must be positive, found {getattr(self, key)}")
@@ -89,10 +102,14 @@ class Recurrent(Op):
         hidden_bias = stacked(3)
         if hidden_bias is not None:
             hidden_bias = hidden_bias[:, None, :]
-        return LayerWeights([p[0] for p in parts], [p[1] for p in parts], stacked(2), hidden_bias, stacked(4))
+        peephole = stacked(5)
+        if peephole is not None:
+            peephole = peephole[:, None, :]
+        return LayerWeights([p[0] for p in parts], [p[1] for p in parts], stacked(2), hidden_bias, stacked(4),
+                            peephole)
 
     def _direction(self, layer: int, direction: int) -> tuple:
-        """(ih_t, input bias, hh_t, GRU hidden bias, hr_t) of one direction, checked."""
+        """(ih_t, input bias, hh_t, GRU hidden bias, hr_t, LSTM peephole) of one direction, checked."""
         suffix = f"_l{layer}" + ("_reverse" if direction else "")
         width = self.input_size if layer == 0 else self.out_size * self.directions
         rows = self.gates * self.hidden_size
@@ -121,7 +138,13 @@ class Recurrent(Op):
                 hidden_bias = b_hh[2 * h:]
             else:
                 input_bias = b_ih + b_hh
-        return ih_t, input_bias, hh_t, hidden_bias, hr_t
+        peephole = None
+        if self.peepholes:
+            peephole = self.weight("weight_peephole" + suffix)
+            if tuple(peephole.shape) != (3 * self.hidden_size,):
+                raise self.error(f"weight '@weight_peephole{suffix}' must have shape ({3 * self.hidden_size},), "
+                                 f"found {tuple(peephole.shape)}")
+        return ih_t, input_bias, hh_t, hidden_bias, hr_t, peephole
 
     # -- running --------------------------------------------------------------------------
     def forward(self, x, *states):
@@ -210,6 +233,8 @@ class Recurrent(Op):
         xp = self.xp
         n = self.hidden_size
         gates = gates_x + xp.matmul(h, w.hh_t)
+        if w.peephole is not None:
+            return self._lstm_peephole_step(gates, c, w.peephole)
         squashed = self._sigmoid(gates)  # i, f, o in one call (g's sigmoid is unused)
         i, f, o = squashed[..., :n], squashed[..., n:2 * n], squashed[..., 3 * n:]
         g = xp.tanh(gates[..., 2 * n:3 * n])
@@ -219,9 +244,21 @@ class Recurrent(Op):
             h = xp.matmul(h, w.hr_t)
         return h, c
 
+    def _lstm_peephole_step(self, gates, c, peephole):
+        """The input and forget gates also see c_{t-1}, the output gate c_t, each through its own weights."""
+        xp = self.xp
+        n = self.hidden_size
+        i = self._sigmoid(gates[..., :n] + peephole[..., :n] * c)
+        f = self._sigmoid(gates[..., n:2 * n] + peephole[..., n:2 * n] * c)
+        c = f * c + i * xp.tanh(gates[..., 2 * n:3 * n])
+        o = self._sigmoid(gates[..., 3 * n:] + peephole[..., 2 * n:] * c)
+        return o * xp.tanh(c), c
+
     def _gru_step(self, gates_x, h, c, w):
         xp = self.xp
         n = self.hidden_size
+        if not self.reset_after:
+            return self._gru_reset_before_step(gates_x, h, w), None
         hidden = xp.matmul(h, w.hh_t)
         hidden_candidate = hidden[..., 2 * n:]
         if w.hidden_bias is not None:
@@ -230,6 +267,18 @@ class Recurrent(Op):
         r, z = reset_update[..., :n], reset_update[..., n:]
         candidate = xp.tanh(gates_x[..., 2 * n:] + r * hidden_candidate)
         return candidate + z * (h - candidate), None
+
+    def _gru_reset_before_step(self, gates_x, h, w):
+        """The candidate's hidden map applied to the reset state: tanh(x_n + (r * h) @ W_hn^T + b_hn)."""
+        xp = self.xp
+        n = self.hidden_size
+        reset_update = self._sigmoid(gates_x[..., :2 * n] + xp.matmul(h, w.hh_t[..., :2 * n]))
+        r, z = reset_update[..., :n], reset_update[..., n:]
+        hidden_candidate = xp.matmul(r * h, w.hh_t[..., 2 * n:])
+        if w.hidden_bias is not None:
+            hidden_candidate = hidden_candidate + w.hidden_bias
+        candidate = xp.tanh(gates_x[..., 2 * n:] + hidden_candidate)
+        return candidate + z * (h - candidate)
 
 
 OPS = [Recurrent]

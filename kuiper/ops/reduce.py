@@ -12,7 +12,7 @@ import math
 
 from .base import Op, normalize_axis
 from .params import Bool, Choice, Ints
-from .reducers import Reducer, operands_and_inits
+from .reducers import Reducer, identity, operands_and_inits
 
 
 class Reduction(Op):
@@ -69,7 +69,9 @@ class ExtremumReduction(Reduction):
 
 
 class AMaxAMin(ExtremumReduction):
-    """The max or min (``reduction``) over any number of dims: values only."""
+    """The max or min (``reduction``) over any number of dims: values only. The max of no values is the
+    reduction's identity (-inf, or the type's lowest value; False for bool), as XLA's reduce and ONNX
+    define it; PyTorch raises there."""
 
     types = ("Extremum",)
 
@@ -77,8 +79,17 @@ class AMaxAMin(ExtremumReduction):
         axes = self.axes(x)
         if axes == ():
             return x
+        if x.size == 0:
+            return empty_reduction(self.xp, x, axes, self.keepdim, self.reduction)
         function = self.xp.max if self.is_max else self.xp.min
         return self.array(function(x, axis=axes, keepdims=self.keepdim))
+
+
+def empty_reduction(xp, x, axes: tuple[int, ...] | None, keepdim: bool, reducer: str):
+    """Reducing an empty ``x`` over ``axes``: every output element is reducer ``reducer``'s identity."""
+    reduced = range(x.ndim) if axes is None else axes
+    shape = tuple(1 if d in reduced else n for d, n in enumerate(x.shape) if keepdim or d not in reduced)
+    return xp.asarray(xp.broadcast_to(identity(xp, reducer, x.dtype), shape), copy=True)
 
 
 class MaxMin(ExtremumReduction):
@@ -189,6 +200,8 @@ class LogSumExp(Reduction):
         axes = self.axes(x)
         if axes == ():
             return x
+        if x.size == 0:  # log(0): -inf, the identity of a max
+            return empty_reduction(xp, x, axes, self.keepdim, "max")
         peak = xp.max(x, axis=axes, keepdims=True)
         # An all -inf (or inf) slice would give inf - inf = nan; shift by 0 there instead.
         peak = xp.where(xp.isfinite(peak), peak, xp.zeros_like(peak))

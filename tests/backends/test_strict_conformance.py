@@ -20,8 +20,11 @@ array_api_strict = pytest.importorskip("array_api_strict", reason="array-api-str
 import kuiper  # noqa: E402
 from kuiper import plugins  # noqa: E402
 from kuiper.errors import UnsupportedOperatorError  # noqa: E402
+from kuiper.graph import build  # noqa: E402
+from kuiper.model_ir import OpNode  # noqa: E402
 
 from conftest import MODELS, assert_close_to_pytorch, float64_outputs, reference_batches  # noqa: E402
+from single_op import graph  # noqa: E402
 from strict_backend import ARRAY, StrictBackend, StrictPlugin  # noqa: E402
 
 HLO = Path(__file__).parents[1] / "fixtures" / "hlo"
@@ -84,3 +87,28 @@ def test_hlo_fixture_matches_jax_on_the_strict_namespace(text, fuse):
 
 def test_every_fixture_is_checked():
     assert len(PNNX_FIXTURES) >= 145 and len(HLO_TEXTS) >= 34
+
+
+# The canonical ops the ONNX frontend added, each on the strict namespace against the NumPy backend (whose
+# results their own tests check against references): indexing, dtypes and fills that only NumPy allows fail here.
+OPS_FOR_ONNX = [
+    ("Unique", [np.array([[1, 0], [1, 0], [2, 3]], np.int64)], {"dim": 0, "sorted": False}, 4),
+    ("Unique", [np.float32([np.nan, 0.0, -0.0, 1.0, np.nan])], {"sorted": True}, 4),
+    ("NonMaxSuppression", [np.float32([[[0, 0, 1, 1], [0, 0.1, 1, 1.1], [0, 5, 1, 6]]]),
+                           np.float32([[[0.9, 0.95, 0.5]]]), np.int64(3), np.float32(0.5), np.float32(0.0)], {}, 1),
+    ("Determinant", [np.float32([[[1, 2], [3, 4]], [[2, 0], [0, 3]]])], {}, 1),
+    ("Extremum", [np.zeros((2, 0, 3), np.float32)], {"dim": [1], "keepdim": False, "reduction": "max"}, 1),
+    ("LogSumExp", [np.zeros((2, 0, 3), np.float32)], {"dim": [1], "keepdim": True}, 1),
+]
+
+
+@pytest.mark.parametrize("op_type, arrays, params, outputs", OPS_FOR_ONNX,
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_ops_added_for_onnx_follow_the_standard(op_type, arrays, params, outputs):
+    names = [f"in{i}" for i in range(len(arrays))]
+    results = [f"out{i}" for i in range(outputs)]
+    ir = graph([OpNode(op_type, "op", names, results, params)], names, results)
+    got, want = (build(ir, backend=backend)(*arrays, to_numpy=True) for backend in (STRICT, "numpy"))
+    got, want = (list(r) if outputs > 1 else [r] for r in (got, want))
+    for index, (g, w) in enumerate(zip(got, want)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w), err_msg=f"output {index}")

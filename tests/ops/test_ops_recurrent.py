@@ -10,7 +10,10 @@ import numpy as np
 import pytest
 
 import kuiper
+from kuiper.graph import build
+from kuiper.model_ir import OpNode
 
+from single_op import graph
 from test_ops_activation import one_op
 
 GATES = {"nn.RNN": 1, "nn.LSTM": 4, "nn.GRU": 3}
@@ -172,3 +175,58 @@ def test_recurrent_errors_name_the_weight_or_shape(tmp_path):
     with pytest.raises(kuiper.KuiperError, match="nonlinearity"):
         one_op(tmp_path, "nn.RNN", [x], {**params, "nonlinearity": "gelu"},
                weights=make_weights("nn.RNN", 3, 4, 1, False))
+
+
+def test_gru_that_resets_the_state_before_its_hidden_map(tmp_path):
+    """The canonical op's reset_after=False (ONNX's linear_before_reset=0): n = tanh(W_in x + b_in + W_hn (r * h) + b_hn)."""
+    w = make_weights("nn.GRU", 3, 4, 1, True)
+    r = np.random.default_rng(2)
+    x = r.standard_normal((5, 2, 3)).astype(np.float32)
+    h0 = r.standard_normal((2, 2, 4)).astype(np.float32)
+    params = {"cell": "GRU", "input_size": 3, "hidden_size": 4, "num_layers": 1, "bidirectional": True,
+              "reset_after": False}
+    node = OpNode("Recurrent", "gru", ["x", "h0"], ["y", "h_n"], params, dict(w))
+    y, h_n = build(graph([node], ["x", "h0"], ["y", "h_n"]), backend="numpy")(x, h0, to_numpy=True)
+
+    def step(d, x_t, h):
+        s = "_l0" + ("_reverse" if d else "")
+        f64 = lambda key: np.asarray(w[key + s], np.float64)
+        ir, iz, in_ = np.split(x_t @ f64("weight_ih").T + f64("bias_ih"), 3, axis=-1)
+        w_r, w_z, w_n = np.split(f64("weight_hh"), 3)
+        b_r, b_z, b_n = np.split(f64("bias_hh"), 3)
+        reset, update = sig(ir + h @ w_r.T + b_r), sig(iz + h @ w_z.T + b_z)
+        n = np.tanh(in_ + (reset * h) @ w_n.T + b_n)
+        return (1 - update) * n + update * h
+
+    want = np.zeros((5, 2, 8))
+    for d in (0, 1):
+        h = h0[d].astype(np.float64)
+        for t in (reversed(range(5)) if d else range(5)):
+            h = step(d, x[t].astype(np.float64), h)
+            want[t, :, 4 * d:4 * d + 4] = h
+        np.testing.assert_allclose(h_n[d], h, atol=2e-5)
+    np.testing.assert_allclose(y, want, atol=2e-5)
+
+
+def test_lstm_with_peepholes():
+    """The canonical op's peepholes (ONNX's P): i, f see c_{t-1} and o sees c_t through per-unit weights."""
+    w = make_weights("nn.LSTM", 3, 4, 1, False)
+    peephole = np.random.default_rng(3).uniform(-0.5, 0.5, 12).astype(np.float32)  # (i, f, o) x hidden 4
+    r = np.random.default_rng(4)
+    x = r.standard_normal((5, 2, 3)).astype(np.float32)
+    params = {"cell": "LSTM", "input_size": 3, "hidden_size": 4, "num_layers": 1, "peepholes": True}
+    node = OpNode("Recurrent", "lstm", ["x"], ["y", "h_n", "c_n"], params, {**w, "weight_peephole_l0": peephole})
+    y, h_n, c_n = build(graph([node], ["x"], ["y", "h_n", "c_n"]), backend="numpy")(x, to_numpy=True)
+
+    f64 = {key: np.asarray(value, np.float64) for key, value in w.items()}
+    p_i, p_f, p_o = np.split(peephole.astype(np.float64), 3)
+    h, c = np.zeros((2, 4)), np.zeros((2, 4))
+    for t in range(5):
+        gi, gf, gg, go = np.split(x[t] @ f64["weight_ih_l0"].T + f64["bias_ih_l0"] + h @ f64["weight_hh_l0"].T
+                                  + f64["bias_hh_l0"], 4, axis=-1)
+        i, f = sig(gi + p_i * c), sig(gf + p_f * c)
+        c = f * c + i * np.tanh(gg)
+        h = sig(go + p_o * c) * np.tanh(c)
+        np.testing.assert_allclose(y[t], h, atol=2e-5)
+    np.testing.assert_allclose(h_n[0], h, atol=2e-5)
+    np.testing.assert_allclose(c_n[0], c, atol=2e-5)

@@ -164,6 +164,21 @@ def test_logsumexp_is_stable_for_large_and_infinite_values(tmp_path):
     np.testing.assert_allclose(small, [[want]], atol=1e-5)
 
 
+@pytest.mark.parametrize("op_type, x, want", [
+    ("torch.amax", np.zeros((2, 0, 3), np.float32), -np.inf),
+    ("torch.amin", np.zeros((2, 0, 3), np.float32), np.inf),
+    ("torch.amax", np.zeros((2, 0, 3), np.int32), np.iinfo(np.int32).min),
+    ("torch.amin", np.zeros((2, 0, 3), np.uint8), 255),
+    ("torch.amax", np.zeros((2, 0, 3), bool), False),
+    ("torch.logsumexp", np.zeros((2, 0, 3), np.float32), -np.inf),
+])
+def test_reducing_no_values_gives_the_reductions_identity(tmp_path, op_type, x, want):
+    got = run(tmp_path, op_type, x, dim=[1], keepdim=True)  # each of the 2 x 3 outputs reduces nothing
+    assert got.shape == (2, 1, 3) and got.dtype == x.dtype
+    assert np.all(got == want)
+    assert run(tmp_path, op_type, x, dim=[0, 1], keepdim=False).shape == (3,)
+
+
 def test_var_and_std_with_and_without_bessel_correction(tmp_path):
     x = np.array([[1.0, 2.0, 3.0, 6.0]], dtype=np.float32)  # mean 3, squared deviations sum 14
     np.testing.assert_allclose(run(tmp_path, "torch.var", x, dim=[1], keepdim=False, unbiased=True), [14 / 3],
