@@ -36,6 +36,19 @@ def _positive_or(emit: Emit, x: str, negative_value: str, out: str) -> str:
     return emit.fn("select", [emit.compare("gt", x, zero), x, negative_value], out=out)
 
 
+def _prelu_slope(site: Site, emit: Emit) -> str:
+    """PRelu's slope as it multiplies x.  Before opset 7 a slope of one value per channel is laid along
+    x's dim 1 (PyTorch's PReLU(num_parameters=C) exported at opset 6 gives a (C,) slope for an
+    (N, C, ...) input); from opset 7 on it broadcasts as numbers do."""
+    slope = site.input(1)
+    slope_shape, x_shape = site.shape(1), site.shape(0)
+    if (site.opset < 7 and slope_shape is not None and x_shape is not None and len(slope_shape) == 1
+            and len(x_shape) > 2 and slope_shape[0] not in (1, None) and slope_shape[0] == x_shape[1]):
+        return emit.op("Reshape", [slope], {"shape": [slope_shape[0]] + [1] * (len(x_shape) - 2)},
+                       dtype=site.dtype(1))
+    return slope
+
+
 def translate_activation(site: Site) -> list[OpNode]:
     emit = Emit(site)
     x, out, dtype = site.input(0), site.outputs[0], site.dtype(0)
@@ -52,7 +65,7 @@ def translate_activation(site: Site) -> list[OpNode]:
     elif op == "LeakyRelu":
         _positive_or(emit, x, mul(x, const(site.float_("alpha", 0.01))), out)
     elif op == "PRelu":
-        _positive_or(emit, x, mul(x, site.input(1)), out)
+        _positive_or(emit, x, mul(x, _prelu_slope(site, emit)), out)
     elif op in ("Elu", "Celu"):
         alpha = const(site.float_("alpha", 1.0))
         scaled = x if op == "Elu" else emit.fn("divide", [x, alpha])
