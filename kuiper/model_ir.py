@@ -69,4 +69,7 @@ class ModelIR:
     source: str = ""
 
     def parameter_count(self) -> int:
-        return sum(int(array.size) for node in self.ops for array in node.attrs.values())
+        """The numbers held in the ops' weights, each array counted once (a frontend may hand one array to
+        two ops: an ONNX initializer is a Constant and, folded, a Conv's weight)."""
+        arrays = {id(array): array for node in self.ops for array in node.attrs.values()}
+        return sum(int(array.size) for array in arrays.values())

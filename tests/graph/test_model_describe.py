@@ -154,3 +154,15 @@ def test_run_with_output_names_that_are_not_a_list_of_strings_is_an_input_error(
     feeds, _ = two_out_feeds(model)
     with pytest.raises(InputError, match=r"run\(output_names, feeds\) takes a list of output names"):
         model.run(names, feeds)
+
+
+def test_an_array_two_ops_hold_is_counted_once():
+    """An ONNX initializer can be a Constant and, folded, a Conv's weight: the same numbers, once."""
+    import numpy as np
+
+    from kuiper.model_ir import ModelIR, OpNode
+
+    weight, bias = np.zeros((4, 3), np.float32), np.zeros(4, np.float32)
+    ops = [OpNode("Constant", "w", [], ["w"], attrs={"data": weight}),
+           OpNode("Linear", "fc", ["x"], ["y"], attrs={"weight": weight, "bias": bias})]
+    assert ModelIR(ops=ops, operands={}, inputs=["x"], outputs=["y"]).parameter_count() == 12 + 4
