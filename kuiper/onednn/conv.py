@@ -113,9 +113,11 @@ class Convolution:
         reorder is ~20 us against the ~1 ms convolution it feeds).
         """
         threads = self.library.threads(threads)  # OpenMP's default for None; 1 in a child forked after OpenMP ran
-        plan = self.calls.get((x.shape, threads))
+        plain_io = not blocked and not isinstance(x, Blocked)
+        plan = self.calls.get((x.shape, threads, plain_io))
         if plan is None:
-            plan = self.calls.get_or_make((x.shape, threads), lambda: self._plan_for_call(x.shape, threads))
+            plan = self.calls.get_or_make((x.shape, threads, plain_io),
+                                          lambda: self._plan_for_call(x.shape, threads, plain_io))
         threads = plan.threads
         if self.adds_residual != (residual is not None):
             raise OneDnnError("a residual is needed by a sum post-op, and only then")
@@ -137,13 +139,13 @@ class Convolution:
             return Blocked(self.library, plan.out_shape, *result)
         return plan.to_plain(result[1], threads)
 
-    def _plan_for_call(self, shape, threads: int) -> _Plan:
+    def _plan_for_call(self, shape, threads: int, plain_io: bool) -> _Plan:
         """The plan a call on ``shape`` on ``threads`` threads runs: a small one on one thread."""
         if threads > 1:
             work = self.work(shape)
-            if work < ONE_THREAD_WORK or self._runs_plain(work):
+            if work < ONE_THREAD_WORK or (plain_io and self._runs_plain(work)):
                 threads = 1
-        return self.plan(shape, threads)
+        return self.plan(shape, threads, plain_io)
 
     def _plain_in(self, x, plan: _Plan, threads: int) -> tuple[Layout, np.ndarray]:
         """A plain input as a (layout, buffer) pair in the plan's input layout.  A transposed view of a
@@ -223,12 +225,15 @@ class Convolution:
         self.reorders = [*self.reorders[1 - MAX_PLANS:], (source, target, threads, step)]
         return step
 
-    def plan(self, shape, threads: int) -> _Plan:
-        """The plan for inputs of ``shape`` on ``threads``, made on first use (OneDnnError: oneDNN cannot run it)."""
+    def plan(self, shape, threads: int, plain_io: bool = True) -> _Plan:
+        """The plan for inputs of ``shape`` on ``threads``, made on first use (OneDnnError: oneDNN cannot run it).
+        ``plain_io``: the input arrives plain and the output leaves plain (no oneDNN convolution beside
+        this one hands over or takes its blocked layout)."""
         shape = tuple(shape)
-        return self.plans.get_or_make((shape, threads), lambda: self._make_plan(shape, threads), refusal_key=shape)
+        return self.plans.get_or_make((shape, threads, plain_io), lambda: self._make_plan(shape, threads, plain_io),
+                                      refusal_key=shape)
 
-    def _make_plan(self, shape, threads: int) -> _Plan:
+    def _make_plan(self, shape, threads: int, plain_io: bool) -> _Plan:
         library = self.library
         library.set_threads(threads)  # the primitives below are made for this many threads
         out_shape = self.output_shape(shape)
@@ -244,7 +249,7 @@ class Convolution:
                            [before for before, _ in self.pads])
         plain_in = Layout.plain(library, shape)
         convolution = None
-        if self._runs_plain(self.work(shape)):
+        if plain_io and self._runs_plain(self.work(shape)):
             try:
                 convolution = self._primitive(shape, plain_in, Layout.plain(library, out_shape), right)
             except OneDnnError:

@@ -162,7 +162,7 @@ def test_a_shape_onednn_refuses_takes_the_compiled_paths_even_from_a_blocked_inp
     model = kuiper.load(chain)
     c3 = next(step.op for step in model.steps if step.node.name == "c3")
 
-    def refuse(shape, threads):
+    def refuse(shape, threads, plain_io):
         raise onednn.OneDnnError("oneDNN convolution: unimplemented")
 
     monkeypatch.setattr(c3.native, "_make_plan", refuse)

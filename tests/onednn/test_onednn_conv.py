@@ -87,16 +87,18 @@ def test_a_blocked_output_holds_the_same_numbers_and_feeds_the_next_convolution(
     conv, x, expected = make_case(name)
     blocked = conv(x, blocked=True)
     assert isinstance(blocked, onednn.Blocked) and blocked.shape == expected.shape and blocked.ndim == x.ndim
-    np.testing.assert_array_equal(np.asarray(blocked), conv(x))  # the same result, reordered on demand
+    # reordered on demand; a blocked call may run another kernel than a plain one (small convs: plain
+    # GEMM between plain neighbours), so both are held to the float64 reference
+    assert np.max(np.abs(np.asarray(blocked) - expected)) <= TOLERANCE
     channels = expected.shape[1]
     weight = (RNG.standard_normal((channels, channels) + (1,) * (x.ndim - 2)) / 3).astype(np.float32)
     spatial = x.ndim - 2
     second = onednn.Convolution(onednn.library(), weight, None, (1,) * spatial, (1,) * spatial, ((0, 0),) * spatial, 1)
     from_blocked, from_plain = second(blocked), second(conv(x))
-    np.testing.assert_array_equal(from_blocked, from_plain)
     reference = float64_conv(expected.astype(np.float32), weight, None, (1,) * spatial, (1,) * spatial,
                              ((0, 0),) * spatial, 1)
     assert np.max(np.abs(from_blocked - reference)) <= TOLERANCE
+    assert np.max(np.abs(from_plain - reference)) <= TOLERANCE
 
 
 @pytest.mark.parametrize("residual_blocked", [False, True], ids=["plain residual", "blocked residual"])
@@ -130,11 +132,11 @@ def test_results_do_not_depend_on_the_thread_count_and_plans_are_kept_per_shape_
     conv, x, expected = make_case("3x3 s1 p1")
     one, two = conv(x, threads=1), conv(x, threads=2)
     np.testing.assert_array_equal(one, two)
-    assert set(conv.plans) == {(x.shape, 1), (x.shape, 2)}
+    assert set(conv.plans) == {(x.shape, 1, True), (x.shape, 2, True)}  # (shape, threads, plain in and out)
     for batch in range(1, MAX_PLANS + 3):
         conv(np.repeat(x[:1], batch, axis=0), threads=1)
     assert len(conv.plans) == MAX_PLANS  # the oldest plans went first
-    assert (x.shape, 1) not in conv.plans
+    assert (x.shape, 1, True) not in conv.plans
 
 
 def test_every_primitive_of_a_one_thread_plan_runs_on_one_thread(monkeypatch):
@@ -153,19 +155,32 @@ def test_a_tiny_convolution_runs_on_one_thread_whatever_was_asked():
     conv, x, expected = make_case("1-D, k5 s2")  # 3 x 16 x 20 outputs x 40 taps: 38 K multiply-adds
     assert conv.work(x.shape) == 3 * 16 * 20 * 8 * 5 < onednn_conv.ONE_THREAD_WORK
     assert np.max(np.abs(conv(x, threads=2) - expected)) <= TOLERANCE
-    assert set(conv.plans) == {(x.shape, 1)}
+    assert set(conv.plans) == {(x.shape, 1, True)}
     depthwise, depthwise_x, _ = make_case("depthwise 3x3 s2")  # grouped: blocked, and 1 thread only below the line
     assert onednn_conv.ONE_THREAD_WORK > depthwise.work(depthwise_x.shape)
     depthwise(depthwise_x, threads=2)
-    assert set(depthwise.plans) == {(depthwise_x.shape, 1)}
+    assert set(depthwise.plans) == {(depthwise_x.shape, 1, True)}
     small, small_x, _ = make_case("3x3 s1 p1")  # not grouped: plain and one thread up to PLAIN_CONV_WORK
     assert onednn_conv.ONE_THREAD_WORK <= small.work(small_x.shape) < onednn_conv.PLAIN_CONV_WORK
     small(small_x, threads=2)
-    assert set(small.plans) == {(small_x.shape, 1)}
+    assert set(small.plans) == {(small_x.shape, 1, True)}
     big_x = np.repeat(small_x, 2, axis=0)
     assert small.work(big_x.shape) >= onednn_conv.PLAIN_CONV_WORK
     small(big_x, threads=2)
-    assert (big_x.shape, 2) in small.plans
+    assert (big_x.shape, 2, True) in small.plans
+
+
+def test_a_small_convolution_between_blocked_neighbours_stays_blocked():
+    """Plain GEMM pays only where the input arrives plain and the output leaves plain: beside other oneDNN
+    convolutions a small one keeps their blocked layout (a 32x32 ResNet's convs: 1.0 -> 0.43 ms a call)."""
+    conv, x, expected = make_case("3x3 s1 p1")
+    plain = conv.plan(x.shape, 1)
+    assert plain.source == plain.plain_in and plain.result == plain.to_plain.plain
+    blocked_plan = conv.plan(x.shape, 1, plain_io=False)
+    assert blocked_plan.source != blocked_plan.plain_in and blocked_plan.result != blocked_plan.to_plain.plain
+    blocked = conv(x, 1, blocked=True)  # asks for a blocked output: the blocked plan
+    assert blocked.layout == blocked_plan.result
+    assert np.max(np.abs(np.asarray(blocked) - expected)) <= TOLERANCE
 
 
 def test_small_plain_convolutions_read_and_write_plain_arrays_and_grouped_ones_stay_blocked():
@@ -210,7 +225,7 @@ def test_a_refused_shape_is_asked_once(monkeypatch):
     conv, x, _ = make_case("3x3 s1 p1")
     calls = []
 
-    def refuse(shape, threads):
+    def refuse(shape, threads, plain_io):
         calls.append(shape)
         raise onednn.OneDnnError("oneDNN convolution: unimplemented")
 
