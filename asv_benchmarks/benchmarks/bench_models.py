@@ -7,9 +7,17 @@ build/fixtures-full/); without them those benchmarks skip and say how to make th
 
 from __future__ import annotations
 
+from kuiper.bench.inputs import peer_file
+from kuiper.bench.peers import PeerUnavailable, onnxruntime_engine
 from kuiper.formats.pnnx import load_pnnx
 
-from .common import available_backends, device_inputs, load_or_skip, model_param, run_once
+from .common import (
+    available_backends,
+    device_inputs,
+    load_or_skip,
+    model_param,
+    run_once,
+)
 
 BACKENDS = available_backends()
 SMALL_MODELS = ["resnet18_w8", "mobilenet_v2", "yolov5_style", "vit_block"]
@@ -77,3 +85,35 @@ class FullModels(_EndToEnd):
     repeat = (1, 5, 30.0)  # at most 5 samples or 30 s per parameter set
     rounds = 1
     timeout = 600
+
+
+class FullModelsAgainstOrt:
+    """The headline models at 2 threads, kuiper and ONNX Runtime on the same weights (issue 44's goal: kuiper at
+    or below ORT at batch 1 and 8). ORT runs the fixture's ``model.onnx`` (``--keep-peers`` writes it) as
+    ``kuiper bench --compare onnxruntime`` sets it up; it skips where onnxruntime is not installed. asv times
+    each engine in its own rounds: ``kuiper bench`` interleaves them for the ratios in docs/performance.md."""
+
+    params = (FULL_MODELS, [1, 8], ["kuiper", "onnxruntime"])
+    param_names = ("model", "batch", "engine")
+    number = 1
+    warmup_time = 0
+    repeat = (1, 5, 30.0)
+    rounds = 1
+    timeout = 600
+    THREADS = 2
+
+    def setup(self, model, batch, engine):
+        param = model_param(model)
+        loaded = load_or_skip(param, "numpy", threads=self.THREADS)
+        inputs = device_inputs(loaded, batch)
+        if engine == "kuiper":
+            self.run = lambda: run_once(loaded, inputs)
+        else:
+            try:
+                self.run = onnxruntime_engine(peer_file(param, ".onnx"), inputs, self.THREADS).call
+            except PeerUnavailable as exc:
+                raise NotImplementedError(str(exc)) from None
+        self.run()
+
+    def time_forward(self, model, batch, engine):
+        self.run()

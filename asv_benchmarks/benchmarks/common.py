@@ -41,10 +41,10 @@ def model_param(name: str) -> Path:
     )
 
 
-def load_or_skip(param: Path, backend: str, fuse: bool = True):
+def load_or_skip(param: Path, backend: str, fuse: bool = True, threads: int | None = None):
     """kuiper.load, turning "this op or param is not implemented yet" into a skip."""
     try:
-        return kuiper.load(param, backend=backend, fuse=fuse)
+        return kuiper.load(param, backend=backend, fuse=fuse, threads=threads)
     except kuiper.UnsupportedOperatorError as exc:
         raise NotImplementedError(f"not supported by kuiper yet: {exc}") from None
     except kuiper.BackendUnavailableError as exc:
