@@ -41,6 +41,7 @@ def hoist_loop_invariants(order: list[OpNode], operands: dict[str, OperandInfo])
 
 def _hoist(loop: OpNode, operands: dict[str, OperandInfo], taken: set[str],
            node_names: set[str]) -> tuple[list[OpNode], OpNode]:
+    """(the ops moved out of ``loop``, renamed for the outer graph; the loop that reads their results)."""
     body, condition = loop.params.get("body"), loop.params.get("condition")
     if not isinstance(body, ModelIR) or not isinstance(condition, ModelIR):
         return [], loop
@@ -50,53 +51,63 @@ def _hoist(loop: OpNode, operands: dict[str, OperandInfo], taken: set[str],
     if not outside:
         return [], loop
     body_order = topological_order(body, body.outputs)
-    moved: list[OpNode] = []
-    invariant = set(outside)
-    for node in body_order:
-        if node.inputs and all(operand in invariant for operand in node.inputs) and _may_move(node, body):
-            moved.append(node)
-            invariant.update(node.outputs)
-        elif not node.inputs and not _has_subgraph(node) and node.type not in STAYS_IN:
-            invariant.update(node.outputs)  # a constant: copied out where a moved op reads it
+    moved, constants = _movable(body, body_order, set(outside))
     if not moved:
         return [], loop
     moved_names = {node.name for node in moved}
     staying = [node for node in body_order if node.name not in moved_names]
     read_inside = {operand for node in staying for operand in node.inputs} | set(body.outputs)
     carried = [operand for node in moved for operand in node.outputs if operand in read_inside]
-    constants = [node for node in body_order if not node.inputs and set(node.outputs) & invariant
-                 and any(set(node.outputs) & set(m.inputs) for m in moved)]
 
     renamed = dict(outside)  # body operand -> its name in the outer graph
     for node in (*constants, *moved):
         for operand in node.outputs:
             if operand not in outside:
                 renamed[operand] = _fresh(f"{loop.name}/{operand}", taken)
-                info = body.operands.get(operand)
-                if info is not None:
-                    operands[renamed[operand]] = OperandInfo(renamed[operand], info.shape, info.dtype)
-    outer_ops = [_renamed(node, renamed, _fresh(f"{loop.name}/{node.name}", node_names)) for node in (*constants, *moved)]
+                _copy_info(body.operands, operand, operands, renamed[operand])
+    outer_ops = [_renamed(node, renamed, _fresh(f"{loop.name}/{node.name}", node_names))
+                 for node in (*constants, *moved)]
 
+    # The carried values are new state: the body takes and returns them, the condition takes them unread.
     extra_outputs = [_fresh(f"{loop.name}/{operand}.after", taken) for operand in carried]
-    unused = [_fresh(f"{loop.name}/{operand}.unread", taken) for operand in carried]
+    unread = [_fresh(f"{loop.name}/{operand}.unread", taken) for operand in carried]
     for name, operand in zip(extra_outputs, carried):
-        info = body.operands.get(operand)
-        if info is not None:
-            operands[name] = OperandInfo(name, info.shape, info.dtype)
+        _copy_info(body.operands, operand, operands, name)
     new_body = ModelIR(ops=staying, operands=dict(body.operands), inputs=[*body.inputs, *carried],
                        outputs=[*body.outputs, *carried], source=body.source)
     condition_operands = dict(condition.operands)
-    for name, operand in zip(unused, carried):
-        info = body.operands.get(operand)
-        condition_operands[name] = OperandInfo(name, info.shape if info else None, info.dtype if info else None)
+    for name, operand in zip(unread, carried):
+        _copy_info(body.operands, operand, condition_operands, name)
     new_condition = ModelIR(ops=list(condition.ops), operands=condition_operands,
-                            inputs=[*condition.inputs, *unused], outputs=list(condition.outputs),
+                            inputs=[*condition.inputs, *unread], outputs=list(condition.outputs),
                             source=condition.source)
     new_loop = OpNode(type=loop.type, name=loop.name, inputs=[*loop.inputs, *(renamed[o] for o in carried)],
                       outputs=[*loop.outputs, *extra_outputs],
                       params={**loop.params, "body": new_body, "condition": new_condition},
                       attrs=loop.attrs, input_keys=[*loop.input_keys, *([None] * len(carried))], source=loop.source)
     return outer_ops, new_loop
+
+
+def _movable(body: ModelIR, body_order: list[OpNode], invariant: set[str]) -> tuple[list[OpNode], list[OpNode]]:
+    """(the body's ops that may run once before the loop, in order; the constants they read, to copy out).
+    ``invariant``: the body inputs it returns untouched; it grows by what the moved ops and constants make."""
+    moved: list[OpNode] = []
+    for node in body_order:
+        if node.inputs and all(operand in invariant for operand in node.inputs) and _may_move(node, body):
+            moved.append(node)
+            invariant.update(node.outputs)
+        elif not node.inputs and not _has_subgraph(node) and node.type not in STAYS_IN:
+            invariant.update(node.outputs)  # a constant: copied out where a moved op reads it
+    read_by_moved = {operand for node in moved for operand in node.inputs}
+    constants = [node for node in body_order if not node.inputs and set(node.outputs) & read_by_moved]
+    return moved, constants
+
+
+def _copy_info(source: dict[str, OperandInfo], operand: str, target: dict[str, OperandInfo], name: str) -> None:
+    """What ``source`` says of ``operand``, under ``name`` in ``target`` (nothing where it says nothing)."""
+    info = source.get(operand)
+    if info is not None:
+        target[name] = OperandInfo(name, info.shape, info.dtype)
 
 
 def _may_move(node: OpNode, body: ModelIR) -> bool:
