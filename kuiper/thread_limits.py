@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
+import sys
 
 from threadpoolctl import ThreadpoolController
 
@@ -93,11 +93,19 @@ class _capped:  # noqa: N801 - used as a function: ``with _capped(threads, blas)
         _requested.reset(self.token)
 
 
-@functools.cache
+_found_blas: tuple[int, tuple] = (-1, ())  # (len(sys.modules) when found, the controllers)
+
+
 def _blas_libraries() -> tuple:
     """threadpoolctl's controllers of the loaded BLAS libraries.
 
-    Finding them takes ~15 ms, so it is done once (NumPy's is loaded by then; two threads
-    racing here at most find them twice).
-    """
-    return tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
+    Finding them takes ~15 ms, so it is done again only after a module was imported: a library
+    imported after the first capped run (SciPy brings an OpenBLAS of its own) is capped too, and a
+    steady process pays one length test a call.  Two threads racing here at most find them twice."""
+    global _found_blas
+    modules = len(sys.modules)
+    seen, libraries = _found_blas
+    if seen != modules:
+        libraries = tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
+        _found_blas = (modules, libraries)
+    return libraries

@@ -77,3 +77,27 @@ def test_the_parallel_and_serial_kernels_agree_whatever_the_cap(monkeypatch):
         results.append(got)
     np.testing.assert_array_equal(results[0], results[1])
     np.testing.assert_allclose(results[0], expected, rtol=1e-5, atol=1e-7)
+
+
+def test_blas_libraries_are_found_again_after_an_import(monkeypatch):
+    """A BLAS loaded after the first capped run (numba imports SciPy, which brings an OpenBLAS of its own)
+    is capped from the next run: the search runs again when a module was imported, and only then."""
+    import sys
+    import types
+
+    from kuiper import thread_limits
+
+    searches = []
+
+    class Controller:
+        def select(self, user_api):
+            searches.append(user_api)
+            return types.SimpleNamespace(lib_controllers=[f"library {len(searches)}"])
+
+    monkeypatch.setattr(thread_limits, "ThreadpoolController", Controller)
+    monkeypatch.setattr(thread_limits, "_found_blas", (-1, ()))
+    assert thread_limits._blas_libraries() == ("library 1",)
+    assert thread_limits._blas_libraries() == ("library 1",)  # nothing imported: no new search
+    monkeypatch.setitem(sys.modules, "kuiper_test_newly_imported", types.ModuleType("kuiper_test_newly_imported"))
+    assert thread_limits._blas_libraries() == ("library 2",)
+    assert searches == ["blas", "blas"]
