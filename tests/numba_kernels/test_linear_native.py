@@ -185,3 +185,25 @@ def test_a_wide_linear_over_the_outermost_axis_keeps_onednn(tmp_path):
     step.op._product_along_outer_axis = lambda value, axis: calls.append(value)  # must not be reached
     _close(model(x), xp.astype(np.float64) @ weight.T.astype(np.float64) + bias)
     assert not calls
+
+
+@pytest.mark.parametrize("rows, on_onednn", [(1, False), (2, True)])
+def test_one_row_is_a_gemv_on_blas_whatever_its_size(tmp_path, monkeypatch, rows, on_onednn):
+    """A batch-1 classifier (1 x 1280 @ 1280 x 1000) is a matrix-vector product: BLAS's gemv beats oneDNN's
+    matmul there, though its work is over PRODUCT_WORK; two rows go to oneDNN."""
+    width, features = 1280, 1000
+    weight = (RNG.standard_normal((features, width)) / math.sqrt(width)).astype(np.float32)
+    bias = RNG.standard_normal(features).astype(np.float32)
+    body = (f"pnnx.Input in0 0 1 x\nnn.Linear fc 1 1 x y bias=True in_features={width} out_features={features} "
+            f"@weight=({features},{width})f32 @bias=({features})f32\npnnx.Output out 1 0 y\n")
+    model = kuiper.load(write_model(tmp_path, param_text(body), {"fc.weight": weight.tobytes(),
+                                                               "fc.bias": bias.tobytes()}))
+    calls = []
+    run = onednn.MatMul.__call__
+    monkeypatch.setattr(onednn.MatMul, "__call__", lambda self, *args, **kw: calls.append(1) or run(self, *args, **kw))
+    x = RNG.standard_normal((rows, width)).astype(np.float32)
+    assert rows * width * features >= PRODUCT_WORK
+    got = model(x)
+    expected = x.astype(np.float64) @ weight.T.astype(np.float64) + bias
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4 * np.abs(expected).max())
+    assert bool(calls) == on_onednn
