@@ -19,7 +19,7 @@ import numpy as np
 from .. import onednn
 from ..limits import check_size
 from ..onednn.attention import fits
-from ..onednn.primitives import PRODUCT_WORK
+from ..onednn.primitives import PRODUCT_WORK, product_on_onednn
 from ..ops import attention as reference
 from ..ops.special_values import is_tame
 from ..thread_limits import requested as model_threads
@@ -108,7 +108,7 @@ class NativeMultiheadAttention(OneDnnAttention, reference.MultiheadAttention):
     def project(self, name: str, x, weight_t, bias):
         if (self.native is not None and isinstance(x, np.ndarray) and x.dtype == np.float32
                 and weight_t.dtype == np.float32 and (bias is None or bias.dtype == np.float32)
-                and math.prod(x.shape) * weight_t.shape[1] >= PRODUCT_WORK):
+                and product_on_onednn(math.prod(x.shape[:-1]), weight_t.shape[0], weight_t.shape[1])):
             product = self.cached(self._products, name,
                                   lambda: onednn.MatMul(self.native.library, weight_t.T, bias))
             rows = np.reshape(x, (-1, weight_t.shape[0]))

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import onednn
 from ..limits import check_size
-from ..onednn.primitives import PRODUCT_WORK
+from ..onednn.primitives import product_on_onednn
 from ..ops import linear as reference
 from ..ops.special_values import linear_bound, outputs_tame
 from ..thread_limits import requested as model_threads
@@ -75,7 +75,7 @@ class NativeLinear(reference.Linear):
         self.epilogue_after = post_ops is None
         if self.native is None:
             self.native = onednn.MatMul(library, self.weight_t.T, self.bias, post_ops or ())
-        self.kernel_note = "oneDNN matmul (NumPy's BLAS under 1 M multiply-adds)"
+        self.kernel_note = "oneDNN matmul (NumPy's BLAS under 1 M multiply-adds or for one row)"
         if self.epilogue is not None:
             where = "after the product" if self.epilogue_after else "as post-ops"
             self.kernel_note += f"; epilogue {', '.join(self.node.params.get('epilogue_members', []))} {where}"
@@ -131,10 +131,7 @@ class NativeLinear(reference.Linear):
         if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.ndim == 0 or x.shape[-1] != self.in_features:
             return None  # the reference takes these, and raises its shape errors
         rows = math.prod(x.shape[:-1])  # Python's product: NumPy's costs 5-8 us a call, a small Linear's whole GEMM
-        if rows <= 1 or rows * self.in_features * self.shape[0] < PRODUCT_WORK:  # both products of a gated one
-            # One row is a matrix-vector product, which BLAS's gemv does 2.7-4.5x faster than oneDNN's
-            # matmul (1 thread: 1 x 1280 @ 1280 x 1000, a batch-1 classifier, 67 against 182 us; 1 x 2048
-            # @ 2048 x 1000, 112 against 508); from two rows on oneDNN wins (183 against 723 us).
+        if not product_on_onednn(rows, self.in_features, self.shape[0]):  # both products of a gated one
             return None
         out_shape = x.shape[:-1] + (self.native.out_features,)
         residual = None

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import onednn
 from ..limits import check_size
-from ..onednn.primitives import PRODUCT_WORK
+from ..onednn.primitives import product_on_onednn
 from ..onednn.product import product_shape
 from ..ops import linear as reference
 from ..thread_limits import requested as model_threads
@@ -53,7 +53,7 @@ class _OneDnnProduct:
         a = a.reshape((1,) * (rank - a.ndim) + a.shape)  # NumPy's rule: missing batch dims are 1
         b = b.reshape((1,) * (rank - b.ndim) + b.shape)
         shape = product_shape(a, b)
-        if shape is None or math.prod(shape) * a.shape[-1] < PRODUCT_WORK:
+        if shape is None or not product_on_onednn(math.prod(shape[:-1]), a.shape[-1], shape[-1]):
             return None
         check_size(shape, 4, self.node.describe())
         try:

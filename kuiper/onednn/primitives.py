@@ -31,6 +31,15 @@ ONE_THREAD_WORK = 256 * 1024
 # 16x256x256, 1 M: 38 and 42 us; 64x256x256: 100 us against 54 us on oneDNN's two threads).
 # The kernels that put Linear layers and attention on oneDNN leave smaller products to NumPy.
 PRODUCT_WORK = 1 << 20
+
+
+def product_on_onednn(rows: int, inner: int, columns: int) -> bool:
+    """Whether a float32 product of ``rows`` x ``inner`` by ``inner`` x ``columns`` (rows over all batches)
+    goes to oneDNN: from ``PRODUCT_WORK`` multiply-adds, and never a single row.  One row is a
+    matrix-vector product, which BLAS's gemv does faster than oneDNN's matmul at any size (warm, 1 thread:
+    1 x 1280 by a 1280 x 1000 constant weight 67 us against 182; against a weight given per call, 65
+    against 99); from two rows oneDNN wins (183 against 723 us, 104 against 252)."""
+    return rows > 1 and rows * inner * columns >= PRODUCT_WORK
 # Multiply-adds under which a convolution (not grouped, not transposed) reads and writes plain
 # NCHW and runs on one thread: oneDNN's im2col + GEMM on plain arrays then beats its blocked
 # kernels, whose reorders in and out cost more than the convolution (1x32x200 Conv1d, k=3,

@@ -48,6 +48,7 @@ def on_onednn(model) -> bool:
     ((128, 96), (96, 100)),
     ((2, 3, 64, 48), (48, 80)),  # a 2-D right operand under batch dims
     ((2, 1, 64, 48), (3, 48, 80)),  # batch dims (2, 1) and (3,) broadcast to (2, 3)
+    ((2, 1280), (1280, 1000)),  # two rows: oneDNN (one row would be a gemv)
 ])
 def test_large_float32_products_run_on_onednn_and_match_float64(a_shape, b_shape):
     a, b = array(*a_shape), array(*b_shape)
@@ -68,7 +69,8 @@ def test_bmm_runs_on_onednn():
     (array(8, 8), array(8, 8)),  # too small to pay for a oneDNN call
     (array(256, 64, dtype=np.float64), array(64, 128, dtype=np.float64)),
     (array(4096), array(4096, 300)),  # a 1-D operand
-], ids=["small", "float64", "vector"])
+    (array(1, 1280), array(1280, 1000)),  # one row over PRODUCT_WORK: a matrix-vector product, BLAS's gemv
+], ids=["small", "float64", "vector", "one row"])
 def test_other_products_keep_the_reference_path(a, b):
     got, model = one_op("MatMul", [a, b])
     assert not on_onednn(model)
