@@ -31,10 +31,9 @@ def drop_shape_no_ops(order: list[OpNode], operands: dict[str, OperandInfo], mod
         if inputs != node.inputs:
             node = dataclasses.replace(node, inputs=inputs)
         if _one_to_one(node) and node.type in (RESHAPE, BROADCAST):
-            source, target = node.inputs[0], node.outputs[0]
             if node.type == RESHAPE:
-                node = _past_reshape(node, producer.get(source), operands)
-                source = node.inputs[0]
+                node = _past_reshape(node, producer.get(node.inputs[0]), operands)
+            target = node.outputs[0]
             if target not in kept and _unchanged(node, operands.get(node.inputs[0]), operands.get(target)):
                 same_as[target] = node.inputs[0]
                 continue
