@@ -79,6 +79,7 @@ class Convolution:
         # call (for a small conv that was half of its call).
         self.calls = PlanCache()
         self.reorders: list[tuple[Layout, Layout, int, Primitive]] = []  # (from, to, threads, primitive)
+        self.strided_layouts: dict = {}  # transposed views' layouts, by shape and strides (in_strides)
 
     def work(self, shape) -> int:
         """Multiply-adds of a call on ``shape``: each output (or, transposed, input) element takes
@@ -153,7 +154,7 @@ class Convolution:
         straight from its strides: copying it row-major first was a second pass over it."""
         x = np.asarray(x, dtype=np.float32)
         if not x.flags.c_contiguous:
-            strided = in_strides(self.library, x)
+            strided = in_strides(self.library, x, self.strided_layouts)
             if strided is not None:
                 target = (plan.source, plan.source.empty())
                 self._reorder(strided[0], plan.source, threads).run({ARG_SRC: strided, ARG_DST: target}, threads)
@@ -177,7 +178,8 @@ class Convolution:
                               f"found {weight.dtype} {tuple(weight.shape)}")
         source = None
         if not weight.flags.c_contiguous:
-            source = in_strides(self.library, weight, None if self.groups == 1 else self._weight_shape())
+            source = in_strides(self.library, weight, self.strided_layouts,
+                                None if self.groups == 1 else self._weight_shape())
         if source is None:
             source = (plain_layout, np.ascontiguousarray(weight))
             if plan.weight_layout == plain_layout:

@@ -125,7 +125,8 @@ class Layout:
         return np.empty(self.nbytes // 4, np.float32)
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, Layout) and bool(self.library.memory_desc_equal(self.handle, other.handle))
+        return other is self or (isinstance(other, Layout)
+                                 and bool(self.library.memory_desc_equal(self.handle, other.handle)))
 
     __hash__ = None  # compared, never hashed
 
@@ -254,17 +255,25 @@ def dense_order(array: np.ndarray) -> tuple[int, ...] | None:
     return order if array.transpose(order).flags.c_contiguous else None
 
 
-def in_strides(library: Library, array: np.ndarray, shape=None) -> tuple[Layout, np.ndarray] | None:
+def in_strides(library: Library, array: np.ndarray, layouts: dict, shape=None) -> tuple[Layout, np.ndarray] | None:
     """A float32 ``array`` whose elements lie densely in some axis order, as (a layout that reads it by its
     strides, the same memory as a row-major array) for a reorder to take without a copy first; None
-    where it does not lie so.  ``shape`` views the same strides with the first dim split in groups."""
+    where it does not lie so.  ``shape`` views the same strides with the first dim split in groups.
+    ``layouts`` keeps the layouts made, by shape and strides: making one costs 7.5 us, and a model hands
+    a conv the same view call after call (at most ``MAX_PLANS`` are kept)."""
     order = dense_order(array)
     if order is None:
         return None
     strides = [stride // 4 for stride in array.strides]
     if shape is not None and len(shape) == array.ndim + 1:  # (groups, out / groups, ...): split dim 0
         strides = [strides[0] * shape[1], *strides]
-    return Layout.strided(library, shape or array.shape, strides), array.transpose(order)
+    key = (tuple(shape or array.shape), tuple(strides))
+    layout = layouts.get(key)
+    if layout is None:
+        if len(layouts) >= MAX_PLANS:
+            layouts.clear()
+        layout = layouts[key] = Layout.strided(library, key[0], key[1])
+    return layout, array.transpose(order)
 
 
 def address(buffer: np.ndarray) -> int:
