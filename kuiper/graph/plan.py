@@ -8,10 +8,18 @@ or several for a multi-output op), and which slots die after it.  A call is then
 loop over those tuples (``run``); running with a StepObserver takes a second, plainer
 loop (``run_observed``) so the common case pays nothing for it.
 
-The op is called as ``op.forward`` at run time, not as a method bound at build time,
-so wrapping an op's forward after the build (tests, tracing tools) still takes effect.
-Whatever fails inside an op leaves with the op's name: a KuiperError gets the op named
-in front, any other exception becomes an OpExecutionError with the input shapes.
+The first call also specializes: after each step it asks the op for a faster forward
+for inputs like the ones it just saw (``Op.specialized``: the ufunc itself for a small
+add, a reshape to the shape resolved once), and later calls run those.  A small op spent
+4-8 us deciding again, at every call, what its first call had decided (the dtypes'
+compiled function, whether the interpreter pays, where a -1 goes); ONNX Runtime pays
+0.25-2 us per op.  A specialized forward checks what it assumed with identity tests and
+falls back to ``forward`` where they fail, so it is never wrong, only sometimes not faster.
+An op whose ``forward`` was replaced on the instance (tests, tracing tools) is not
+specialized, and replacing one after the first call makes the next call specialize anew,
+so the wrapper always runs.  Whatever fails inside an op leaves with the op's name: a
+KuiperError gets the op named in front, any other exception becomes an OpExecutionError
+with the input shapes.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from typing import Any
 
 from ..errors import KuiperError
 from ..model_ir import OpNode
+from ..ops.base import Op
 
 
 @dataclass
@@ -61,28 +70,35 @@ class ExecutionPlan:
     def __init__(self, steps: list[Step], backend):
         self.steps = steps
         self.backend = backend  # translates device failures (out of GPU memory) into KuiperErrors
-        self.entries = tuple(self._entry(index, step) for index, step in enumerate(steps))
+        self.entries: tuple = ()  # the steps with their specialized forwards, once a call has made them
+        # Op.forward_replacements when ``entries`` were made (None: not yet): a forward replaced since
+        # then makes the next call specialize again, calling the replacement.
+        self._specialized_at: int | None = None
 
     @staticmethod
-    def _entry(index: int, step: Step) -> tuple:
-        """(op, input count, first input slot, second input slot, all input slots, output slot or MULTIPLE,
-        slots to free, step index): the unused slots of one-input ops are 0, never read."""
+    def _entry(index: int, step: Step, call) -> tuple:
+        """(the callable that runs the step, input count, first input slot, second input slot, all input
+        slots, output slot or MULTIPLE, slots to free, step index): the unused slots of one-input ops are
+        0, never read."""
         inputs = step.input_slots
         first = inputs[0] if inputs else 0
         second = inputs[1] if len(inputs) > 1 else 0
         output = step.output_slots[0] if len(step.output_slots) == 1 else MULTIPLE
-        return step.op, len(inputs), first, second, inputs, output, step.free_slots, index
+        return call, len(inputs), first, second, inputs, output, step.free_slots, index
 
     def run(self, slots: list) -> None:
         """Run every step, reading and writing ``slots`` (the feeds already in their slots)."""
-        for op, count, first, second, inputs, output, frees, index in self.entries:
+        if self._specialized_at != Op.forward_replacements:
+            self._run_specializing(slots)
+            return
+        for call, count, first, second, inputs, output, frees, index in self.entries:
             try:
                 if count == 1:
-                    result = op.forward(slots[first])
+                    result = call(slots[first])
                 elif count == 2:
-                    result = op.forward(slots[first], slots[second])
+                    result = call(slots[first], slots[second])
                 else:
-                    result = op.forward(*[slots[i] for i in inputs])
+                    result = call(*[slots[i] for i in inputs])
             except Exception as exc:
                 failure = self._failure(exc, self.steps[index], [slots[i] for i in inputs])
                 if failure is exc:
@@ -95,13 +111,41 @@ class ExecutionPlan:
             for slot in frees:
                 slots[slot] = None
 
+    def _run_specializing(self, slots: list) -> None:
+        """``run``, asking each op after its step for a specialized forward (``Op.specialized``); the
+        entries change only when every step has run."""
+        replacements = Op.forward_replacements
+        entries = []
+        for index, step in enumerate(self.steps):
+            op = step.op
+            inputs = [slots[i] for i in step.input_slots]
+            try:
+                result = op.forward(*inputs)
+            except Exception as exc:
+                failure = self._failure(exc, step, inputs)
+                if failure is exc:
+                    raise
+                raise failure from exc
+            self._unpack(step, result, slots)
+            replaced = "forward" in vars(op)
+            fast = None if replaced else op.specialized(inputs)
+            entries.append(self._entry(index, step, op.forward if fast is None else fast))
+            del inputs
+            for slot in step.free_slots:
+                slots[slot] = None
+        self.entries = tuple(entries)
+        self._specialized_at = replacements
+
     def run_observed(self, slots: list, observer: StepObserver) -> None:
         """``run``, telling ``observer`` before and after each step."""
-        for step in self.steps:
+        specialized = self._specialized_at == Op.forward_replacements
+        for index, step in enumerate(self.steps):
             inputs = [slots[i] for i in step.input_slots]
             observer.before_step(step.node, inputs)
+            # The specialized forwards, once made, so that a profile times what a plain call runs.
+            call = self.entries[index][0] if specialized else step.op.forward
             try:
-                result = step.op.forward(*inputs)
+                result = call(*inputs)
             except Exception as exc:
                 failure = self._failure(exc, step, inputs)
                 if failure is exc:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextvars
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy
@@ -260,6 +260,32 @@ class CompiledExpression:
         if clip is None:
             return None
         return lambda inputs, shape, out: clip(inputs[position], out)
+
+    def direct(self, inputs) -> tuple[Callable, None] | None:
+        """(a function computing this expression straight from inputs of the classes and dtypes of
+        ``inputs``, None: no size limit) for a specialized forward (the caller checks the classes and
+        dtypes: kuiper.ops.specialize.guarded), run with NumPy's warnings already off (a model call
+        holds errstate).  The function is the one ufunc itself when the expression is one step whose
+        natural result dtype is the compiled one, else this object's own call.  None for inputs of
+        other dtypes than compiled."""
+        if len(inputs) != len(self._params) or not all(
+            value.__class__ is self._array_type and value.dtype == expected
+            for value, expected in zip(inputs, self._param_dtypes)
+        ):
+            return None
+        if self._one_step is None:
+            return self, None
+        fn, operands = self._one_step
+        clip = self._clip_step()
+        if clip is not None:
+            return (lambda *xs: clip(xs, None, None)), None
+        arguments = [inputs[value] if is_input else value for is_input, value in operands]
+        probe = fn(*arguments)
+        if getattr(probe, "dtype", None) != self._out_dtype or any(probe is value for value in inputs):
+            return self, None
+        if all(is_input for is_input, _ in operands) and [value for _, value in operands] == list(range(len(inputs))):
+            return fn, None  # the inputs in order: the ufunc takes them as they come
+        return (lambda *xs: fn(*[xs[value] if is_input else value for is_input, value in operands])), None
 
     def _single_step_call(self, inputs, shape, out):
         fn, operands = self._one_step

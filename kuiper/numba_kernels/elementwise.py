@@ -334,6 +334,18 @@ class CompiledElementwise:
             return out
         return result
 
+    def direct(self, inputs):
+        """(a function computing this expression from inputs of ``inputs``' classes and dtypes, the input
+        size below which it applies) for a specialized forward: NumPy's path, which every call with
+        fewer elements than ``min_elements`` takes (kuiper.ir.codegen_numpy's ``direct``); None where
+        these inputs would not take it."""
+        if self.program is not None and any(getattr(value, "size", 0) >= self.min_elements for value in inputs):
+            return None
+        direct = self.numpy_path.direct(inputs)
+        if direct is None:
+            return None
+        return direct[0], (self.min_elements if self.program is not None else None)
+
     def _run(self, code, constant_registers, constant_values, slots, flat_out):
         size = flat_out.size
         padded = slots + [slots[0]] * (codes.INPUT_SLOTS - len(slots))

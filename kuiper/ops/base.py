@@ -50,6 +50,15 @@ class Op:
     # ``native_layout()`` when every reader of this op's output takes that layout.
     output_layout: str | None = None
 
+    # How many times an op's ``forward`` was replaced on an instance, in any op (``__setattr__``): an
+    # execution plan specializes again when it changes (kuiper/graph/plan.py).
+    forward_replacements: ClassVar[int] = 0
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "forward":
+            Op.forward_replacements += 1
+        object.__setattr__(self, name, value)
+
     def native_layout(self) -> str | None:
         """The name of a memory layout of this op's kernel (e.g. "onednn": channels in SIMD blocks)
         in which it can hand its output to readers that take it, skipping two conversions; None: none."""
@@ -104,6 +113,15 @@ class Op:
     def forward(self, *inputs):
         """Compute the outputs: one value, or a tuple with one value per output operand."""
         raise NotImplementedError(f"{type(self).__qualname__}.forward")
+
+    def specialized(self, inputs: Sequence[Any]) -> Callable | None:
+        """A faster ``forward`` for later calls with inputs like ``inputs`` (this call's, just computed
+        with), or None (the default: ``forward`` is called).  Asked once, by the execution plan after
+        the model's first call.  It must return what ``forward`` returns for any inputs it is given:
+        it tests what it assumed of them (array type, dtype identity, shape) and calls
+        ``self.forward`` where that fails.  It may rely on what ``forward`` decided from these inputs
+        (a compiled function, a resolved shape), never on their values."""
+        return None
 
     @classmethod
     def elementwise(cls, node: OpNode):

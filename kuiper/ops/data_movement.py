@@ -15,6 +15,7 @@ from ..ir import dtypes
 from ..limits import check_size
 from .base import Op
 from .params import DType, Float, Int, Ints
+from .specialize import same_shape
 
 
 def _clamped_start(index, size: int, dim: int) -> int:
@@ -47,6 +48,18 @@ class Broadcast(Op):
             expanded[position] = x.shape[axis]
         return xp.broadcast_to(xp.reshape(x, tuple(expanded)), self.shape)
 
+    def specialized(self, inputs):
+        """The operand reshaped and broadcast as its first call worked out, while its shape stays
+        (a dims order that permutes keeps ``forward``)."""
+        x = inputs[0]
+        if getattr(x, "ndim", -1) != len(self.dims) or self.order != tuple(range(len(self.order))):
+            return None
+        expanded = [1] * len(self.shape)
+        for axis, position in enumerate(self.target):
+            expanded[position] = x.shape[axis]
+        expanded, shape, broadcast_to = tuple(expanded), tuple(self.shape), self.xp.broadcast_to
+        return same_shape(x, lambda value: broadcast_to(value.reshape(expanded), shape), self.forward)
+
 
 class Slice(Op):
     """``x[start:limit:stride]`` along every dim (starts and limits within the dims)."""
@@ -63,6 +76,13 @@ class Slice(Op):
             raise ShapeError(f"{self.node.describe()}: slice {self.starts}:{self.limits} does not fit input "
                              f"{tuple(x.shape)}")
         return x[self.index]
+
+    def specialized(self, inputs):
+        """The same index, while the input keeps the shape it fitted."""
+        x = inputs[0]
+        if getattr(x, "ndim", -1) != len(self.index):
+            return None
+        return same_shape(x, lambda value, index=self.index: value[index], self.forward)
 
 
 class Pad(Op):

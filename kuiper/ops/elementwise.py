@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from ..ir import dtypes, simplify
 from ..ir.nodes import Assign, Block, Function, IRExpr, Var
 from .base import Op
+from .specialize import arrays_of, guarded
 
 FUSED_TYPE = "kuiper.Elementwise"
 # Lent input buffers smaller than this are not reused for the result (see ElementwiseOp.lent_output).
@@ -122,6 +123,24 @@ class ElementwiseOp(Op):
             # array (the graph may lend it to the next op to overwrite).
             result = self.xp.asarray(result, copy=True)
         return result
+
+    def specialized(self, inputs):
+        """The compiled function's direct form for these inputs' classes and dtypes (the ufunc itself
+        for one step), called without this forward's lookups; lending a buffer is left to ``forward``:
+        the direct form is taken only below the sizes where a call lends (LEND_MIN_BYTES)."""
+        if self.math is None or not arrays_of(inputs, type(inputs[0]) if inputs else None):
+            return None  # no math: an op computing shapes or running exact code (its forward decides)
+        _, run, _ = self.compiled(inputs)
+        direct = getattr(run, "direct", None)
+        found = direct(inputs) if direct is not None else None
+        if found is None:
+            return None
+        function, max_size = found
+        if self.donated_inputs:
+            smallest_item = min(value.dtype.itemsize for value in inputs)
+            lendable = -(-LEND_MIN_BYTES // smallest_item)
+            max_size = lendable if max_size is None else min(max_size, lendable)
+        return guarded(function, inputs, self.forward, max_size)
 
     def lent_output(self, inputs, dtype: str):
         """An input buffer the graph lent of the result's shape and dtype, or None.

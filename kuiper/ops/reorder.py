@@ -6,6 +6,7 @@ from ..errors import ShapeError
 from .base import Op, normalize_axis
 from .params import Int, Ints
 from .shape import DimsOp
+from .specialize import same_shape
 
 
 class Permute(DimsOp):
@@ -21,6 +22,14 @@ class Permute(DimsOp):
         if len(set(axes)) != len(axes):
             raise self.error(f"param 'dims' repeats a dim: {list(self.dims)}")
         return self.xp.permute_dims(x, axes)
+
+    def specialized(self, inputs):
+        """The input's own transpose by the axes resolved for its rank."""
+        x = inputs[0]
+        if len(self.dims) != getattr(x, "ndim", -1):
+            return None
+        axes = tuple(normalize_axis(d, x.ndim, self) for d in self.dims)
+        return same_shape(x, lambda value: value.transpose(axes), self.forward)
 
 
 class Transpose(Op):

@@ -18,6 +18,7 @@ import operator
 from ..errors import ShapeError
 from .base import Op, normalize_axis, prod
 from .params import Int, Ints
+from .specialize import same_shape
 
 
 def int_list(op: Op, value, what: str) -> tuple[int, ...]:
@@ -122,6 +123,13 @@ class Reshape(ShapeArgOp):
             resolved = resolve_shape(self, shape, prod(x.shape), f"shape {tuple(x.shape)}")
             self._last_resolved = (x.shape, shape, resolved)
         return self.xp.reshape(x, resolved)
+
+    def specialized(self, inputs):
+        """The input's own reshape to the shape resolved for it, while the input keeps that shape."""
+        seen, _, resolved = self._last_resolved
+        if self.shape_index is not None or not inputs or getattr(inputs[0], "shape", None) != seen:
+            return None
+        return same_shape(inputs[0], lambda x: x.reshape(resolved), self.forward)
 
 
 class LikeOther(Op):

@@ -1,0 +1,71 @@
+"""Guards for specialized forwards (``Op.specialized``): run a direct function on inputs like the first call's.
+
+A specialized forward assumes what the first call saw: the array class and the dtype of each input,
+sometimes a size limit.  ``guarded`` makes the function that checks exactly that with identity tests
+(about 0.1 us per input: NumPy's builtin dtypes are singletons) and calls the op's ``forward`` for any
+other inputs, so a specialized step is never wrong, only sometimes not faster.  Written out for one
+and two inputs, the common cases, because a loop over the inputs would cost more than the check.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+
+def guarded(direct: Callable, inputs: Sequence[Any], fallback: Callable, max_size: int | None = None) -> Callable:
+    """``direct(*xs)`` when each ``xs[i]`` is of ``inputs[i]``'s class and dtype (and, with ``max_size``, of
+    fewer elements than that), else ``fallback(*xs)``."""
+    kinds = tuple(type(value) for value in inputs)
+    dtypes = tuple(value.dtype for value in inputs)
+    limit = max_size if max_size is not None else float("inf")
+    if len(inputs) == 1:
+        (kind,), (dtype,) = kinds, dtypes
+
+        def one(x):
+            if x.__class__ is kind and x.dtype is dtype and x.size < limit:
+                return direct(x)
+            return fallback(x)
+
+        return one
+    if len(inputs) == 2:
+        (kind_a, kind_b), (dtype_a, dtype_b) = kinds, dtypes
+
+        def two(a, b):
+            if (a.__class__ is kind_a and b.__class__ is kind_b and a.dtype is dtype_a and b.dtype is dtype_b
+                    and a.size < limit and b.size < limit):
+                return direct(a, b)
+            return fallback(a, b)
+
+        return two
+    expected = tuple(zip(kinds, dtypes))
+
+    def many(*xs):
+        if len(xs) == len(expected) and all(
+            x.__class__ is kind and x.dtype is dtype and x.size < limit for x, (kind, dtype) in zip(xs, expected)
+        ):
+            return direct(*xs)
+        return fallback(*xs)
+
+    return many
+
+
+def arrays_of(inputs: Sequence[Any], array_type) -> bool:
+    """Whether every input is an instance of exactly ``array_type`` (not a subclass, not a scalar)."""
+    return array_type is not None and all(value.__class__ is array_type for value in inputs)
+
+
+def same_shape(sample, direct: Callable, fallback: Callable) -> Callable | None:
+    """``direct(x)`` for a one-input op while ``x`` is of ``sample``'s class, dtype and shape (what the op
+    decided from the shape, a resolved reshape or an index, holds), else ``fallback(x)``.  None where
+    ``sample`` has no array methods (a Python scalar; an array-API namespace's array without
+    ``reshape``), for which the op's own forward stays."""
+    if not all(hasattr(sample, name) for name in ("shape", "dtype", "reshape", "transpose")):
+        return None
+    kind, dtype, shape = type(sample), sample.dtype, sample.shape
+
+    def one(x):
+        if x.__class__ is kind and x.shape == shape and x.dtype is dtype:
+            return direct(x)
+        return fallback(x)
+
+    return one
