@@ -15,8 +15,9 @@ add, a reshape to the shape resolved once), and later calls run those.  A small 
 compiled function, whether the interpreter pays, where a -1 goes); ONNX Runtime pays
 0.25-2 us per op.  A specialized forward checks what it assumed with identity tests and
 falls back to ``forward`` where they fail, so it is never wrong, only sometimes not faster.
-An op whose ``forward`` was replaced on the instance (tests, tracing tools) is not
-specialized, and replacing one after the first call makes the next call specialize anew,
+``KUIPER_SPECIALIZE=0`` (read when a model is built) keeps every step on ``forward``, to
+compare or to rule the specialized forwards out.  An op whose ``forward`` was replaced on the
+instance (tests, tracing tools) is not specialized, and replacing one after the first call makes the next call specialize anew,
 so the wrapper always runs.  Whatever fails inside an op leaves with the op's name: a
 KuiperError gets the op named in front, any other exception becomes an OpExecutionError
 with the input shapes.
@@ -27,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import switch_from_env
 from ..errors import KuiperError
 from ..model_ir import OpNode
 from ..ops.base import Op
@@ -61,6 +63,7 @@ class StepObserver:
         pass
 
 
+SPECIALIZE_ENV = "KUIPER_SPECIALIZE"
 MULTIPLE = -1  # the output slot of a step with several outputs: they are unpacked with a check
 
 
@@ -70,6 +73,7 @@ class ExecutionPlan:
     def __init__(self, steps: list[Step], backend):
         self.steps = steps
         self.backend = backend  # translates device failures (out of GPU memory) into KuiperErrors
+        self.specialize = switch_from_env(SPECIALIZE_ENV, True)
         self.entries: tuple = ()  # the steps with their specialized forwards, once a call has made them
         # Op.forward_replacements when ``entries`` were made (None: not yet): a forward replaced since
         # then makes the next call specialize again, calling the replacement.
@@ -128,7 +132,7 @@ class ExecutionPlan:
                 raise failure from exc
             self._unpack(step, result, slots)
             replaced = "forward" in vars(op)
-            fast = None if replaced else op.specialized(inputs)
+            fast = op.specialized(inputs) if self.specialize and not replaced else None
             entries.append(self._entry(index, step, op.forward if fast is None else fast))
             del inputs
             for slot in step.free_slots:

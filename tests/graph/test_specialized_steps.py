@@ -137,3 +137,16 @@ def test_a_profile_times_the_specialized_steps():
     names = Names()
     np.testing.assert_array_equal(model(a, b, observer=names), np.full((3, 4), 2, np.float32))
     assert names.names == ["Elementwise", "Reshape"]
+
+
+def test_kuiper_specialize_0_keeps_every_step_on_its_forward(monkeypatch):
+    monkeypatch.setenv("KUIPER_SPECIALIZE", "0")
+    model = kuiper.load_hlo(ADD_THEN_RESHAPE, backend="numpy")
+    a, b = np.ones((2, 6), np.float32), np.ones((2, 6), np.float32)
+    for _ in range(2):
+        np.testing.assert_array_equal(model(a, b), np.full((3, 4), 2, np.float32))
+    assert _specialized_count(model) == 0
+    monkeypatch.setenv("KUIPER_SPECIALIZE", "1")
+    model = kuiper.load_hlo(ADD_THEN_RESHAPE, backend="numpy")
+    model(a, b)
+    assert _specialized_count(model) == 2
