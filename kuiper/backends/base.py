@@ -90,6 +90,12 @@ class Backend:
     def einsum(self, equation: str, *operands):
         return standard.einsum(self.xp, equation, *operands)
 
+    def broadcaster(self, sample, shape: Sequence[int]) -> Callable:
+        """``f(x)``: ``x`` broadcast to ``shape`` (read-only), made once for arrays like ``sample`` (its
+        shape and dtype; a specialized Broadcast step calls it with no other)."""
+        broadcast_to, shape = self.xp.broadcast_to, tuple(shape)
+        return lambda x: broadcast_to(x, shape)
+
     def scatter_add(self, target, indices, values):
         """Add ``values`` into the 1-D array ``target`` at ``indices`` (1-D, same length), in place;
         repeated indices accumulate.  Returns ``target``."""

@@ -57,8 +57,9 @@ class Broadcast(Op):
         expanded = [1] * len(self.shape)
         for axis, position in enumerate(self.target):
             expanded[position] = x.shape[axis]
-        expanded, shape, broadcast_to = tuple(expanded), tuple(self.shape), self.xp.broadcast_to
-        return same_shape(x, lambda value: broadcast_to(value.reshape(expanded), shape), self.forward)
+        expanded = tuple(expanded)
+        broadcast = self.backend.broadcaster(x.reshape(expanded), self.shape)
+        return same_shape(x, lambda value: broadcast(value.reshape(expanded)), self.forward)
 
 
 class Slice(Op):
