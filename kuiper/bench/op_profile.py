@@ -56,7 +56,8 @@ def format_profile(model, samples: dict[int, list[float]], top: int = 12) -> lis
     claimed = sum(_op_count(node) for node in partitions)
     lines = [f"kuiper per-op profile (median of {rounds} step-by-step runs, sum {total:.2f} ms):",
              f"  {ops} ops in {len(medians)} steps, {1e3 * total / max(ops, 1):.1f} us per op; {claimed} ops ran in "
-             f"{len(partitions)} provider partitions (one compiled call each)", "  by op type:"]
+             f"{len(partitions)} provider partitions (one compiled call each); {model.plan.specialized_count()} "
+             f"steps ran a specialized forward (Op.specialized)", "  by op type:"]
     for op_type, times in sorted(by_type.items(), key=lambda kv: -sum(kv[1])):
         count = (f"{len(times)} partitions, {ops_of[op_type]} ops" if op_type.startswith(PARTITION_TYPE)
                  else f"{len(times)} ops")

@@ -140,6 +140,10 @@ class ExecutionPlan:
         self.entries = tuple(entries)
         self._specialized_at = replacements
 
+    def specialized_count(self) -> int:
+        """How many steps run a specialized forward (0 before the first call, or with KUIPER_SPECIALIZE=0)."""
+        return sum(getattr(entry[0], "__self__", None) is not step.op for entry, step in zip(self.entries, self.steps))
+
     def run_observed(self, slots: list, observer: StepObserver) -> None:
         """``run``, telling ``observer`` before and after each step."""
         specialized = self._specialized_at == Op.forward_replacements

@@ -294,6 +294,12 @@ def test_profile_names_each_providers_partitions_and_the_ops_they_ran():
     assert "(2 partitions, 4 ops)" in partition_line
     ops = len(model.steps) + 2  # each partition stands for two Linear layers
     assert f"{ops} ops in {len(model.steps)} steps" in lines[1] and "4 ops ran in 2 provider partitions" in lines[1]
+    assert "; 0 steps ran a specialized forward" in lines[1]  # not run yet
+    data = np.random.default_rng(0).standard_normal((2, 6, 16)).astype(np.float32)
+    model(data)
+    specialized = model.plan.specialized_count()
+    assert 0 < specialized <= len(model.steps)
+    assert f"; {specialized} steps ran a specialized forward" in op_profile.format_profile(model, samples)[1]
 
 
 def test_profile_steps_time_every_step_in_every_round():

@@ -28,7 +28,7 @@ def _forwards_only(model, *inputs):
 
 
 def _specialized_count(model) -> int:
-    return sum(getattr(entry[0], "__self__", None) is not step.op for entry, step in zip(model.plan.entries, model.steps))
+    return model.plan.specialized_count()
 
 
 def _outputs(value) -> list:
