@@ -84,7 +84,7 @@ def _fold_per_channel(order, operands, kept, target: Target, operation: str, rew
     folded: set[str] = set()  # the adds or multiplies
     for node in order:
         math_of_node = maths.get(node.name)
-        if math_of_node is None or len(node.inputs) != 2 or not _is_float32_binary(math_of_node, operation):
+        if math_of_node is None or len(node.inputs) != 2 or not is_float32_binary(math_of_node, operation):
             continue
         for position, operand in enumerate(node.inputs):
             layer = producer.get(operand)
@@ -172,7 +172,7 @@ def _with_batch_norm(linear: OpNode, norm: OpNode) -> OpNode | None:
     return dataclasses.replace(linear, params={**linear.params, "bias": True}, attrs=attrs)
 
 
-def _is_float32_binary(math_of_node: ElementwiseMath, operation: str) -> bool:
+def is_float32_binary(math_of_node: ElementwiseMath, operation: str) -> bool:
     """Whether the math on two float32 inputs is exactly their float32 sum (``add``) or product (``mul``)."""
     try:
         function = function_for(math_of_node, (FLOAT32, FLOAT32))

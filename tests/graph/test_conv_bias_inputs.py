@@ -1,0 +1,76 @@
+"""A per-channel vector added after a conv whose weight is an input becomes the conv's bias input
+(kuiper/graph/conv_bias_inputs.py): the same float32 sums, one step fewer, and only where the
+chain is exactly a conv's channels plus a vector along them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kuiper
+
+
+def conv_program(bias_dims="3", bias_shape="32", extra_output=False):
+    """JAX's NHWC conv + bias + ReLU with the kernel and the bias as arguments, as jax.jit lowers it;
+    ``extra_output`` returns the conv's result too."""
+    root = ("ROOT out = (f32[2,6,6,32], f32[2,6,6,32]) tuple(relu, conv)" if extra_output
+            else "ROOT out = f32[2,6,6,32] copy(relu)")
+    return f"""HloModule conv_bias
+
+ENTRY main {{
+  x = f32[2,6,6,3] parameter(0)
+  kernel = f32[3,3,3,32] parameter(1)
+  conv = f32[2,6,6,32] convolution(x, kernel), window={{size=3x3 pad=1_1x1_1}}, dim_labels=b01f_01io->b01f
+  bias = f32[{bias_shape}] parameter(2)
+  spread = f32[2,6,6,32] broadcast(bias), dimensions={{{bias_dims}}}
+  sum = f32[2,6,6,32] add(conv, spread)
+  zero = f32[] constant(0)
+  zeros = f32[2,6,6,32] broadcast(zero), dimensions={{}}
+  relu = f32[2,6,6,32] maximum(sum, zeros)
+  {root}
+}}
+"""
+
+
+def reference(x, kernel, bias):
+    """The NHWC conv (3x3, pad 1) + bias + ReLU in float64."""
+    padded = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    out = np.zeros(x.shape[:3] + (kernel.shape[3],))
+    for i in range(3):
+        for j in range(3):
+            out += np.einsum("nhwc,co->nhwo", padded[:, i:i + x.shape[1], j:j + x.shape[2]], kernel[i, j])
+    return np.maximum(out + bias, 0)
+
+
+def _arguments(bias_shape=(32,)):
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal((2, 6, 6, 3)).astype(np.float32), rng.standard_normal((3, 3, 3, 32)).astype(np.float32),
+            rng.standard_normal(bias_shape).astype(np.float32))
+
+
+def _steps(model):
+    return [(step.node.type, len(step.node.inputs)) for step in model.steps]
+
+
+def test_the_bias_becomes_the_convs_third_input_and_gives_the_same_sums():
+    arguments = _arguments()
+    model = kuiper.load_hlo(conv_program(), backend="numpy")
+    unfused = kuiper.load_hlo(conv_program(), backend="numpy", fuse=False)
+    assert ("Conv", 3) in _steps(model) and "Broadcast" not in [t for t, _ in _steps(model)]
+    assert ("Conv", 2) in _steps(unfused)
+    for _ in range(2):  # the specializing call and a specialized one
+        got = model(*arguments)
+        np.testing.assert_array_equal(got, unfused(*arguments))  # bit for bit: the same float32 sums
+    np.testing.assert_allclose(got, reference(*arguments), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", [dict(bias_dims="1", bias_shape="6"), dict(extra_output=True)],
+                         ids=["along another axis", "the conv's result is returned too"])
+def test_other_chains_are_left_as_they_are(variant):
+    program = conv_program(**variant)
+    model = kuiper.load_hlo(program, backend="numpy")
+    assert ("Conv", 2) in _steps(model)
+    arguments = _arguments((6,) if variant.get("bias_shape") == "6" else (32,))
+    unfused = kuiper.load_hlo(program, backend="numpy", fuse=False)
+    for got, want in zip(*(m(*arguments) if variant.get("extra_output") else (m(*arguments),) for m in (model, unfused))):
+        np.testing.assert_array_equal(got, want)
