@@ -336,3 +336,17 @@ def test_reduce_window_that_tiles_the_operand():
     x = np.arange(24, dtype=np.int32).reshape(4, 6)
     expected = x.reshape(2, 2, 2, 3).sum(axis=(1, 3)) + 100  # the init joins each window once
     np.testing.assert_array_equal(run(body, x, computations=adder), expected)
+
+
+def test_a_max_window_that_tiles_the_operand_folds_every_window_axis_and_keeps_nan():
+    # The outer window axes fold first for a max (kuiper/ops/window_reduce.py): each folded axis
+    # leaves the array, so the later ones are found where they moved.
+    maximum = "max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT m = f32[] maximum(a, b)\n}\n"
+    body = ("  x = f32[2,3,6,9] parameter(0)\n  init = f32[] constant(-inf)\n"
+            "  ROOT r = f32[2,1,3,3] reduce-window(x, init), window={size=1x3x2x3 stride=1x3x2x3}, to_apply=max")
+    x = np.random.default_rng(3).standard_normal((2, 3, 6, 9)).astype(np.float32)
+    x[0, 1, 2, 4] = np.nan
+    expected = x.reshape(2, 1, 3, 3, 2, 3, 3).max(axis=(2, 4, 6))  # NumPy's max keeps the NaN
+    got = run(body, x, computations=maximum)
+    assert np.isnan(got[0, 0, 1, 1]) and np.isnan(got).sum() == 1
+    np.testing.assert_array_equal(got, expected)
