@@ -9,7 +9,8 @@ becomes the conv's third input, ``conv(x, w, b)``, which the conv adds to its ow
 one contiguous pass (the same float32 sums), and the transpose gives the add's result.
 
 Only a float32 ``add`` of the conv's result (directly or through one Transpose) and a Broadcast of
-a 1-D operand of the conv's output channels along the channel axis is rewritten; the conv must take
+a 1-D operand of the conv's output channels along the channel axis (or of that vector reshaped with
+dims of 1 around it, as JAX writes a (1, C) bias) is rewritten; the conv must take
 no bias yet, read its inputs by position, and its result (and the transpose's) have no other reader
 and not be a model output.  Constant weights and biases are constant_fold.py's: this reads only the
 op set (kuiper.ops.conv's ConvNd, Transpose, Broadcast and elementwise math), never a frontend.
@@ -26,7 +27,7 @@ from .constant_fold import is_float32_binary
 from .fusion import elementwise_maths, producers_and_readers
 from .target import Target
 
-TRANSPOSE, BROADCAST = "Transpose", "Broadcast"
+TRANSPOSE, BROADCAST, RESHAPE = "Transpose", "Broadcast", "Reshape"
 CHANNEL_AXIS = 1  # a conv's output is (N, C, *spatial)
 
 
@@ -47,15 +48,19 @@ def fold_bias_inputs_into_convs(order: list[OpNode], operands: dict[str, Operand
             found = _conv_and_bias(operand, node.inputs[1 - position], producer, readers, kept, operands)
             if found is None or any(n.name in replaced for n in found[:2] if n is not None):
                 continue
-            conv, transpose, broadcast = found
+            conv, transpose, broadcast, vector = found
             replaced[conv.name] = dataclasses.replace(
-                conv, inputs=[*conv.inputs, broadcast.inputs[0]], input_keys=[None, None, None],
+                conv, inputs=[*conv.inputs, vector], input_keys=[None, None, None],
                 outputs=conv.outputs if transpose is not None else list(node.outputs))
             if transpose is not None:
                 replaced[transpose.name] = dataclasses.replace(transpose, outputs=list(node.outputs))
             dropped.add(node.name)
             if readers[broadcast.outputs[0]] == 1 and broadcast.outputs[0] not in kept:
                 dropped.add(broadcast.name)
+                reshape = producer.get(broadcast.inputs[0])
+                if reshape is not None and vector != broadcast.inputs[0] and readers[broadcast.inputs[0]] == 1 \
+                        and broadcast.inputs[0] not in kept:
+                    dropped.add(reshape.name)  # the (1, C) view of the vector the conv now reads itself
             break
     return [replaced.get(node.name, node) for node in order if node.name not in dropped]
 
@@ -80,12 +85,33 @@ def _conv_and_bias(operand: str, other: str, producer: dict[str, OpNode], reader
     broadcast = producer.get(other)
     if broadcast is None or broadcast.type != BROADCAST or len(broadcast.inputs) != 1:
         return None
-    channels = operands[node.outputs[0]].shape[CHANNEL_AXIS]
-    vector, result = operands.get(broadcast.inputs[0]), operands.get(other)
-    if (vector is None or vector.dtype != "float32" or vector.shape != (channels,) or result is None
-            or result.shape != operands[operand].shape or list(broadcast.params.get("dims", ())) != [channel_at]):
+    result = operands.get(other)
+    if result is None or result.shape != operands[operand].shape:
         return None
-    return node, transpose, broadcast
+    vector = _channel_vector(broadcast, channel_at, operands[node.outputs[0]].shape[CHANNEL_AXIS], producer, operands)
+    return None if vector is None else (node, transpose, broadcast, vector)
+
+
+def _channel_vector(broadcast: OpNode, channel_at: int, channels: int, producer: dict[str, OpNode],
+                    operands: dict[str, OperandInfo]) -> str | None:
+    """The float32 (channels,) operand ``broadcast`` lays along result axis ``channel_at``: its own input,
+    or, when that is the vector reshaped with dims of 1 around it (JAX's (1, C) bias), the vector the
+    reshape read; else None."""
+    source = broadcast.inputs[0]
+    info, dims = operands.get(source), list(broadcast.params.get("dims", ()))
+    if info is None or info.dtype != "float32" or info.shape is None or len(dims) != len(info.shape):
+        return None
+    if info.shape == (channels,):
+        return source if dims == [channel_at] else None
+    if sorted(info.shape) != [1] * (len(info.shape) - 1) + [channels] or channels == 1:
+        return None
+    if dims[list(info.shape).index(channels)] != channel_at:
+        return None
+    reshape = producer.get(source)
+    if reshape is None or reshape.type != RESHAPE or len(reshape.inputs) != 1:
+        return None
+    vector = operands.get(reshape.inputs[0])
+    return reshape.inputs[0] if vector is not None and vector.shape == (channels,) else None
 
 
 def _bias_free_conv(node: OpNode | None, operands: dict[str, OperandInfo]) -> bool:

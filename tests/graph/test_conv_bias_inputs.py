@@ -10,11 +10,14 @@ import pytest
 import kuiper
 
 
-def conv_program(bias_dims="3", bias_shape="32", extra_output=False):
+def conv_program(bias_dims="3", bias_shape="32", extra_output=False, as_row=False):
     """JAX's NHWC conv + bias + ReLU with the kernel and the bias as arguments, as jax.jit lowers it;
-    ``extra_output`` returns the conv's result too."""
+    ``extra_output`` returns the conv's result too; ``as_row`` broadcasts the bias reshaped to
+    (1, C), as Flax's U-Net lowers."""
     root = ("ROOT out = (f32[2,6,6,32], f32[2,6,6,32]) tuple(relu, conv)" if extra_output
             else "ROOT out = f32[2,6,6,32] copy(relu)")
+    spread = (f"row = f32[1,{bias_shape}] reshape(bias)\n  spread = f32[2,6,6,32] broadcast(row), dimensions={{0,{bias_dims}}}"
+              if as_row else f"spread = f32[2,6,6,32] broadcast(bias), dimensions={{{bias_dims}}}")
     return f"""HloModule conv_bias
 
 ENTRY main {{
@@ -22,7 +25,7 @@ ENTRY main {{
   kernel = f32[3,3,3,32] parameter(1)
   conv = f32[2,6,6,32] convolution(x, kernel), window={{size=3x3 pad=1_1x1_1}}, dim_labels=b01f_01io->b01f
   bias = f32[{bias_shape}] parameter(2)
-  spread = f32[2,6,6,32] broadcast(bias), dimensions={{{bias_dims}}}
+  {spread}
   sum = f32[2,6,6,32] add(conv, spread)
   zero = f32[] constant(0)
   zeros = f32[2,6,6,32] broadcast(zero), dimensions={{}}
@@ -52,11 +55,13 @@ def _steps(model):
     return [(step.node.type, len(step.node.inputs)) for step in model.steps]
 
 
-def test_the_bias_becomes_the_convs_third_input_and_gives_the_same_sums():
+@pytest.mark.parametrize("as_row", [False, True], ids=["vector", "(1, C) row"])
+def test_the_bias_becomes_the_convs_third_input_and_gives_the_same_sums(as_row):
     arguments = _arguments()
-    model = kuiper.load_hlo(conv_program(), backend="numpy")
-    unfused = kuiper.load_hlo(conv_program(), backend="numpy", fuse=False)
-    assert ("Conv", 3) in _steps(model) and "Broadcast" not in [t for t, _ in _steps(model)]
+    model = kuiper.load_hlo(conv_program(as_row=as_row), backend="numpy")
+    unfused = kuiper.load_hlo(conv_program(as_row=as_row), backend="numpy", fuse=False)
+    assert ("Conv", 3) in _steps(model)
+    assert not {"Broadcast", "Reshape"} & {t for t, _ in _steps(model)}  # nothing left of the bias's layout
     assert ("Conv", 2) in _steps(unfused)
     for _ in range(2):  # the specializing call and a specialized one
         got = model(*arguments)
