@@ -17,7 +17,7 @@ from ..limits import check_size
 from ..model_ir import ModelIR, OpNode
 from .build_order import topological_order
 from .constant_fold import fold_constants
-from .conv_bias_inputs import fold_bias_inputs_into_convs
+from .bias_inputs import fold_bias_inputs
 from .conv_crop import fold_crops_into_convs
 from .fusion import fuse_elementwise
 from .heap import keep_freed_memory
@@ -141,7 +141,7 @@ def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool
         order = drop_shape_no_ops(order, ir.operands, output_operands)
         order = hoist_loop_invariants(order, ir.operands)
         order = fold_constants(order, ir.operands, output_operands, target)
-        order = fold_bias_inputs_into_convs(order, ir.operands, output_operands, target)
+        order = fold_bias_inputs(order, ir.operands, output_operands, target)
         order = hoist_unary_elementwise(order, output_operands, target)
         order = move_transposes_down(order, output_operands)
         order, fused_groups = fuse_elementwise(order, output_operands, target)

@@ -112,4 +112,57 @@ class NativeMM(_OneDnnProduct, reference.MM):
         return super().forward(*inputs)
 
 
-KERNELS = [NativeMatMul, NativeMM]
+class NativeAddMM(_OneDnnProduct, reference.AddMM):
+    """torch.addmm and a product + bias vector (kuiper/graph/bias_inputs.py): the product where MatMul's
+    would run (oneDNN or BLAS), the bias then added into its fresh result, as the reference adds it."""
+
+    def forward(self, *inputs):
+        bias, a, b = self.operands(inputs)
+        if self.native is not None and self._adds_vector(bias, a, b):
+            out = self._onednn_product(a, b)
+            if out is not None:
+                out += bias
+                return out
+        return reference.AddMM.forward(self, *inputs)
+
+    def _adds_vector(self, bias, a, b) -> bool:
+        """Whether this is ``a @ b + bias``: 2-D float32 operands, bias one float32 value per column."""
+        return (not self.batched and self.alpha == 1.0 and self.beta == 1.0 and isinstance(bias, np.ndarray)
+                and bias.dtype == np.float32 and bias.ndim == 1 and getattr(b, "ndim", 0) == 2
+                and getattr(a, "ndim", 0) == 2 and bias.shape[0] == b.shape[1])
+
+    def specialized(self, inputs):
+        """The product these shapes chose and the bias added in place, while the operands keep their
+        shapes and dtypes."""
+        if len(inputs) != 3:
+            return None
+        bias, a, b = self.operands(inputs)
+        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and self._adds_vector(bias, a, b)):
+            return None
+        order, forward = list(self.order), self.forward
+        if self.native is None or self._onednn_operands(a, b) is None:
+            matmul = self.xp.matmul
+
+            def product(x, y):
+                return matmul(x, y)
+        else:
+            native = self.native
+
+            def product(x, y):
+                try:
+                    return native(x, y, model_threads())
+                except onednn.OneDnnError:
+                    return None
+
+        def direct(*values):
+            vector, x, y = (values[i] for i in order)
+            out = product(x, y)
+            if out is None:
+                return forward(*values)
+            out += vector
+            return out
+
+        return same_shapes(inputs, direct, forward)
+
+
+KERNELS = [NativeMatMul, NativeMM, NativeAddMM]

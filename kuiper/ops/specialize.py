@@ -55,20 +55,31 @@ def arrays_of(inputs: Sequence[Any], array_type) -> bool:
 
 
 def same_shapes(samples: Sequence[Any], direct: Callable, fallback: Callable) -> Callable | None:
-    """``direct(a, b)`` for a two-input op while each input is of its sample's class, dtype and shape,
-    else ``fallback(a, b)``; None where a sample is not an array (see ``same_shape``)."""
-    if len(samples) != 2 or not all(hasattr(sample, "shape") and hasattr(sample, "dtype") for sample in samples):
+    """``direct(*xs)`` while each input is of its sample's class, dtype and shape, else ``fallback(*xs)``;
+    None where a sample is not an array (see ``same_shape``).  Two inputs, the common case, written out."""
+    if not all(hasattr(sample, "shape") and hasattr(sample, "dtype") for sample in samples):
         return None
-    (kind_a, kind_b), (dtype_a, dtype_b) = (type(s) for s in samples), (s.dtype for s in samples)
-    shape_a, shape_b = (s.shape for s in samples)
+    if len(samples) == 2:
+        (kind_a, kind_b), (dtype_a, dtype_b) = (type(s) for s in samples), (s.dtype for s in samples)
+        shape_a, shape_b = (s.shape for s in samples)
 
-    def two(a, b):
-        if (a.__class__ is kind_a and b.__class__ is kind_b and a.shape == shape_a and b.shape == shape_b
-                and a.dtype is dtype_a and b.dtype is dtype_b):
-            return direct(a, b)
-        return fallback(a, b)
+        def two(a, b):
+            if (a.__class__ is kind_a and b.__class__ is kind_b and a.shape == shape_a and b.shape == shape_b
+                    and a.dtype is dtype_a and b.dtype is dtype_b):
+                return direct(a, b)
+            return fallback(a, b)
 
-    return two
+        return two
+    expected = tuple((type(s), s.dtype, s.shape) for s in samples)
+
+    def many(*xs):
+        if len(xs) == len(expected) and all(
+            x.__class__ is kind and x.dtype is dtype and x.shape == shape for x, (kind, dtype, shape) in zip(xs, expected)
+        ):
+            return direct(*xs)
+        return fallback(*xs)
+
+    return many
 
 
 def same_shape(sample, direct: Callable, fallback: Callable) -> Callable | None:

@@ -1,6 +1,6 @@
-"""A per-channel vector added after a conv whose weight is an input becomes the conv's bias input
-(kuiper/graph/conv_bias_inputs.py): the same float32 sums, one step fewer, and only where the
-chain is exactly a conv's channels plus a vector along them."""
+"""A bias vector added after a conv or a product whose weight is an input becomes the layer's bias input
+(kuiper/graph/bias_inputs.py): the same float32 sums, one step fewer, and only where the
+chain is exactly a layer's output plus a vector along its channels or columns."""
 
 from __future__ import annotations
 
@@ -79,3 +79,60 @@ def test_other_chains_are_left_as_they_are(variant):
     unfused = kuiper.load_hlo(program, backend="numpy", fuse=False)
     for got, want in zip(*(m(*arguments) if variant.get("extra_output") else (m(*arguments),) for m in (model, unfused))):
         np.testing.assert_array_equal(got, want)
+
+
+def dense_program(bias_layout="vector"):
+    """JAX's Dense (a dot + bias vector) and DenseGeneral (the product reshaped to (1, 6, 2, 4), its bias
+    (2, 4) laid over the split columns), weights as arguments."""
+    if bias_layout == "vector":
+        bias = "  b = f32[8] parameter(2)\n  spread = f32[6,8] broadcast(b), dimensions={1}\n"
+        tail = "  sum = f32[6,8] add(product, spread)\n"
+        shape = "f32[6,8]"
+    elif bias_layout == "rows":  # a vector along the rows: not a bias of the product's columns
+        bias = "  b = f32[6] parameter(2)\n  spread = f32[6,8] broadcast(b), dimensions={0}\n"
+        tail = "  sum = f32[6,8] add(product, spread)\n"
+        shape = "f32[6,8]"
+    else:
+        bias = ("  b = f32[2,4] parameter(2)\n  row = f32[1,2,4] reshape(b)\n"
+                "  spread = f32[1,6,2,4] broadcast(row), dimensions={0,2,3}\n")
+        tail = "  split = f32[1,6,2,4] reshape(product)\n  sum = f32[1,6,2,4] add(split, spread)\n"
+        shape = "f32[1,6,2,4]"
+    return f"""HloModule dense
+
+ENTRY main {{
+  x = f32[6,5] parameter(0)
+  w = f32[5,8] parameter(1)
+  product = f32[6,8] dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+{bias}{tail}  zero = f32[] constant(0)
+  zeros = {shape} broadcast(zero), dimensions={{}}
+  ROOT relu = {shape} maximum(sum, zeros)
+}}
+"""
+
+
+def _dense_arguments(bias_shape):
+    rng = np.random.default_rng(1)
+    return (rng.standard_normal((6, 5)).astype(np.float32), rng.standard_normal((5, 8)).astype(np.float32),
+            rng.standard_normal(bias_shape).astype(np.float32))
+
+
+@pytest.mark.parametrize("layout, bias_shape", [("vector", (8,)), ("split", (2, 4))])
+def test_a_bias_after_a_product_becomes_an_add_matrix_product(layout, bias_shape):
+    model = kuiper.load_hlo(dense_program(layout), backend="numpy")
+    unfused = kuiper.load_hlo(dense_program(layout), backend="numpy", fuse=False)
+    assert ("AddMatrixProduct", 3) in _steps(model) and "MatMul" not in [t for t, _ in _steps(model)]
+    assert "Broadcast" not in [t for t, _ in _steps(model)]
+    x, w, b = _dense_arguments(bias_shape)
+    want = np.maximum(x.astype(np.float64) @ w + b.reshape(-1), 0)
+    for _ in range(2):
+        got = model(x, w, b)
+        np.testing.assert_array_equal(got, unfused(x, w, b))  # the same float32 sums
+    np.testing.assert_allclose(got.reshape(6, 8), want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_vector_along_the_products_rows_stays_an_add():
+    model = kuiper.load_hlo(dense_program("rows"), backend="numpy")
+    assert "MatMul" in [t for t, _ in _steps(model)] and "AddMatrixProduct" not in [t for t, _ in _steps(model)]
+    x, w, b = _dense_arguments((6,))
+    np.testing.assert_allclose(model(x, w, b), np.maximum(x.astype(np.float64) @ w + b[:, None], 0), rtol=1e-5,
+                               atol=1e-5)
