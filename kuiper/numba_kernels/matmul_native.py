@@ -51,23 +51,37 @@ class _OneDnnProduct:
         if len(inputs) != 2 or list(self.order) not in ([0, 1], [1, 0]):
             return None
         a, b = self.operands(inputs)
-        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or min(a.ndim, b.ndim) < 1:
+        product = self._chosen_product(a, b)
+        if product is None:
             return None
         swap, forward = self.order[0] == 1, self.forward
-        if self.native is None or self._onednn_operands(a, b) is None:
-            product = self.xp.matmul
-        elif a.ndim != b.ndim:
-            return None  # forward lines the batch dims up first
-        else:
-            native = self.native
 
-            def product(x, y):
-                try:
-                    return native(x, y, model_threads())
-                except onednn.OneDnnError:
-                    return forward(*((y, x) if swap else (x, y)))
-        direct = (lambda y, x: product(x, y)) if swap else product
+        def direct(*values):
+            x, y = (values[1], values[0]) if swap else values
+            out = product(x, y)
+            return forward(*values) if out is None else out
+
         return same_shapes(inputs, direct, forward)
+
+    def _chosen_product(self, a, b):
+        """``f(x, y)``: the product ``forward`` computes for operands shaped as ``a`` and ``b`` (oneDNN's
+        call or the backend's matmul), None from it where oneDNN refuses the operands as they lie (then
+        ``forward`` decides); None where no such function applies (batch dims to line up first)."""
+        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or min(a.ndim, b.ndim) < 1:
+            return None
+        if self.native is None or self._onednn_operands(a, b) is None:
+            return self.xp.matmul
+        if a.ndim != b.ndim:
+            return None  # forward lines the batch dims up first
+        native = self.native
+
+        def product(x, y):
+            try:
+                return native(x, y, model_threads())
+            except onednn.OneDnnError:
+                return None
+
+        return product
 
     @staticmethod
     def _onednn_operands(a, b):
@@ -137,22 +151,10 @@ class NativeAddMM(_OneDnnProduct, reference.AddMM):
         if len(inputs) != 3:
             return None
         bias, a, b = self.operands(inputs)
-        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and self._adds_vector(bias, a, b)):
+        product = self._chosen_product(a, b) if self._adds_vector(bias, a, b) else None
+        if product is None:
             return None
         order, forward = list(self.order), self.forward
-        if self.native is None or self._onednn_operands(a, b) is None:
-            matmul = self.xp.matmul
-
-            def product(x, y):
-                return matmul(x, y)
-        else:
-            native = self.native
-
-            def product(x, y):
-                try:
-                    return native(x, y, model_threads())
-                except onednn.OneDnnError:
-                    return None
 
         def direct(*values):
             vector, x, y = (values[i] for i in order)
