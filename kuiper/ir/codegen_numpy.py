@@ -281,7 +281,10 @@ class CompiledExpression:
             return (lambda *xs: clip(xs, None, None)), None
         arguments = [inputs[value] if is_input else value for is_input, value in operands]
         probe = fn(*arguments)
-        if getattr(probe, "dtype", None) != self._out_dtype or any(probe is value for value in inputs):
+        # A ufunc of 0-d arrays gives a NumPy scalar, not an array: this object's call (out= a 0-d
+        # buffer) keeps the result an array there.
+        if probe.__class__ is not self._array_type or probe.dtype != self._out_dtype \
+                or any(probe is value for value in inputs):
             return self, None
         if all(is_input for is_input, _ in operands) and [value for _, value in operands] == list(range(len(inputs))):
             return fn, None  # the inputs in order: the ufunc takes them as they come

@@ -32,12 +32,13 @@ def _specialized_count(model) -> int:
 
 
 def _outputs(value) -> list:
-    return [kuiper.to_numpy(v) for v in (value if isinstance(value, tuple) else (value,))]
+    return list(value) if isinstance(value, tuple) else [value]
 
 
 def _same(got, want, where):
     for index, (g, w) in enumerate(zip(_outputs(got), _outputs(want))):
         assert g.dtype == w.dtype and g.shape == w.shape, f"{where} output {index}"
+        assert type(g) is type(w), f"{where} output {index}: {type(g).__name__} for {type(w).__name__}"
         np.testing.assert_array_equal(g, w, err_msg=f"{where} output {index}")
 
 
@@ -101,6 +102,18 @@ def test_a_specialized_step_given_other_dtypes_or_shapes_runs_the_ops_forward():
     with pytest.raises(kuiper.KuiperError, match="shape"):
         reshape(other)  # 24 elements into (3, 4): forward's error, not a silent reshape to another shape
     np.testing.assert_array_equal(reshape(a), a.reshape(3, 4))
+
+
+def test_a_specialized_step_of_0_d_arrays_gives_an_array():
+    # A ufunc of 0-d arrays returns a NumPy scalar: the specialized add must still give a 0-d array.
+    text = "HloModule scalar_add\n\nENTRY main {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n" \
+           "  ROOT sum = f32[] add(a, b)\n}\n"
+    model = kuiper.load_hlo(text, backend="numpy")
+    a, b = np.float32(2).reshape(()), np.float32(3).reshape(())
+    for _ in range(2):
+        got = model(a, b)
+        assert type(got) is np.ndarray and got.shape == () and got == 5
+    assert _specialized_count(model) == 1
 
 
 def test_a_forward_replaced_after_the_first_call_runs_at_the_next():
