@@ -259,7 +259,14 @@ class CompiledExpression:
         clip = clip_against(self.xp, fn, constant, self._param_dtypes[position])
         if clip is None:
             return None
-        return lambda inputs, shape, out: clip(inputs[position], out)
+        empty, dtype = self.xp.empty, self._out_dtype
+
+        def clip_step(inputs, shape, out):
+            if out is None and shape == ():
+                out = empty((), dtype=dtype)  # a clip of a 0-d array gives a NumPy scalar, not an array
+            return clip(inputs[position], out)
+
+        return clip_step
 
     def direct(self, inputs) -> tuple[Callable, None] | None:
         """(a function computing this expression straight from inputs of the classes and dtypes of
@@ -275,14 +282,14 @@ class CompiledExpression:
             return None
         if self._one_step is None:
             return self, None
+        if any(value.ndim == 0 for value in inputs):
+            return self, None  # a ufunc or clip of 0-d arrays gives a NumPy scalar: this call keeps an array
         fn, operands = self._one_step
         clip = self._clip_step()
         if clip is not None:
             return (lambda *xs: clip(xs, None, None)), None
         arguments = [inputs[value] if is_input else value for is_input, value in operands]
         probe = fn(*arguments)
-        # A ufunc of 0-d arrays gives a NumPy scalar, not an array: this object's call (out= a 0-d
-        # buffer) keeps the result an array there.
         if probe.__class__ is not self._array_type or probe.dtype != self._out_dtype \
                 or any(probe is value for value in inputs):
             return self, None
