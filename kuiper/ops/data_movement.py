@@ -52,7 +52,8 @@ class Broadcast(Op):
         """The operand reshaped and broadcast as its first call worked out, while its shape stays
         (a dims order that permutes keeps ``forward``)."""
         x = inputs[0]
-        if getattr(x, "ndim", -1) != len(self.dims) or self.order != tuple(range(len(self.order))):
+        if (getattr(x, "ndim", -1) != len(self.dims) or self.order != tuple(range(len(self.order)))
+                or not hasattr(x, "reshape")):  # (an array-API namespace's array may have no reshape method)
             return None
         expanded = [1] * len(self.shape)
         for axis, position in enumerate(self.target):
