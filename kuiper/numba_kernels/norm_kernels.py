@@ -58,6 +58,49 @@ def layer_norm_rows(x, weight, bias, eps, out):
             target[k] = (row[k] - mean) * scale * weight[k] + bias[k]
 
 
+@njit(inline="always")
+def _sum_of_float32_squares(values, width):
+    """sum over k < width of float32(values[k] * values[k]), in float64 (four partial sums, as ``_sum``)."""
+    sum0 = sum1 = sum2 = sum3 = 0.0
+    quads = width // 4
+    for q in range(quads):
+        v0, v1, v2, v3 = values[4 * q], values[4 * q + 1], values[4 * q + 2], values[4 * q + 3]
+        sum0 += v0 * v0
+        sum1 += v1 * v1
+        sum2 += v2 * v2
+        sum3 += v3 * v3
+    total = (sum0 + sum1) + (sum2 + sum3)
+    for k in range(4 * quads, width):
+        total += values[k] * values[k]
+    return total
+
+
+@kernel(error_model="numpy")
+def layer_norm_rows_fast_variance(x, weight, bias, eps, out):
+    """out[r] = (x[r] - mean) * (rsqrt(var + eps) * weight) + bias with var = max(mean(x * x) - mean^2, 0)
+    (Flax's fast variance); x, weight, bias, out float32, eps a float32.
+
+    Every step rounds to float32 where the formula does (x * x, the means, mean^2, the difference,
+    the output's products), so a row with a large mean gets the variance the formula gives, not the
+    two-pass one; only the sums are float64, more exact than any float32 order of adding.
+    """
+    rows, width = x.shape
+    count = np.float32(width)
+    zero = np.float32(0.0)
+    one = np.float32(1.0)
+    for r in prange(rows):
+        row = x[r]
+        mean = np.float32(_sum(row, width, 0.0, 1)) / count
+        mean_of_squares = np.float32(_sum_of_float32_squares(row, width)) / count
+        var = mean_of_squares - mean * mean
+        if var < zero:  # max(var, 0), a NaN variance kept
+            var = zero
+        inverse = one / np.float32(math.sqrt(var + eps))
+        target = out[r]
+        for k in range(width):
+            target[k] = (row[k] - mean) * (inverse * weight[k]) + bias[k]
+
+
 @kernel(error_model="numpy")
 def softmax_rows(x, blocks, out):
     """out[r] = softmax(x[r]); x and out (R, K) float32, out may be x.  ``blocks`` tasks of whole rows."""

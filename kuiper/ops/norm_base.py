@@ -80,6 +80,17 @@ def _normalize(xp, x, axes, eps: float):
     return centered / xp.sqrt(var + eps)
 
 
+def centered_with_fast_variance(xp, x, axes, eps: float):
+    """(x - mean, rsqrt(var + eps)) over ``axes`` with var = max(mean(x * x) - mean * mean, 0), each step
+    in x's dtype (Flax's ``use_fast_variance``; a NaN variance stays NaN).  No float64 statistics here:
+    the formula's own float32 rounding (and overflow) is what the program asked for."""
+    mean = xp.mean(x, axis=axes, keepdims=True)
+    mean_of_squares = xp.mean(x * x, axis=axes, keepdims=True)
+    var = xp.maximum(mean_of_squares - mean * mean, xp.zeros_like(mean))
+    one = xp.ones_like(mean)
+    return x - mean, one / xp.sqrt(var + xp.asarray(eps, dtype=x.dtype))
+
+
 class AffineNormOp(NormOp):
     """Reads eps and the optional elementwise weight/bias (attrs, inputs or None)."""
 
