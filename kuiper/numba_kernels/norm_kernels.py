@@ -1,4 +1,4 @@
-"""Multi-threaded row-wise normalisations: layer norm, and softmax over the last axis.
+"""Multi-threaded row-wise normalisations: layer norm, and softmax and log-softmax over the last axis.
 
 Each row (the normalised axis, contiguous) is one task: its statistics are summed
 in float64 in a fixed order, so results do not depend on the thread count, and two
@@ -144,3 +144,45 @@ def softmax_of_rows(x, target, shifted, scratch):
         scale = np.float32(1.0 / _sum(row, width, 0.0, 1))
         for k in range(width):
             row[k] = row[k] * scale
+
+
+@kernel(error_model="numpy")
+def log_softmax_rows(x, blocks, out):
+    """out[r] = (x[r] - max) - log(sum(exp(x[r] - max))); x and out (R, K) float32, out may be x.  ``blocks``
+    tasks of whole rows, as ``softmax_rows``."""
+    rows, width = x.shape
+    per_block = (rows + blocks - 1) // blocks
+    chunk = max(1, min(per_block, CHUNK // max(width, 1)))
+    for block in prange(blocks):
+        exps = np.empty(chunk * width, np.float32)
+        scratch = np.empty((3, chunk * width), np.int32)
+        stop = min(rows, (block + 1) * per_block)
+        for first in range(block * per_block, stop, chunk):
+            last = min(stop, first + chunk)
+            log_softmax_of_rows(x[first:last], out[first:last], exps, scratch)
+
+
+@njit(inline="always")
+def log_softmax_of_rows(x, target, exps, scratch):
+    """target[r] = log_softmax(x[r]) for the R rows of x (R, K), C-contiguous; target may be x.  ``exps``
+    (at least R * K float32) and ``scratch`` ((3, at least R * K) int32) are the caller's workspace.
+
+    The steps of jax.nn.log_softmax, each rounded to float32 as there: shifted = x - peak, the sum of
+    exp(shifted) (accumulated in float64), its log, shifted - log.  A row holding NaN, or +inf (inf - inf),
+    has a NaN sum, so the whole row is NaN, as there.
+    """
+    count, width = x.shape
+    for r in range(count):
+        row = x[r]
+        peak = row[0]
+        for k in range(width):
+            peak = row[k] if row[k] > peak else peak  # a select, not a branch (a NaN makes the sum NaN)
+        shifted = target[r]
+        for k in range(width):
+            shifted[k] = row[k] - peak
+    vector_exp(exps, target.reshape(count * width), count * width, scratch)
+    for r in range(count):
+        log_total = np.float32(math.log(np.float32(_sum(exps[r * width:(r + 1) * width], width, 0.0, 1))))
+        shifted = target[r]
+        for k in range(width):
+            shifted[k] = shifted[k] - log_total
