@@ -215,6 +215,39 @@ class _Chain:
             raise _NoMatch
         return node.inputs[0]
 
+    def mean_of(self, operand: str) -> str:
+        """The tensor whose mean over the last axis ``operand`` is: a sum divided by the row length
+        (JAX), or a ``Reduction`` of kind mean (ONNX's ReduceMean)."""
+        node = self.graph.producer.get(operand)
+        if node is None or node.type != "Reduction":
+            return self.reduce(self.divided_by_width(operand), "add", 0.0)
+        self.take(operand, "Reduction")
+        dims = node.params.get("dim")
+        if (len(node.inputs) != 1 or node.params.get("reduction") != "mean"
+                or set(node.params) - {"dim", "keepdim", "reduction"}
+                or not isinstance(dims, (list, tuple)) or len(dims) != 1 or dims[0] not in (-1, len(self.shape) - 1)):
+            raise _NoMatch
+        source = node.inputs[0]
+        if self.graph.shape(source) != self.shape or self.graph.dtype(source) != FLOAT32:
+            raise _NoMatch
+        return source
+
+    def row_value(self, operand: str) -> str:
+        """The per-row value an elementwise op reads as ``operand``: broadcast to the full shape by a
+        Broadcast op, or of shape rows + (1,), which the op broadcasts itself."""
+        if self.graph.shape(operand) == self.shape:
+            return self.row_broadcast(operand)
+        if self.graph.shape(operand) != (*self.rows, 1):
+            raise _NoMatch
+        return self.per_row(operand)
+
+    def vector_value(self, operand: str) -> str:
+        """The vector of the row length an elementwise op reads as ``operand``: broadcast by a Broadcast
+        op, or 1-D, which the op broadcasts itself."""
+        if self.graph.shape(operand) == (self.shape[-1],):
+            return operand
+        return self.vector_broadcast(operand)
+
     def check_closed(self) -> None:
         """No member's result is read outside the chain or returned by the model (the root's aside)."""
         members = {id(member) for member in self.members}
@@ -295,32 +328,43 @@ class _Statistics:
 
 
 def _layer_norm(chain: _Chain, root: OpNode) -> list[OpNode]:
-    """``(x - mean) * (rsqrt(var + eps) [* scale]) [+ bias]`` over the last axis (Flax's nn.LayerNorm),
-    as one LayerNorm op."""
-    if root.type != "Elementwise" or root.params.get("function") not in ("add", "multiply"):
+    """``(x - mean) * (rsqrt(var + eps) [* scale]) [+ bias]`` (Flax's nn.LayerNorm) or
+    ``(x - mean) / sqrt(var + eps) [* scale] [+ bias]`` (ONNX's spelling before LayerNormalization), over
+    the last axis, as one LayerNorm op."""
+    if root.type != "Elementwise" or root.params.get("function") not in ("add", "multiply", "divide"):
         raise _NoMatch
-    bias = None
-    product = root
-    if root.params["function"] == "add":
-        chain.take(root.outputs[0], "Elementwise", "add")
-        scaled, bias_operand = _either(chain, root, lambda operand: chain.take(operand, "Elementwise", "multiply"))
-        bias = chain.vector_broadcast(bias_operand)
-        product = chain.graph.producer[scaled]
-    chain.take(product.outputs[0], "Elementwise", "multiply")
-    centered_operand, factor = _either(
-        chain, product, lambda operand: chain.take(operand, "Elementwise", "subtract"))
-    centered = chain.graph.producer[centered_operand]
-    x, mean_broadcast = centered.inputs
-    mean = chain.row_broadcast(mean_broadcast)
-    scale = None
-    made = chain.graph.producer.get(factor)
-    if made is not None and made.type == "Elementwise" and made.params.get("function") == "multiply":
-        chain.take(factor, "Elementwise", "multiply")
-        inverse_operand, scale_operand = _either(chain, made, lambda operand: chain.take(operand, "Broadcast")
-                                                 and _is_row_broadcast(chain, operand))
-        scale = chain.vector_broadcast(scale_operand)
-        factor = inverse_operand
-    statistics = _statistics(chain, chain.row_broadcast(factor))
+    node, bias, scale = root, None, None
+    if node.params["function"] == "add":
+        chain.take(node.outputs[0], "Elementwise", "add")
+        inner, bias_operand = _either(chain, node, lambda operand: _product(chain, operand))
+        bias = chain.vector_value(bias_operand)
+        node = chain.graph.producer[inner]
+    if node.params.get("function") == "multiply" and _is_made_by(chain, node.inputs, "divide"):
+        # ONNX: ((x - mean) / sqrt(var + eps)) * scale
+        chain.take(node.outputs[0], "Elementwise", "multiply")
+        inner, scale_operand = _either(chain, node, lambda operand: chain.take(operand, "Elementwise", "divide"))
+        scale = chain.vector_value(scale_operand)
+        node = chain.graph.producer[inner]
+    if node.params.get("function") == "divide":
+        chain.take(node.outputs[0], "Elementwise", "divide")
+        centered_operand, root_operand = node.inputs
+        x, mean = _centered(chain, centered_operand)
+        total = chain.take(chain.row_value(root_operand), "Elementwise", "sqrt").inputs[0]
+    else:
+        # Flax: (x - mean) * (rsqrt(var + eps) [* scale])
+        chain.take(node.outputs[0], "Elementwise", "multiply")
+        centered_operand, factor = _either(
+            chain, node, lambda operand: chain.take(operand, "Elementwise", "subtract"))
+        x, mean = _centered(chain, centered_operand)
+        made = chain.graph.producer.get(factor)
+        if made is not None and made.type == "Elementwise" and made.params.get("function") == "multiply":
+            chain.take(factor, "Elementwise", "multiply")
+            inverse_operand, scale_operand = _either(chain, made, lambda operand: chain.take(operand, "Broadcast")
+                                                     and _is_row_broadcast(chain, operand))
+            scale = chain.vector_broadcast(scale_operand)
+            factor = inverse_operand
+        total = chain.take(chain.row_broadcast(factor), "Elementwise", "rsqrt").inputs[0]
+    statistics = _statistics(chain, total)
     if statistics.x != x or statistics.mean != mean:
         raise _NoMatch
     inputs, keys = [x], ["input"]
@@ -337,6 +381,29 @@ def _layer_norm(chain: _Chain, root: OpNode) -> list[OpNode]:
                    input_keys=keys, source=root.source)]
 
 
+def _product(chain: _Chain, operand: str) -> OpNode:
+    """The multiply or divide making ``operand`` (the normalised value a bias is added to); not joined yet."""
+    node = chain.graph.producer.get(operand)
+    if node is None or node.type != "Elementwise" or node.params.get("function") not in ("multiply", "divide"):
+        raise _NoMatch
+    return node
+
+
+def _is_made_by(chain: _Chain, operands: list[str], function: str) -> bool:
+    """Whether an Elementwise ``function`` makes one of ``operands``."""
+    for operand in operands:
+        node = chain.graph.producer.get(operand)
+        if node is not None and node.type == "Elementwise" and node.params.get("function") == function:
+            return True
+    return False
+
+
+def _centered(chain: _Chain, operand: str) -> tuple[str, str]:
+    """(x, the operand holding its rows' means) of ``operand`` = x - mean."""
+    x, mean = chain.take(operand, "Elementwise", "subtract").inputs
+    return x, chain.row_value(mean)
+
+
 def _is_row_broadcast(chain: _Chain, operand: str) -> bool:
     """Whether ``operand`` is a per-row value broadcast along the last axis (checked without joining)."""
     probe = _Chain(chain.graph, chain.root)
@@ -344,9 +411,8 @@ def _is_row_broadcast(chain: _Chain, operand: str) -> bool:
     return True
 
 
-def _statistics(chain: _Chain, inverse: str) -> _Statistics:
-    """Read ``rsqrt(var + eps)`` back to x, its mean and how the variance is taken."""
-    total = chain.take(inverse, "Elementwise", "rsqrt").inputs[0]
+def _statistics(chain: _Chain, total: str) -> _Statistics:
+    """Read ``var + eps`` back to x, its mean and how the variance is taken."""
     adder = chain.take(chain.per_row(total), "Elementwise", "add")
     variance, eps_operand = _either(chain, adder, lambda operand: chain.per_row(operand) and _not_constant(chain, operand))
     eps = chain.constant(eps_operand)
@@ -361,25 +427,34 @@ def _statistics(chain: _Chain, inverse: str) -> _Statistics:
         if chain.constant(zero) != 0.0:
             raise _NoMatch
         minuend, subtrahend = chain.take(chain.per_row(difference), "Elementwise", "subtract").inputs
-        squares = chain.reduce(chain.divided_by_width(chain.per_row(minuend)), "add", 0.0)
-        x, also_x = chain.take(squares, "Elementwise", "multiply").inputs
+        x, also_x = chain.take(chain.mean_of(chain.per_row(minuend)), "Elementwise", "multiply").inputs
         mean, also_mean = chain.take(chain.per_row(subtrahend), "Elementwise", "multiply").inputs
         mean = chain.per_row(mean)
         if also_x != x or chain.per_row(also_mean) != mean:
             raise _NoMatch
         fast = True
     else:
-        # mean((x - mean)^2): the two-pass variance
-        squares = chain.reduce(chain.divided_by_width(variance), "add", 0.0)
-        deviation, also_deviation = chain.take(squares, "Elementwise", "multiply").inputs
-        if also_deviation != deviation:
-            raise _NoMatch
-        x, mean_broadcast = chain.take(deviation, "Elementwise", "subtract").inputs
-        mean = chain.row_broadcast(mean_broadcast)
+        # mean((x - mean)^2): the two-pass variance, the square a product or a power of 2
+        deviation = _squared(chain, chain.mean_of(variance))
+        x, mean = _centered(chain, deviation)
         fast = False
-    if chain.reduce(chain.divided_by_width(mean), "add", 0.0) != x:
+    if chain.mean_of(mean) != x:
         raise _NoMatch
     return _Statistics(x=x, mean=mean, fast_variance=fast, eps=eps)
+
+
+def _squared(chain: _Chain, operand: str) -> str:
+    """What ``operand`` is the square of: ``d * d`` or ``d ** 2``."""
+    made = chain.graph.producer.get(operand)
+    if made is not None and made.type == "Elementwise" and made.params.get("function") == "power":
+        base, exponent = chain.take(operand, "Elementwise", "power").inputs
+        if chain.constant(exponent) != 2.0:
+            raise _NoMatch
+        return base
+    base, also_base = chain.take(operand, "Elementwise", "multiply").inputs
+    if also_base != base:
+        raise _NoMatch
+    return base
 
 
 def _not_constant(chain: _Chain, operand: str) -> bool:

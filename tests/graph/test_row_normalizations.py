@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 import kuiper
+from kuiper.graph import build
+from kuiper.model_ir import ModelIR, OperandInfo, OpNode
 
 # As JAX 0.10.2 writes them (tools/bench_flax_models.py's setting): flax.linen.LayerNorm() (fast variance,
 # scale and bias as arguments), jax.nn.softmax and jax.nn.log_softmax, over the last axis of (2, 3, 8).
@@ -353,6 +355,93 @@ def test_layer_norm_chains_that_differ_stay_as_written(change):
     model, got, unrewritten = _both(layer_norm_text(**change), x, scale, bias)
     assert "LayerNorm" not in _step_types(model)
     for mine, theirs in zip(*[(g,) if isinstance(g, np.ndarray) else g for g in (got, unrewritten)]):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-6, atol=1e-6)
+
+
+# ONNX's layer norm before opset 17 (torch.onnx.export's ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul,
+# Add), as kuiper's ONNX frontend writes it in the canonical op set: mean reductions keeping the dim, the
+# elementwise ops broadcasting (rows, 1) values and (width,) weights themselves.
+
+
+def onnx_layer_norm_graph(shape=(2, 3, 8), dim=-1, square="power", scale=True, bias=True, eps_after_sqrt=False,
+                          mean_output=False, keepdim=True) -> ModelIR:
+    """``keepdim=False``: the means dropped the dim and a Reshape gives each a trailing 1 (shape[:-1] + (1,))."""
+    rows_kept = tuple(1 if i == dim % len(shape) else d for i, d in enumerate(shape))
+    if not keepdim:
+        rows_kept = (*shape[:-1], 1)
+    width = shape[-1]
+
+    def elementwise(function, inputs, output, arity=2):
+        return OpNode("Elementwise", output, inputs, [output],
+                      {"function": function, "operand_dtypes": ["float32"] * arity, "dtype": "float32"})
+
+    def constant(name, value):
+        return OpNode("Constant", name, [], [name], attrs={"data": np.asarray(value, np.float32)})
+
+    def mean(source, output):
+        if keepdim:
+            return [OpNode("Reduction", output, [source], [output], {"dim": [dim], "keepdim": True, "reduction": "mean"})]
+        return [OpNode("Reduction", output + "_flat", [source], [output + "_flat"],
+                       {"dim": [dim], "keepdim": False, "reduction": "mean"}),
+                OpNode("Reshape", output, [output + "_flat"], [output], {"shape": list(rows_kept)})]
+
+    nodes = [*mean("x", "m"), elementwise("subtract", ["x", "m"], "d")]
+    if square == "power":
+        nodes += [constant("two", 2.0), elementwise("power", ["d", "two"], "p")]
+    else:
+        nodes += [elementwise("multiply", ["d", "d"], "p")]
+    nodes += [*mean("p", "v"), constant("eps", 1e-5)]
+    if eps_after_sqrt:
+        nodes += [elementwise("sqrt", ["v"], "r", 1), elementwise("add", ["r", "eps"], "s")]
+    else:
+        nodes += [elementwise("add", ["v", "eps"], "ve"), elementwise("sqrt", ["ve"], "s", 1)]
+    nodes += [elementwise("divide", ["d", "s"], "n")]
+    last, inputs = "n", ["x"]
+    if scale:
+        nodes += [elementwise("multiply", [last, "w"], "nw")]
+        last, inputs = "nw", inputs + ["w"]
+    if bias:
+        nodes += [elementwise("add", [last, "b"], "y")]
+        last, inputs = "y", inputs + ["b"]
+    shapes = {"x": shape, "m": rows_kept, "d": shape, "p": shape, "v": rows_kept, "ve": rows_kept, "r": rows_kept,
+              "s": rows_kept, "n": shape, "nw": shape, "y": shape, "w": (width,), "b": (width,), "two": (),
+              "eps": ()}
+    flat = tuple(d for i, d in enumerate(shape) if i != dim % len(shape))
+    shapes.update({"m_flat": flat, "v_flat": flat})
+    operands = {name: OperandInfo(name, value, "float32") for name, value in shapes.items()}
+    return ModelIR(nodes, operands, inputs, [last, "m"] if mean_output else [last], "onnx_layer_norm")
+
+
+@pytest.mark.parametrize("square, keepdim", [("power", True), ("product", True), ("power", False)])
+@pytest.mark.parametrize("scale, bias", [(True, True), (True, False), (False, True), (False, False)])
+def test_onnx_layer_norm_spelling_becomes_one_op(square, keepdim, scale, bias):
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((2, 3, 8)) * 2 + 3).astype(np.float32)
+    x[0, 2, 5] = np.nan
+    weights = [rng.standard_normal(8).astype(np.float32) for present in (scale, bias) if present]
+    ir = onnx_layer_norm_graph(square=square, scale=scale, bias=bias, keepdim=keepdim)
+    model = build(ir, "numpy")
+    assert _step_types(model) == ["LayerNorm"]  # the constants it read are left unread, and dropped
+    assert "fast_variance" not in model.steps[-1].node.params
+    got = model(x, *weights)
+    np.testing.assert_allclose(got, build(ir, "numpy", fuse=False)(x, *weights), rtol=2e-6, atol=2e-6)
+    w = weights[0] if scale else 1.0
+    b = weights[-1] if bias else 0.0
+    np.testing.assert_allclose(got, two_pass_layer_norm_reference(x, w, b, 1e-5), rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("change", [{"dim": 1}, {"shape": (2, 8, 8), "dim": 1, "keepdim": False},
+                                    {"eps_after_sqrt": True}, {"mean_output": True}],
+                         ids=["other_axis", "other_axis_reshaped_to_rows", "eps_after_sqrt", "mean_is_an_output"])
+def test_onnx_layer_norm_spellings_that_differ_stay_as_written(change):
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal(change.get("shape", (2, 3, 8))).astype(np.float32)
+    weights = [rng.standard_normal(8).astype(np.float32) for _ in range(2)]
+    ir = onnx_layer_norm_graph(**change)
+    model = build(ir, "numpy")
+    assert "LayerNorm" not in _step_types(model)
+    got, expected = model(x, *weights), build(ir, "numpy", fuse=False)(x, *weights)
+    for mine, theirs in zip(*[(g,) if isinstance(g, np.ndarray) else g for g in (got, expected)]):
         np.testing.assert_allclose(mine, theirs, rtol=1e-6, atol=1e-6)
 
 
