@@ -364,7 +364,7 @@ def test_layer_norm_chains_that_differ_stay_as_written(change):
 
 
 def onnx_layer_norm_graph(shape=(2, 3, 8), dim=-1, square="power", scale=True, bias=True, eps_after_sqrt=False,
-                          mean_output=False, keepdim=True) -> ModelIR:
+                          mean_output=False, keepdim=True, exponent=2.0) -> ModelIR:
     """``keepdim=False``: the means dropped the dim and a Reshape gives each a trailing 1 (shape[:-1] + (1,))."""
     rows_kept = tuple(1 if i == dim % len(shape) else d for i, d in enumerate(shape))
     if not keepdim:
@@ -387,7 +387,7 @@ def onnx_layer_norm_graph(shape=(2, 3, 8), dim=-1, square="power", scale=True, b
 
     nodes = [*mean("x", "m"), elementwise("subtract", ["x", "m"], "d")]
     if square == "power":
-        nodes += [constant("two", 2.0), elementwise("power", ["d", "two"], "p")]
+        nodes += [constant("two", exponent), elementwise("power", ["d", "two"], "p")]
     else:
         nodes += [elementwise("multiply", ["d", "d"], "p")]
     nodes += [*mean("p", "v"), constant("eps", 1e-5)]
@@ -431,8 +431,9 @@ def test_onnx_layer_norm_spelling_becomes_one_op(square, keepdim, scale, bias):
 
 
 @pytest.mark.parametrize("change", [{"dim": 1}, {"shape": (2, 8, 8), "dim": 1, "keepdim": False},
-                                    {"eps_after_sqrt": True}, {"mean_output": True}],
-                         ids=["other_axis", "other_axis_reshaped_to_rows", "eps_after_sqrt", "mean_is_an_output"])
+                                    {"exponent": 4.0}, {"eps_after_sqrt": True}, {"mean_output": True}],
+                         ids=["other_axis", "other_axis_reshaped_to_rows", "fourth_power", "eps_after_sqrt",
+                              "mean_is_an_output"])
 def test_onnx_layer_norm_spellings_that_differ_stay_as_written(change):
     rng = np.random.default_rng(9)
     x = rng.standard_normal(change.get("shape", (2, 3, 8))).astype(np.float32)
