@@ -5,21 +5,24 @@ subtraction, exp, a sum reduction and a division, and Flax's ``nn.LayerNorm`` as
 steps (two sum reductions, divisions by the row length, a square, ``max(E[x^2] - E[x]^2, 0)``,
 rsqrt, the scale and the bias).  Run as written, each step is a pass over the tensor and a step of
 the plan: a (1, 196, 192) layer norm cost 180-200 us and a (1, 3, 196, 196) softmax 360 us, where
-one row loop takes a fraction of that.  ONNX Runtime makes the same rewrite on ONNX graphs
-(its LayerNormFusion and SoftmaxFusion transformers).
+one row loop takes a fraction of that.  ONNX exports before opset 17 spell layer norm out too
+(ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add), and ONNX Runtime makes the same
+rewrite on them (its LayerNormFusion and SoftmaxFusion transformers).
 
-The pass reads only the canonical op set (Reduce, Elementwise, Broadcast, Reshape, Constant) and
-runs before constant folding, which would hide the constants inside fused elementwise math.  A
-chain is rewritten only when it says exactly what the op computes:
+The pass reads only the canonical op set (Reduce, Reduction, Elementwise, Broadcast, Reshape,
+Constant) and runs before constant folding, which would hide the constants inside fused
+elementwise math.  A chain is rewritten only when it says exactly what the op computes:
 
 - every step float32, the reductions over the last axis only, from a scalar constant init
   (0 for sums, -inf for the max), not sequential;
-- per-row values (the max, the sums, the statistics) broadcast back along the last axis only;
-- the mean a division by a constant equal to the row length; the layer norm's variance either
-  ``max(mean(x*x) - mean*mean, 0)`` (Flax's default ``use_fast_variance``: the op's
+- per-row values (the max, the sums, the statistics) broadcast back along the last axis only, by
+  Broadcast ops or, kept as (rows, 1), by the elementwise op reading them;
+- the mean a sum divided by a constant equal to the row length, or a mean Reduction; the layer
+  norm's variance either ``max(mean(x*x) - mean*mean, 0)`` (Flax's default ``use_fast_variance``: the op's
   ``fast_variance``, computed with float32 rounding at the steps the chain rounds, as the chain
-  would on inputs with a large mean) or ``mean((x - mean)^2)``; epsilon a non-negative constant
-  added to the variance before rsqrt; scale and bias (each optional) vectors of the row length;
+  would on inputs with a large mean) or ``mean((x - mean)^2)`` (the square a product or a power
+  of 2); epsilon a non-negative constant added to the variance before rsqrt (multiplied) or sqrt
+  (divided by); scale and bias (each optional) vectors of the row length;
 - no value inside the chain read by anything outside it, nor a model output.
 
 Any chain that differs in a detail is left as it is.
@@ -414,7 +417,8 @@ def _is_row_broadcast(chain: _Chain, operand: str) -> bool:
 def _statistics(chain: _Chain, total: str) -> _Statistics:
     """Read ``var + eps`` back to x, its mean and how the variance is taken."""
     adder = chain.take(chain.per_row(total), "Elementwise", "add")
-    variance, eps_operand = _either(chain, adder, lambda operand: chain.per_row(operand) and _not_constant(chain, operand))
+    variance, eps_operand = _either(chain, adder,
+                                    lambda operand: chain.per_row(operand) and _not_constant(chain, operand))
     eps = chain.constant(eps_operand)
     if not (math.isfinite(eps) and eps >= 0):
         raise _NoMatch

@@ -1,10 +1,12 @@
-"""nn.LayerNorm, nn.InstanceNorm, and the NumPy backend's softmax, through the row loops in norm_kernels.py.
+"""nn.LayerNorm, nn.InstanceNorm, and the NumPy backend's softmax and log-softmax, through the row loops in
+norm_kernels.py.
 
 Layer norm: float32 inputs normalised over their trailing dims take the compiled loop,
 with affine weights constant, absent or given as float32 inputs; everything else (other
-dtypes) the reference op, which this subclass leaves in charge of params and errors.  Softmax: ``softmax_in_place`` replaces the backend primitive of that name
-(softmax ops, attention) for float32 C-contiguous arrays over their last axis; log-softmax
-over the last axis of float32 inputs runs its own row loop (CompiledSoftmax).
+dtypes) the reference op, which this subclass leaves in charge of params and errors.
+Softmax: ``softmax_in_place`` replaces the backend primitive of that name (softmax ops,
+attention) for float32 C-contiguous arrays over their last axis; log-softmax over the last
+axis of float32 inputs runs its own row loop (CompiledSoftmax).
 """
 
 from __future__ import annotations
