@@ -27,6 +27,7 @@ from .model import Model, TensorSpec
 from .native_layouts import agree_on_layouts
 from .plan import Step
 from .providers import Unit, offer_to_providers
+from .row_normalizations import fuse_row_normalizations
 from .shape_chains import drop_shape_no_ops
 from .target import Target, resolve_target
 from .transposes import move_transposes_down
@@ -139,6 +140,7 @@ def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool
     if fuse:
         order = fold_crops_into_convs(order, ir.operands, output_operands)
         order = drop_shape_no_ops(order, ir.operands, output_operands)
+        order = fuse_row_normalizations(order, ir.operands, output_operands)
         order = hoist_loop_invariants(order, ir.operands)
         order = fold_constants(order, ir.operands, output_operands, target)
         order = fold_bias_inputs(order, ir.operands, output_operands, target)

@@ -2,8 +2,8 @@
 
 The compiled row loop (norm.py) runs on the calling thread at a transformer's sizes; oneDNN's
 layer normalization runs on its OpenMP threads at the model's thread count.  Inputs the
-compiled loop would not take (weights given as inputs, other dtypes) keep the reference op;
-tensors too small to win back a oneDNN call keep the compiled loop.
+compiled loop would not take (other dtypes) keep the reference op; weights given as inputs,
+the fast variance and tensors too small to win back a oneDNN call keep the compiled loop.
 """
 
 from __future__ import annotations
@@ -28,15 +28,17 @@ class NativeLayerNorm(CompiledLayerNorm):
 
     def setup(self):
         super().setup()
-        self.library = onednn.library() if self.compiled else None
+        # oneDNN binds the weights when its primitive is made, and takes the variance in two passes:
+        # weights given as inputs and the fast variance keep the compiled loop.
+        self.library = None if self.weights_given or self.fast_variance else onednn.library()
         if self.library is not None:
             self.kernel_note = "oneDNN (float32), compiled loop for small tensors"
 
     def forward(self, *inputs):
         x = inputs[self.input_position()]
-        if not self.takes(x):
-            return super().forward(*inputs)  # the reference: other dtypes, weights as inputs, its errors
-        if self.library is not None and x.size >= NATIVE_ELEMENTS:
+        if self.library is None or not self.takes(x):
+            return super().forward(*inputs)  # the compiled loop, or the reference: other dtypes, its errors
+        if x.size >= NATIVE_ELEMENTS:
             row_weight, row_bias = self.row_affine()  # made at the first call: the input bounds their size
             if self.native is None:
                 self.native = onednn.LayerNormalization(self.library, row_weight, row_bias, self.eps)

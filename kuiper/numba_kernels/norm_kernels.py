@@ -1,4 +1,4 @@
-"""Multi-threaded row-wise normalisations: layer norm, and softmax over the last axis.
+"""Multi-threaded row-wise normalisations: layer norm, and softmax and log-softmax over the last axis.
 
 Each row (the normalised axis, contiguous) is one task: its statistics are summed
 in float64 in a fixed order, so results do not depend on the thread count, and two
@@ -58,6 +58,49 @@ def layer_norm_rows(x, weight, bias, eps, out):
             target[k] = (row[k] - mean) * scale * weight[k] + bias[k]
 
 
+@njit(inline="always")
+def _sum_of_float32_squares(values, width):
+    """sum over k < width of float32(values[k] * values[k]), in float64 (four partial sums, as ``_sum``)."""
+    sum0 = sum1 = sum2 = sum3 = 0.0
+    quads = width // 4
+    for q in range(quads):
+        v0, v1, v2, v3 = values[4 * q], values[4 * q + 1], values[4 * q + 2], values[4 * q + 3]
+        sum0 += v0 * v0
+        sum1 += v1 * v1
+        sum2 += v2 * v2
+        sum3 += v3 * v3
+    total = (sum0 + sum1) + (sum2 + sum3)
+    for k in range(4 * quads, width):
+        total += values[k] * values[k]
+    return total
+
+
+@kernel(error_model="numpy")
+def layer_norm_rows_fast_variance(x, weight, bias, eps, out):
+    """out[r] = (x[r] - mean) * (rsqrt(var + eps) * weight) + bias with var = max(mean(x * x) - mean^2, 0)
+    (Flax's fast variance); x, weight, bias, out float32, eps a float32.
+
+    Every step rounds to float32 where the formula does (x * x, the means, mean^2, the difference,
+    the output's products), so a row with a large mean gets the variance the formula gives, not the
+    two-pass one; only the sums are float64, more exact than any float32 order of adding.
+    """
+    rows, width = x.shape
+    count = np.float32(width)
+    zero = np.float32(0.0)
+    one = np.float32(1.0)
+    for r in prange(rows):
+        row = x[r]
+        mean = np.float32(_sum(row, width, 0.0, 1)) / count
+        mean_of_squares = np.float32(_sum_of_float32_squares(row, width)) / count
+        var = mean_of_squares - mean * mean
+        if var < zero:  # max(var, 0), a NaN variance kept
+            var = zero
+        inverse = one / np.float32(math.sqrt(var + eps))
+        target = out[r]
+        for k in range(width):
+            target[k] = (row[k] - mean) * (inverse * weight[k]) + bias[k]
+
+
 @kernel(error_model="numpy")
 def softmax_rows(x, blocks, out):
     """out[r] = softmax(x[r]); x and out (R, K) float32, out may be x.  ``blocks`` tasks of whole rows."""
@@ -101,3 +144,45 @@ def softmax_of_rows(x, target, shifted, scratch):
         scale = np.float32(1.0 / _sum(row, width, 0.0, 1))
         for k in range(width):
             row[k] = row[k] * scale
+
+
+@kernel(error_model="numpy")
+def log_softmax_rows(x, blocks, out):
+    """out[r] = (x[r] - max) - log(sum(exp(x[r] - max))); x and out (R, K) float32, out may be x.  ``blocks``
+    tasks of whole rows, as ``softmax_rows``."""
+    rows, width = x.shape
+    per_block = (rows + blocks - 1) // blocks
+    chunk = max(1, min(per_block, CHUNK // max(width, 1)))
+    for block in prange(blocks):
+        exps = np.empty(chunk * width, np.float32)
+        scratch = np.empty((3, chunk * width), np.int32)
+        stop = min(rows, (block + 1) * per_block)
+        for first in range(block * per_block, stop, chunk):
+            last = min(stop, first + chunk)
+            log_softmax_of_rows(x[first:last], out[first:last], exps, scratch)
+
+
+@njit(inline="always")
+def log_softmax_of_rows(x, target, exps, scratch):
+    """target[r] = log_softmax(x[r]) for the R rows of x (R, K), C-contiguous; target may be x.  ``exps``
+    (at least R * K float32) and ``scratch`` ((3, at least R * K) int32) are the caller's workspace.
+
+    The steps of jax.nn.log_softmax, each rounded to float32 as there: shifted = x - peak, the sum of
+    exp(shifted) (accumulated in float64), its log, shifted - log.  A row holding NaN, or +inf (inf - inf),
+    has a NaN sum, so the whole row is NaN, as there.
+    """
+    count, width = x.shape
+    for r in range(count):
+        row = x[r]
+        peak = row[0]
+        for k in range(width):
+            peak = row[k] if row[k] > peak else peak  # a select, not a branch (a NaN makes the sum NaN)
+        shifted = target[r]
+        for k in range(width):
+            shifted[k] = row[k] - peak
+    vector_exp(exps, target.reshape(count * width), count * width, scratch)
+    for r in range(count):
+        log_total = np.float32(math.log(np.float32(_sum(exps[r * width:(r + 1) * width], width, 0.0, 1))))
+        shifted = target[r]
+        for k in range(width):
+            shifted[k] = shifted[k] - log_total

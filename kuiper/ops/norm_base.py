@@ -9,6 +9,8 @@ variance, like PyTorch.
 
 from __future__ import annotations
 
+import math
+
 from ..errors import ShapeError
 from .base import Op
 from .special_values import FLOAT32_MAX, is_tame
@@ -78,6 +80,22 @@ def _normalize(xp, x, axes, eps: float):
     centered = x - mean
     var = xp.mean(centered * centered, axis=axes, keepdims=True)
     return centered / xp.sqrt(var + eps)
+
+
+def centered_with_fast_variance(xp, x, axes, eps: float):
+    """(x - mean, rsqrt(var + eps)) over ``axes`` with var = max(mean(x * x) - mean * mean, 0), each step
+    in x's dtype (Flax's ``use_fast_variance``; a NaN variance stays NaN).  The two sums are taken in
+    float64 and then rounded, as the compiled loop takes them (more exact than any order of float32
+    additions, so both paths give a large-mean row the same variance); no float64 statistics beyond
+    that: the formula's own float32 rounding (and overflow) is what the program asked for."""
+    count = xp.asarray(math.prod(x.shape[axis] for axis in axes), dtype=x.dtype)
+
+    def mean_of(values):
+        return xp.astype(xp.sum(values, axis=axes, keepdims=True, dtype=xp.float64), x.dtype) / count
+
+    mean = mean_of(x)
+    var = xp.maximum(mean_of(x * x) - mean * mean, xp.zeros_like(mean))
+    return x - mean, xp.ones_like(mean) / xp.sqrt(var + xp.asarray(eps, dtype=x.dtype))
 
 
 class AffineNormOp(NormOp):

@@ -8,7 +8,7 @@ like PyTorch); RMS norm only scales, by the root mean square.
 from __future__ import annotations
 
 from ..errors import ShapeError
-from .norm_base import AffineNormOp, channel_shape, describe_value, normalize_over
+from .norm_base import AffineNormOp, centered_with_fast_variance, channel_shape, describe_value, normalize_over
 
 
 class GroupNorm(AffineNormOp):
@@ -48,7 +48,14 @@ class GroupNorm(AffineNormOp):
 
 
 class LayerNorm(AffineNormOp):
-    """nn.LayerNorm / F.layer_norm: statistics over the last len(normalized_shape) dims."""
+    """nn.LayerNorm / F.layer_norm: statistics over the last len(normalized_shape) dims.
+
+    ``fast_variance=True`` (Flax's default ``use_fast_variance``, which kuiper/graph/row_normalizations.py
+    finds written out) takes the variance as ``max(mean(x * x) - mean * mean, 0)`` and computes
+    ``(x - mean) * (rsqrt(var + eps) * weight) + bias``, every step in x's dtype as that formula
+    rounds: on rows with a large mean its float32 variance is not the two-pass one, and the program
+    that wrote it gets what it wrote.
+    """
 
     types = ("LayerNorm",)
     affine_key = "elementwise_affine"
@@ -64,6 +71,7 @@ class LayerNorm(AffineNormOp):
                 raise self.error(f"weight and bias must have shape {self.normalized_shape}, "
                                  f"found {tuple(value.shape)}")
         self.axes = tuple(range(-len(self.normalized_shape), 0))
+        self.fast_variance = self.bool_param("fast_variance", default=False)
 
     def forward(self, *inputs):
         x = inputs[self.input_position()]
@@ -71,14 +79,18 @@ class LayerNorm(AffineNormOp):
         if not self.backend.is_array(x) or x.ndim < k or tuple(x.shape[-k:]) != self.normalized_shape:
             raise ShapeError(f"{self.node.describe()}: the last {k} dim(s) must be {self.normalized_shape}, "
                              f"found input {describe_value(x)}")
-        out = normalize_over(self.xp, x, self.axes, self.eps)
         weight, bias = self.affine_values(inputs)
         for name, value in (("weight", weight), ("bias", bias)):
             if value is not None and tuple(value.shape) != self.normalized_shape:
                 raise ShapeError(f"{self.node.describe()}: {name} must have shape {self.normalized_shape}, "
                                  f"found {describe_value(value)}")
-        if weight is not None:
-            out = out * weight
+        if self.fast_variance:
+            centered, factor = centered_with_fast_variance(self.xp, x, self.axes, self.eps)
+            out = centered * (factor if weight is None else factor * weight)
+        else:
+            out = normalize_over(self.xp, x, self.axes, self.eps)
+            if weight is not None:
+                out = out * weight
         if bias is not None:
             out = out + bias
         return out

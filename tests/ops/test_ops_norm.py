@@ -10,6 +10,8 @@ import pytest
 
 import kuiper
 from kuiper.errors import OperatorParamError, ShapeError, UnsupportedOperatorError
+from kuiper.graph import build
+from kuiper.model_ir import ModelIR, OperandInfo, OpNode
 
 from conftest import MODELS, op_model, pnnx_file_ops
 from test_ops_activation import one_op
@@ -95,6 +97,42 @@ def test_layer_norm_wrong_trailing_shape_is_a_shape_error(tmp_path):
     line = "nn.LayerNorm ln 1 1 x y elementwise_affine=False eps=1.000000e-5 normalized_shape=(4,5)"
     with pytest.raises(ShapeError, match=r"the last 2 dim\(s\) must be \(4, 5\)"):
         op_model(tmp_path, line)(np.zeros((2, 5, 4), np.float32))
+
+
+def _fast_variance_layer_norm(dtype, width=4):
+    """A canonical LayerNorm with fast_variance, its weight and bias given as inputs (how JAX passes them)."""
+    node = OpNode("LayerNorm", "ln", ["x", "w", "b"], ["y"], {"normalized_shape": [width], "eps": 0.25,
+                                                             "fast_variance": True},
+                  input_keys=["input", "weight", "bias"])
+    operands = {name: OperandInfo(name, None, dtype) for name in ("x", "w", "b", "y")}
+    return build(ModelIR([node], operands, ["x", "w", "b"], ["y"], "test"))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])  # the compiled loop, the reference
+def test_layer_norm_with_fast_variance_by_hand(dtype):
+    # [1, 3, 5, 7]: mean 4, mean of squares 21, var 21 - 16 = 5, so (x - 4) / sqrt(5.25) * w + b;
+    # [2, 2, 2, 2]: var 0, (x - 2) = 0, so b; a row holding NaN is NaN (max(NaN, 0) stays NaN).
+    x = np.array([[1, 3, 5, 7], [2, 2, 2, 2], [1, np.nan, 0, 0]], dtype)
+    w, b = np.array([1, 2, 3, 4], dtype), np.array([0, 1, 0, -1], dtype)
+    got = kuiper.to_numpy(_fast_variance_layer_norm(dtype)(x, w, b))
+    s = np.sqrt(5.25)
+    expected = [[-3 / s, -2 / s + 1, 3 / s, 12 / s - 1], [0, 1, 0, -1], [np.nan] * 4]
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+def test_layer_norm_with_fast_variance_keeps_the_formulas_float32_rounding():
+    # 512 + [1, 2, 2, 1, 1, 1, 1, 1] / 2: every float32 sum is exact (mean 512.6875, mean of squares
+    # 262848.5), but mean^2 = 262848.47265625 rounds to 262848.4375 in float32, so the formula's variance is
+    # 0.0625 where the two-pass one is 0.046875 (normalised values 15% apart).
+    x = (np.float32(512) + np.array([[1, 2, 2, 1, 1, 1, 1, 1]], np.float32) / 2)
+    mean = np.float32(x.astype(np.float64).sum() / 8)
+    var = np.float32(np.float32((x * x).astype(np.float64).sum()) / 8) - mean * mean
+    assert var == np.float32(0.0625) and x.astype(np.float64).var() == 0.046875
+    node = _fast_variance_layer_norm("float32", width=8)
+    ones, zeros = np.ones(8, np.float32), np.zeros(8, np.float32)
+    got = kuiper.to_numpy(node(x, ones, zeros))
+    np.testing.assert_allclose(got, (x - mean) / np.sqrt(0.0625 + 0.25), rtol=1e-6)
 
 
 # -- group norm and instance norm ----------------------------------------------------

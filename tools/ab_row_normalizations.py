@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""What kuiper/graph/row_normalizations.py buys on the Flax programs: each built with and without the pass,
+both timed in one process, their calls alternating (no jax needed).
+
+The programs are asv's (``asv_benchmarks/benchmarks/data/flax_*.hlo.txt.gz``, written by
+``tools/bench_flax_models.py --save-hlo``), fed asv's seeded inputs.  On this project's shared 2-vCPU
+VMs two runs minutes apart differ by more than a tenth (docs/performance.md), so the two builds meet the
+same phases here: turns of ``--turn`` calls each, for ``--seconds`` per program; the medians and the ratio
+of the 10th percentiles are printed, with the steps and the outputs' largest difference.
+
+    PYTHONPATH=. python tools/ab_row_normalizations.py [--only vit gpt] [--seconds 20] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import kuiper
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "asv_benchmarks"))
+from benchmarks.bench_flax_programs import DATA, PROGRAMS, program_inputs  # noqa: E402
+
+BUILD = sys.modules["kuiper.graph.build"]  # the module (kuiper.graph's attribute of that name is the function)
+
+
+def load_without_pass(text: str, threads: int):
+    """The program built as before the pass: fuse_row_normalizations made the identity while it builds."""
+    kept = BUILD.fuse_row_normalizations
+    BUILD.fuse_row_normalizations = lambda order, operands, outputs: order
+    try:
+        return kuiper.load_hlo(text, threads=threads)
+    finally:
+        BUILD.fuse_row_normalizations = kept
+
+
+def alternate(models: dict, inputs: list, seconds: float, turn: int) -> dict[str, list[float]]:
+    times = {name: [] for name in models}
+    for model in models.values():
+        for _ in range(3):
+            model(*inputs)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for name, model in models.items():
+            for _ in range(turn):
+                start = time.perf_counter()
+                model(*inputs)
+                times[name].append(time.perf_counter() - start)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", default=None, help="programs whose name starts with one of these")
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--turn", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    print(f"{'program':<14} {'steps':>11} {'off ms':>8} {'on ms':>8} {'on/off':>7} {'p10 on/off':>11} {'max|diff|':>10}")
+    for program in PROGRAMS:
+        if args.only and not any(program.startswith(prefix) for prefix in args.only):
+            continue
+        text = gzip.decompress((DATA / f"flax_{program}.hlo.txt.gz").read_bytes()).decode()
+        models = {"off": load_without_pass(text, args.threads), "on": kuiper.load_hlo(text, threads=args.threads)}
+        inputs = program_inputs(models["on"])
+        outputs = [np.asarray(models[side](*inputs, to_numpy=True)) for side in ("off", "on")]
+        difference = float(np.max(np.abs(outputs[0] - outputs[1])))
+        times = alternate(models, inputs, args.seconds, args.turn)
+        medians = {side: float(np.median(values)) * 1e3 for side, values in times.items()}
+        p10 = {side: float(np.percentile(values, 10)) for side, values in times.items()}
+        steps = f"{len(models['off'].steps)}->{len(models['on'].steps)}"
+        print(f"{program:<14} {steps:>11} {medians['off']:8.2f} {medians['on']:8.2f} "
+              f"{medians['on'] / medians['off']:7.2f} {p10['on'] / p10['off']:11.2f} {difference:10.2e}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
