@@ -203,3 +203,28 @@ def test_calls_from_many_threads_at_once_each_get_their_own_result(tmp_path):
         want = reference(x)
         for got in outputs:
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_steady_call_allocates_its_output_and_nothing_else(tmp_path):
+    """The padded images between layers come from buffers kept between calls (scratch.py), as a replayed
+    call needs: a warm call allocates the chain's output and a few KB of Python objects, no layer's."""
+    import tracemalloc
+
+    path, reference = _chain(tmp_path, [3, 8, 8, 8, 8], [3, 3, 3, 3], [1, 1, 1, 1], "nn.ReLU")
+    model = kuiper.load(path)
+    assert len(_partitions(model)) == 1
+    x = np.random.default_rng(12).uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32)
+    model(x)
+    model(x)  # warm: the buffers exist
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        kept = model(x)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_allclose(kept, reference(x), rtol=2e-5, atol=2e-5)
+    # One intermediate and its padded image would be 5.2 KB more (all three 15.6 KB); what a warm call
+    # allocates besides its output today (3.4 KB: its padded input, Python objects) is allowed.
+    assert peak - before < kept.nbytes + 4096, peak - before
