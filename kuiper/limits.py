@@ -228,24 +228,27 @@ def check_feeds(model, arrays) -> None:
     (dim 0 of the input as the file declared it, even where the frontend freed it; never
     scaled down), so a batch of 10^6 on a CNN fails here,
     before the first op, and so does a file declaring an operand larger than the budget.
+    What depends on the model alone (the largest operand, each input's declared batch) is
+    worked out on its first call: per call this is a loop over the feeds' first dims.
     """
     estimates = getattr(model, "_size_estimates", None)
     if estimates is None:
         estimates = model._size_estimates = _declared_sizes(model)
-    largest_bytes, largest_name = estimates
+    largest_bytes, largest_name, batches = estimates
     if not largest_bytes:
         return
-    scale, reason = 1.0, ""
-    operands = model.ir.operands if getattr(model, "ir", None) is not None else {}
-    for spec, array in zip(model.inputs, arrays):
+    scale, widest = 1.0, -1
+    for position, (declared_batch, array) in enumerate(zip(batches, arrays)):
         shape = getattr(array, "shape", ())
-        declared_batch = spec.shape[0] if spec.shape and spec.shape[0] else _traced_batch(operands.get(spec.name))
         if shape and shape[0] / declared_batch > scale:
-            scale = shape[0] / declared_batch
-            reason = f"input '{spec.name}' has batch {shape[0]} (declared {declared_batch}); "
+            scale, widest = shape[0] / declared_batch, position
     needed = math.ceil(largest_bytes * scale)
     budget = budget_bytes()
     if needed > budget:
+        reason = ""
+        if widest >= 0:
+            reason = (f"input '{model.inputs[widest].name}' has batch {arrays[widest].shape[0]} "
+                      f"(declared {batches[widest]}); ")
         raise SizeLimitError(
             f"{model.source or 'model'}: {reason}operand '{largest_name}' would need about {_human(needed)}, "
             f"over the size budget of {_human(budget)} (use a smaller batch, or raise {ENV_VAR})"
@@ -259,8 +262,9 @@ def _traced_batch(info) -> int:
     return batch if isinstance(batch, int) and batch > 0 else 1
 
 
-def _declared_sizes(model) -> tuple[int, str]:
-    """(bytes, operand name) of the largest operand whose declared shape is fully known."""
+def _declared_sizes(model) -> tuple[int, str, tuple[int, ...]]:
+    """(bytes, operand name) of the largest operand whose declared shape is fully known, and each
+    input's declared batch (dim 0 as the file declared it, else as the other operands traced it)."""
     import numpy as np
 
     largest, name = 0, ""
@@ -275,7 +279,10 @@ def _declared_sizes(model) -> tuple[int, str]:
         size = nbytes(info.shape, itemsize)
         if size > largest:
             largest, name = size, info.name
-    return largest, name
+    declared = model.ir.operands if getattr(model, "ir", None) is not None else {}
+    batches = tuple(spec.shape[0] if spec.shape and spec.shape[0] else _traced_batch(declared.get(spec.name))
+                    for spec in model.inputs)
+    return largest, name, batches
 
 
 def _human(size: int) -> str:
