@@ -168,6 +168,7 @@ class Library:
         self.engine = Handle()
         self.check(self.engine_create(ctypes.byref(self.engine), self.enum(self.engine_kind2str, "cpu"), 0), "engine")
         self._streams = threading.local()
+        self._format_tags: dict[str, int] = {}
 
     @property
     def stream(self) -> Handle:
@@ -189,6 +190,13 @@ class Library:
 
     def alg_kind(self, name: str) -> int:
         return self.enum(self.alg_kind2str, name, limit=0x400)
+
+    def format_tag(self, name: str) -> int:
+        """The value of a memory format tag (``aBcd16b``), looked up once."""
+        value = self._format_tags.get(name)
+        if value is None:
+            value = self._format_tags[name] = self.enum(self.fmt_tag2str, name, limit=0x400)
+        return value
 
     def threads(self, requested: int | None) -> int:
         """The thread count a call asking for ``requested`` gets (None: OpenMP's default)."""

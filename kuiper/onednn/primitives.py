@@ -109,6 +109,14 @@ class Layout:
         return cls(library, handle)
 
     @classmethod
+    def tagged(cls, library: Library, shape, tag: str) -> Layout:
+        """One of oneDNN's named layouts (its format tags: ``aBcd16b``, channels in blocks of 16)."""
+        handle = Handle()
+        library.check(library.memory_desc_create_with_tag(ctypes.byref(handle), len(shape), dims(shape), library.f32,
+                                                          library.format_tag(tag)), f"layout {shape} {tag}")
+        return cls(library, handle)
+
+    @classmethod
     def any(cls, library: Library, shape) -> Layout:
         """No layout yet: the primitive made with it picks the one it is fastest with."""
         handle = Handle()
