@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import onednn
 from ..onednn import primitives as onednn_primitives
-from ..limits import check_size
+from ..limits import budget_bytes, check_size, nbytes
 from ..ops import conv as reference
 from ..ops.special_values import FLOAT32_MAX, linear_bound, outputs_tame, sum_of_squares
 from ..thread_limits import requested as model_threads
@@ -66,12 +66,15 @@ class OneDnnPath:
             return None  # the reference takes these, and raises its errors
         if x.shape not in self._shapes_by_input and len(self._shapes_by_input) >= MAX_SHAPES:
             self._shapes_by_input.clear()  # a model fed ever new shapes (sequence lengths) keeps the recent ones
-        out_shape, budget_shapes = self.cached(self._shapes_by_input, x.shape, lambda: self._shapes_for(x.shape))
+        out_shape, budget_shapes, largest = self.cached(self._shapes_by_input, x.shape, self._shapes_for, x.shape)
         if out_shape is None:
             return None
-        # The size budget, before anything of that size is made.
-        for shape in budget_shapes:
-            check_size(shape, 4, self.node.describe())
+        # The size budget, before anything of that size is made: compared with the largest buffer's size,
+        # worked out once per shape; check_size (and the op's description, which alone cost 2 us) only
+        # to raise its error.
+        if largest > budget_bytes():
+            for shape in budget_shapes:
+                check_size(shape, 4, self.node.describe())
         residual = None
         if self.native.adds_residual:
             residual = extras[0]
@@ -130,12 +133,16 @@ class OneDnnPath:
         weight_norm, bias_bound = self._output_bound
         steps, root_size = self.native.post_ops, math.sqrt(math.prod(out_shape))
         each = conv_post_ops.bound_after(steps, x_norm * weight_norm + bias_bound, residual_norm)
-        whole = conv_post_ops.bound_after(
-            steps, math.sqrt(math.prod(self.native.kernel)) * weight_norm * x_norm + bias_bound * root_size,
-            residual_norm, unit=root_size)
+        whole = conv_post_ops.bound_after(steps, self._root_taps * weight_norm * x_norm + bias_bound * root_size,
+                                          residual_norm, unit=root_size)
         if each is None or whole is None:
             return None
         return ROUNDING_ROOM * min(each * root_size, whole)
+
+    @functools.cached_property
+    def _root_taps(self) -> float:
+        """The square root of the kernel's size: at most how many windows of a channel an input element lies in."""
+        return math.sqrt(math.prod(self.native.kernel))
 
     @functools.cached_property
     def _shapes_by_input(self) -> dict:
@@ -143,15 +150,16 @@ class OneDnnPath:
         return {}
 
     def _shapes_for(self, in_shape) -> tuple:
-        """(the output shape, the shapes the size budget is checked for) of an input of ``in_shape``;
-        (None, ()) where oneDNN does not take it: unbatched or empty (the reference takes those, and
-        raises its shape errors), or giving an empty output."""
+        """(the output shape, the shapes the size budget is checked for, the bytes of the largest) of an
+        input of ``in_shape``; (None, (), 0) where oneDNN does not take it: unbatched or empty (the
+        reference takes those, and raises its shape errors), or giving an empty output."""
         if len(in_shape) != self.spatial + 2 or in_shape[0] == 0 or in_shape[1] != self.static_weight.in_channels:
-            return None, ()
+            return None, (), 0
         out_shape = self.native.output_shape(in_shape)
         if min(out_shape[2:]) < 1:
-            return None, ()
-        return out_shape, self.budget_shapes(in_shape, out_shape)
+            return None, (), 0
+        budget_shapes = self.budget_shapes(in_shape, out_shape)
+        return out_shape, budget_shapes, max(nbytes(shape, 4) for shape in budget_shapes)
 
     def budget_shapes(self, in_shape, out_shape) -> tuple[tuple[int, ...], ...]:
         """The shapes the size budget is checked for, in order, before a call makes its buffers."""
