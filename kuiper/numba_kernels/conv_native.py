@@ -29,7 +29,7 @@ from . import conv_post_ops
 NATIVE_LAYOUT = "onednn"  # the name other ops know oneDNN's blocked layout by (Op.native_layout)
 BLOCK_CHANNELS = 16  # oneDNN's widest channel block (AVX-512); a blocked buffer rounds channels up to it
 MAX_SHAPES = 64  # input shapes whose output and budget shapes an op keeps
-ROUNDING_ROOM = 2.0  # the factor a norm bound leaves for float32 rounding (OneDnnPath._norm_bound)
+ROUNDING_ROOM = 2.0  # the factor a norm bound leaves for float32 rounding (OneDnnPath.norm_bound)
 
 
 class OneDnnPath:
@@ -80,19 +80,26 @@ class OneDnnPath:
             residual = extras[0]
             if tuple(residual.shape) != out_shape or residual.dtype != np.float32:
                 return None  # a broadcast or another dtype: the other paths take it
-        norms = self._tame(x, residual)
+        norms = self.tame(x, residual)
         if norms is None:
-            return None  # NaN, +-inf or sums that could overflow: the other paths follow IEEE 754 (see _tame)
+            return None  # NaN, +-inf or sums that could overflow: the other paths follow IEEE 754 (see tame)
         blocked = self.output_layout == NATIVE_LAYOUT
         try:
             out = self.native(x, model_threads(), residual=residual, blocked=blocked)
         except onednn.OneDnnError:
             return None  # oneDNN refused this input shape (once: it remembers)
         if blocked:
-            out.norm_bound = self._norm_bound(out.shape, *norms)
+            out.norm_bound = self.norm_bound(out.shape, *norms)
         return self.run_epilogue(out, extras) if self.epilogue_after else out
 
-    def _tame(self, x, residual) -> tuple[float, float] | None:
+    def output_bound(self) -> tuple[float, float]:
+        """``linear_bound`` of the weight and bias, worked out on first use."""
+        if self._output_bound is None:
+            weight = self.native.plain_weight[1]
+            self._output_bound = linear_bound(np, weight, None if self.native.bias is None else self.native.bias[1])
+        return self._output_bound
+
+    def tame(self, x, residual) -> tuple[float, float] | None:
         """(a bound on the 2-norm of x, one on the residual's: 0 without one) when oneDNN's result on
         x (and the residual of a sum post-op) is IEEE 754's; None where it may not be.
 
@@ -103,22 +110,20 @@ class OneDnnPath:
         (special_values.py: 6 us per 100 K floats).  Blocked buffers' padding holds zeros.
 
         A tensor another oneDNN conv left in its layout may carry a bound on its norm
-        (``Blocked.norm_bound``, set by ``_norm_bound``): where the bounds alone show every output
+        (``Blocked.norm_bound``, set by ``norm_bound``): where the bounds alone show every output
         finite, nothing is read.  Reading each input cost MobileNetV2 0.6 of its 6.8 ms (batch 1,
         2 threads) and 5.9 of 80 ms (batch 8, 1 thread).  Where they do not, the norms are
         computed, so the path taken is the same as without bounds."""
-        if self._output_bound is None:
-            weight = self.native.plain_weight[1]
-            self._output_bound = linear_bound(np, weight, None if self.native.bias is None else self.native.bias[1])
+        bound = self.output_bound()
         norms = (_known_norm(x), 0.0 if residual is None else _known_norm(residual))
-        if None not in norms and _finite_outputs(norms, self._output_bound):
+        if None not in norms and finite_outputs(norms, bound):
             return norms
         norms = (_norm(x), 0.0 if residual is None else _norm(residual))
-        return norms if _finite_outputs(norms, self._output_bound) else None
+        return norms if finite_outputs(norms, bound) else None
 
-    def _norm_bound(self, out_shape, x_norm: float, residual_norm: float) -> float | None:
+    def norm_bound(self, out_shape, x_norm: float, residual_norm: float) -> float | None:
         """A bound on the 2-norm of this conv's output, for inputs whose norms are at most those given
-        (and every output finite: ``_tame``), or None where the post-ops' effect is not known.
+        (and every output finite: ``tame``), or None where the post-ops' effect is not known.
 
         Two bounds, the smaller kept.  Each output before its post-ops is a dot product of one
         channel's kernel with a window of x, plus a bias: by Cauchy-Schwarz at most |x| |W| + max|b|,
@@ -130,7 +135,7 @@ class OneDnnPath:
         (ReLU6) the first is the smaller; the second keeps long ReLU chains (ResNets) from growing a
         bound by the square root of the size per layer.  ``ROUNDING_ROOM`` covers float32 rounding,
         well under 1 % for sums of 10 K products."""
-        weight_norm, bias_bound = self._output_bound
+        weight_norm, bias_bound = self.output_bound()
         steps, root_size = self.native.post_ops, math.sqrt(math.prod(out_shape))
         each = conv_post_ops.bound_after(steps, x_norm * weight_norm + bias_bound, residual_norm)
         whole = conv_post_ops.bound_after(steps, self._root_taps * weight_norm * x_norm + bias_bound * root_size,
@@ -183,7 +188,7 @@ def _norm(value) -> float:
     return math.sqrt(sum_of_squares(np, _buffer(value)))
 
 
-def _finite_outputs(norms: tuple[float, float], bound: tuple[float, float]) -> bool:
+def finite_outputs(norms: tuple[float, float], bound: tuple[float, float]) -> bool:
     """``outputs_tame``'s test on norms already known: every output finite, with room for rounding."""
     weight_norm, bias_bound = bound
     return norms[0] * weight_norm + bias_bound + norms[1] < FLOAT32_MAX / 2  # NaN compares False

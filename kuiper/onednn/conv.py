@@ -17,12 +17,13 @@ going first.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from .blocked import Blocked, ToPlain
-from .binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
+from .binding import ARG_BIAS, ARG_DST, ARG_POST_OP_DW, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
 from .primitives import (MAX_PLANS, ONE_THREAD_WORK, PLAIN_CONV_WORK, Attributes, Layout, PlanCache, Primitive,
                          dims, in_strides, pads_after, reorder)
 
@@ -40,6 +41,13 @@ def _channel_blocked(library: Library, shape) -> Layout:
     if shape[1] >= CHANNEL_BLOCK:
         return Layout.tagged(library, shape, CHANNEL_BLOCKED_2D)
     return Layout.any(library, shape)
+
+
+def _reference_or_gemm(implementation: str) -> bool:
+    """Whether oneDNN's name for a kernel (``jit_1x1:avx512_core``, ``x64:gemm:jit``, ``ref:any``, or a fused
+    pair's ``ref_fused_convolution:any:jit_1x1:avx512_core:jit_dw:avx512_core``) names a reference loop or
+    a GEMM, in whole or in part."""
+    return any(part in ("ref", "gemm") for part in implementation.split(":"))
 
 
 @dataclass
@@ -66,7 +74,7 @@ class Convolution:
     """``Convolution(...)(x)``: the convolution of float32 x (plain or Blocked), as a fresh tensor."""
 
     def __init__(self, library: Library, weight: np.ndarray, bias: np.ndarray | None, stride, dilation, pads,
-                 groups: int, post_ops=(), output_padding=None):
+                 groups: int, post_ops=(), output_padding=None, depthwise=None):
         """``weight`` is (out, in/groups, *kernel); ``pads`` a (before, after) pair per spatial dim;
         ``post_ops`` the steps applied to the output (``primitives.Attributes``).
 
@@ -74,6 +82,11 @@ class Convolution:
         output has (in - 1) * stride - before - after + dilation * (kernel - 1) + output_padding + 1
         positions along each dim; its ``weight`` is still (out, in/groups, *kernel), the transpose
         of PyTorch's ConvTranspose weight within each group.
+
+        ``depthwise`` (weight (channels, 1, k, k), bias or None) is the depthwise convolution of a
+        ``("depthwise", k, stride, padding)`` post-op, which oneDNN runs over the output while it is in
+        cache (MobileNet's 1x1 expansion, then its 3x3 depthwise conv); the output is the depthwise
+        conv's, after the post-ops that follow that step.
         """
         self.library = library
         self.output_padding = None if output_padding is None else tuple(output_padding)
@@ -95,11 +108,20 @@ class Convolution:
         self.calls = PlanCache()
         self.reorders: list[tuple[Layout, Layout, int, Primitive]] = []  # (from, to, threads, primitive)
         self.strided_layouts: dict = {}  # transposed views' layouts, by shape and strides (in_strides)
+        self.fused = next((step[1:] for step in self.post_ops if step[0] == "depthwise"), None)  # (k, stride, pad)
+        self.depthwise = None  # the fused depthwise conv's plain weight (groups, 1, 1, k, k) and bias, as pairs
+        if self.fused is not None:
+            dw_weight, dw_bias = depthwise
+            dw_weight = np.ascontiguousarray(dw_weight, dtype=np.float32).reshape((dw_weight.shape[0], 1, 1)
+                                                                                  + dw_weight.shape[2:])
+            self.depthwise = ((Layout.plain(library, dw_weight.shape), dw_weight),
+                              None if dw_bias is None else (Layout.plain(library, dw_bias.shape),
+                                                            np.ascontiguousarray(dw_bias, dtype=np.float32)))
 
     def work(self, shape) -> int:
         """Multiply-adds of a call on ``shape``: each output (or, transposed, input) element takes
         in_channels / groups times the kernel's taps."""
-        positions = shape if self.output_padding is not None else self.output_shape(shape)
+        positions = shape if self.output_padding is not None else self._own_output_shape(shape)
         count = positions[0] * (self.out_channels if self.output_padding is None else self.in_channels)
         for size in positions[2:]:
             count *= size
@@ -109,6 +131,14 @@ class Convolution:
         return count * taps
 
     def output_shape(self, shape) -> tuple[int, ...]:
+        own = self._own_output_shape(shape)
+        if self.fused is None:
+            return own
+        kernel, stride, pad = self.fused  # the depthwise conv pads both sides alike
+        return own[:2] + tuple((size + 2 * pad - kernel) // stride + 1 for size in own[2:])
+
+    def _own_output_shape(self, shape) -> tuple[int, ...]:
+        """The output shape of this convolution, before a fused depthwise one."""
         if self.output_padding is not None:
             spatial = tuple((size - 1) * s - before - after + d * (k - 1) + extra + 1
                             for size, k, s, d, (before, after), extra in zip(
@@ -259,7 +289,8 @@ class Convolution:
         # oneDNN checks out = (in + before + after - span) / stride + 1 exactly: the right padding it
         # is given is the part the last window uses (PyTorch drops the rest by flooring).  A
         # transposed conv swaps in and out in that rule, so output_padding lowers the right padding.
-        windows, positions = out_shape[2:], shape[2:]
+        own_shape = self._own_output_shape(shape)
+        windows, positions = own_shape[2:], shape[2:]
         if self.output_padding is not None:
             windows, positions = positions, windows
         right = pads_after(windows, positions, self.kernel, self.stride, self.dilation,
@@ -276,12 +307,16 @@ class Convolution:
                 # reference loop, which runs them on plain layouts, is 400x slower than the blocked kernels.
                 convolution = None
         if convolution is None:
-            convolution = self._blocked_primitive(shape, out_shape, right)
-        source, result = convolution.layout(ARG_SRC), convolution.layout(ARG_DST)
+            convolution = self._blocked_primitive(shape, own_shape, right)
+        source, result = convolution.layout(ARG_SRC), convolution.layout(ARG_DST)  # dst: the fused conv's
+        if result.nbytes < 4 * math.prod(out_shape):
+            raise OneDnnError(f"convolution of {shape}: oneDNN's output is not of shape {out_shape}")
         weight_layout = convolution.layout(ARG_WEIGHTS)
         constants = {ARG_WEIGHTS: self._weight_in(weight_layout, threads)}
         if self.bias is not None:
             constants[ARG_BIAS] = self.bias
+        if self.depthwise is not None:
+            constants.update(self._depthwise_in(convolution, threads))
         reads_plain = source == plain_in
         return _Plan(
             convolution=convolution, threads=threads, constants=constants, weight_layout=weight_layout,
@@ -310,7 +345,7 @@ class Convolution:
                 convolution = self._primitive(shape, source, result, right)
             except OneDnnError:
                 convolution = None
-            if convolution is not None and not convolution.implementation().startswith(("ref", "gemm")):
+            if convolution is not None and not _reference_or_gemm(convolution.implementation()):
                 return convolution
         return self._primitive(shape, Layout.any(library, shape), Layout.any(library, out_shape), right)
 
@@ -333,12 +368,29 @@ class Convolution:
     def _runs_plain(self, work: int) -> bool:
         """Whether a call of ``work`` multiply-adds runs on plain layouts and one thread: under
         ``PLAIN_CONV_WORK``, for convolutions neither grouped nor transposed."""
-        return work < PLAIN_CONV_WORK and self.groups == 1 and self.output_padding is None
+        return work < PLAIN_CONV_WORK and self.groups == 1 and self.output_padding is None and self.fused is None
 
     def _weight_shape(self) -> tuple[int, ...]:
         if self.groups == 1:
             return (self.out_channels, self.in_channels) + self.kernel
         return (self.groups, self.out_channels // self.groups, self.in_channels // self.groups) + self.kernel
+
+    def _depthwise_in(self, convolution: Primitive, threads: int) -> dict:
+        """The fused depthwise conv's weight and bias arguments, reordered into the layouts ``convolution``
+        reads them in."""
+        arguments = {}
+        for number, given in ((ARG_POST_OP_DW | ARG_WEIGHTS, self.depthwise[0]),
+                              (ARG_POST_OP_DW | ARG_BIAS, self.depthwise[1])):
+            if given is None:
+                continue
+            layout = convolution.layout(number)
+            if layout == given[0]:
+                arguments[number] = given
+                continue
+            buffer = layout.empty()
+            reorder(self.library, given[0], layout).run({ARG_SRC: given, ARG_DST: (layout, buffer)}, threads=threads)
+            arguments[number] = (layout, buffer)
+        return arguments
 
     def _weight_in(self, layout: Layout, threads: int) -> tuple[Layout, np.ndarray]:
         """The weight reordered into ``layout``: once per layout, shared by the plans that want it.

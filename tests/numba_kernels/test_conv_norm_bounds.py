@@ -1,5 +1,5 @@
 """Norm bounds handed between oneDNN convolutions, so that the special-value guard need not read
-every input (kuiper/numba_kernels/conv_native.py ``_tame`` and ``_norm_bound``, conv_post_ops.py
+every input (kuiper/numba_kernels/conv_native.py ``tame`` and ``norm_bound``, conv_post_ops.py
 ``bound_after``).
 
 Each bound must be at least the norm it stands for (checked against float64 norms of the
