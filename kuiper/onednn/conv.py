@@ -109,14 +109,16 @@ class Convolution:
         self.reorders: list[tuple[Layout, Layout, int, Primitive]] = []  # (from, to, threads, primitive)
         self.strided_layouts: dict = {}  # transposed views' layouts, by shape and strides (in_strides)
         self.fused = next((step[1:] for step in self.post_ops if step[0] == "depthwise"), None)  # (k, stride, pad)
-        self.depthwise = None  # the fused depthwise conv's plain weight (groups, 1, 1, k, k) and bias, as pairs
+        self.depthwise = None  # the fused depthwise conv's plain weight (groups, 1, 1, k, k) and bias, as (layout, array)
         if self.fused is not None:
             dw_weight, dw_bias = depthwise
-            dw_weight = np.ascontiguousarray(dw_weight, dtype=np.float32).reshape((dw_weight.shape[0], 1, 1)
+            channels = dw_weight.shape[0]
+            dw_weight = np.ascontiguousarray(dw_weight, dtype=np.float32).reshape((channels, 1, 1)
                                                                                   + dw_weight.shape[2:])
+            # The post-op is made with a float32 bias (Attributes): zeros stand for none.
+            dw_bias = np.zeros(channels, np.float32) if dw_bias is None else np.ascontiguousarray(dw_bias, np.float32)
             self.depthwise = ((Layout.plain(library, dw_weight.shape), dw_weight),
-                              None if dw_bias is None else (Layout.plain(library, dw_bias.shape),
-                                                            np.ascontiguousarray(dw_bias, dtype=np.float32)))
+                              (Layout.plain(library, dw_bias.shape), dw_bias))
 
     def work(self, shape) -> int:
         """Multiply-adds of a call on ``shape``: each output (or, transposed, input) element takes
@@ -381,8 +383,6 @@ class Convolution:
         arguments = {}
         for number, given in ((ARG_POST_OP_DW | ARG_WEIGHTS, self.depthwise[0]),
                               (ARG_POST_OP_DW | ARG_BIAS, self.depthwise[1])):
-            if given is None:
-                continue
             layout = convolution.layout(number)
             if layout == given[0]:
                 arguments[number] = given

@@ -186,7 +186,7 @@ PAIRING = [
 
 @pytest.mark.parametrize("kernel, pad, stride, second_reader, claimed", PAIRING)
 def test_only_a_1x1_conv_read_by_nothing_but_a_3x3_depthwise_conv_of_stride_1_or_2_pairs(
-        tmp_path, kernel, pad, stride, second_reader, claimed):
+        tmp_path, ran, kernel, pad, stride, second_reader, claimed):
     lines = ["pnnx.Input in0 0 1 x #x=(1,16,20,20)f32",
              "nn.Conv2d e 1 1 x a bias=False kernel_size=(1,1) in_channels=16 out_channels=32 @weight=(32,16,1,1)f32",
              f"nn.Conv2d d 1 1 a b bias=False kernel_size=({kernel},{kernel}) in_channels=32 out_channels=32 "
@@ -197,5 +197,12 @@ def test_only_a_1x1_conv_read_by_nothing_but_a_3x3_depthwise_conv_of_stride_1_or
         lines.append("pnnx.Output out 1 0 b")
     weights = {"e.weight": RNG.standard_normal((32, 16, 1, 1)).astype("<f4").tobytes(),
                "d.weight": RNG.standard_normal((32, 1, kernel, kernel)).astype("<f4").tobytes()}
-    model = kuiper.load(write_model(tmp_path, param_text("\n".join(lines)), weights))
+    param = write_model(tmp_path, param_text("\n".join(lines)), weights)
+    model = kuiper.load(param)
     assert len(_partitions(model)) == claimed
+    # and runs as the convs do (here without biases: the fused conv's are zeros)
+    x = RNG.standard_normal((1, 16, 20, 20)).astype(np.float32)
+    got, want = model(x), kuiper.load(param, providers=False)(x)
+    assert all(pair.native in ran for pair in _partitions(model))
+    for a, b in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        assert np.max(np.abs(a - b)) <= 1e-4 * max(1.0, float(np.abs(b).max()))
