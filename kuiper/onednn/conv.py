@@ -109,7 +109,7 @@ class Convolution:
         self.reorders: list[tuple[Layout, Layout, int, Primitive]] = []  # (from, to, threads, primitive)
         self.strided_layouts: dict = {}  # transposed views' layouts, by shape and strides (in_strides)
         self.fused = next((step[1:] for step in self.post_ops if step[0] == "depthwise"), None)  # (k, stride, pad)
-        self.depthwise = None  # the fused depthwise conv's plain weight (groups, 1, 1, k, k) and bias, as (layout, array)
+        self.depthwise = None  # the fused depthwise conv's weight (groups, 1, 1, k, k) and bias: (layout, array) each
         if self.fused is not None:
             dw_weight, dw_bias = depthwise
             channels = dw_weight.shape[0]
