@@ -161,3 +161,32 @@ def _clip_bounds(value) -> tuple[float, float] | None:
     if inner.lhs != _X0:
         return None
     return float(inner.rhs.value), float(value.rhs.value)
+
+
+# Post-op functions whose result is never larger in magnitude than their input, whatever their alpha and beta:
+# each is x times a factor in [0, 1] (x * sigmoid(alpha * x), x * clip(alpha * x + beta, 0, 1), x * Phi(x)).
+_SHRINKING = frozenset({"eltwise_swish", "eltwise_hardswish", "eltwise_gelu_erf"})
+
+
+def bound_after(steps, bound: float, residual_bound: float, unit: float = 1.0) -> float | None:
+    """A bound on the output of the post-op ``steps`` (as post_ops_for gives them), given ``bound`` on the
+    convolution's finite result and ``residual_bound`` on the residual, both in one measure: the
+    magnitude of each element (``unit`` 1) or the 2-norm of n elements (``unit`` sqrt(n)).  Each
+    step here maps every element to one no larger in magnitude, or into constant limits (so within
+    the limit times ``unit``), or adds the residual (the triangle inequality holds for both
+    measures); None for a step not known here."""
+    for step in steps:
+        name = step[0]
+        if name == "sum":
+            bound += residual_bound
+        elif name in _SHRINKING or (name == "eltwise_relu" and abs(step[1]) <= 1.0):  # alpha: the negative slope
+            continue
+        elif name == "eltwise_logistic":
+            bound = unit
+        elif name == "eltwise_clip":
+            low, high = step[1], step[2]
+            widest = max(abs(low), abs(high)) * unit
+            bound = min(bound, widest) if low <= 0.0 <= high else widest
+        else:
+            return None
+    return bound

@@ -41,6 +41,7 @@ ARG_SCRATCHPAD = 80
 ARG_MULTIPLE_SRC = 1024  # the first of a concatenation's inputs (1024 + i)
 ARG_SRC_1 = 2  # a binary post-op's second operand, numbered with post_op_argument
 ARG_MULTIPLE_POST_OP_BASE = 32768  # DNNL_ARG_ATTR_MULTIPLE_POST_OP_BASE of 3.x (2.x had 16384)
+ARG_POST_OP_DW = 16384  # DNNL_ARG_ATTR_POST_OP_DW of 3.x: or-ed with ARG_WEIGHTS / ARG_BIAS of a fused depthwise conv
 QUERY_IMPL_INFO = 8  # dnnl_query_impl_info_str
 QUERY_EXEC_ARG_MD = 255  # dnnl_query_exec_arg_md: the memory descriptor of an argument
 STREAM_IN_ORDER = 1  # dnnl_stream_in_order, the default flags
@@ -88,6 +89,8 @@ _FUNCTIONS = {
     "dnnl_post_ops_append_eltwise": (_STATUS, [Handle, ctypes.c_int, ctypes.c_float, ctypes.c_float]),
     "dnnl_post_ops_append_sum": (_STATUS, [Handle, ctypes.c_float, ctypes.c_int32, ctypes.c_int]),
     "dnnl_post_ops_append_binary": (_STATUS, [Handle, ctypes.c_int, Handle]),
+    "dnnl_post_ops_append_dw": (_STATUS, [Handle, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int64,
+                                          ctypes.c_int64, ctypes.c_int64]),
     "dnnl_post_ops_destroy": (_STATUS, [Handle]),
     "dnnl_primitive_attr_create": (_STATUS, [ctypes.POINTER(Handle)]),
     "dnnl_primitive_attr_set_post_ops": (_STATUS, [Handle, Handle]),
@@ -168,6 +171,7 @@ class Library:
         self.engine = Handle()
         self.check(self.engine_create(ctypes.byref(self.engine), self.enum(self.engine_kind2str, "cpu"), 0), "engine")
         self._streams = threading.local()
+        self._format_tags: dict[str, int] = {}
 
     @property
     def stream(self) -> Handle:
@@ -189,6 +193,13 @@ class Library:
 
     def alg_kind(self, name: str) -> int:
         return self.enum(self.alg_kind2str, name, limit=0x400)
+
+    def format_tag(self, name: str) -> int:
+        """The value of a memory format tag (``aBcd16b``), looked up once."""
+        value = self._format_tags.get(name)
+        if value is None:
+            value = self._format_tags[name] = self.enum(self.fmt_tag2str, name, limit=0x400)
+        return value
 
     def threads(self, requested: int | None) -> int:
         """The thread count a call asking for ``requested`` gets (None: OpenMP's default)."""

@@ -13,15 +13,21 @@ from .primitives import Layout, reorder
 
 
 class Blocked:
-    """``shape`` is the logical (N, C, *spatial) shape; ``buffer`` holds the data in ``layout``."""
+    """``shape`` is the logical (N, C, *spatial) shape; ``buffer`` holds the data in ``layout``.
+
+    ``norm_bound``, when its producer knows one, is a number at least the 2-norm of the data, every
+    element of which is then finite: a convolution's special-value guard reads it instead of the
+    data (kuiper/numba_kernels/conv_native.py).  None: nothing is known."""
 
     dtype = np.dtype(np.float32)
 
-    def __init__(self, library: Library, shape: tuple[int, ...], layout: Layout, buffer: np.ndarray):
+    def __init__(self, library: Library, shape: tuple[int, ...], layout: Layout, buffer: np.ndarray,
+                 norm_bound: float | None = None):
         self.library = library
         self.shape = tuple(shape)
         self.layout = layout
         self.buffer = buffer
+        self.norm_bound = norm_bound
 
     @property
     def ndim(self) -> int:

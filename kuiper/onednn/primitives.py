@@ -109,6 +109,14 @@ class Layout:
         return cls(library, handle)
 
     @classmethod
+    def tagged(cls, library: Library, shape, tag: str) -> Layout:
+        """One of oneDNN's named layouts (its format tags: ``aBcd16b``, channels in blocks of 16)."""
+        handle = Handle()
+        library.check(library.memory_desc_create_with_tag(ctypes.byref(handle), len(shape), dims(shape), library.f32,
+                                                          library.format_tag(tag)), f"layout {shape} {tag}")
+        return cls(library, handle)
+
+    @classmethod
     def any(cls, library: Library, shape) -> Layout:
         """No layout yet: the primitive made with it picks the one it is fastest with."""
         handle = Handle()
@@ -303,9 +311,10 @@ def reorder(library: Library, source: Layout, target: Layout) -> Primitive:
 class Attributes:
     """A primitive's attributes, for the time the primitive is made: the scratchpad passed per call, and
     the post-ops applied to its output in order: ``("sum",)`` adds what the output buffer held before
-    the call, ``("mul",)`` multiplies by a tensor of ``operand``'s layout passed with the call (argument
-    ``post_op_argument(index, ARG_SRC_1)``), ``(algorithm, alpha, beta)`` an element-wise function
-    (oneDNN's names: ``eltwise_relu``)."""
+    the call, ``("depthwise", kernel, stride, padding)`` runs a depthwise convolution over it (its weight
+    and bias passed with the call, ``ARG_POST_OP_DW`` or-ed with their argument numbers), ``("mul",)``
+    multiplies by a tensor of ``operand``'s layout passed with the call (argument ``post_op_argument(index,
+    ARG_SRC_1)``), ``(algorithm, alpha, beta)`` an element-wise function (oneDNN's names: ``eltwise_relu``)."""
 
     def __init__(self, library: Library, post_ops=(), operand: Layout | None = None):
         self.library = library
@@ -318,6 +327,9 @@ class Attributes:
             for step in post_ops:
                 if step[0] == "sum":
                     status = library.post_ops_append_sum(self.post_ops, 1.0, 0, library.undefined_type)
+                elif step[0] == "depthwise":  # ("depthwise", kernel, stride, left padding): a fused depthwise conv
+                    status = library.post_ops_append_dw(self.post_ops, library.f32, library.f32, library.f32,
+                                                        *step[1:])
                 elif step[0] == "mul":
                     if operand is None:
                         raise OneDnnError("a multiply post-op needs the layout of what it multiplies by")

@@ -510,3 +510,52 @@ def test_transposed_views_are_read_by_their_strides(name, layouts, monkeypatch):
                         lambda a, *args, **kw: copies.append(a.shape) or contiguous(a, *args, **kw))
     assert np.max(np.abs(conv(x, weight=weight) - expected)) <= TOLERANCE
     assert copies == []
+
+
+CHANNEL_BLOCK_CASES = {
+    # name: (input shape, out channels, kernel, stride, groups, whether the output maps take nChw16c)
+    "1x1, 24 -> 16 channels (a block and a half, padded)": ((2, 24, 12, 12), 16, 1, 1, 1, True),
+    "depthwise 3x3": ((1, 32, 12, 12), 32, 3, 1, 32, True),
+    "3x3, 3 -> 16 channels (a stem: its input keeps a layout oneDNN picks)": ((1, 3, 20, 20), 16, 3, 1, 1, True),
+    "3x3 stride 2 onto 6x6 maps (below CHANNEL_BLOCK_MIN_POSITIONS)": ((1, 32, 12, 12), 32, 3, 2, 1, False),
+}
+
+
+@pytest.mark.parametrize("name", CHANNEL_BLOCK_CASES)
+def test_large_maps_take_channels_in_blocks_of_16_and_small_ones_the_layout_onednn_picks(name):
+    shape, out_channels, k, s, groups, blocked = CHANNEL_BLOCK_CASES[name]
+    library = onednn.library()
+    weight = (RNG.standard_normal((out_channels, shape[1] // groups, k, k)) / 3).astype(np.float32)
+    bias = RNG.standard_normal(out_channels).astype(np.float32)
+    pads = ((k // 2, k // 2),) * 2
+    conv = onednn.Convolution(library, weight, bias, (s, s), (1, 1), pads, groups)
+    plan = conv.plan(shape, 1, plain_io=False)
+    nchw16c = onednn_conv.Layout.tagged(library, plan.out_shape, onednn_conv.CHANNEL_BLOCKED_2D)
+    assert (plan.result == nchw16c) == blocked
+    assert (plan.source == onednn_conv.Layout.tagged(library, shape, onednn_conv.CHANNEL_BLOCKED_2D)) == (
+        blocked and shape[1] >= onednn_conv.CHANNEL_BLOCK)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    expected = float64_conv(x, weight, bias, (s, s), (1, 1), pads, groups)
+    out = conv(x, 1, blocked=True)
+    assert np.max(np.abs(np.asarray(out) - expected)) <= TOLERANCE
+    # the next conv reads it in its layout, or reorders it into its own (a 6x6 map's conv: oneDNN's pick)
+    follow_weight = (RNG.standard_normal((16, out_channels, 3, 3)) / 8).astype(np.float32)
+    follow = onednn.Convolution(library, follow_weight, None, (2, 2), (1, 1), ((1, 1), (1, 1)), 1)
+    reference = float64_conv(expected.astype(np.float32), follow_weight, None, (2, 2), (1, 1), ((1, 1),) * 2, 1)
+    assert np.max(np.abs(follow(out, 1) - reference)) <= 4 * TOLERANCE
+
+
+def test_a_grouped_conv_whose_channel_blocked_kernel_is_a_reference_one_lets_onednn_pick():
+    """Two groups of 12 channels: on nChw16c oneDNN 3.2 has only its reference loop, ~100x slower."""
+    library = onednn.library()
+    weight = (RNG.standard_normal((24, 12, 3, 3)) / 3).astype(np.float32)
+    conv = onednn.Convolution(library, weight, None, (1, 1), (1, 1), ((1, 1), (1, 1)), 2)
+    shape = (1, 24, 16, 16)
+    nchw16c = onednn_conv.Layout.tagged(library, shape, onednn_conv.CHANNEL_BLOCKED_2D)
+    forced = conv._primitive(shape, nchw16c, nchw16c, [1, 1])
+    assert forced.implementation().startswith("ref")  # what the fallback is for
+    plan = conv.plan(shape, 1, plain_io=False)
+    assert not plan.convolution.implementation().startswith(("ref", "gemm")) and plan.source != nchw16c
+    x = RNG.standard_normal(shape).astype(np.float32)
+    expected = float64_conv(x, weight, None, (1, 1), (1, 1), ((1, 1), (1, 1)), 2)
+    assert np.max(np.abs(np.asarray(conv(x, 1, blocked=True)) - expected)) <= TOLERANCE
