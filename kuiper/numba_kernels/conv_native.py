@@ -250,12 +250,11 @@ class OneDnnConv(OneDnnPath):
         if not outputs_tame(np, _memory_order(x), bound):
             return None
         try:
-            out = native(x, model_threads(), weight=weight)
+            # The call's bias goes in as oneDNN's bias argument: added in the kernel as it stores each
+            # output, not in a pass of its own over the output (a Flax CNN's 8 x 32 x 28 x 28: 45 us).
+            return native(x, model_threads(), weight=weight, bias=bias)
         except onednn.OneDnnError:
             return None
-        if bias is not None:
-            out += np.reshape(bias, (1, -1) + (1,) * self.spatial)
-        return out
 
     def weight_input_note(self) -> str:
         """``kernel_note`` for a conv whose weight is an input."""
@@ -266,8 +265,9 @@ class OneDnnConv(OneDnnPath):
     def _native_for_weight(self, library, weight_shape) -> onednn.Convolution:
         """The oneDNN convolution for weights of ``weight_shape``, made on the first call that brings one
         (its kernel and layouts chosen per input shape, as for a constant weight).  It is made with
-        zeros: every call passes its own weight."""
-        return onednn.Convolution(library, np.zeros(weight_shape, np.float32), None, self.stride, self.dilation,
+        zeros, and with a bias of zeros where the op reads a bias input: every call passes its own."""
+        bias = None if self.bias_pos is None else np.zeros(weight_shape[0], np.float32)
+        return onednn.Convolution(library, np.zeros(weight_shape, np.float32), bias, self.stride, self.dilation,
                                   self.pads_for(tuple(weight_shape[2:])), self.groups)
 
     @functools.cached_property

@@ -151,14 +151,16 @@ class Convolution:
                                                                      self.dilation, self.pads))
         return (shape[0], self.out_channels) + spatial
 
-    def __call__(self, x, threads: int | None = None, residual=None, blocked: bool = False, weight=None):
+    def __call__(self, x, threads: int | None = None, residual=None, blocked: bool = False, weight=None,
+                 bias=None):
         """Run on ``threads`` (None: OpenMP's default, ``OMP_NUM_THREADS`` or every core).
 
         ``residual`` (plain or Blocked, the output's shape) is what a sum post-op adds;
         ``blocked`` asks for the output in the convolution's own layout; ``weight`` (float32, the
         shape of the one made with) replaces it for this call, reordered into the kernel's layout:
         a weight that arrives as an input, as JAX passes weights (a 64-channel 3x3 weight's
-        reorder is ~20 us against the ~1 ms convolution it feeds).
+        reorder is ~20 us against the ~1 ms convolution it feeds).  ``bias`` (float32, one per output
+        channel) likewise replaces the bias of one made with a bias.
         """
         threads = self.library.threads(threads)  # OpenMP's default for None; 1 in a child forked after OpenMP ran
         plain_io = not blocked and not isinstance(x, Blocked)
@@ -182,6 +184,8 @@ class Convolution:
         arguments = {**plan.constants, ARG_SRC: source, ARG_DST: result}
         if weight is not None:
             arguments[ARG_WEIGHTS] = self._call_weight(weight, plan, threads)
+        if bias is not None:
+            arguments[ARG_BIAS] = self._call_bias(bias)
         plan.convolution.run(arguments, threads)
         if blocked:
             return Blocked(self.library, plan.out_shape, *result)
@@ -234,6 +238,16 @@ class Convolution:
         target = (plan.weight_layout, plan.weight_layout.empty())
         self._reorder(source[0], plan.weight_layout, threads).run({ARG_SRC: source, ARG_DST: target}, threads)
         return target
+
+    def _call_bias(self, bias) -> tuple[Layout, np.ndarray]:
+        """A call's own bias as the bias argument (one made without a bias has no place for one)."""
+        if self.bias is None:
+            raise OneDnnError("a call's bias needs a convolution made with a bias")
+        layout, kept = self.bias
+        if tuple(bias.shape) != tuple(kept.shape) or bias.dtype != np.float32:
+            raise OneDnnError(f"a call's bias must be float32 of shape {tuple(kept.shape)}, "
+                              f"found {bias.dtype} {tuple(bias.shape)}")
+        return layout, np.ascontiguousarray(bias)
 
     def _blocked_in(self, x: Blocked, plan: _Plan, threads: int) -> tuple[Layout, np.ndarray]:
         """A Blocked input as a (layout, buffer) pair in the plan's input layout."""

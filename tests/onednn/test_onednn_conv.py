@@ -452,6 +452,26 @@ def test_a_calls_weight_of_another_shape_or_dtype_is_refused():
         conv(x, weight=np.ones((4, 2, 3, 3), np.float64))
 
 
+def test_a_calls_bias_is_added_in_the_kernel_as_a_pass_after_it_would_add_it():
+    shape, out_channels, kernel, stride, dilation, pads, groups = CASES["3x3 s1 p1"]
+    weight_shape = (out_channels, shape[1] // groups) + kernel
+    zeros = np.zeros(out_channels, np.float32)
+    with_bias = onednn.Convolution(onednn.library(), np.zeros(weight_shape, np.float32), zeros, stride, dilation,
+                                   pads, groups)
+    without = onednn.Convolution(onednn.library(), np.zeros(weight_shape, np.float32), None, stride, dilation,
+                                 pads, groups)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    for _ in range(2):  # a second bias on the same plan: nothing of the first may stay
+        weight = (RNG.standard_normal(weight_shape) / 3).astype(np.float32)
+        bias = RNG.standard_normal(out_channels).astype(np.float32)
+        added_after = without(x, weight=weight) + bias.reshape(1, -1, 1, 1)
+        np.testing.assert_array_equal(with_bias(x, weight=weight, bias=bias), added_after)  # the same float32 sums
+    with pytest.raises(onednn.OneDnnError, match="made with a bias"):
+        without(x, weight=weight, bias=bias)
+    with pytest.raises(onednn.OneDnnError, match=r"float32 of shape \(24,\)"):
+        with_bias(x, weight=weight, bias=np.ones(3, np.float32))
+
+
 @pytest.mark.parametrize("rank", [1, 2, 3])
 def test_f_conv_with_the_weight_as_an_input_runs_on_onednn_and_follows_each_calls_weight(tmp_path, rank,
                                                                                         monkeypatch):
