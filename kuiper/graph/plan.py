@@ -17,10 +17,10 @@ compiled function, whether the interpreter pays, where a -1 goes); ONNX Runtime 
 falls back to ``forward`` where they fail, so it is never wrong, only sometimes not faster.
 ``KUIPER_SPECIALIZE=0`` (read when a model is built) keeps every step on ``forward``, to
 compare or to rule the specialized forwards out.  An op whose ``forward`` was replaced on the
-instance (tests, tracing tools) is not specialized, and replacing one after the first call makes the next call specialize anew,
-so the wrapper always runs.  Whatever fails inside an op leaves with the op's name: a
-KuiperError gets the op named in front, any other exception becomes an OpExecutionError
-with the input shapes.
+instance (tests, tracing tools) is not specialized, and replacing one after the first call
+makes the next call specialize anew, so the wrapper always runs.  Whatever fails inside an op
+leaves with the op's name: a KuiperError gets the op named in front, any other exception
+becomes an OpExecutionError with the input shapes.
 """
 
 from __future__ import annotations
@@ -125,14 +125,14 @@ class ExecutionPlan:
             inputs = [slots[i] for i in step.input_slots]
             try:
                 result = op.forward(*inputs)
+                # (A specialization that fails names the op too, as its forward's failures do.)
+                fast = op.specialized(inputs) if self.specialize and "forward" not in vars(op) else None
             except Exception as exc:
                 failure = self._failure(exc, step, inputs)
                 if failure is exc:
                     raise
                 raise failure from exc
             self._unpack(step, result, slots)
-            replaced = "forward" in vars(op)
-            fast = op.specialized(inputs) if self.specialize and not replaced else None
             entries.append(self._entry(index, step, op.forward if fast is None else fast))
             del inputs
             for slot in step.free_slots:

@@ -29,6 +29,7 @@ from ..limits import check_size
 from ..onednn.primitives import product_on_onednn
 from ..ops import linear as reference
 from ..ops.special_values import linear_bound, outputs_tame
+from ..ops.specialize import same_shapes
 from ..thread_limits import requested as model_threads
 from . import conv_post_ops
 from .blas_weights import row_major
@@ -126,15 +127,12 @@ class NativeLinear(reference.Linear):
         if epilogue is False:
             return None
         weight_t, bias, forward, xp = self.weight_t, self.bias, self.forward, self.xp
-        shapes = [value.shape for value in inputs]
         position = self.epilogue_operand if self.epilogue is not None else 0
 
         def direct(*values):
-            if not (len(values) == len(shapes) and all(
-                    value.__class__ is np.ndarray and value.shape == shape and value.dtype == np.float32
-                    for value, shape in zip(values, shapes)) and values[0].flags.c_contiguous):
-                return forward(*values)
             value = values[0]
+            if not value.flags.c_contiguous:
+                return forward(*values)  # a permuted x takes forward's product along its outer axis
             out = reference.matmul_last_dim(xp, value, weight_t)
             if bias is not None:
                 out += bias
@@ -144,7 +142,7 @@ class NativeLinear(reference.Linear):
             arguments.insert(position, out)
             return epilogue(*arguments)
 
-        return direct
+        return same_shapes(inputs, direct, forward)
 
     def _direct_epilogue(self, out_shape, extras):
         """The epilogue as a direct function of its inputs (the op's result at its place, the extras as

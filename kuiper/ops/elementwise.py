@@ -137,7 +137,7 @@ class ElementwiseOp(Op):
             return None
         function, max_size = found
         if self.donated_inputs:
-            smallest_item = min(value.dtype.itemsize for value in inputs)
+            smallest_item = min(dtypes.itemsize(value.dtype) for value in inputs)
             lendable = -(-LEND_MIN_BYTES // smallest_item)
             max_size = lendable if max_size is None else min(max_size, lendable)
         return guarded(function, inputs, self.forward, max_size)

@@ -55,13 +55,24 @@ def arrays_of(inputs: Sequence[Any], array_type) -> bool:
 
 
 def same_shapes(samples: Sequence[Any], direct: Callable, fallback: Callable) -> Callable | None:
-    """``direct(*xs)`` while each input is of its sample's class, dtype and shape, else ``fallback(*xs)``;
-    None where a sample is not an array (see ``same_shape``).  Two inputs, the common case, written out."""
+    """``direct(*xs)`` while each input is of its sample's class, dtype and shape (what the op decided from
+    the shapes holds: a resolved reshape, an index, the library a product chose), else ``fallback(*xs)``;
+    None where a sample is not an array.  One and two inputs, the common cases, written out."""
     if not all(hasattr(sample, "shape") and hasattr(sample, "dtype") for sample in samples):
         return None
+    kinds, dtypes, shapes = (tuple(type(s) for s in samples), tuple(s.dtype for s in samples),
+                             tuple(s.shape for s in samples))
+    if len(samples) == 1:
+        (kind,), (dtype,), (shape,) = kinds, dtypes, shapes
+
+        def one(x):
+            if x.__class__ is kind and x.shape == shape and x.dtype is dtype:
+                return direct(x)
+            return fallback(x)
+
+        return one
     if len(samples) == 2:
-        (kind_a, kind_b), (dtype_a, dtype_b) = (type(s) for s in samples), (s.dtype for s in samples)
-        shape_a, shape_b = (s.shape for s in samples)
+        (kind_a, kind_b), (dtype_a, dtype_b), (shape_a, shape_b) = kinds, dtypes, shapes
 
         def two(a, b):
             if (a.__class__ is kind_a and b.__class__ is kind_b and a.shape == shape_a and b.shape == shape_b
@@ -70,7 +81,7 @@ def same_shapes(samples: Sequence[Any], direct: Callable, fallback: Callable) ->
             return fallback(a, b)
 
         return two
-    expected = tuple((type(s), s.dtype, s.shape) for s in samples)
+    expected = tuple(zip(kinds, dtypes, shapes))
 
     def many(*xs):
         if len(xs) == len(expected) and all(
@@ -83,17 +94,9 @@ def same_shapes(samples: Sequence[Any], direct: Callable, fallback: Callable) ->
 
 
 def same_shape(sample, direct: Callable, fallback: Callable) -> Callable | None:
-    """``direct(x)`` for a one-input op while ``x`` is of ``sample``'s class, dtype and shape (what the op
-    decided from the shape, a resolved reshape or an index, holds), else ``fallback(x)``.  None where
-    ``sample`` has no array methods (a Python scalar; an array-API namespace's array without
-    ``reshape``), for which the op's own forward stays."""
-    if not all(hasattr(sample, name) for name in ("shape", "dtype", "reshape", "transpose")):
+    """``same_shapes`` for a one-input op whose direct function calls the array's own methods: None where
+    ``sample`` has none (a Python scalar; an array-API namespace's array without ``reshape``), for which
+    the op's own forward stays."""
+    if not all(hasattr(sample, name) for name in ("reshape", "transpose")):
         return None
-    kind, dtype, shape = type(sample), sample.dtype, sample.shape
-
-    def one(x):
-        if x.__class__ is kind and x.shape == shape and x.dtype is dtype:
-            return direct(x)
-        return fallback(x)
-
-    return one
+    return same_shapes([sample], direct, fallback)

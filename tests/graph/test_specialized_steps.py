@@ -163,3 +163,16 @@ def test_kuiper_specialize_0_keeps_every_step_on_its_forward(monkeypatch):
     model = kuiper.load_hlo(ADD_THEN_RESHAPE, backend="numpy")
     model(a, b)
     assert _specialized_count(model) == 2
+
+
+def test_a_specialization_that_fails_names_the_op(monkeypatch):
+    from kuiper.graph import OpExecutionError
+    from kuiper.ops.shape import Reshape
+
+    def broken(self, inputs):
+        raise ValueError("no fast path here")
+
+    monkeypatch.setattr(Reshape, "specialized", broken)
+    model = kuiper.load_hlo(ADD_THEN_RESHAPE, backend="numpy")
+    with pytest.raises(OpExecutionError, match=r"'r'.*ValueError: no fast path here"):
+        model(np.ones((2, 6), np.float32), np.ones((2, 6), np.float32))
