@@ -43,10 +43,14 @@ class Broadcast(Op):
             raise ShapeError(f"{self.node.describe()}: expected an input of rank {len(self.dims)}, found {x.ndim}")
         if self.order != tuple(range(len(self.order))):
             x = xp.permute_dims(x, self.order)
+        return xp.broadcast_to(xp.reshape(x, self._expanded(x.shape)), self.shape)
+
+    def _expanded(self, shape) -> tuple[int, ...]:
+        """The operand's ``shape`` (in result-dim order) with 1s at the result dims it does not map to."""
         expanded = [1] * len(self.shape)
         for axis, position in enumerate(self.target):
-            expanded[position] = x.shape[axis]
-        return xp.broadcast_to(xp.reshape(x, tuple(expanded)), self.shape)
+            expanded[position] = shape[axis]
+        return tuple(expanded)
 
     def specialized(self, inputs):
         """The operand reshaped and broadcast as its first call worked out, while its shape stays
@@ -55,10 +59,7 @@ class Broadcast(Op):
         if (getattr(x, "ndim", -1) != len(self.dims) or self.order != tuple(range(len(self.order)))
                 or not hasattr(x, "reshape")):  # (an array-API namespace's array may have no reshape method)
             return None
-        expanded = [1] * len(self.shape)
-        for axis, position in enumerate(self.target):
-            expanded[position] = x.shape[axis]
-        expanded = tuple(expanded)
+        expanded = self._expanded(x.shape)
         broadcast = self.backend.broadcaster(x.reshape(expanded), self.shape)
         return same_shape(x, lambda value: broadcast(value.reshape(expanded)), self.forward)
 
