@@ -43,7 +43,7 @@ CHANNEL_AXIS = 1  # a conv's output is (N, C, *spatial)
 @dataclass
 class Rewrite:
     """What one add's rewrite does: ``at[name]`` takes the place of the node of that name (in order), the
-    ``dropped`` nodes leave."""
+    ``dropped`` nodes leave (a node in both takes ``at``'s place)."""
 
     at: dict[str, list[OpNode]] = field(default_factory=dict)
     dropped: set[str] = field(default_factory=set)
@@ -174,7 +174,6 @@ def _product_bias(add: OpNode, operand: str, other: str, graph: Graph) -> Rewrit
         placed[-1] = dataclasses.replace(placed[-1], outputs=list(add.outputs))
     rewrite.dropped.add(node.name)
     rewrite.at[add.name] = placed  # where the bias exists (its layout ops may come after the product)
-    rewrite.dropped.discard(add.name)
     return rewrite
 
 
