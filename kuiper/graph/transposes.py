@@ -84,7 +84,7 @@ def _params_on_input(params: dict, dims: list) -> dict | None:
 
 def _joined(order: list[OpNode], kept: set[str]) -> list[OpNode]:
     """Each transpose of a transpose as one transpose of the first one's input; identities dropped."""
-    producer, readers = producers_and_readers(order)
+    producer, _ = producers_and_readers(order)
     same_as: dict[str, str] = {}  # a dropped identity's result -> its input
     result: list[OpNode] = []
     for node in order:
