@@ -92,6 +92,43 @@ class OneDnnPath:
             out.norm_bound = self.norm_bound(out.shape, *norms)
         return self.run_epilogue(out, extras) if self.epilogue_after else out
 
+    def specialized(self, inputs):
+        """The oneDNN call prepared for inputs like ``inputs`` (``Convolution.prepared``), behind the guards
+        ``_onednn_forward`` runs per call: the size budget, and the special-value guard (``tame``), which
+        reads a Blocked input's norm bound or the data.  Anything else, or inputs of another class, shape,
+        layout or thread count, takes ``forward``."""
+        x = inputs[0]
+        shapes = self._shapes_by_input.get(getattr(x, "shape", None)) if self.native is not None else None
+        if shapes is None or shapes[0] is None or self.epilogue_after:
+            return None
+        out_shape, _, largest = shapes
+        residual = inputs[1] if self.native.adds_residual and len(inputs) == 2 else None
+        if len(inputs) != 1 + (residual is not None):
+            return None
+        library = self.native.library
+        threads = library.threads(model_threads())  # what this call gets: 1 in a child forked after OpenMP ran
+        blocked = self.output_layout == NATIVE_LAYOUT
+        call = self.native.prepared(x, threads, residual, blocked)
+        if call is None:
+            return None
+        like = same_kind_as(x)
+        like_residual = same_kind_as(residual) if residual is not None else None
+        forward, tame, norm_bound = self.forward, self.tame, self.norm_bound
+
+        def step(x, *extras):
+            residual = extras[0] if extras else None
+            if (like(x) and (residual is None or like_residual(residual)) and len(extras) == (like_residual is not None)
+                    and library.threads(model_threads()) == threads and largest <= budget_bytes()):
+                norms = tame(x, residual)
+                if norms is not None:
+                    out = call(x, residual)
+                    if blocked:
+                        out.norm_bound = norm_bound(out_shape, *norms)
+                    return out
+            return forward(x, *extras)
+
+        return step
+
     def output_bound(self) -> tuple[float, float]:
         """``linear_bound`` of the weight and bias, worked out on first use."""
         if self._output_bound is None:
@@ -169,6 +206,21 @@ class OneDnnPath:
     def budget_shapes(self, in_shape, out_shape) -> tuple[tuple[int, ...], ...]:
         """The shapes the size budget is checked for, in order, before a call makes its buffers."""
         raise NotImplementedError
+
+
+def same_kind_as(sample):
+    """A test that a value is like ``sample`` as ``Convolution.prepared`` needs: a Blocked tensor of its shape
+    in its layout object, or a C-contiguous float32 array of its shape."""
+    shape = sample.shape
+    if isinstance(sample, onednn.Blocked):
+        layout = sample.layout
+        return lambda value: value.__class__ is onednn.Blocked and value.layout is layout and value.shape == shape
+    kind = sample.__class__
+    return lambda value: (value.__class__ is kind and value.shape == shape and value.dtype is FLOAT32
+                          and value.flags.c_contiguous)
+
+
+FLOAT32 = np.dtype(np.float32)
 
 
 def _memory_order(array: np.ndarray) -> np.ndarray:

@@ -43,6 +43,10 @@ def _channel_blocked(library: Library, shape) -> Layout:
     return Layout.any(library, shape)
 
 
+def _plain_float32(value) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype == np.float32 and value.flags.c_contiguous
+
+
 def _reference_or_gemm(implementation: str) -> bool:
     """Whether oneDNN's name for a kernel (``jit_1x1:avx512_core``, ``x64:gemm:jit``, ``ref:any``, or a fused
     pair's ``ref_fused_convolution:any:jit_1x1:avx512_core:jit_dw:avx512_core``) names a reference loop or
@@ -190,6 +194,67 @@ class Convolution:
         if blocked:
             return Blocked(self.library, plan.out_shape, *result)
         return plan.to_plain(result[1], threads)
+
+    def prepared(self, x, threads: int | None, residual=None, blocked: bool = False):
+        """``__call__`` for inputs like ``x`` (and ``residual``), with what it decides per call decided now:
+        a function ``call(x, residual)`` returning what ``__call__(x, threads, residual, blocked)`` would,
+        for inputs of ``x``'s class and shape (a plain input float32 and C-contiguous; a Blocked one, and a
+        Blocked residual, in the layout object ``x``'s is) on the same thread count, which the caller
+        checks.  None where there is no plan for ``x`` yet (call first), or where the call reorders a
+        Blocked input, takes a weight or a transposed view, or reorders the residual: ``__call__`` then.
+
+        A small convolution's call spent ~12 us deciding the plan, the argument table and which memory
+        objects to re-point, warm, and 30-50 us of it in a model, where each op finds Python's caches
+        cold; this runs ``BoundCall``s only."""
+        threads = self.library.threads(threads)
+        plain_io = not blocked and not isinstance(x, Blocked)
+        plan = self.calls.get((tuple(x.shape), threads, plain_io))
+        if plan is None or self.adds_residual != (residual is not None):
+            return None
+        threads = plan.threads
+        varying = {ARG_SRC: plan.source, ARG_DST: plan.result}
+        convolution = plan.convolution.bound(plan.constants, varying, threads)
+        library, out_shape, result = self.library, plan.out_shape, plan.result
+        if isinstance(x, Blocked):
+            if x.layout != plan.source:
+                return None
+            source = None  # x's buffer, as it is
+        elif not _plain_float32(x):
+            return None
+        elif plan.reads_plain:
+            source = None
+        else:
+            if plan.reorder_in is None:
+                plan.reorder_in = self._reorder(plan.plain_in, plan.source, threads)
+            source = plan.reorder_in.bound({}, {ARG_SRC: plan.plain_in, ARG_DST: plan.source}, threads)
+        if residual is not None and not (residual.layout == result if isinstance(residual, Blocked)
+                                         else _plain_float32(residual) and plan.to_plain.plain == result):
+            return None
+        to_plain = None
+        if not blocked and plan.to_plain.step is not None:
+            to_plain = plan.to_plain.step.bound({}, {ARG_SRC: result, ARG_DST: plan.to_plain.plain}, threads)
+        blocked_in = isinstance(x, Blocked)
+
+        def call(x, residual=None):
+            if source is None:
+                data = x.buffer if blocked_in else x
+            else:
+                data = plan.source.empty()
+                source(x, data)
+            if residual is None:
+                out = result.empty()
+            else:  # a sum post-op adds what the output buffer holds: a copy of the residual, which others may read
+                out = residual.buffer.copy() if residual.__class__ is Blocked else residual.copy()
+            convolution(data, out)
+            if blocked:
+                return Blocked(library, out_shape, result, out)
+            if to_plain is None:
+                return out.reshape(out_shape)
+            plain = np.empty(out_shape, np.float32)
+            to_plain(out, plain)
+            return plain
+
+        return call
 
     def _plan_for_call(self, shape, threads: int, plain_io: bool) -> _Plan:
         """The plan a call on ``shape`` on ``threads`` threads runs: a small one on one thread."""
