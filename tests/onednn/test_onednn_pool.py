@@ -297,3 +297,48 @@ def test_a_conv_pool_conv_model_keeps_the_blocked_layout_through_the_pool(tmp_pa
     got = model(x, observer=Observer())
     assert seen == {"c1": np.ndarray, "pool": onednn.Blocked, "c2": onednn.Blocked}
     assert isinstance(got, np.ndarray) and np.max(np.abs(got - _stem_reference(x))) <= 2e-5
+
+
+HEAD = """7767517
+5 4
+pnnx.Input in0 0 1 x
+nn.Conv2d c1 1 1 x a bias=False kernel_size=(3,3) in_channels=3 out_channels=20 padding=(1,1) @weight=(20,3,3,3)f32
+nn.AdaptiveAvgPool2d pool 1 1 a b output_size=(1,1)
+torch.flatten flat 1 1 b c end_dim=-1 start_dim=1
+pnnx.Output out 1 0 c
+"""
+W_HEAD = (RNG.standard_normal((20, 3, 3, 3)) / 5).astype(np.float32)
+
+
+def _head_reference(x):
+    x64 = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    height, width = x.shape[2], x.shape[3]
+    a = sum(np.einsum("oc,nchw->nohw", W_HEAD[:, :, i, j].astype(np.float64), x64[:, :, i:i + height, j:j + width])
+            for i in range(3) for j in range(3))
+    return a.mean(axis=(2, 3))
+
+
+@needs_ops
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_global_average_pool_reads_the_last_convs_blocked_output(tmp_path, threads):
+    model = kuiper.load(write_model(tmp_path, HEAD, {"c1.weight": W_HEAD.tobytes()}), threads=threads)
+    assert {step.node.name: step.op.output_layout for step in model.steps}["c1"] == "onednn"
+    seen = {}
+
+    class Observer:
+        def before_step(self, node, inputs):
+            seen[node.name] = type(inputs[0])
+
+        def after_step(self, node, inputs, outputs):
+            pass
+
+    for shape in [(2, 3, 14, 11), (1, 3, 7, 7), (3, 3, 1, 5)]:  # the window is each input's whole map
+        x = RNG.standard_normal(shape).astype(np.float32)
+        got = model(x, observer=Observer())
+        assert seen["pool"] is onednn.Blocked
+        assert isinstance(got, np.ndarray) and got.shape == (shape[0], 20)
+        assert np.max(np.abs(got - _head_reference(x))) <= 2e-6
+        np.testing.assert_array_equal(model(x), got)  # and as a plain (specialized) call runs it
+    x = RNG.standard_normal((1, 3, 9, 9)).astype(np.float32)
+    x[0, 1, 4, 4] = np.nan
+    assert np.isnan(model(x)).all()  # each channel's conv output reads the NaN, and its average keeps it
