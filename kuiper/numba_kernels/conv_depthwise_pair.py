@@ -121,7 +121,7 @@ class PointwiseDepthwise(Partition):
         return out
 
     def specialized(self, inputs):
-        """The fused call prepared for inputs like ``inputs`` (``Convolution.prepared``), behind ``forward``'s
+        """The fused call as one sequence for inputs like ``inputs`` (``Convolution.sequence_for``), behind ``forward``'s
         budget and special-value guards; anything else takes ``forward``."""
         x = inputs[0]
         shapes = self._shapes.get(getattr(x, "shape", None))
@@ -131,7 +131,7 @@ class PointwiseDepthwise(Partition):
         library = self.native.library
         threads = library.threads(model_threads())  # what this call gets: 1 in a child forked after OpenMP ran
         blocked = self.output_layout == NATIVE_LAYOUT
-        call = self.native.prepared(x, threads, None, blocked)
+        call = self.native.sequence_for(x, threads, None, blocked)
         if call is None:
             return None
         like, forward, pointwise, depthwise = same_kind_as(x), self.forward, self.pointwise, self.depthwise

@@ -93,7 +93,7 @@ class OneDnnPath:
         return self.run_epilogue(out, extras) if self.epilogue_after else out
 
     def specialized(self, inputs):
-        """The oneDNN call prepared for inputs like ``inputs`` (``Convolution.prepared``), behind the guards
+        """The oneDNN call as one sequence for inputs like ``inputs`` (``Convolution.sequence_for``), behind the guards
         ``_onednn_forward`` runs per call: the size budget, and the special-value guard (``tame``), which
         reads a Blocked input's norm bound or the data.  Anything else, or inputs of another class, shape,
         layout or thread count, takes ``forward``."""
@@ -108,7 +108,7 @@ class OneDnnPath:
         library = self.native.library
         threads = library.threads(model_threads())  # what this call gets: 1 in a child forked after OpenMP ran
         blocked = self.output_layout == NATIVE_LAYOUT
-        call = self.native.prepared(x, threads, residual, blocked)
+        call = self.native.sequence_for(x, threads, residual, blocked)
         if call is None:
             return None
         like = same_kind_as(x)
@@ -209,7 +209,7 @@ class OneDnnPath:
 
 
 def same_kind_as(sample):
-    """A test that a value is like ``sample`` as ``Convolution.prepared`` needs: a Blocked tensor of its shape
+    """A test that a value is like ``sample`` as ``Convolution.sequence_for`` needs: a Blocked tensor of its shape
     in its layout object, or a C-contiguous float32 array of its shape."""
     shape = sample.shape
     if isinstance(sample, onednn.Blocked):

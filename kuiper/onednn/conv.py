@@ -26,6 +26,7 @@ from .blocked import Blocked, ToPlain
 from .binding import ARG_BIAS, ARG_DST, ARG_POST_OP_DW, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
 from .primitives import (MAX_PLANS, ONE_THREAD_WORK, PLAIN_CONV_WORK, Attributes, Layout, PlanCache, Primitive,
                          dims, in_strides, pads_after, reorder)
+from .sequence import SequenceBuilder
 
 
 # Whether a 2-D convolution's activations take channels in blocks of 16 where they fill one
@@ -195,64 +196,75 @@ class Convolution:
             return Blocked(self.library, plan.out_shape, *result)
         return plan.to_plain(result[1], threads)
 
-    def prepared(self, x, threads: int | None, residual=None, blocked: bool = False):
-        """``__call__`` for inputs like ``x`` (and ``residual``), with what it decides per call decided now:
-        a function ``call(x, residual)`` returning what ``__call__(x, threads, residual, blocked)`` would,
-        for inputs of ``x``'s class and shape (a plain input float32 and C-contiguous; a Blocked one, and a
-        Blocked residual, in the layout object ``x``'s is) on the same thread count, which the caller
-        checks.  None where there is no plan for ``x`` yet (call first), or where the call reorders a
-        Blocked input, takes a weight or a transposed view, or reorders the residual: ``__call__`` then.
-
-        A small convolution's call spent ~12 us deciding the plan, the argument table and which memory
-        objects to re-point, warm, and 30-50 us of it in a model, where each op finds Python's caches
-        cold; this runs ``BoundCall``s only."""
+    def emit(self, builder: SequenceBuilder, x: int, x_layout: Layout | None, shape, threads: int | None,
+             residual: int | None = None, residual_layout: Layout | None = None,
+             blocked: bool = False) -> tuple[int, Layout] | None:
+        """Add to ``builder`` the primitives ``__call__`` runs on an input of ``shape`` in ``x_layout`` (a Blocked
+        tensor's; None: a plain C-contiguous array), held by the builder's value ``x`` (and a ``residual`` value
+        in ``residual_layout``, None: plain): (the output value, its layout), or None where there is no plan
+        for such a call yet (call first) or the call reorders a Blocked input or the residual (``__call__``
+        does those)."""
         threads = self.library.threads(threads)
-        plain_io = not blocked and not isinstance(x, Blocked)
-        plan = self.calls.get((tuple(x.shape), threads, plain_io))
+        plan = self.calls.get((tuple(shape), threads, not blocked and x_layout is None))
         if plan is None or self.adds_residual != (residual is not None):
             return None
         threads = plan.threads
-        varying = {ARG_SRC: plan.source, ARG_DST: plan.result}
-        convolution = plan.convolution.bound(plan.constants, varying, threads)
-        library, out_shape, result = self.library, plan.out_shape, plan.result
-        if isinstance(x, Blocked):
-            if x.layout != plan.source:
+        if x_layout is not None:
+            if x_layout != plan.source:
                 return None
-            source = None  # x's buffer, as it is
-        elif not _plain_float32(x):
-            return None
+            source = x
         elif plan.reads_plain:
-            source = None
+            source = x
         else:
             if plan.reorder_in is None:
                 plan.reorder_in = self._reorder(plan.plain_in, plan.source, threads)
-            source = plan.reorder_in.bound({}, {ARG_SRC: plan.plain_in, ARG_DST: plan.source}, threads)
-        if residual is not None and not (residual.layout == result if isinstance(residual, Blocked)
-                                         else _plain_float32(residual) and plan.to_plain.plain == result):
+            source = builder.value(plan.source)
+            builder.run(plan.reorder_in, {}, {ARG_SRC: x, ARG_DST: source}, threads)
+        if residual is None:
+            out = builder.value(plan.result)
+        elif (residual_layout or plan.to_plain.plain) == plan.result:
+            out = builder.starting_as(plan.result, residual)  # a sum post-op adds what the output holds
+        else:
             return None
-        to_plain = None
-        if not blocked and plan.to_plain.step is not None:
-            to_plain = plan.to_plain.step.bound({}, {ARG_SRC: result, ARG_DST: plan.to_plain.plain}, threads)
+        builder.run(plan.convolution, plan.constants, {ARG_SRC: source, ARG_DST: out}, threads)
+        if blocked or plan.to_plain.step is None:
+            return out, plan.result
+        plain = builder.value(plan.to_plain.plain)
+        builder.run(plan.to_plain.step, {}, {ARG_SRC: out, ARG_DST: plain}, threads)
+        return plain, plan.to_plain.plain
+
+    def sequence_for(self, x, threads: int | None, residual=None, blocked: bool = False):
+        """``__call__`` for inputs like ``x`` (and ``residual``) as one ``Sequence``: a function ``call(x,
+        residual)`` returning what ``__call__(x, threads, residual, blocked)`` would, for inputs of ``x``'s class
+        and shape (a plain input float32 and C-contiguous; a Blocked one, and a Blocked residual, in the layout
+        object ``x``'s is) on the same granted thread count, which the caller checks; None where ``emit`` is.
+
+        A small convolution's call spent ~12 us deciding the plan, the argument table and which memory
+        objects to re-point, warm, and 30-50 us of it in a model, where each op finds Python's caches
+        cold; this re-points the input and output and executes."""
         blocked_in = isinstance(x, Blocked)
+        if not blocked_in and not _plain_float32(x):
+            return None
+        if residual is not None and not isinstance(residual, Blocked) and not _plain_float32(residual):
+            return None
+        builder = SequenceBuilder(self.library)
+        x_value = builder.input()
+        residual_value = None if residual is None else builder.input()
+        emitted = self.emit(builder, x_value, x.layout if blocked_in else None, x.shape, threads, residual_value,
+                            residual.layout if isinstance(residual, Blocked) else None, blocked)
+        if emitted is None:
+            return None
+        out, layout = emitted
+        sequence = builder.build([out])
+        library, out_shape = self.library, self.output_shape(x.shape)
 
         def call(x, residual=None):
-            if source is None:
-                data = x.buffer if blocked_in else x
-            else:
-                data = plan.source.empty()
-                source(x, data)
+            data = x.buffer if blocked_in else x
             if residual is None:
-                out = result.empty()
-            else:  # a sum post-op adds what the output buffer holds: a copy of the residual, which others may read
-                out = residual.buffer.copy() if residual.__class__ is Blocked else residual.copy()
-            convolution(data, out)
-            if blocked:
-                return Blocked(library, out_shape, result, out)
-            if to_plain is None:
-                return out.reshape(out_shape)
-            plain = np.empty(out_shape, np.float32)
-            to_plain(out, plain)
-            return plain
+                (flat,) = sequence(data)
+            else:
+                (flat,) = sequence(data, residual.buffer if residual.__class__ is Blocked else residual)
+            return Blocked(library, out_shape, layout, flat) if blocked else flat.reshape(out_shape)
 
         return call
 

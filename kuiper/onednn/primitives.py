@@ -197,12 +197,6 @@ class Primitive:
         library.check(library.primitive_execute(self.handle, stream, len(table), table), "execute")
         library.check(library.stream_wait(stream), "wait")
 
-    def bound(self, constants: dict[int, tuple[Layout, np.ndarray]], varying: dict[int, Layout],
-              threads: int) -> BoundCall:
-        """This primitive with ``constants`` (a weight, a bias: the same arrays every call) pointed at once, and
-        the ``varying`` arguments' buffers given per call: ``bound(buffer, ...)``, in ``varying``'s order."""
-        return BoundCall(self, constants, varying, threads)
-
     def _bind(self, arguments: dict[int, tuple[Layout, np.ndarray]]):
         """This thread's memory objects for these argument numbers, and the argument table naming them."""
         owned = getattr(self._bound, "owned", None)
@@ -225,59 +219,6 @@ class Primitive:
             self.library.primitive_destroy(self.handle)
         if self.descriptor:
             self.library.primitive_desc_destroy(self.descriptor)
-
-
-class BoundCall:
-    """A primitive run on the same argument layouts call after call (``Primitive.bound``): what ``run``
-    works out per call (the argument table, which memory objects to re-point, the layout checks) is
-    worked out once, and a call re-points the varying arguments' memory objects and executes, four or
-    five calls into oneDNN.  Each thread gets its own memory objects, made on its first call, so one
-    bound call may run in several threads at once."""
-
-    def __init__(self, primitive: Primitive, constants: dict[int, tuple[Layout, np.ndarray]],
-                 varying: dict[int, Layout], threads: int):
-        self.primitive = primitive  # kept alive with the arrays below while this is
-        self.constants = dict(constants)
-        self.varying = dict(varying)
-        self.threads = threads
-        self.scratch_bytes = primitive.scratchpad.nbytes
-        self._local = threading.local()
-
-    def _thread_state(self) -> list:
-        """[this thread's memory objects of the varying arguments, the scratchpad's (or None), the scratch
-        buffer it points at, the argument table, their owner]."""
-        library = self.primitive.library
-        owned = _Memories(library)
-        numbers = list(self.varying) + list(self.constants)
-        memories = {number: owned.create(layout) for number, layout in self.varying.items()}
-        for number, (layout, buffer) in self.constants.items():
-            memories[number] = owned.create(layout)
-            library.check(library.memory_set_data_handle(memories[number], address(buffer)), "memory")
-        scratch = None
-        if self.scratch_bytes:
-            scratch = memories[ARG_SCRATCHPAD] = owned.create(self.primitive.scratchpad)
-            numbers.append(ARG_SCRATCHPAD)
-        table = (ExecArg * len(numbers))(*(ExecArg(number, memories[number]) for number in numbers))
-        state = self._local.state = [tuple(memories[number] for number in self.varying), scratch, None, table, owned]
-        return state
-
-    def __call__(self, *buffers: np.ndarray) -> None:
-        state = getattr(self._local, "state", None)
-        if state is None:
-            state = self._thread_state()
-        library = self.primitive.library
-        for memory, buffer in zip(state[0], buffers):
-            library.check(library.memory_set_data_handle(memory, address(buffer)), "memory")
-        if state[1] is not None:
-            scratch = scratch_buffer(self.scratch_bytes)
-            if scratch is not state[2]:  # this thread's scratch buffer grew for another primitive
-                library.check(library.memory_set_data_handle(state[1], address(scratch)), "memory")
-                state[2] = scratch
-        library.set_threads(self.threads)
-        stream = library.stream
-        table = state[3]
-        library.check(library.primitive_execute(self.primitive.handle, stream, len(table), table), "execute")
-        library.check(library.stream_wait(stream), "wait")
 
 
 class _Memories:
