@@ -150,6 +150,13 @@ class PointwiseDepthwise(Partition):
 
         return step
 
+    def bound_through(self, in_shape, x_norm: float, residual_norm: float = 0.0) -> float | None:
+        """``OneDnnPath.bound_through`` of the two convs in turn: the depthwise conv's output bound, where both
+        guards pass."""
+        inner = self.pointwise.bound_through(in_shape, x_norm, 0.0)
+        return None if inner is None else self.depthwise.bound_through(self.native._own_output_shape(in_shape),
+                                                                       inner, 0.0)
+
     def _shapes_for(self, shape):
         """(output shape, the 1x1 conv's output shape, the bytes of the larger) for a batch of images of
         ``shape``; None where oneDNN is not asked (not a batch of images of the channels the 1x1 takes)."""

@@ -155,7 +155,7 @@ class OneDnnPath:
         norms = (_known_norm(x), 0.0 if residual is None else _known_norm(residual))
         if None not in norms and finite_outputs(norms, bound):
             return norms
-        norms = (_norm(x), 0.0 if residual is None else _norm(residual))
+        norms = (norm_of(x), 0.0 if residual is None else norm_of(residual))
         return norms if finite_outputs(norms, bound) else None
 
     def norm_bound(self, out_shape, x_norm: float, residual_norm: float) -> float | None:
@@ -180,6 +180,14 @@ class OneDnnPath:
         if each is None or whole is None:
             return None
         return ROUNDING_ROOM * min(each * root_size, whole)
+
+    def bound_through(self, in_shape, x_norm: float, residual_norm: float) -> float | None:
+        """A bound on the output's norm for an input of ``in_shape`` whose norm (and the residual's) is at most
+        the given ones, where the special-value guard passes for such inputs (``tame``); None where it may
+        not, or the post-ops' effect is not known (a run of convs as one sequence: conv_sequence.py)."""
+        if not finite_outputs((x_norm, residual_norm), self.output_bound()):
+            return None
+        return self.norm_bound(self.native.output_shape(in_shape), x_norm, residual_norm)
 
     @functools.cached_property
     def _root_taps(self) -> float:
@@ -235,7 +243,7 @@ def _known_norm(value) -> float | None:
     return value.norm_bound if isinstance(value, onednn.Blocked) else None
 
 
-def _norm(value) -> float:
+def norm_of(value) -> float:
     """The 2-norm of a plain array or a Blocked tensor's buffer: NaN or inf where it holds NaN or +-inf."""
     return math.sqrt(sum_of_squares(np, _buffer(value)))
 

@@ -202,30 +202,29 @@ class Convolution:
         """Add to ``builder`` the primitives ``__call__`` runs on an input of ``shape`` in ``x_layout`` (a Blocked
         tensor's; None: a plain C-contiguous array), held by the builder's value ``x`` (and a ``residual`` value
         in ``residual_layout``, None: plain): (the output value, its layout), or None where there is no plan
-        for such a call yet (call first) or the call reorders a Blocked input or the residual (``__call__``
-        does those)."""
+        for such a call yet (call first)."""
         threads = self.library.threads(threads)
         plan = self.calls.get((tuple(shape), threads, not blocked and x_layout is None))
         if plan is None or self.adds_residual != (residual is not None):
             return None
         threads = plan.threads
-        if x_layout is not None:
-            if x_layout != plan.source:
-                return None
+        if x_layout is None and plan.reads_plain or x_layout is not None and x_layout == plan.source:
             source = x
-        elif plan.reads_plain:
-            source = x
-        else:
-            if plan.reorder_in is None:
+        else:  # reordered into the layout the kernel reads, as ``_plain_in`` and ``_blocked_in`` do
+            if x_layout is None and plan.reorder_in is None:
                 plan.reorder_in = self._reorder(plan.plain_in, plan.source, threads)
+            step = plan.reorder_in if x_layout is None else self._reorder(x_layout, plan.source, threads)
             source = builder.value(plan.source)
-            builder.run(plan.reorder_in, {}, {ARG_SRC: x, ARG_DST: source}, threads)
+            builder.run(step, {}, {ARG_SRC: x, ARG_DST: source}, threads)
+        residual_layout = residual_layout or plan.to_plain.plain
         if residual is None:
             out = builder.value(plan.result)
-        elif (residual_layout or plan.to_plain.plain) == plan.result:
+        elif residual_layout == plan.result:
             out = builder.starting_as(plan.result, residual)  # a sum post-op adds what the output holds
-        else:
-            return None
+        else:  # the residual reordered into the output's layout, where the sum finds it
+            out = builder.value(plan.result)
+            builder.run(self._reorder(residual_layout, plan.result, threads), {}, {ARG_SRC: residual, ARG_DST: out},
+                        threads)
         builder.run(plan.convolution, plan.constants, {ARG_SRC: source, ARG_DST: out}, threads)
         if blocked or plan.to_plain.step is None:
             return out, plan.result

@@ -128,7 +128,7 @@ def test_convolution_matches_a_direct_loop(name, constant_kernel):
 def test_a_constant_kernel_is_laid_out_once_and_the_conv_takes_its_fast_path():
     """The benchmark's net: every convolution is the shared Conv op with a build-time weight (Winograd)."""
     data = np.load(FIXTURES / "conv_net.npz")
-    model = kuiper.load(FIXTURES / "conv_net.hlo.txt", backend="numpy")
+    model = kuiper.load(FIXTURES / "conv_net.hlo.txt", backend="numpy", providers=False)  # op by op
     convs = [step for step in model.steps if step.node.type == "Conv"]
     assert len(convs) == 4
     assert not [step.node.type for step in model.steps if step.node.type.startswith("hlo.")]
@@ -139,6 +139,10 @@ def test_a_constant_kernel_is_laid_out_once_and_the_conv_takes_its_fast_path():
             assert type(step.op).__name__ == "CompiledConv2d"
             assert ("oneDNN" if onednn.available() else "compiled") in step.op.kernel_note
     np.testing.assert_allclose(model(data["input0"], to_numpy=True), data["output0"], rtol=1e-4, atol=1e-5)
+    with_providers = kuiper.load(FIXTURES / "conv_net.hlo.txt", backend="numpy")  # a run of oneDNN convs: one step
+    for _ in range(2):
+        np.testing.assert_allclose(with_providers(data["input0"], to_numpy=True), data["output0"], rtol=1e-4,
+                                   atol=1e-5)
 
 
 DOTS = {

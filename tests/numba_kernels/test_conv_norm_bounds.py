@@ -99,14 +99,16 @@ def _block_model(tmp_path, activation, scale=1.0, name="m"):
     lines.append(ACTIVATION_LINES[activation])
     body = "\n".join(["pnnx.Input in0 0 1 x #x=(2,16,24,24)f32", *lines, "pnnx.Output out 1 0 y"])
     blobs = {key: np.asarray(value, "<f4").tobytes() for key, value in weights.items()}
-    return kuiper.load(write_model(tmp_path, param_text(body), blobs, name=name))
+    # Op by op: a run of oneDNN convs as one sequence (conv_sequence.py) guards them all with one threshold
+    # on the input's norm, which test_conv_specialized.py checks.
+    return kuiper.load(write_model(tmp_path, param_text(body), blobs, name=name), providers=False)
 
 
 @pytest.fixture
 def spies(monkeypatch):
     """(the Blocked tensors the model's convs gave, the tensors whose norms the guard computed)."""
     blocked, read = [], []
-    call, norm = onednn.Convolution.__call__, conv_native._norm
+    call, norm = onednn.Convolution.__call__, conv_native.norm_of
 
     def recording_call(self, *args, **kwargs):
         out = call(self, *args, **kwargs)
@@ -119,7 +121,7 @@ def spies(monkeypatch):
         return norm(value)
 
     monkeypatch.setattr(onednn.Convolution, "__call__", recording_call)
-    monkeypatch.setattr(conv_native, "_norm", recording_norm)
+    monkeypatch.setattr(conv_native, "norm_of", recording_norm)
     return blocked, read
 
 
@@ -170,7 +172,7 @@ def _overflow_model(tmp_path):
              "pnnx.Output out 1 0 y"]
     blobs = {"c0.weight": np.full((32, 16, 3, 3), 1e18, "<f4").tobytes(),
              "c1.weight": np.full((32, 32, 1, 1), 1e18, "<f4").tobytes()}
-    return kuiper.load(write_model(tmp_path, param_text("\n".join(lines)), blobs, name="overflow"))
+    return kuiper.load(write_model(tmp_path, param_text("\n".join(lines)), blobs, name="overflow"), providers=False)
 
 
 @needs_onednn

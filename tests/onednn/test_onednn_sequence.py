@@ -67,26 +67,42 @@ def test_a_sequence_adds_a_residual_without_writing_it(case, monkeypatch):
     kept = np.array(residual.buffer if blocked else residual, copy=True)
     _same(call(x, residual), want)
     np.testing.assert_array_equal(residual.buffer if blocked else residual, kept)
-    if blocked:  # a plain residual would need a reorder into the blocked output: __call__ does that
-        assert add_relu.sequence_for(x, 2, residual=np.asarray(residual), blocked=True) is None
+    if blocked:  # a plain residual is reordered into the blocked output, where the sum finds it
+        plain_residual = np.asarray(residual)
+        call = add_relu.sequence_for(x, 2, residual=plain_residual, blocked=True)
+        _same(call(x, plain_residual), add_relu(x, 2, residual=plain_residual, blocked=True))
 
 
-def test_nothing_is_emitted_before_a_call_or_for_another_layout(monkeypatch):
+def test_nothing_is_emitted_before_a_call_nor_for_views_and_other_dtypes(monkeypatch):
     monkeypatch.setattr(onednn_conv, "PLAIN_CONV_WORK", 0)
     conv = _conv(16, 16)
     x = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)
     assert conv.sequence_for(x, 2) is None  # no plan yet
     conv(x, 2)
-    assert conv.sequence_for(x[:, :, ::-1], 2) is None  # a view with other strides
+    assert conv.sequence_for(x[:, :, ::-1], 2) is None  # a view with other strides: __call__ reads it
     assert conv.sequence_for(x.astype(np.float64), 2) is None
-    # a Blocked input in another layout than the plan reads (a 1-D conv's) is reordered by __call__ only
-    other = onednn.Convolution(onednn.library(), np.ones((16, 16, 1, 1), np.float32), None, (1, 1), (1, 1),
-                               ((0, 0), (0, 0)), 1)
-    plain_blocked = onednn.Blocked(onednn.library(), x.shape, primitives.Layout.plain(onednn.library(), x.shape),
-                                   np.ascontiguousarray(x).reshape(-1))
-    conv(plain_blocked, 2, blocked=True)
-    assert conv.sequence_for(plain_blocked, 2, blocked=True) is None
-    del other
+
+
+@pytest.mark.parametrize("residual_in_another_layout", [False, True])
+def test_a_blocked_input_and_a_residual_in_other_layouts_are_reordered_in_the_sequence(residual_in_another_layout,
+                                                                                       monkeypatch):
+    monkeypatch.setattr(onednn_conv, "PLAIN_CONV_WORK", 0)
+    library = onednn.library()
+    conv = _conv(16, 16, post_ops=(("sum",),))
+    x = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)
+    residual = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)
+
+    def plain_blocked(value):  # a Blocked tensor whose layout is plain NCHW: not the layout the kernel reads
+        return onednn.Blocked(library, value.shape, primitives.Layout.plain(library, value.shape),
+                              np.ascontiguousarray(value).reshape(-1))
+
+    given_residual = plain_blocked(residual) if residual_in_another_layout else residual
+    want = conv(plain_blocked(x), 2, residual=given_residual, blocked=True)
+    call = conv.sequence_for(plain_blocked(x), 2, residual=given_residual, blocked=True)
+    assert call is not None
+    _same(call(plain_blocked(x), given_residual), want)
+    np.testing.assert_array_equal(np.asarray(call(plain_blocked(x), given_residual)),
+                                  np.asarray(conv(x, 2, residual=residual)))
 
 
 def _chain(convs, x, threads=1):
