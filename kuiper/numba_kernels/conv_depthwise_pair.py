@@ -150,12 +150,18 @@ class PointwiseDepthwise(Partition):
 
         return step
 
-    def bound_through(self, in_shape, x_norm: float, residual_norm: float = 0.0) -> float | None:
+    def bound_through(self, in_shapes, norms) -> float | None:
         """``OneDnnPath.bound_through`` of the two convs in turn: the depthwise conv's output bound, where both
         guards pass."""
-        inner = self.pointwise.bound_through(in_shape, x_norm, 0.0)
-        return None if inner is None else self.depthwise.bound_through(self.native._own_output_shape(in_shape),
-                                                                       inner, 0.0)
+        inner = self.pointwise.bound_through(in_shapes, norms)
+        return None if inner is None else self.depthwise.bound_through([self.native._own_output_shape(in_shapes[0])],
+                                                                       [inner])
+
+    def emit_call(self, builder, inputs, threads: int, blocked: bool):
+        """``OneDnnPath.emit_call`` of the fused primitive."""
+        value, layout, shape = inputs[0]
+        emitted = self.native.emit(builder, value, layout, shape, threads, blocked=blocked)
+        return None if emitted is None else (*emitted, self.native.output_shape(shape))
 
     def _shapes_for(self, shape):
         """(output shape, the 1x1 conv's output shape, the bytes of the larger) for a batch of images of

@@ -181,13 +181,21 @@ class OneDnnPath:
             return None
         return ROUNDING_ROOM * min(each * root_size, whole)
 
-    def bound_through(self, in_shape, x_norm: float, residual_norm: float) -> float | None:
-        """A bound on the output's norm for an input of ``in_shape`` whose norm (and the residual's) is at most
-        the given ones, where the special-value guard passes for such inputs (``tame``); None where it may
-        not, or the post-ops' effect is not known (a run of convs as one sequence: conv_sequence.py)."""
+    def bound_through(self, in_shapes, norms) -> float | None:
+        """A bound on the output's norm for inputs of ``in_shapes`` whose norms are at most ``norms`` (x's, and a
+        sum post-op's residual's), where the special-value guard passes for such inputs (``tame``); None where
+        it may not, or the post-ops' effect is not known (a run of layers as one sequence: conv_sequence.py)."""
+        x_norm, residual_norm = norms[0], (norms[1] if len(norms) > 1 else 0.0)
         if not finite_outputs((x_norm, residual_norm), self.output_bound()):
             return None
-        return self.norm_bound(self.native.output_shape(in_shape), x_norm, residual_norm)
+        return self.norm_bound(self.native.output_shape(in_shapes[0]), x_norm, residual_norm)
+
+    def emit_call(self, builder, inputs, threads: int, blocked: bool):
+        """Add this op's oneDNN call to a sequence (``Convolution.emit``): ``inputs`` are (value, layout or None
+        for plain, shape) of x and a sum post-op's residual; (value, layout, shape) of the output, or None."""
+        (value, layout, shape), residual = inputs[0], (inputs[1] if len(inputs) > 1 else (None, None, None))
+        emitted = self.native.emit(builder, value, layout, shape, threads, residual[0], residual[1], blocked)
+        return None if emitted is None else (*emitted, self.native.output_shape(shape))
 
     @functools.cached_property
     def _root_taps(self) -> float:

@@ -87,6 +87,8 @@ def _longest_closed(units, start: int, stop: int, uses) -> int:
 class OneDnnSequence(Partition):
     """A run of oneDNN convolutions as one Sequence per input kind (made on the first call with it)."""
 
+    threshold = None  # the input norm under which the sequence made for the first call's inputs runs
+
     def setup(self):
         self.ops = [unit.op for unit in self.members]
         readers: dict[str, list] = {}
@@ -131,21 +133,15 @@ class OneDnnSequence(Partition):
         values = {self.node.inputs[0]: (first, x.layout if isinstance(x, onednn.Blocked) else None, tuple(x.shape))}
         shapes, largest = [], 0
         for unit in self.members:
-            op, operand = unit.op, unit.node.outputs[0]
-            value, layout, shape = values[unit.node.inputs[0]]
-            residual, residual_layout = None, None
-            if len(unit.node.inputs) == 2:
-                residual, residual_layout, _ = values[unit.node.inputs[1]]
-            emitted = op.native.emit(builder, value, layout, shape, threads, residual, residual_layout,
-                                     op.output_layout == NATIVE_LAYOUT)
+            inputs = [values[operand] for operand in unit.node.inputs]
+            emitted = unit.op.emit_call(builder, inputs, threads, unit.op.output_layout == NATIVE_LAYOUT)
             if emitted is None:
                 return None
-            out_shape = op.native.output_shape(shape)
-            largest = max(largest, 4 * math.prod(blocked_shape(out_shape)))
-            shapes.append(shape)
-            values[operand] = (emitted[0], emitted[1], out_shape)
+            largest = max(largest, 4 * math.prod(blocked_shape(emitted[2])))
+            shapes.append([shape for _, _, shape in inputs])
+            values[unit.node.outputs[0]] = emitted
         out, out_layout, out_shape = values[self.node.outputs[0]]
-        threshold = _threshold(self.members, shapes)
+        threshold = self.threshold = _threshold(self.members, shapes)
         if threshold is None:
             return None
         sequence = builder.build([out])
@@ -177,9 +173,8 @@ def _threshold(members, shapes) -> float | None:
 
     def passes(norm: float) -> bool:
         bounds = {members[0].node.inputs[0]: norm}
-        for unit, shape in zip(members, shapes):
-            residual = bounds[unit.node.inputs[1]] if len(unit.node.inputs) == 2 else 0.0
-            bound = unit.op.bound_through(shape, bounds[unit.node.inputs[0]], residual)
+        for unit, in_shapes in zip(members, shapes):
+            bound = unit.op.bound_through(in_shapes, [bounds[operand] for operand in unit.node.inputs])
             if bound is None:
                 return False
             bounds[unit.node.outputs[0]] = bound

@@ -181,7 +181,7 @@ def test_inputs_on_either_side_of_the_threshold_run_as_the_ops_would():
     given = seen[step.node.name]
     assert isinstance(given, onednn.Blocked)
     fast = step.op.specialized([given])
-    threshold = conv_sequence._threshold(step.op.members, _member_shapes(step.op, given.shape))
+    threshold = step.op.threshold
     assert 1.0 < threshold < 1e15  # ReLU blocks: the bounds grow layer by layer
     norm = conv_sequence.norm_of(given)
     calls = []
@@ -204,11 +204,3 @@ def test_inputs_on_either_side_of_the_threshold_run_as_the_ops_would():
         want = step.op.run_members(scaled)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
-
-def _member_shapes(partition, shape):
-    shapes, by_operand = [], {partition.node.inputs[0]: tuple(shape)}
-    for unit in partition.members:
-        in_shape = by_operand[unit.node.inputs[0]]
-        shapes.append(in_shape)
-        by_operand[unit.node.outputs[0]] = unit.op.native.output_shape(in_shape)
-    return shapes
