@@ -33,6 +33,7 @@ from ..ops.special_values import FLOAT32_MAX
 from ..thread_limits import requested as model_threads
 from .conv_depthwise_pair import PointwiseDepthwise
 from .conv_native import NATIVE_LAYOUT, OneDnnPath, blocked_shape, norm_of, same_kind_as
+from .pool_native import OneDnnPooling
 
 BISECTION_STEPS = 60  # halvings of the interval the threshold lies in: far below float32's resolution
 
@@ -45,6 +46,8 @@ def _member(unit) -> bool:
         return False
     if isinstance(op, PointwiseDepthwise):
         return len(unit.node.inputs) == 1
+    if isinstance(op, OneDnnPooling):  # a max pool between convs (ResNet's stem, YOLO's SPPF), in their layout
+        return op.native is not None and len(unit.node.inputs) == 1
     return (isinstance(op, OneDnnPath) and op.native is not None and not op.epilogue_after
             and getattr(op, "static_weight", None) is not None
             and len(unit.node.inputs) == 1 + op.native.adds_residual)

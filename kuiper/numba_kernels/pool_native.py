@@ -18,6 +18,8 @@ and any input oneDNN refuses.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import onednn
@@ -74,8 +76,7 @@ class OneDnnPooling:
         """x pooled on oneDNN, or None where this path does not apply to it."""
         if x.ndim != 4 or x.shape[0] == 0:
             return None
-        out_size = tuple(pool_output_size(size, k, s, p, d, self.ceil_mode) for size, k, s, p, d in
-                         zip(x.shape[2:], self.kernel, self.stride, self.padding, self.dilation))
+        out_size = self._out_size(x.shape)
         if min(out_size) < 1 or not self.onednn_divides_alike(x.shape, out_size):
             return None
         # The size budget, with channels rounded up as a blocked buffer holds them.
@@ -91,6 +92,32 @@ class OneDnnPooling:
     def onednn_divides_alike(self, shape, out_size) -> bool:
         """Whether oneDNN divides each window as PyTorch does, for this input and output size."""
         return True
+
+    def _out_size(self, shape) -> tuple[int, ...]:
+        return tuple(pool_output_size(size, k, s, p, d, self.ceil_mode) for size, k, s, p, d in
+                     zip(shape[2:], self.kernel, self.stride, self.padding, self.dilation))
+
+    def bound_through(self, in_shapes, norms) -> float | None:
+        """A bound on the output's norm for an input whose norm is at most ``norms[0]`` (a run of layers as one
+        sequence: conv_sequence.py).  Each output is at most the largest magnitude in its window (a max, or an
+        average), and each input element lies in at most ``overlap`` windows, so the output's squares sum to
+        at most ``overlap`` times the input's.  A finite bound also passes the max's NaN guard (every element
+        finite), which then reads nothing."""
+        overlap = math.prod(min(k, -(-((k - 1) * d + 1) // s))
+                            for k, s, d in zip(self.kernel, self.stride, self.dilation))
+        return math.sqrt(overlap) * norms[0]
+
+    def emit_call(self, builder, inputs, threads: int, blocked: bool):
+        """Add this pooling's oneDNN call to a sequence (``Pooling.emit``): (value, layout, shape) of the
+        output, or None where the op's own path would not run it on oneDNN."""
+        (value, layout, shape), = inputs
+        if layout is None and not self.pools_plain_inputs or len(shape) != 4 or not shape[0]:
+            return None
+        out_size = self._out_size(shape)
+        if min(out_size) < 1 or not self.onednn_divides_alike(shape, out_size):
+            return None
+        emitted = self.native.emit(builder, value, layout, shape, out_size, threads, blocked)
+        return None if emitted is None else (*emitted, tuple(shape[:2]) + out_size)
 
 
 class NativeMaxPool2d(OneDnnPooling, CompiledMaxPool2d):

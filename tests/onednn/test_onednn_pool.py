@@ -280,8 +280,8 @@ def _stem_reference(x):
 @needs_ops
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_conv_pool_conv_model_keeps_the_blocked_layout_through_the_pool(tmp_path, threads):
-    model = kuiper.load(write_model(tmp_path, STEM, {"c1.weight": W1.tobytes(), "c2.weight": W2.tobytes()}),
-                        threads=threads)
+    param = write_model(tmp_path, STEM, {"c1.weight": W1.tobytes(), "c2.weight": W2.tobytes()})
+    model = kuiper.load(param, threads=threads, providers=False)  # op by op: the providers make it one sequence
     layouts = {step.node.name: step.op.output_layout for step in model.steps}
     assert layouts == {"c1": "onednn", "pool": "onednn", "c2": None}
     seen = {}
@@ -297,6 +297,11 @@ def test_a_conv_pool_conv_model_keeps_the_blocked_layout_through_the_pool(tmp_pa
     got = model(x, observer=Observer())
     assert seen == {"c1": np.ndarray, "pool": onednn.Blocked, "c2": onednn.Blocked}
     assert isinstance(got, np.ndarray) and np.max(np.abs(got - _stem_reference(x))) <= 2e-5
+    as_sequence = kuiper.load(param, threads=threads)
+    (step,) = as_sequence.steps
+    assert [unit.node.name for unit in step.op.members] == ["c1", "pool", "c2"]
+    for _ in range(2):  # the members, then the sequence: the same numbers
+        np.testing.assert_array_equal(as_sequence(x), got)
 
 
 HEAD = """7767517
