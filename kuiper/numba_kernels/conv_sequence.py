@@ -1,23 +1,24 @@
-"""The oneDNN sequence provider: a run of oneDNN convolutions, each reading the ones before it, as one
-flat loop of primitive calls over buffers planned once (kuiper/onednn/sequence.py).
+"""The oneDNN sequence provider: a run of oneDNN layers, each reading the ones before it, as one flat loop
+of primitive calls over buffers planned once (kuiper/onednn/sequence.py).
 
 Op by op, each convolution of MobileNetV2 at batch 1 spent 15-20 us of Python around its oneDNN call
-in a model (its guards, its sequence's argument pointing, a fresh output), 0.6 of the model's ~5 ms
-where ONNX Runtime's whole overhead is ~0.1.  This provider claims each run of two or more oneDNN
-convolutions (constant weights, post-ops only, and pointwise-depthwise pairs) with one input from
-outside, whose values other than the last are read only inside the run; the run then re-points its
-input and its fresh output and executes its primitives one after another, the activations between
-them in buffers reused call after call (a residual sum writes over the residual where nothing
-reads it later).
+in a model (its guards, its argument pointing, a fresh output), 0.6 of the model's ~5 ms where ONNX
+Runtime's whole overhead is ~0.1.  This provider claims each run of two or more oneDNN convolutions
+(constant weights, post-ops only), pointwise-depthwise pairs and poolings with one input from
+outside, whose values other than the last are read only inside the run.  From its second call the
+run re-points its input and its fresh output and executes its primitives one after another, the
+activations between them in buffers reused call after call (a residual sum writes over the residual
+where nothing reads it later).  A member says how it joins: ``emit_call`` adds its primitives,
+``bound_through`` carries a bound on the norm through it.
 
 Each convolution's own path guards it against special values (conv_native.py, ``tame``): oneDNN's
 result is IEEE 754's only where every output is finite, which bounds on the norms show.  The bounds
-grow with the input's norm through every layer, so the whole run's guards pass exactly for inputs
-whose norm is at most one threshold, found once by bisection (``_threshold``).  A call reads the
-input's norm (or the bound its producer gave), compares, and runs the sequence; any other input
-(a larger norm, NaN, another shape or layout, another thread count) runs the members op by op
+grow with the input's norm through every layer, so the whole run's guards pass for inputs whose norm
+is at most one threshold, found once by bisection (``_threshold``).  A call reads the input's norm
+(or the bound its producer gave), compares, and runs the sequence; any other input (a larger norm,
+NaN, another shape or layout, another thread count) runs the members op by op
 (``Partition.run_members``), which decide layer by layer exactly as without the provider.  Where a
-member's call is not one a sequence runs (a reorder of a Blocked input), the run stays op by op.
+member's call is not one a sequence runs (no plan for it), the run stays op by op.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ class OneDnnSequence(Partition):
             operand = unit.node.outputs[0]
             takes = all(op.takes_layout(position, NATIVE_LAYOUT) for op, position in readers[operand])
             unit.op.output_layout = NATIVE_LAYOUT if takes and unit.op.native_layout() == NATIVE_LAYOUT else None
-        self.kernel_note = (f"oneDNN: {len(self.members)} convolutions as one sequence of primitive calls "
+        self.kernel_note = (f"oneDNN: {len(self.members)} layers as one sequence of primitive calls "
                             f"({self.members[0].node.name}..{self.members[-1].node.name})")
 
     # The partition's output is its last member's: the layout the graph agrees on for it is that member's.
