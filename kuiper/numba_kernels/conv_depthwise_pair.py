@@ -121,8 +121,8 @@ class PointwiseDepthwise(Partition):
         return out
 
     def specialized(self, inputs):
-        """The fused call as one sequence for inputs like ``inputs`` (``Convolution.sequence_for``), behind ``forward``'s
-        budget and special-value guards; anything else takes ``forward``."""
+        """The fused call as one sequence for inputs like ``inputs`` (``Convolution.sequence_for``), behind
+        ``forward``'s budget and special-value guards; anything else takes ``forward``."""
         x = inputs[0]
         shapes = self._shapes.get(getattr(x, "shape", None))
         if shapes is None or len(inputs) != 1:

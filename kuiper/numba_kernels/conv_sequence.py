@@ -160,7 +160,9 @@ class OneDnnSequence(Partition):
                     norm = norm_of(x)
                 if norm <= threshold:  # NaN compares False
                     (flat,) = sequence(x.buffer if blocked_in else x)
-                    return onednn.Blocked(library, out_shape, out_layout, flat) if blocked_out else flat.reshape(out_shape)
+                    if blocked_out:
+                        return onednn.Blocked(library, out_shape, out_layout, flat)
+                    return flat.reshape(out_shape)
             return run_members(x)
 
         return step

@@ -85,8 +85,8 @@ class Pooling:
         input yet, or oneDNN refused it."""
         threads = self.library.threads(threads)
         out_shape = tuple(shape[:2]) + tuple(out_size)
-        plan = next((plan for plan in self.plans if (plan.shape, plan.out_shape, plan.threads) == (tuple(shape), out_shape,
-                                                                                                 threads)
+        key = (tuple(shape), out_shape, threads)
+        plan = next((plan for plan in self.plans if (plan.shape, plan.out_shape, plan.threads) == key
                      and (plan.layout is None if layout is None else layout == plan.layout)), None)
         if plan is None or plan.pooling is None:
             return None

@@ -116,7 +116,8 @@ class SequenceBuilder:
             for value, last in last_read.items():  # values last read here free their buffers for later steps
                 if last == index and value in buffer_of and kinds[value] == INTERNAL and value not in handed_over:
                     free.append(buffer_of[value])
-        return Sequence(self.library, steps, kinds, buffer_of, sizes, [0 if layout is None else layout.nbytes for layout in self.layouts], outputs)
+        value_bytes = [0 if layout is None else layout.nbytes for layout in self.layouts]
+        return Sequence(self.library, steps, kinds, buffer_of, sizes, value_bytes, outputs)
 
     def _place(self, value: int, kinds, buffer_of: dict, sizes: list, free: list) -> None:
         """Give an internal value a planned buffer: the smallest free one that holds it, else a new one."""
