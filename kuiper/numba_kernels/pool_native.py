@@ -1,9 +1,11 @@
-"""nn.MaxPool2d and nn.AvgPool2d on oneDNN, in its blocked layout between oneDNN convolutions; an average
-pool of a plain float32 array too.
+"""nn.MaxPool1d, nn.MaxPool2d and nn.AvgPool2d on oneDNN, in its blocked layout between oneDNN
+convolutions; an average pool of a plain float32 array too.
 
-A pooling op between two convolutions (ResNet's stem, YOLO's SPPF block) would otherwise
-turn the tensor into a plain array and back.  Here it takes a ``Blocked`` input and, when
-the graph says its readers take it, gives a ``Blocked`` output (kuiper/graph/native_layouts.py).
+A pooling op between two convolutions (ResNet's stem, YOLO's SPPF block, an audio net's Conv1d
+layers) would otherwise turn the tensor into a plain array and back.  Here it takes a ``Blocked``
+input and, when the graph says its readers take it, gives a ``Blocked`` output
+(kuiper/graph/native_layouts.py); a run of such layers may then run as one sequence
+(conv_sequence.py).
 
 An average pool of a plain input goes to oneDNN where oneDNN has a compiled kernel for plain
 NCHW (``jit:avx512_core`` on an AVX-512 machine: PoolFormer's 3x3 token mixer 0.1 ms against
@@ -29,7 +31,7 @@ from ..ops.pooling_window import pool_output_size
 from ..ops.special_values import is_tame
 from ..thread_limits import requested as model_threads
 from .conv_native import BLOCK_CHANNELS, NATIVE_LAYOUT
-from .pooling import CompiledAvgPool2d, CompiledMaxPool2d
+from .pooling import CompiledAvgPool2d, CompiledMaxPool1d, CompiledMaxPool2d
 
 
 def _pooling(algorithm: str, kernel, stride, dilation, padding):
@@ -74,7 +76,7 @@ class OneDnnPooling:
 
     def _onednn_forward(self, x):
         """x pooled on oneDNN, or None where this path does not apply to it."""
-        if x.ndim != 4 or x.shape[0] == 0:
+        if x.ndim != len(self.kernel) + 2 or x.shape[0] == 0:
             return None
         out_size = self._out_size(x.shape)
         if min(out_size) < 1 or not self.onednn_divides_alike(x.shape, out_size):
@@ -111,7 +113,7 @@ class OneDnnPooling:
         """Add this pooling's oneDNN call to a sequence (``Pooling.emit``): (value, layout, shape) of the
         output, or None where the op's own path would not run it on oneDNN."""
         (value, layout, shape), = inputs
-        if layout is None and not self.pools_plain_inputs or len(shape) != 4 or not shape[0]:
+        if layout is None and not self.pools_plain_inputs or len(shape) != len(self.kernel) + 2 or not shape[0]:
             return None
         out_size = self._out_size(shape)
         if min(out_size) < 1 or not self.onednn_divides_alike(shape, out_size):
@@ -122,6 +124,16 @@ class OneDnnPooling:
 
 class NativeMaxPool2d(OneDnnPooling, CompiledMaxPool2d):
     """nn.MaxPool2d / F.max_pool2d."""
+
+    drops_nan = True
+
+    def setup(self):
+        super().setup()
+        self.use_native(None if self.return_indices else "max")
+
+
+class NativeMaxPool1d(OneDnnPooling, CompiledMaxPool1d):
+    """nn.MaxPool1d / F.max_pool1d: between the Conv1d layers of audio nets (M5), in their blocked layout."""
 
     drops_nan = True
 
@@ -192,4 +204,4 @@ class NativeAdaptiveAvgPool2d(AdaptiveAvgPool2d):
         return super().forward(x)
 
 
-KERNELS = [NativeMaxPool2d, NativeAvgPool2d, NativeAdaptiveAvgPool2d]
+KERNELS = [NativeMaxPool1d, NativeMaxPool2d, NativeAvgPool2d, NativeAdaptiveAvgPool2d]

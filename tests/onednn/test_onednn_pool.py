@@ -347,3 +347,59 @@ def test_a_global_average_pool_reads_the_last_convs_blocked_output(tmp_path, thr
     x = RNG.standard_normal((1, 3, 9, 9)).astype(np.float32)
     x[0, 1, 4, 4] = np.nan
     assert np.isnan(model(x)).all()  # each channel's conv output reads the NaN, and its average keeps it
+
+
+AUDIO = """7767517
+5 4
+pnnx.Input in0 0 1 x
+nn.Conv1d c1 1 1 x a bias=False kernel_size=(5) in_channels=2 out_channels=20 stride=(2) padding=(0) @weight=(20,2,5)f32
+nn.MaxPool1d pool 1 1 a b kernel_size=(4) stride=(4) padding=(0)
+nn.Conv1d c2 1 1 b y bias=False kernel_size=(3) in_channels=20 out_channels=8 padding=(1) @weight=(8,20,3)f32
+pnnx.Output out 1 0 y
+"""
+W_A1 = (RNG.standard_normal((20, 2, 5)) / 3).astype(np.float32)
+W_A2 = (RNG.standard_normal((8, 20, 3)) / 4).astype(np.float32)
+
+
+def _audio_reference(x):
+    x = x.astype(np.float64)
+    length = (x.shape[2] - 5) // 2 + 1
+    a = sum(np.einsum("oc,ncl->nol", W_A1[:, :, t].astype(np.float64), x[:, :, t:t + 2 * length - 1:2])
+            for t in range(5))
+    pooled = a[:, :, :a.shape[2] // 4 * 4].reshape(a.shape[0], a.shape[1], -1, 4).max(axis=3)
+    padded = np.pad(pooled, ((0, 0), (0, 0), (1, 1)))
+    return sum(np.einsum("oc,ncl->nol", W_A2[:, :, t].astype(np.float64), padded[:, :, t:t + pooled.shape[2]])
+               for t in range(3))
+
+
+@needs_ops
+def test_a_max_pool_1d_between_conv1d_layers_pools_their_blocked_output(tmp_path):
+    """M5's pattern: Conv1d -> MaxPool1d -> Conv1d, the pool on oneDNN in the convs' layout; a NaN the max
+    would drop takes the compiled loop, which keeps it as PyTorch does."""
+    param = write_model(tmp_path, AUDIO, {"c1.weight": W_A1.tobytes(), "c2.weight": W_A2.tobytes()})
+    model = kuiper.load(param, threads=1, providers=False)
+    assert {step.node.name: step.op.output_layout for step in model.steps} == {"c1": "onednn", "pool": "onednn",
+                                                                                "c2": None}
+    seen = {}
+
+    class Observer:
+        def before_step(self, node, inputs):
+            seen[node.name] = type(inputs[0])
+
+        def after_step(self, node, inputs, outputs):
+            pass
+
+    x = RNG.standard_normal((2, 2, 403)).astype(np.float32)
+    got = model(x, observer=Observer())
+    assert seen["pool"] is onednn.Blocked
+    assert np.max(np.abs(got - _audio_reference(x))) <= 2e-5
+    as_sequence = kuiper.load(param, threads=1)
+    (step,) = as_sequence.steps
+    for _ in range(2):
+        np.testing.assert_array_equal(as_sequence(x), got)
+    x[1, 0, 200] = np.nan
+    want = _audio_reference(x)
+    for engine in (model, as_sequence):
+        out = engine(x)
+        assert np.array_equal(np.isnan(out), np.isnan(want))
+        assert np.max(np.abs(out[~np.isnan(want)] - want[~np.isnan(want)])) <= 2e-5
