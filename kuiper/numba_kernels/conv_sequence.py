@@ -4,7 +4,7 @@ of primitive calls over buffers planned once (kuiper/onednn/sequence.py).
 Op by op, each convolution of MobileNetV2 at batch 1 spent 15-20 us of Python around its oneDNN call
 in a model (its guards, its argument pointing, a fresh output), 0.6 of the model's ~5 ms where ONNX
 Runtime's whole overhead is ~0.1.  This provider claims each run of two or more oneDNN convolutions
-(constant weights, post-ops only), pointwise-depthwise pairs and poolings with one input from
+(constant weights, post-ops only), pointwise-depthwise pairs, poolings and channel concatenations with one input from
 outside, whose values other than the last are read only inside the run.  From its second call the
 run re-points its input and its fresh output and executes its primitives one after another, the
 activations between them in buffers reused call after call (a residual sum writes over the residual
@@ -33,6 +33,7 @@ from ..limits import budget_bytes
 from ..ops.special_values import FLOAT32_MAX
 from ..thread_limits import requested as model_threads
 from .conv_depthwise_pair import PointwiseDepthwise
+from .concat_native import NativeConcat
 from .conv_native import NATIVE_LAYOUT, OneDnnPath, blocked_shape, norm_of, same_kind_as
 from .pool_native import OneDnnPooling
 
@@ -49,6 +50,8 @@ def _member(unit) -> bool:
         return len(unit.node.inputs) == 1
     if isinstance(op, OneDnnPooling):  # a max pool between convs (ResNet's stem, YOLO's SPPF), in their layout
         return op.native is not None and len(unit.node.inputs) == 1
+    if isinstance(op, NativeConcat):  # joined branches (YOLO's C3 blocks)
+        return op.native is not None
     return (isinstance(op, OneDnnPath) and op.native is not None and not op.epilogue_after
             and getattr(op, "static_weight", None) is not None
             and len(unit.node.inputs) == 1 + op.native.adds_residual)
