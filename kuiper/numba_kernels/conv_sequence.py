@@ -35,7 +35,7 @@ from ..thread_limits import requested as model_threads
 from .conv_depthwise_pair import PointwiseDepthwise
 from .concat_native import NativeConcat
 from .conv_native import NATIVE_LAYOUT, OneDnnPath, blocked_shape, norm_of, same_kind_as
-from .pool_native import OneDnnPooling
+from .pool_native import NativeAdaptiveAvgPool2d, OneDnnPooling
 
 BISECTION_STEPS = 60  # halvings of the interval the threshold lies in: far below float32's resolution
 
@@ -52,6 +52,8 @@ def _member(unit) -> bool:
         return op.native is not None and len(unit.node.inputs) == 1
     if isinstance(op, NativeConcat):  # joined branches (YOLO's C3 blocks)
         return op.native is not None
+    if isinstance(op, NativeAdaptiveAvgPool2d):  # a classifier's global average of the last conv's maps
+        return op.global_average and len(unit.node.inputs) == 1
     return (isinstance(op, OneDnnPath) and op.native is not None and not op.epilogue_after
             and getattr(op, "static_weight", None) is not None
             and len(unit.node.inputs) == 1 + op.native.adds_residual)

@@ -190,18 +190,37 @@ class NativeAdaptiveAvgPool2d(AdaptiveAvgPool2d):
 
     def forward(self, x):
         if isinstance(x, onednn.Blocked):
-            if x.ndim == 4 and x.shape[0] and min(x.shape[2:]) > 0:
-                window = tuple(x.shape[2:])
-                pooling = self._poolings.get(window)
-                if pooling is None:
-                    pooling = self._poolings[window] = onednn.Pooling(
-                        onednn.library(), "average_exclude_padding", window, window, (1, 1), (0, 0))
+            pooling = self._pooling(x.shape)
+            if pooling is not None:
                 try:
                     return pooling(x, (1, 1), model_threads())
                 except onednn.OneDnnError:
                     pass  # oneDNN refused this input (once: the plan remembers)
             x = np.asarray(x)  # the op's own path takes plain arrays, and raises its errors
         return super().forward(x)
+
+    def _pooling(self, shape):
+        """The oneDNN pooling of one whole map of a batch of ``shape``; None where this path does not apply."""
+        if not self.global_average or len(shape) != 4 or not shape[0] or min(shape[2:]) < 1:
+            return None
+        window = tuple(shape[2:])
+        pooling = self._poolings.get(window)
+        if pooling is None:
+            pooling = self._poolings[window] = onednn.Pooling(onednn.library(), "average_exclude_padding", window,
+                                                              window, (1, 1), (0, 0))
+        return pooling
+
+    def bound_through(self, in_shapes, norms) -> float:
+        """Each output is a map's mean, at most its 2-norm over the square root of its size: the output's norm
+        is at most the input's (a run of layers as one sequence carries it on: conv_sequence.py)."""
+        return norms[0]
+
+    def emit_call(self, builder, inputs, threads: int, blocked: bool):
+        """Add the pooling of a Blocked input to a sequence (``Pooling.emit``); its output is plain."""
+        (value, layout, shape), = inputs
+        pooling = None if layout is None else self._pooling(shape)
+        emitted = None if pooling is None else pooling.emit(builder, value, layout, shape, (1, 1), threads)
+        return None if emitted is None else (*emitted, tuple(shape[:2]) + (1, 1))
 
 
 KERNELS = [NativeMaxPool1d, NativeMaxPool2d, NativeAvgPool2d, NativeAdaptiveAvgPool2d]

@@ -326,8 +326,11 @@ def _head_reference(x):
 @needs_ops
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_global_average_pool_reads_the_last_convs_blocked_output(tmp_path, threads):
-    model = kuiper.load(write_model(tmp_path, HEAD, {"c1.weight": W_HEAD.tobytes()}), threads=threads)
+    param = write_model(tmp_path, HEAD, {"c1.weight": W_HEAD.tobytes()})
+    model = kuiper.load(param, threads=threads, providers=False)  # op by op; with them, conv and pool are one run
     assert {step.node.name: step.op.output_layout for step in model.steps}["c1"] == "onednn"
+    as_sequence = kuiper.load(param, threads=threads)
+    assert [unit.node.name for unit in as_sequence.steps[0].op.members] == ["c1", "pool"]
     seen = {}
 
     class Observer:
@@ -344,9 +347,15 @@ def test_a_global_average_pool_reads_the_last_convs_blocked_output(tmp_path, thr
         assert isinstance(got, np.ndarray) and got.shape == (shape[0], 20)
         assert np.max(np.abs(got - _head_reference(x))) <= 2e-6
         np.testing.assert_array_equal(model(x), got)  # and as a plain (specialized) call runs it
+        for _ in range(2):  # the members, then (for the first shape) the sequence
+            np.testing.assert_array_equal(as_sequence(x), got)
+        pool = model.steps[1].op
+        conv_out = np.asarray(model.steps[0].op.forward(x), dtype=np.float64)
+        assert float(np.linalg.norm(got)) <= pool.bound_through([conv_out.shape], [float(np.linalg.norm(conv_out))])
     x = RNG.standard_normal((1, 3, 9, 9)).astype(np.float32)
     x[0, 1, 4, 4] = np.nan
     assert np.isnan(model(x)).all()  # each channel's conv output reads the NaN, and its average keeps it
+    assert np.isnan(as_sequence(x)).all()
 
 
 AUDIO = """7767517
