@@ -98,16 +98,16 @@ class _OneDnnProduct:
             return None
         return a, b, shape
 
-    def _onednn_product(self, a, b):
-        """a @ b on oneDNN, or None where that does not apply (the reference then runs, and raises
-        its shape errors)."""
+    def _onednn_product(self, a, b, bias=None):
+        """a @ b (+ bias, one float32 per column, contiguous) on oneDNN, or None where that does not apply
+        (the reference then runs, and raises its shape errors)."""
         operands = self._onednn_operands(a, b)
         if operands is None:
             return None
         a, b, shape = operands
         check_size(shape, 4, self.node.describe())
         try:
-            return self.native(a, b, model_threads())
+            return self.native(a, b, model_threads(), bias)
         except onednn.OneDnnError:
             return None  # a layout or shape oneDNN does not take as it lies
 
@@ -127,15 +127,18 @@ class NativeMM(_OneDnnProduct, reference.MM):
 
 
 class NativeAddMM(_OneDnnProduct, reference.AddMM):
-    """torch.addmm and a product + bias vector (kuiper/graph/bias_inputs.py): the product where MatMul's
-    would run (oneDNN or BLAS), the bias then added into its fresh result, as the reference adds it."""
+    """torch.addmm and a product + bias vector (kuiper/graph/bias_inputs.py): on oneDNN, the bias its
+    matmul's bias argument, added as each result is stored (the same float32 sum as adding it after:
+    tests/numba_kernels/test_matmul_bias.py checks bit for bit) rather than in a pass over the result;
+    where BLAS takes the product, the bias is added into its fresh result, as the reference adds it."""
 
     def forward(self, *inputs):
         bias, a, b = self.operands(inputs)
         if self.native is not None and self._adds_vector(bias, a, b):
-            out = self._onednn_product(a, b)
+            out = self._onednn_product(a, b, _as_bias(bias))
             if out is not None:
-                out += bias
+                if not bias.flags.c_contiguous:
+                    out += bias
                 return out
         return reference.AddMM.forward(self, *inputs)
 
@@ -146,15 +149,30 @@ class NativeAddMM(_OneDnnProduct, reference.AddMM):
                 and getattr(a, "ndim", 0) == 2 and bias.shape[0] == b.shape[1])
 
     def specialized(self, inputs):
-        """The product these shapes chose and the bias added in place, while the operands keep their
-        shapes and dtypes."""
+        """The product these shapes chose, the bias added by oneDNN (or in place after BLAS), while the
+        operands keep their shapes and dtypes."""
         if len(inputs) != 3:
             return None
         bias, a, b = self.operands(inputs)
-        product = self._chosen_product(a, b) if self._adds_vector(bias, a, b) else None
-        if product is None:
+        if not self._adds_vector(bias, a, b):
             return None
         order, forward = list(self.order), self.forward
+        if self.native is not None and self._onednn_operands(a, b) is not None and a.ndim == b.ndim:
+            native = self.native
+
+            def on_onednn(*values):
+                vector, x, y = (values[i] for i in order)
+                if not vector.flags.c_contiguous:
+                    return forward(*values)
+                try:
+                    return native(x, y, model_threads(), vector)
+                except onednn.OneDnnError:
+                    return forward(*values)
+
+            return same_shapes(inputs, on_onednn, forward)
+        product = self._chosen_product(a, b)
+        if product is None:
+            return None
 
         def direct(*values):
             vector, x, y = (values[i] for i in order)
@@ -165,6 +183,12 @@ class NativeAddMM(_OneDnnProduct, reference.AddMM):
             return out
 
         return same_shapes(inputs, direct, forward)
+
+
+def _as_bias(vector: np.ndarray) -> np.ndarray | None:
+    """``vector`` as oneDNN's bias argument (contiguous), or None where it is a strided view (then it is added
+    after the product)."""
+    return vector if vector.flags.c_contiguous else None
 
 
 KERNELS = [NativeMatMul, NativeMM, NativeAddMM]
