@@ -18,7 +18,9 @@ from .. import onednn
 from ..limits import check_size
 from ..onednn.primitives import product_on_onednn
 from ..onednn.product import product_shape
+from . import product_post_ops
 from ..ops import linear as reference
+from ..ops.epilogue import WithEpilogue
 from ..ops.specialize import same_shapes
 from ..thread_limits import requested as model_threads
 
@@ -98,7 +100,7 @@ class _OneDnnProduct:
             return None
         return a, b, shape
 
-    def _onednn_product(self, a, b, bias=None):
+    def _onednn_product(self, a, b, bias=None, post_ops=()):
         """a @ b (+ bias, one float32 per column, contiguous) on oneDNN, or None where that does not apply
         (the reference then runs, and raises its shape errors)."""
         operands = self._onednn_operands(a, b)
@@ -107,7 +109,7 @@ class _OneDnnProduct:
         a, b, shape = operands
         check_size(shape, 4, self.node.describe())
         try:
-            return self.native(a, b, model_threads(), bias)
+            return self.native(a, b, model_threads(), bias, post_ops)
         except onednn.OneDnnError:
             return None  # a layout or shape oneDNN does not take as it lies
 
@@ -126,21 +128,54 @@ class NativeMM(_OneDnnProduct, reference.MM):
         return super().forward(*inputs)
 
 
-class NativeAddMM(_OneDnnProduct, reference.AddMM):
+class NativeAddMM(WithEpilogue, _OneDnnProduct, reference.AddMM):
     """torch.addmm and a product + bias vector (kuiper/graph/bias_inputs.py): on oneDNN, the bias its
     matmul's bias argument, added as each result is stored (the same float32 sum as adding it after:
-    tests/numba_kernels/test_matmul_bias.py checks bit for bit) rather than in a pass over the result;
-    where BLAS takes the product, the bias is added into its fresh result, as the reference adds it."""
+    tests/numba_kernels/test_matmul_native.py checks bit for bit) rather than in a pass over the result;
+    where BLAS takes the product, the bias is added into its fresh result, as the reference adds it.
+
+    The fusion pass may give it the one-input elementwise math that reads its output (a Dense layer's
+    GELU or ReLU; kuiper/ops/epilogue.py): oneDNN applies it as post-ops where it has them
+    (product_post_ops.py), else it runs after the product, as the elementwise op would have."""
+
+    unary_epilogues_only = True  # its own inputs are all read per call: no epilogue input comes after them
+
+    @classmethod
+    def takes_epilogue(cls, node) -> bool:
+        """The fusion pass may give an unbatched ``a @ b + bias`` its elementwise reader."""
+        params = node.params
+        return (len(node.inputs) == 3 and not params.get("batched", False)
+                and float(params.get("alpha", 1.0)) == 1.0 and float(params.get("beta", 1.0)) == 1.0)
+
+    def setup(self):
+        super().setup()
+        self.read_epilogue()
+        # oneDNN's post-op steps for the epilogue: () without one, None where it runs after the product.
+        self.post_ops = product_post_ops.post_ops_for(self.epilogue)
+        if self.epilogue is not None:
+            where = "as oneDNN post-ops" if self.post_ops is not None else "after the product"
+            self.kernel_note += f"; epilogue {', '.join(self.node.params.get('epilogue_members', []))} {where}"
+
+    def weights_are_constant(self) -> bool:
+        """Only one-input epilogues come here (``unary_epilogues_only``): no input after the op's own three
+        is the epilogue's, whether or not the weights are constants."""
+        return True
 
     def forward(self, *inputs):
         bias, a, b = self.operands(inputs)
+        out = None
         if self.native is not None and self._adds_vector(bias, a, b):
-            out = self._onednn_product(a, b, _as_bias(bias))
-            if out is not None:
-                if not bias.flags.c_contiguous:
+            if bias.flags.c_contiguous:
+                out = self._onednn_product(a, b, bias, self.post_ops or ())
+                if out is not None and self.post_ops is not None:
+                    return out  # the epilogue, if any, applied by oneDNN
+            else:
+                out = self._onednn_product(a, b)
+                if out is not None:
                     out += bias
-                return out
-        return reference.AddMM.forward(self, *inputs)
+        if out is None:
+            out = reference.AddMM.forward(self, *inputs)
+        return out if self.epilogue is None else self.run_epilogue(out, ())
 
     def _adds_vector(self, bias, a, b) -> bool:
         """Whether this is ``a @ b + bias``: 2-D float32 operands, bias one float32 value per column."""
@@ -149,23 +184,25 @@ class NativeAddMM(_OneDnnProduct, reference.AddMM):
                 and getattr(a, "ndim", 0) == 2 and bias.shape[0] == b.shape[1])
 
     def specialized(self, inputs):
-        """The product these shapes chose, the bias added by oneDNN (or in place after BLAS), while the
-        operands keep their shapes and dtypes."""
+        """The product these shapes chose, the bias (and the epilogue's post-ops) applied by oneDNN, or the
+        bias added in place after BLAS and the epilogue after that, while the operands keep their shapes
+        and dtypes."""
         if len(inputs) != 3:
             return None
         bias, a, b = self.operands(inputs)
         if not self._adds_vector(bias, a, b):
             return None
         order, forward = list(self.order), self.forward
-        if self.native is not None and self._onednn_operands(a, b) is not None and a.ndim == b.ndim:
-            native = self.native
+        if (self.native is not None and self.post_ops is not None and self._onednn_operands(a, b) is not None
+                and a.ndim == b.ndim):
+            native, post_ops = self.native, self.post_ops
 
             def on_onednn(*values):
                 vector, x, y = (values[i] for i in order)
                 if not vector.flags.c_contiguous:
                     return forward(*values)
                 try:
-                    return native(x, y, model_threads(), vector)
+                    return native(x, y, model_threads(), vector, post_ops)
                 except onednn.OneDnnError:
                     return forward(*values)
 
@@ -173,6 +210,7 @@ class NativeAddMM(_OneDnnProduct, reference.AddMM):
         product = self._chosen_product(a, b)
         if product is None:
             return None
+        epilogue = None if self.epilogue is None else self.run_epilogue
 
         def direct(*values):
             vector, x, y = (values[i] for i in order)
@@ -180,7 +218,7 @@ class NativeAddMM(_OneDnnProduct, reference.AddMM):
             if out is None:
                 return forward(*values)
             out += vector
-            return out
+            return out if epilogue is None else epilogue(out, ())
 
         return same_shapes(inputs, direct, forward)
 
