@@ -60,6 +60,10 @@ def translate_dot(site: Site) -> list[OpNode]:
     inner = prod(lhs_shape.dims[d] for d in lhs_contract)
     columns = prod(rhs_shape.dims[d] for d in rhs_free)
     ops: list[OpNode] = []
+    leading = [d for d in rhs_free if rhs_contract and d < min(rhs_contract)]
+    if rows == 1 and leading and constant_operand(site, 1) is None:
+        return ops + _row_against_stacked_matrices(site, lhs_batch, lhs_free, lhs_contract, rhs_batch, rhs_contract,
+                                                   leading, batch, inner, ops)
     lhs = _as_matrix(site, 0, [*lhs_batch, *lhs_free, *lhs_contract], [*batch, rows, inner], "lhs", ops)
     rhs_order = [*rhs_batch, *rhs_contract, *rhs_free]
     weight = None if batch else _laid_out_constant(site, 1, rhs_order, [inner, columns])
@@ -78,6 +82,27 @@ def translate_dot(site: Site) -> list[OpNode]:
     ops.append(site.op(kind, inputs, [product], params, attrs, suffix="product"))
     ops.append(site.op("Reshape", [product], site.outputs, {"shape": list(out_shape.dims)}))
     return ops
+
+
+def _row_against_stacked_matrices(site: Site, lhs_batch, lhs_free, lhs_contract, rhs_batch, rhs_contract, leading,
+                                  batch: list[int], inner: int, ops: list[OpNode]) -> list[OpNode]:
+    """A dot whose lhs is one row per batch and whose rhs has free dims before its contracting ones (a stack
+    of matrices: MoE's ``einsum("td,tkdh->tkh", x, up[chosen])``): those free dims become batch dims of
+    the product, the row broadcast over them, so the rhs is read where it lies.  Moving them after the
+    contracting dims instead would copy the whole rhs (32 x 2 x 128 x 256: 0.24 ms, then 0.66 ms for the
+    product against 0.16 for the stacked one; the same sums).  (ops appended to ``ops``)"""
+    rhs_shape = operand(site, 1)
+    trailing = [d for d in range(rhs_shape.rank) if d not in rhs_batch and d not in rhs_contract and d not in leading]
+    groups = prod(rhs_shape.dims[d] for d in leading)
+    columns = prod(rhs_shape.dims[d] for d in trailing)
+    lhs = _as_matrix(site, 0, [*lhs_batch, *lhs_free, *lhs_contract], [*batch, 1, 1, inner], "lhs", ops)
+    rhs = _as_matrix(site, 1, [*rhs_batch, *leading, *rhs_contract, *trailing], [*batch, groups, inner, columns],
+                     "rhs", ops)
+    # [batch, groups, 1, columns] holds the result's elements in its order: batch, lhs free (all of size 1),
+    # then the rhs's free dims, the leading ones first.
+    product = site.temporary("product", with_dims(result(site), [*batch, groups, 1, columns]))
+    return [site.op("MatMul", [lhs, rhs], [product], suffix="product"),
+            site.op("Reshape", [product], site.outputs, {"shape": list(result(site).dims)})]
 
 
 def _narrowed(site: Site, element_type: str) -> list[OpNode]:

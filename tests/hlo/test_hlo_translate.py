@@ -148,6 +148,12 @@ DOTS = {
     "batch in the middle, two contracting dims": ((2, 3, 4, 5), (4, 5, 6, 3), (2,), (1, 3), (0,), (3, 1)),
     "batched, no free rhs dim": ((2, 3, 4), (2, 4), (0,), (2,), (0,), (1,)),
     "outer product": ((3,), (4,), (), (), (), ()),
+    # One lhs row per batch against a stack of matrices (MoE's einsum("td,tkdh->tkh")): the rhs's free dims
+    # before its contracting dim become batch dims of the product, the row broadcast over them.
+    "a row against stacked matrices": ((3, 4), (3, 2, 4, 5), (0,), (1,), (0,), (2,)),
+    "one row, no batch, stacked matrices": ((4,), (2, 4, 5), (), (0,), (), (1,)),
+    "lhs free dims of size 1, stacked matrices": ((3, 1, 4), (3, 2, 4, 5), (0,), (2,), (0,), (2,)),
+    "two leading free dims, batch dim not first": ((2, 4), (3, 2, 2, 4, 5), (0,), (1,), (1,), (3,)),
 }
 
 
@@ -177,3 +183,16 @@ def test_dot_general_matches_einsum(name, constant_rhs):
     assert [s.node.type for s in model.steps].count(product) == 1
     got = model(*([lhs] if constant_rhs else [lhs, rhs]), to_numpy=True)
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_a_row_against_stacked_matrices_reads_them_where_they_lie():
+    """MoE's ``einsum("td,tkdh->tkh", x, up[chosen])``: no transpose, no copy of the (32, 2, 128, 256) stack."""
+    text = ("HloModule moe\nENTRY main {\n  x = f32[32,128] parameter(0)\n  g = f32[32,2,128,256] parameter(1)\n"
+            "  ROOT r = f32[32,2,256] dot(x, g), lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, "
+            "rhs_contracting_dims={2}\n}\n")
+    model = kuiper.load_hlo(text, backend="numpy")
+    assert [s.node.type for s in model.steps] == ["Reshape", "MatMul", "Reshape"]  # x as rows; the stack as is
+    rng = np.random.default_rng(0)
+    x, g = rng.standard_normal((32, 128)).astype(np.float32), rng.standard_normal((32, 2, 128, 256)).astype(np.float32)
+    got = np.asarray(model(x, g, to_numpy=True))
+    np.testing.assert_allclose(got, np.einsum("td,tkdh->tkh", x.astype(np.float64), g), rtol=0, atol=1e-4)
