@@ -25,6 +25,7 @@ from .hoist import hoist_unary_elementwise
 from .loop_invariants import hoist_loop_invariants
 from .model import Model, TensorSpec
 from .native_layouts import agree_on_layouts
+from .patch_convs import convs_as_patch_products
 from .plan import Step
 from .providers import Unit, offer_to_providers
 from .row_normalizations import fuse_row_normalizations
@@ -144,6 +145,7 @@ def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool
         order = hoist_loop_invariants(order, ir.operands)
         order = fold_constants(order, ir.operands, output_operands, target)
         order = fold_bias_inputs(order, ir.operands, output_operands, target)
+        order = convs_as_patch_products(order, ir.operands)
         order = hoist_unary_elementwise(order, output_operands, target)
         order = move_transposes_down(order, output_operands)
         order, fused_groups = fuse_elementwise(order, output_operands, target)
