@@ -20,6 +20,7 @@ from ..onednn.primitives import product_on_onednn
 from ..onednn.product import product_shape
 from . import product_post_ops
 from ..ops import linear as reference
+from ..ops.elementwise import dtype_name
 from ..ops.epilogue import WithEpilogue
 from ..ops.specialize import same_shapes
 from ..thread_limits import requested as model_threads
@@ -210,7 +211,7 @@ class NativeAddMM(WithEpilogue, _OneDnnProduct, reference.AddMM):
         product = self._chosen_product(a, b)
         if product is None:
             return None
-        epilogue = None if self.epilogue is None else self.run_epilogue
+        epilogue, limit = self._direct_epilogue(bias, a, b, product)
 
         def direct(*values):
             vector, x, y = (values[i] for i in order)
@@ -218,9 +219,29 @@ class NativeAddMM(WithEpilogue, _OneDnnProduct, reference.AddMM):
             if out is None:
                 return forward(*values)
             out += vector
-            return out if epilogue is None else epilogue(out, ())
+            if epilogue is None:
+                return out
+            return epilogue(out) if out.size < limit else self.run_epilogue(out, ())
 
         return same_shapes(inputs, direct, forward)
+
+    def _direct_epilogue(self, bias, a, b, product):
+        """(f, size limit): the epilogue's compiled function in its direct form for a result like this
+        call's (the ufunc itself for a tanh; what the elementwise op's own specialized step calls), used
+        below the limit; (None, 0) without an epilogue.  Where it has no direct form, ``run_epilogue``
+        (its lookups cost a few us a call: a loop body's small product runs it 16 times a call)."""
+        if self.epilogue is None:
+            return None, 0
+        sample = product(a, b)
+        if sample is None:
+            return (lambda out: self.run_epilogue(out, ())), float("inf")
+        sample += bias
+        _, run = self.compiled_epilogue((dtype_name(sample),))
+        found = run.direct([sample]) if getattr(run, "direct", None) is not None else None
+        if found is None:
+            return (lambda out: self.run_epilogue(out, ())), float("inf")
+        function, max_size = found
+        return function, float("inf") if max_size is None else max_size
 
 
 def _as_bias(vector: np.ndarray) -> np.ndarray | None:

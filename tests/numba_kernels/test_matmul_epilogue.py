@@ -134,3 +134,31 @@ def test_an_activation_whose_input_is_read_elsewhere_stays_separate():
     x, w, b = arguments()
     act, total = model(x, w, b)
     np.testing.assert_allclose(total, float64_dense(x, w, b), rtol=1e-5, atol=1e-5)
+
+
+SMALL_TANH = """HloModule small_tanh
+
+ENTRY main {
+  h = f32[4,64] parameter(0)
+  w = f32[64,64] parameter(1)
+  product = f32[4,64] dot(h, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  b = f32[64] parameter(2)
+  spread = f32[4,64] broadcast(b), dimensions={1}
+  sum = f32[4,64] add(product, spread)
+  ROOT out = f32[4,64] tanh(sum)
+}
+"""
+
+
+def test_a_small_products_epilogue_runs_after_it_as_the_elementwise_op_ran_it():
+    """A loop body's tanh(h @ w + b): BLAS's product (too small for oneDNN), the bias, then the tanh in the
+    direct form the elementwise op's own specialized step calls: the unfused program's bits, every call."""
+    model = kuiper.load_hlo(SMALL_TANH, backend="numpy", threads=1)
+    unfused = kuiper.load_hlo(SMALL_TANH, backend="numpy", threads=1, fuse=False)
+    step = product_step(model)
+    assert step.op.epilogue is not None and elementwise_steps(model) == 0
+    rng = np.random.default_rng(4)
+    h, w, b = (rng.standard_normal(shape).astype(np.float32) for shape in ((4, 64), (64, 64), (64,)))
+    for _ in range(3):
+        np.testing.assert_array_equal(model(h, w, b), unfused(h, w, b))
+    assert model.plan.specialized_count() == 1
