@@ -12,7 +12,8 @@ import math
 
 from .base import Op, normalize_axis
 from .params import Bool, Choice, Ints
-from .reducers import Reducer, identity, operands_and_inits
+from .reducers import Reducer, accumulation_dtype, combine, identity, operands_and_inits
+from .specialize import same_shapes
 
 
 class Reduction(Op):
@@ -262,6 +263,29 @@ class Reduce(Op):
             raise self.error(f"axes {list(self.axes)} must be distinct dims of a rank-{rank} operand")
         results = self.reducer.reduce(arrays, inits, self.axes, sequential=self.sequential)
         return results[0] if self.count == 1 else tuple(results)
+
+    def specialized(self, inputs):
+        """Over axes of size 1 only, a named reduction of one operand is its one element combined with the
+        init: ``combine(init, x)`` in x's shape without those axes, as ``reduce_named`` computes it (JAX's
+        ``take`` checks its (1, T, 1) index bounds with such a reduce_and: 39 us a call through the
+        reduction, a reshape and a logical and direct).  While the operand keeps its shape and dtype."""
+        if self.count != 1 or self.reducer.name is None or self.sequential or len(inputs) != 2:
+            return None
+        x, init = inputs
+        if not (self.backend.is_array(x) and self.backend.is_array(init)) or init.ndim != 0 \
+                or any(not 0 <= a < x.ndim or x.shape[a] != 1 for a in self.axes) \
+                or accumulation_dtype(self.xp, x.dtype) != x.dtype:
+            return None
+        kept = tuple(d for i, d in enumerate(x.shape) if i not in self.axes)
+        xp, name, forward = self.xp, self.reducer.name, self.forward
+
+        def direct(values, start):
+            if start.ndim != 0:
+                return forward(values, start)
+            result = combine(xp, name, xp.reshape(values, kept), xp.astype(start, values.dtype, copy=False))
+            return xp.astype(result, values.dtype, copy=False)
+
+        return same_shapes(inputs, direct, forward)
 
 
 OPS = [Reduce, SumMeanProd, AMaxAMin, MaxMin, ArgMaxMin, Norm, LogSumExp, VarStd]
