@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import os
 import sys
@@ -116,6 +117,17 @@ def _print_op_table(ir, nodes, note=None) -> None:
         print("  ".join(cell[:40].ljust(w) for cell, w in zip(row, widths)).rstrip())
 
 
+def _steps_and_members(model) -> list:
+    """Each step's node, and under a provider's partition its members' nodes, their names indented (the
+    layers a user looks for are there, run as one call)."""
+    nodes = []
+    for step in model.steps:
+        nodes.append(step.node)
+        if step.node.type == PARTITION_TYPE:
+            nodes += [dataclasses.replace(unit.node, name=f"  {unit.node.name}") for unit in step.op.members]
+    return nodes
+
+
 def cmd_info(args) -> int:
     try:
         model = _load(args)
@@ -134,7 +146,7 @@ def cmd_info(args) -> int:
     print("inputs:  " + "; ".join(str(s) for s in model.inputs))
     print("outputs: " + "; ".join(str(s) for s in model.outputs))
     print(f"parameters: {model.parameter_count:,}")
-    _print_op_table(ir, [step.node for step in model.steps])
+    _print_op_table(ir, _steps_and_members(model))
     print(f"{len(model.steps)} op(s) to run")
     if model.fused_groups:
         print(f"fused {len(model.fused_groups)} elementwise chain(s):")

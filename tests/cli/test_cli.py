@@ -73,6 +73,8 @@ def test_info_lists_ops_with_shapes_and_parameters(capsys):
     out = capsys.readouterr().out
     assert "inputs:  0: (?, 3, 64, 64) float32" in out
     assert "Conv2d" in out and "parameters:" in out
+    # the convs run as one provider's partition: its members are listed under it, indented
+    assert "\n  convbn2d_1         Conv2d" in out and "\n  maxpool            MaxPool2d" in out
 
 
 def test_info_names_the_runs_execution_providers_claimed(capsys):
