@@ -38,6 +38,7 @@ from .conv_native import NATIVE_LAYOUT, OneDnnPath, blocked_shape, norm_of, same
 from .pool_native import NativeAdaptiveAvgPool2d, OneDnnPooling
 
 BISECTION_STEPS = 60  # halvings of the interval the threshold lies in: far below float32's resolution
+MAX_KINDS = 4  # input kinds (batch sizes, layouts) beside the first call's that get a sequence of their own
 
 
 def _member(unit) -> bool:
@@ -96,8 +97,6 @@ def _longest_closed(units, start: int, stop: int, uses) -> int:
 class OneDnnSequence(Partition):
     """A run of oneDNN convolutions as one Sequence per input kind (made on the first call with it)."""
 
-    threshold = None  # the input norm under which the sequence made for the first call's inputs runs
-
     def setup(self):
         self.ops = [unit.op for unit in self.members]
         readers: dict[str, list] = {}
@@ -131,9 +130,29 @@ class OneDnnSequence(Partition):
 
     def specialized(self, inputs):
         """The run as one Sequence for inputs like ``inputs``, behind one guard for all its members' (see the
-        module's doc); None where a member's call is not one a sequence runs."""
-        x = inputs[0]
-        if len(inputs) != 1 or not (isinstance(x, onednn.Blocked) or _plain_float32(x)):
+        module's doc); None where a member's call is not one a sequence runs.  Inputs of another kind (a
+        batch of another size, the last chunk of a stream) get a sequence of their own on their second
+        call, up to ``MAX_KINDS`` kinds; others run op by op."""
+        if len(inputs) != 1:
+            return None
+        self._kinds = {}  # input kind -> the step that runs it (made anew with each specialization)
+        return self._sequence_step(inputs[0])
+
+    def _other_kind(self, x):
+        """A call whose input is not of the kind the first call's sequence was made for: its own kind's step,
+        made on that kind's second call (the first makes the members' plans), or the members op by op."""
+        key = _kind(x)
+        step = self._kinds.get(key)
+        if step is not None:
+            return step(x)
+        out = self.run_members(x)
+        if len(self._kinds) < MAX_KINDS:
+            self._kinds[key] = self._sequence_step(x) or self.run_members
+        return out
+
+    def _sequence_step(self, x):
+        """The step running the run as one Sequence on inputs like ``x``; None where it cannot."""
+        if not (isinstance(x, onednn.Blocked) or _plain_float32(x)):
             return None
         library = onednn.library()
         threads = library.threads(model_threads())
@@ -150,16 +169,18 @@ class OneDnnSequence(Partition):
             shapes.append([shape for _, _, shape in inputs])
             values[unit.node.outputs[0]] = emitted
         out, out_layout, out_shape = values[self.node.outputs[0]]
-        threshold = self.threshold = _threshold(self.members, shapes)
+        threshold = _threshold(self.members, shapes)
         if threshold is None:
             return None
         sequence = builder.build([out])
         blocked_out = self.output_layout == NATIVE_LAYOUT
         blocked_in = isinstance(x, onednn.Blocked)
-        like, run_members = same_kind_as(x), self.run_members
+        like, run_members, other_kind = same_kind_as(x), self.run_members, self._other_kind
 
         def step(x):
-            if like(x) and library.threads(model_threads()) == threads and largest <= budget_bytes():
+            if not (like(x) and library.threads(model_threads()) == threads):
+                return other_kind(x)
+            if largest <= budget_bytes():
                 norm = x.norm_bound if blocked_in else None
                 if norm is None or not norm <= threshold:
                     norm = norm_of(x)
@@ -170,7 +191,18 @@ class OneDnnSequence(Partition):
                     return flat.reshape(out_shape)
             return run_members(x)
 
+        step.threshold = threshold  # the input norm under which the sequence runs (for tests, profiles)
         return step
+
+
+def _kind(value) -> tuple:
+    """What a sequence's guard tells apart (``same_kind_as``, the granted threads): a key per kind of input."""
+    threads = onednn.library().threads(model_threads())
+    if isinstance(value, onednn.Blocked):
+        return (onednn.Blocked, value.shape, id(value.layout), threads)
+    flags = getattr(value, "flags", None)
+    return (type(value), getattr(value, "shape", None), getattr(value, "dtype", None),
+            flags is not None and flags.c_contiguous, threads)
 
 
 def _plain_float32(value) -> bool:

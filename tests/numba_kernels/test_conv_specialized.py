@@ -45,7 +45,8 @@ def _prepared_steps(model) -> dict[str, int]:
     counts: dict[str, int] = {}
     for entry in model.plan.entries:
         kind = getattr(entry[0], "__qualname__", "").split(".")[0]
-        if getattr(entry[0], "__qualname__", "").endswith("specialized.<locals>.step") and kind in STEP_KINDS:
+        qualname = getattr(entry[0], "__qualname__", "")
+        if qualname.endswith(("specialized.<locals>.step", "_sequence_step.<locals>.step")) and kind in STEP_KINDS:
             counts[kind] = counts.get(kind, 0) + 1
     return counts
 
@@ -180,7 +181,7 @@ def test_inputs_on_either_side_of_the_threshold_run_as_the_ops_would():
     model(x, observer=Inputs())
     given = seen[step.node.name]  # the model's input: the stem conv and its max pool are members
     fast = step.op.specialized([given])
-    threshold = step.op.threshold
+    threshold = fast.threshold
     assert 1.0 < threshold < 1e15  # ReLU blocks: the bounds grow layer by layer
     assert len(step.op.members) >= 17  # the stem conv, its max pool and every block's convs
     norm = conv_sequence.norm_of(given)
@@ -203,3 +204,29 @@ def test_inputs_on_either_side_of_the_threshold_run_as_the_ops_would():
         want = step.op.run_members(scaled)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
+
+
+def test_inputs_of_other_kinds_get_sequences_of_their_own():
+    """A batch of another size (a stream's last chunk) gets its own sequence on its second call, up to
+    MAX_KINDS kinds; every call gives what the forwards give."""
+    fast, plain = _load("mobilenet_v2"), _load("mobilenet_v2")
+    (step,) = [step for step in fast.steps if isinstance(step.op, conv_sequence.OneDnnSequence)]
+    rng = np.random.default_rng(5)
+    x = _first_input("mobilenet_v2")
+    batches = [rng.standard_normal((size,) + x.shape[1:]).astype(np.float32) for size in (1, 3, 1, 3, 2, 3, 2)]
+    ran = []
+    sequence_call = onednn.Sequence.__call__
+
+    def counting(self, *arrays):
+        ran.append(arrays[0].shape[0])
+        return sequence_call(self, *arrays)
+
+    onednn.Sequence.__call__ = counting
+    try:
+        for batch in batches:
+            np.testing.assert_array_equal(fast(batch), _forwards_only(plain, batch))
+    finally:
+        onednn.Sequence.__call__ = sequence_call
+    # Each kind's first call runs the members (and makes their plans); its later calls the sequence.
+    assert ran == [1, 3, 3, 2], ran
+    assert len(step.op._kinds) == 2
