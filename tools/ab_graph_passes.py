@@ -24,10 +24,11 @@ import sys
 import numpy as np
 
 import kuiper
+from kuiper.bench.timing import alternating
 from kuiper.numba_kernels.matmul_native import NativeAddMM
 
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
-from ab_row_normalizations import DATA, PROGRAMS, alternate, program_inputs  # noqa: E402
+from ab_row_normalizations import DATA, PROGRAMS, program_inputs  # noqa: E402
 
 BUILD = sys.modules["kuiper.graph.build"]  # the module (kuiper.graph's attribute of that name is the function)
 PASSES = {"row_normalizations": "fuse_row_normalizations", "constant_subgraphs": "fold_constant_subgraphs",
@@ -73,7 +74,7 @@ def main() -> None:
         inputs = program_inputs(models["on"])
         outputs = [np.asarray(models[side](*inputs, to_numpy=True)) for side in ("off", "on")]
         difference = float(np.max(np.abs(outputs[0] - outputs[1])))
-        times = alternate(models, inputs, args.seconds, args.turn)
+        times = alternating(models, inputs, args.seconds, args.turn)
         medians = {side: float(np.median(values)) * 1e3 for side, values in times.items()}
         p10 = {side: float(np.percentile(values, 10)) for side, values in times.items()}
         steps = f"{len(models['off'].steps)}->{len(models['on'].steps)}"

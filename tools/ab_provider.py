@@ -13,12 +13,12 @@ printed, with whether their outputs are equal bit for bit.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 import kuiper
 from kuiper.bench.inputs import input_specs, random_inputs, resolve_param
+from kuiper.bench.timing import alternating
 from kuiper.graph.target import resolve_target
 
 
@@ -40,14 +40,7 @@ def compare(path: str, provider: str, threads: int, seconds: float, turn: int) -
     outputs = {side: model(*inputs) for side, model in models.items()}  # the first calls specialize
     flat = {side: out if isinstance(out, tuple) else (out,) for side, out in outputs.items()}
     equal = all(np.array_equal(a, b) for a, b in zip(flat["A"], flat["B"]))
-    times: dict[str, list[float]] = {"A": [], "B": []}
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        for side, model in models.items():
-            for _ in range(turn):
-                started = time.perf_counter()
-                model(*inputs)
-                times[side].append(time.perf_counter() - started)
+    times = alternating(models, inputs, seconds, turn)
     p10 = {side: np.percentile(samples, 10) * 1e3 for side, samples in times.items()}
     median = {side: np.median(samples) * 1e3 for side, samples in times.items()}
     label = path.rstrip("/").split("/")[-1]

@@ -16,12 +16,12 @@ from __future__ import annotations
 import argparse
 import gzip
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 import kuiper
+from kuiper.bench.timing import alternating
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "asv_benchmarks"))
@@ -40,21 +40,6 @@ def load_without_pass(text: str, threads: int):
         BUILD.fuse_row_normalizations = kept
 
 
-def alternate(models: dict, inputs: list, seconds: float, turn: int) -> dict[str, list[float]]:
-    times = {name: [] for name in models}
-    for model in models.values():
-        for _ in range(3):
-            model(*inputs)
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        for name, model in models.items():
-            for _ in range(turn):
-                start = time.perf_counter()
-                model(*inputs)
-                times[name].append(time.perf_counter() - start)
-    return times
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=None, help="programs whose name starts with one of these")
@@ -71,7 +56,7 @@ def main() -> None:
         inputs = program_inputs(models["on"])
         outputs = [np.asarray(models[side](*inputs, to_numpy=True)) for side in ("off", "on")]
         difference = float(np.max(np.abs(outputs[0] - outputs[1])))
-        times = alternate(models, inputs, args.seconds, args.turn)
+        times = alternating(models, inputs, args.seconds, args.turn)
         medians = {side: float(np.median(values)) * 1e3 for side, values in times.items()}
         p10 = {side: float(np.percentile(values, 10)) for side, values in times.items()}
         steps = f"{len(models['off'].steps)}->{len(models['on'].steps)}"

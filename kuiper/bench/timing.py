@@ -58,3 +58,22 @@ def interleaved_timings(engines: Sequence[Engine], runs: int, warmup: int, progr
         progress.write("\n")
         progress.flush()
     return samples
+
+
+def alternating(models: dict, inputs: list, seconds: float, turn: int,
+                clock=time.perf_counter) -> dict[str, list[float]]:
+    """Seconds per call of each of ``models`` ({name: model}) on ``inputs``, each called ``turn`` times in turn
+    for ``seconds`` after three untimed calls each, so that all meet the same phases of a shared machine
+    (the A/B tools in tools/)."""
+    times: dict[str, list[float]] = {name: [] for name in models}
+    for model in models.values():
+        for _ in range(3):
+            model(*inputs)
+    end = clock() + seconds
+    while clock() < end:
+        for name, model in models.items():
+            for _ in range(turn):
+                start = clock()
+                model(*inputs)
+                times[name].append(clock() - start)
+    return times
