@@ -42,8 +42,8 @@ MAX_KINDS = 4  # input kinds (batch sizes, layouts) beside the first call's that
 
 
 def _member(unit) -> bool:
-    """Whether a unit joins a sequence: a oneDNN conv with a constant weight and post-ops only, or a
-    pointwise-depthwise pair."""
+    """Whether a unit joins a sequence: a oneDNN conv with a constant weight and post-ops only, a
+    pointwise-depthwise pair, a pooling or a global average on oneDNN, a channel concatenation on oneDNN."""
     op = unit.op
     if len(unit.node.outputs) != 1:
         return False
@@ -95,7 +95,8 @@ def _longest_closed(units, start: int, stop: int, uses) -> int:
 
 
 class OneDnnSequence(Partition):
-    """A run of oneDNN convolutions as one Sequence per input kind (made on the first call with it)."""
+    """A run of oneDNN layers as one Sequence per input kind (made from the call after the one that made the
+    members' plans)."""
 
     def setup(self):
         self.ops = [unit.op for unit in self.members]
@@ -107,7 +108,7 @@ class OneDnnSequence(Partition):
         # partition): blocked where every reader inside takes oneDNN's layout.
         for unit in self.members[:-1]:
             operand = unit.node.outputs[0]
-            takes = all(op.takes_layout(position, NATIVE_LAYOUT) for op, position in readers[operand])
+            takes = all(op.takes_layout(position, NATIVE_LAYOUT) for op, position in readers.get(operand, []))
             unit.op.output_layout = NATIVE_LAYOUT if takes and unit.op.native_layout() == NATIVE_LAYOUT else None
         self.kernel_note = (f"oneDNN: {len(self.members)} layers as one sequence of primitive calls "
                             f"({self.members[0].node.name}..{self.members[-1].node.name})")
