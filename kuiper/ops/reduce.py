@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import math
 
+from ..ir import dtypes
 from .base import Op, normalize_axis
 from .params import Bool, Choice, Ints
 from .reducers import Reducer, identity, operands_and_inits
+from .specialize import arrays_of, same_shapes
 
 
 class Reduction(Op):
@@ -262,6 +264,41 @@ class Reduce(Op):
             raise self.error(f"axes {list(self.axes)} must be distinct dims of a rank-{rank} operand")
         results = self.reducer.reduce(arrays, inits, self.axes, sequential=self.sequential)
         return results[0] if self.count == 1 else tuple(results)
+
+    def specialized(self, inputs):
+        """For one operand and a named reducer (a while loop's ``max(|h|) > tol``): the array's own
+        reduction and one combine with the init, as ``reduce_named`` computes them (12 us -> 3 on 4 x 64),
+        while the operand and init keep this call's class, dtype and shape.  Not for bool or float16
+        operands (reduce_named widens or renames them), nor an empty reduced dim, nor in-order folds."""
+        if self.count != 1 or self.sequential or self.reducer.name not in _ARRAY_REDUCTIONS:
+            return None
+        x, init = inputs
+        xp = self.xp
+        if not (arrays_of(inputs, type(x)) and hasattr(x, _ARRAY_REDUCTIONS[self.reducer.name])
+                and init.dtype == x.dtype and xp.isdtype(x.dtype, ("integral", "real floating"))
+                and dtypes.name_of(x.dtype) != "float16" and init.ndim == 0):
+            return None
+        if any(not 0 <= a < x.ndim for a in self.axes) or len(set(self.axes)) != len(self.axes) \
+                or any(x.shape[a] == 0 for a in self.axes):
+            return None
+        axes, asarray = tuple(self.axes), xp.asarray
+        method, combine = _ARRAY_REDUCTIONS[self.reducer.name], getattr(xp, _COMBINES[self.reducer.name])
+        if self.reducer.name in ("add", "mul"):
+            dtype = x.dtype
+
+            def direct(x, init):
+                return asarray(combine(getattr(x, method)(axis=axes, dtype=dtype), init))
+        else:
+            def direct(x, init):
+                return asarray(combine(getattr(x, method)(axis=axes), init))
+
+        return same_shapes(inputs, direct, self.forward)
+
+
+# The named reducers a specialized Reduce runs as the array's method, then the combine with the init
+# (kuiper/ops/reducers.py: reduce_named's calls for these).
+_ARRAY_REDUCTIONS = {"add": "sum", "mul": "prod", "max": "max", "min": "min"}
+_COMBINES = {"add": "add", "mul": "multiply", "max": "maximum", "min": "minimum"}
 
 
 OPS = [Reduce, SumMeanProd, AMaxAMin, MaxMin, ArgMaxMin, Norm, LogSumExp, VarStd]

@@ -133,3 +133,113 @@ def test_the_gates_of_an_lstm_body_run_as_small_interpreter_calls():
              if getattr(entry[0], "__qualname__", "").endswith("specialized.<locals>.small")]
     inputs = {step.node.name: len(step.input_slots) for step in body.plan.steps}
     assert small and max(inputs[name] for name in small) > 4, (small, inputs)
+
+
+COUNTED_THEN_WHILE = """HloModule loops
+
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+
+count_body {
+  s = (s32[], f32[4,8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  h = f32[4,8] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  k = f32[] constant(1.5)
+  ks = f32[4,8] broadcast(k), dimensions={}
+  scaled = f32[4,8] multiply(h, ks)
+  ROOT r = (s32[], f32[4,8]) tuple(next, scaled)
+}
+
+count_condition {
+  s = (s32[], f32[4,8]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+halve_body {
+  h = f32[4,8] parameter(0)
+  half = f32[] constant(0.5)
+  halves = f32[4,8] broadcast(half), dimensions={}
+  ROOT r = f32[4,8] multiply(h, halves)
+}
+
+halve_condition {
+  h = f32[4,8] parameter(0)
+  a = f32[4,8] abs(h)
+  low = f32[] constant(-inf)
+  m = f32[] reduce(a, low), dimensions={0,1}, to_apply=max
+  tol = f32[] constant(0.05)
+  ROOT gt = pred[] compare(m, tol), direction=GT
+}
+
+ENTRY main {
+  x = f32[4,8] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[4,8]) tuple(zero, x)
+  counted = (s32[], f32[4,8]) while(init), condition=count_condition, body=count_body
+  h = f32[4,8] get-tuple-element(counted), index=1
+  ROOT halved = f32[4,8] while(h), condition=halve_condition, body=halve_body
+}
+"""
+
+
+def _counted_then_halved(x):
+    """The program above in NumPy, exactly: products by 1.5 and 0.5 and a max of magnitudes."""
+    for _ in range(5):
+        x = x * np.float32(1.5)
+    while np.max(np.abs(x)) > np.float32(0.05):
+        x = x * np.float32(0.5)
+    return x
+
+
+def _loops(model):
+    return [step.op for step in model.steps if step.node.type == "While"]
+
+
+def test_a_counted_loop_and_a_reduce_condition_give_the_forwards_bits_from_specialized_steps(monkeypatch):
+    fast = kuiper.load_hlo(COUNTED_THEN_WHILE, backend="numpy")
+    monkeypatch.setenv("KUIPER_SPECIALIZE", "0")
+    plain = kuiper.load_hlo(COUNTED_THEN_WHILE, backend="numpy")
+    rng = np.random.default_rng(3)
+    for scale in (1.0, 100.0, 1.0):
+        x = rng.standard_normal((4, 8)).astype(np.float32) * np.float32(scale)
+        got = fast(x)
+        np.testing.assert_array_equal(got, plain(x))
+        np.testing.assert_array_equal(got, _counted_then_halved(x))
+    counted, halved = _loops(fast)
+    # The counter's add, its compare, and the condition's reduce and compare run specialized forwards.
+    for sub_graph in (counted.body, counted.condition, halved.condition):
+        for step, entry in zip(sub_graph.plan.steps, sub_graph.plan.entries):
+            if step.node.type in ("kuiper.Elementwise", "Elementwise", "Reduce"):
+                assert getattr(entry[0], "__self__", None) is not step.op, step.node.name
+
+
+def test_a_specialized_0_d_step_or_reduce_hands_other_inputs_to_the_forward():
+    model = kuiper.load_hlo(COUNTED_THEN_WHILE, backend="numpy")
+    model(np.ones((4, 8), np.float32))
+    counted, halved = _loops(model)
+    (add,) = [(entry[0], step.op) for step, entry in zip(counted.body.plan.steps, counted.body.plan.entries)
+              if step.node.name.endswith("next")]
+    fast, op = add
+    for value in (np.int32(7).reshape(()), np.arange(3, dtype=np.int32), np.int64(7).reshape(())):
+        got, want = fast(value), op.forward(value)
+        assert type(got) is type(want) is np.ndarray and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    (reduce,) = [(entry[0], step.op) for step, entry in zip(halved.condition.plan.steps, halved.condition.plan.entries)
+                 if step.node.type == "Reduce"]
+    fast, op = reduce
+    low = np.float32(-np.inf).reshape(())
+    rng = np.random.default_rng(4)
+    for value in (rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal((2, 3)).astype(np.float32),
+                  np.full((4, 8), np.nan, np.float32), rng.standard_normal((4, 8))):
+        init = low.astype(value.dtype)
+        got, want = fast(value, init), op.forward(value, init)
+        assert type(got) is type(want) is np.ndarray and got.dtype == want.dtype and got.shape == ()
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got, np.max(value))
