@@ -243,3 +243,22 @@ def test_a_specialized_0_d_step_or_reduce_hands_other_inputs_to_the_forward():
         assert type(got) is type(want) is np.ndarray and got.dtype == want.dtype and got.shape == ()
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(got, np.max(value))
+
+
+def test_a_loop_started_from_a_broadcast_carries_dense_state_from_its_first_iteration():
+    """JAX's zeros initial carry is a broadcast (a view with zero strides here): the loop copies it once
+    into an array of its own, so the first iteration's product runs on BLAS like every later one."""
+    model = kuiper.load_hlo(_lstm_hlo(), backend="numpy")
+    inputs = _inputs()
+    model(*inputs)
+    body = _body(model)
+    seen = []
+    run = body.plan.run
+
+    def recording(slots):
+        seen.append([tuple(slots[slot].strides) for slot in body.input_slots[1:3]])  # h and c
+        run(slots)
+
+    body.plan.run = recording
+    np.testing.assert_allclose(model(*inputs), _lstm64(*inputs), rtol=2e-5, atol=2e-6)
+    assert len(seen) == STEPS and all(0 not in strides for strides in seen[0])
