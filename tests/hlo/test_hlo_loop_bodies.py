@@ -18,9 +18,11 @@ STEPS, INPUT, HIDDEN = 6, 8, 16
 
 
 def _lstm_hlo() -> str:
-    """An LSTM over STEPS steps, the state (step, h, c, xs, w_h, w_x, b) carried through a while loop."""
+    """An LSTM over STEPS steps, the state (step, h, c, xs, w_h, w_x, b, hs) carried through a while loop;
+    each step's h is written into hs, the program's result, as ``nn.RNN`` writes its outputs."""
     h, g, four = f"f32[1,{HIDDEN}]", f"f32[1,{4 * HIDDEN}]", 4 * HIDDEN
-    state = f"(s32[], {h}, {h}, f32[{STEPS},1,{INPUT}], f32[{HIDDEN},{four}], f32[{INPUT},{four}], f32[1,{four}])"
+    hs = f"f32[{STEPS},1,{HIDDEN}]"
+    state = f"(s32[], {h}, {h}, f32[{STEPS},1,{INPUT}], f32[{HIDDEN},{four}], f32[{INPUT},{four}], f32[1,{four}], {hs})"
 
     def gate(name, k):
         return (f"  {name}.h = {h} slice(zh), slice={{[0:1], [{k * HIDDEN}:{(k + 1) * HIDDEN}]}}\n"
@@ -42,6 +44,7 @@ body {{
   wh = f32[{HIDDEN},{four}] get-tuple-element(s), index=4
   wx = f32[{INPUT},{four}] get-tuple-element(s), index=5
   b = f32[1,{four}] get-tuple-element(s), index=6
+  ys = {hs} get-tuple-element(s), index=7
   zero = s32[] constant(0)
   x3 = f32[1,1,{INPUT}] dynamic-slice(xs, t, zero, zero), dynamic_slice_sizes={{1,1,{INPUT}}}
   x = f32[1,{INPUT}] reshape(x3)
@@ -56,9 +59,11 @@ body {{
   c = {h} add(keep, new)
   tc = {h} tanh(c)
   hn = {h} multiply(so, tc)
+  hn3 = f32[1,1,{HIDDEN}] reshape(hn)
+  yn = {hs} dynamic-update-slice(ys, hn3, t, zero, zero)
   step = s32[] constant(1)
   tn = s32[] add(t, step)
-  ROOT r = {state} tuple(tn, hn, c, xs, wh, wx, b)
+  ROOT r = {state} tuple(tn, hn, c, xs, wh, wx, b, yn)
 }}
 
 condition {{
@@ -76,9 +81,10 @@ ENTRY main {{
   t0 = s32[] constant(0)
   z = f32[] constant(0)
   h0 = {h} broadcast(z), dimensions={{}}
-  init = {state} tuple(t0, h0, h0, xs, wh, wx, b)
+  ys0 = {hs} broadcast(z), dimensions={{}}
+  init = {state} tuple(t0, h0, h0, xs, wh, wx, b, ys0)
   loop = {state} while(init), condition=condition, body=body
-  ROOT h = {h} get-tuple-element(loop), index=1
+  ROOT hs = {hs} get-tuple-element(loop), index=7
 }}
 """
 
@@ -87,12 +93,14 @@ def _lstm64(xs, wh, wx, b):
     xs, wh, wx, b = (v.astype(np.float64) for v in (xs, wh, wx, b))
     sigmoid = lambda v: 1.0 / (1.0 + np.exp(-v))
     h = c = np.zeros((1, HIDDEN))
+    hs = np.zeros((STEPS, 1, HIDDEN))
     for t in range(STEPS):
         z = h @ wh + b + xs[t] @ wx
         i, f, g, o = (z[:, k * HIDDEN:(k + 1) * HIDDEN] for k in range(4))
         c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
         h = sigmoid(o) * np.tanh(c)
-    return h
+        hs[t] = h
+    return hs
 
 
 def _inputs(seed=0):
@@ -256,9 +264,41 @@ def test_a_loop_started_from_a_broadcast_carries_dense_state_from_its_first_iter
     run = body.plan.run
 
     def recording(slots):
-        seen.append([tuple(slots[slot].strides) for slot in body.input_slots[1:3]])  # h and c
+        seen.append([tuple(slots[slot].strides) for slot in (*body.input_slots[1:3], body.input_slots[7])])  # h, c, hs
         run(slots)
 
     body.plan.run = recording
     np.testing.assert_allclose(model(*inputs), _lstm64(*inputs), rtol=2e-5, atol=2e-6)
     assert len(seen) == STEPS and all(0 not in strides for strides in seen[0])
+
+
+def test_specialized_dynamic_slices_clamp_and_hand_other_shapes_to_the_forward():
+    model = kuiper.load_hlo(_lstm_hlo(), backend="numpy")
+    model(*_inputs())
+    body = _body(model)
+    entries = {step.node.type: (entry[0], step.op) for step, entry in zip(body.plan.steps, body.plan.entries)}
+    rng = np.random.default_rng(5)
+    xs = rng.standard_normal((STEPS, 1, INPUT)).astype(np.float32)
+    ys = rng.standard_normal((STEPS, 1, HIDDEN)).astype(np.float32)
+    update = rng.standard_normal((1, 1, HIDDEN)).astype(np.float32)
+    index = lambda i: np.int32(i).reshape(())
+    read, read_op = entries["DynamicSlice"]
+    write, write_op = entries["DynamicUpdateSlice"]
+    assert getattr(read, "__self__", None) is not read_op and getattr(write, "__self__", None) is not write_op
+    for t in (0, 3, STEPS - 1, STEPS + 4, -2):  # in range, past the end and below 0: clamped
+        starts = (index(t), index(0), index(0))
+        got, want = read(xs, *starts), read_op.forward(xs, *starts)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got, xs[min(max(t, 0), STEPS - 1)][None])
+        got, want = write(ys, update, *starts), write_op.forward(ys, update, *starts)
+        np.testing.assert_array_equal(got, want)
+        assert got is not ys and not np.shares_memory(got, ys)
+        expected = ys.copy()
+        expected[min(max(t, 0), STEPS - 1)] = update[0]
+        np.testing.assert_array_equal(got, expected)
+    # Other shapes: the forward's answers.
+    longer = rng.standard_normal((STEPS + 3, 1, INPUT)).astype(np.float32)
+    starts = (index(STEPS + 1), index(0), index(0))
+    np.testing.assert_array_equal(read(longer, *starts), longer[STEPS + 1][None])
+    wider = rng.standard_normal((STEPS, 1, 2 * HIDDEN)).astype(np.float32)
+    np.testing.assert_array_equal(write(wider, update, *starts), write_op.forward(wider, update, *starts))
