@@ -211,6 +211,11 @@ class Model:
         self.plan.run(slots)
         return [slots[slot] for slot in self.output_slots]
 
+    def loop_step(self) -> Callable:
+        """``step(values) -> outputs`` for a loop that runs this sub-graph at every iteration after its first
+        (values its own plan made, taken unchecked): ``ExecutionPlan.state_step`` over this model's slots."""
+        return self.plan.state_step(self.input_slots, self.output_slots, self.slot_count)
+
     def _check_feed(self, spec: TensorSpec, array):
         """Same rank, same size on every fixed dim but the batch (dim 0), a compatible dtype."""
         if not (self.backend.is_array(array) or isinstance(array, np.ndarray)):

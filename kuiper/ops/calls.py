@@ -12,6 +12,8 @@ Ctrl-C between iterations ends a long one like any Python loop.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np  # to look at a constant param once, at build time; never to compute
 
 from ..errors import ShapeError
@@ -63,15 +65,30 @@ class While(Op):
 
     def forward(self, *state):
         state = _dense(self.xp, state)
-        budget, iterations, where = loop_budget(), 0, self.node.describe()
+        budget, where = loop_budget(), self.node.describe()
         with loop_deadline() as deadline:
-            # The state is checked on the way in; after that the body made it, of the types it takes.
-            while bool(self.condition.call_within(state, checked=iterations == 0)[0]):
+            # The state is checked on the way in; after that the body made it, of the types it takes, and
+            # each iteration moves only what the body and condition read (Model.loop_step).
+            if not bool(self.condition.call_within(state)[0]):
+                return _single_or_tuple(state)
+            check_iterations(1, budget, where)
+            check_deadline(deadline, where)
+            state = self.body.call_within(state)
+            condition, body, iterations = self._condition_step, self._body_step, 1
+            while bool(condition(state)[0]):
                 iterations += 1
                 check_iterations(iterations, budget, where)
                 check_deadline(deadline, where)
-                state = self.body.call_within(state, checked=iterations == 1)
+                state = body(state)
         return _single_or_tuple(state)
+
+    @functools.cached_property
+    def _condition_step(self):
+        return self.condition.loop_step()
+
+    @functools.cached_property
+    def _body_step(self):
+        return self.body.loop_step()
 
 
 def _dense(xp, state) -> tuple:
