@@ -84,6 +84,9 @@ class Model:
     ir: ModelIR | None = None
     origin: Origin | None = None
     threads: int | None = None
+    # A loop body's inputs its ops may overwrite (kuiper/graph/build.py, _owned_state): the loop hands it
+    # arrays of its own there.
+    owned_inputs: tuple[int, ...] = ()
     _has_run: bool = field(default=False, init=False, compare=False)
     plan: ExecutionPlan = field(init=False, compare=False)
     blas_threads: int | None = field(init=False, compare=False, default=None)  # see __post_init__

@@ -132,6 +132,12 @@ def _scalar_starts(x, starts) -> bool:
             and all(getattr(start, "ndim", None) == 0 for start in starts))
 
 
+def _writeable(x) -> bool:
+    """Whether ``x`` may be written in place: an array whose flags say so (NumPy's; a broadcast view or a
+    weight mapped from a file says not), never one of a namespace that does not say."""
+    return getattr(getattr(x, "flags", None), "writeable", False) is True
+
+
 def _clamped(index, limit: int) -> int:
     """``_clamped_start`` with dim - size worked out once: min(max(index, 0), limit)."""
     index = int(index)
@@ -177,7 +183,9 @@ class DynamicSlice(Op):
 
 
 class DynamicUpdateSlice(Op):
-    """A copy of the first input with the second written at run-time start indices, clamped to fit."""
+    """A copy of the first input with the second written at run-time start indices, clamped to fit; the
+    first input itself, written in place, where the graph lent it (``donated_inputs``: nobody reads it
+    after, as a scan's ``ys`` whose loop owns it) and it is a writeable array."""
 
     types = ("DynamicUpdateSlice",)
     fresh_output = True
@@ -187,7 +195,7 @@ class DynamicUpdateSlice(Op):
         if len(starts) != x.ndim or update.ndim != x.ndim or any(u > d for u, d in zip(update.shape, x.shape)):
             raise ShapeError(f"{self.node.describe()}: update {tuple(update.shape)} does not fit input "
                              f"{tuple(x.shape)}")
-        result = self.xp.asarray(x, copy=True)
+        result = x if 0 in self.donated_inputs and _writeable(x) else self.xp.asarray(x, copy=True)
         begins = [_clamped_start(start, size, dim) for start, size, dim in zip(starts, update.shape, x.shape)]
         result[tuple(slice(b, b + s) for b, s in zip(begins, update.shape))] = update
         return result
@@ -200,14 +208,14 @@ class DynamicUpdateSlice(Op):
                 or any(u > d for u, d in zip(update.shape, x.shape)):
             return None
         kind, shape, sizes, forward, asarray = type(x), x.shape, update.shape, self.forward, self.xp.asarray
-        update_kind = type(update)
+        update_kind, lent = type(update), 0 in self.donated_inputs
         limits = [dim - size for dim, size in zip(shape, sizes)]
 
         def direct(x, update, *starts):
             if x.__class__ is not kind or update.__class__ is not update_kind or x.shape != shape \
                     or update.shape != sizes or len(starts) != len(sizes):
                 return forward(x, update, *starts)
-            result = asarray(x, copy=True)
+            result = x if lent and _writeable(x) else asarray(x, copy=True)
             result[tuple([slice(b, b + s) for b, s in zip(map(_clamped, starts, limits), sizes)])] = update
             return result
 

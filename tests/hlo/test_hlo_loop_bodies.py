@@ -290,15 +290,53 @@ def test_specialized_dynamic_slices_clamp_and_hand_other_shapes_to_the_forward()
         got, want = read(xs, *starts), read_op.forward(xs, *starts)
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(got, xs[min(max(t, 0), STEPS - 1)][None])
-        got, want = write(ys, update, *starts), write_op.forward(ys, update, *starts)
-        np.testing.assert_array_equal(got, want)
-        assert got is not ys and not np.shares_memory(got, ys)
         expected = ys.copy()
         expected[min(max(t, 0), STEPS - 1)] = update[0]
+        # The loop lent ys to the write (its loop owns it): written in place where it is writeable ...
+        given = ys.copy()
+        got = write(given, update, *starts)
+        assert got is given
         np.testing.assert_array_equal(got, expected)
+        np.testing.assert_array_equal(write_op.forward(ys.copy(), update, *starts), expected)
+        # ... and copied where it is not (a weight mapped from a file, a broadcast).
+        frozen = ys.copy()
+        frozen.flags.writeable = False
+        got = write(frozen, update, *starts)
+        assert got is not frozen and not np.shares_memory(got, frozen)
+        np.testing.assert_array_equal(got, expected)
+        np.testing.assert_array_equal(frozen, ys)
     # Other shapes: the forward's answers.
     longer = rng.standard_normal((STEPS + 3, 1, INPUT)).astype(np.float32)
     starts = (index(STEPS + 1), index(0), index(0))
     np.testing.assert_array_equal(read(longer, *starts), longer[STEPS + 1][None])
     wider = rng.standard_normal((STEPS, 1, 2 * HIDDEN)).astype(np.float32)
-    np.testing.assert_array_equal(write(wider, update, *starts), write_op.forward(wider, update, *starts))
+    np.testing.assert_array_equal(write(wider.copy(), update, *starts), write_op.forward(wider.copy(), update, *starts))
+
+
+def test_a_scans_output_buffer_is_written_in_place_and_the_callers_arrays_never():
+    """The body returns hs (written by dynamic-update-slice) at its own position: the loop copies the
+    initial hs once and its body overwrites that copy at every step, never the caller's array."""
+    text = _lstm_hlo().replace(f"  ys0 = f32[{STEPS},1,{HIDDEN}] broadcast(z), dimensions={{}}",
+                               f"  ys0 = f32[{STEPS},1,{HIDDEN}] parameter(4)")
+    model = kuiper.load_hlo(text, backend="numpy")
+    body = _body(model)
+    assert 7 in body.owned_inputs
+    (write,) = [step.op for step in body.plan.steps if step.node.type == "DynamicUpdateSlice"]
+    assert write.donated_inputs == {0}
+    inputs = _inputs()
+    initial = np.full((STEPS, 1, HIDDEN), 7.0, np.float32)
+    kept = initial.copy()
+    seen = []
+    run = body.plan.run
+
+    def recording(slots):
+        seen.append(slots[body.input_slots[7]])
+        run(slots)
+
+    body.plan.run = recording
+    for _ in range(2):
+        seen.clear()
+        got = model(*inputs, initial)
+        np.testing.assert_allclose(got, _lstm64(*inputs), rtol=2e-5, atol=2e-6)
+        np.testing.assert_array_equal(initial, kept)  # the caller's array, untouched
+        assert all(buffer is seen[0] for buffer in seen) and got is seen[0]  # one buffer, written in place
