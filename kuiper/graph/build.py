@@ -29,6 +29,7 @@ from .plan import Step
 from .providers import Unit, offer_to_providers
 from .row_normalizations import fuse_row_normalizations
 from .shape_chains import drop_shape_no_ops
+from .slice_groups import join_slices
 from .target import Target, resolve_target
 from .transposes import move_transposes_down
 
@@ -165,6 +166,7 @@ def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool
         order = fold_bias_inputs(order, ir.operands, output_operands, target)
         order = hoist_unary_elementwise(order, output_operands, target)
         order = move_transposes_down(order, output_operands)
+        order = join_slices(order, ir.operands)
         order, fused_groups = fuse_elementwise(order, output_operands, target)
 
     units = [Unit(node, _instantiate_on_device(node, target, fuse, providers)) for node in order]
