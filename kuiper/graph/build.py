@@ -17,6 +17,7 @@ from ..limits import check_size
 from ..model_ir import ModelIR, OpNode
 from .build_order import topological_order
 from .constant_fold import fold_constants
+from .constant_subgraphs import fold_constant_subgraphs
 from .bias_inputs import fold_bias_inputs
 from .conv_crop import fold_crops_into_convs
 from .fusion import fuse_elementwise
@@ -25,6 +26,7 @@ from .hoist import hoist_unary_elementwise
 from .loop_invariants import hoist_loop_invariants
 from .model import Model, TensorSpec
 from .native_layouts import agree_on_layouts
+from .patch_convs import convs_as_patch_products
 from .plan import Step
 from .providers import Unit, offer_to_providers
 from .row_normalizations import fuse_row_normalizations
@@ -162,8 +164,10 @@ def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool
         order = drop_shape_no_ops(order, ir.operands, output_operands)
         order = fuse_row_normalizations(order, ir.operands, output_operands)
         order = hoist_loop_invariants(order, ir.operands)
+        order = fold_constant_subgraphs(order, output_operands)
         order = fold_constants(order, ir.operands, output_operands, target)
         order = fold_bias_inputs(order, ir.operands, output_operands, target)
+        order = convs_as_patch_products(order, ir.operands)
         order = hoist_unary_elementwise(order, output_operands, target)
         order = move_transposes_down(order, output_operands)
         order = join_slices(order, ir.operands)

@@ -132,12 +132,17 @@ def attach_epilogues(order: list[OpNode], model_outputs: list[str], target: Targ
     """Merge each conv whose only reader is elementwise into one conv node with that math as its epilogue.
 
     ``maths`` are the single ops' math by name (fused ops carry theirs).  The merged node
-    takes the reader's place in the order, where all of both nodes' inputs exist.
+    takes the reader's place in the order, where all of both nodes' inputs exist.  A one-input math
+    may also reach its op through one rearranging op (``Op.rearranges``: a reshape, a permute) that
+    only it reads, reading nothing else: ``f(reshape(dot(x, w) + b))`` is ``reshape(f(dot(x, w) + b))``
+    (JAX's Dense folds its rows into one product and unfolds them after); the op then takes the math
+    in its own place and the rearranging op writes the math's outputs.
     """
     producer, readers = producers_and_readers(order)
     kept = set(model_outputs)
     position_in_order = {node.name: index for index, node in enumerate(order)}
     merged_into: dict[str, OpNode] = {}  # reader name -> the conv node that replaces it
+    replaced: dict[str, OpNode] = {}  # conv or rearranging op -> what stands in its place
     taken: set[str] = set()  # convs merged into a reader
     for node in order:
         math = node.params.get("math") if node.type == FUSED_TYPE else maths.get(node.name)
@@ -155,23 +160,70 @@ def attach_epilogues(order: list[OpNode], model_outputs: list[str], target: Targ
             and position not in math.whole_inputs
         ]
         if not candidates:
+            through = _through_rearranging(node, math, producer, readers, kept, target, taken)
+            if through is not None:
+                conv, rearranging = through
+                taken.add(conv.name)
+                replaced[conv.name] = _with_epilogue(conv, math, 0, [], list(conv.outputs), node)
+                replaced[rearranging.name] = OpNode(
+                    type=rearranging.type, name=rearranging.name, inputs=list(rearranging.inputs),
+                    outputs=list(node.outputs), params=rearranging.params, attrs=rearranging.attrs,
+                    input_keys=list(rearranging.input_keys), source=rearranging.source)
+                merged_into[node.name] = None  # gone: the op and the rearranging op compute it
             continue
         _, operand_position = max(candidates)  # the latest conv: its output is the one still in cache
         conv = producer[node.inputs[operand_position]]
         taken.add(conv.name)
         others = [operand for position, operand in enumerate(node.inputs) if position != operand_position]
-        merged_into[node.name] = OpNode(
-            type=conv.type,
-            name=conv.name,
-            inputs=list(conv.inputs) + others,
-            outputs=list(node.outputs),
-            params={**conv.params, "epilogue": math, "epilogue_operand": operand_position,
-                    "epilogue_members": _members_of(node)},
-            attrs=conv.attrs,
-            input_keys=list(conv.input_keys) + [None] * len(others),
-            source=conv.source,
-        )
-    return [merged_into.get(node.name, node) for node in order if node.name not in taken]
+        merged_into[node.name] = _with_epilogue(conv, math, operand_position, others, list(node.outputs), node)
+    new_order = []
+    for node in order:
+        if node.name in replaced:
+            new_order.append(replaced[node.name])
+        elif node.name in merged_into:
+            if merged_into[node.name] is not None:
+                new_order.append(merged_into[node.name])
+        elif node.name not in taken:
+            new_order.append(node)
+    return new_order
+
+
+def _with_epilogue(conv: OpNode, math: ElementwiseMath, operand_position: int, others: list[str],
+                   outputs: list[str], reader: OpNode) -> OpNode:
+    """``conv`` with ``math`` (read by ``reader``) as its epilogue: its inputs then ``others``, writing ``outputs``."""
+    return OpNode(
+        type=conv.type,
+        name=conv.name,
+        inputs=list(conv.inputs) + others,
+        outputs=outputs,
+        params={**conv.params, "epilogue": math, "epilogue_operand": operand_position,
+                "epilogue_members": _members_of(reader)},
+        attrs=conv.attrs,
+        input_keys=list(conv.input_keys) + [None] * len(others),
+        source=conv.source,
+    )
+
+
+def _through_rearranging(node: OpNode, math: ElementwiseMath, producer, readers, kept: set[str], target: Target,
+                         taken: set[str]) -> tuple[OpNode, OpNode] | None:
+    """(the op taking ``node``'s one-input math as its epilogue, the rearranging op between them), where
+    ``node`` reads the op's output through one rearranging op that only it reads; else None."""
+    if math.arity != 1 or math.whole_inputs:
+        return None
+    operand = node.inputs[0]
+    rearranging = producer.get(operand)
+    if rearranging is None or operand in kept or readers[operand] != 1:
+        return None
+    registered = target.ops.get(rearranging.type)
+    if (registered is None or not getattr(registered.obj, "rearranges", False) or len(rearranging.inputs) != 1
+            or len(rearranging.outputs) != 1):
+        return None
+    below = rearranging.inputs[0]
+    conv = producer.get(below)
+    if (conv is None or conv.name in taken or below in kept or readers[below] != 1
+            or not _takes_epilogue(target, conv, math)):
+        return None
+    return conv, rearranging
 
 
 def attach_gated_epilogues(order: list[OpNode], model_outputs: list[str], target: Target,

@@ -61,6 +61,9 @@ class Provider:
     """
 
     name: str = ""
+    # Whether earlier providers' partitions are offered too, as units a claim may take in whole (a provider
+    # that runs other partitions' compiled calls in sequence); else runs stop at them.
+    takes_partitions: bool = False
 
     def claim(self, units: Sequence[Unit], context: ClaimContext) -> list[tuple[int, int]]:
         return []
@@ -119,13 +122,14 @@ def offer_to_providers(units: list[Unit], target: Target, model_outputs: Sequenc
 def _offer(provider: Provider, units: list[Unit], context: ClaimContext, kept: set[str]) -> list[Unit]:
     result: list[Unit] = []
     start = 0
+    offered = (lambda unit: True) if provider.takes_partitions else (lambda unit: unit.node.type != PARTITION_TYPE)
     while start < len(units):
-        if units[start].node.type == PARTITION_TYPE:  # an earlier provider's: not offered again
+        if not offered(units[start]):  # an earlier provider's: not offered again
             result.append(units[start])
             start += 1
             continue
         stop = start
-        while stop < len(units) and units[stop].node.type != PARTITION_TYPE:
+        while stop < len(units) and offered(units[stop]):
             stop += 1
         run = units[start:stop]
         result += _claimed(provider, run, units[stop:], context, kept)

@@ -9,7 +9,7 @@ runs (``runtime.KernelModule``).
 from __future__ import annotations
 
 from . import (attention_native, batch_norm, concat_native, conv, conv_chain, conv_depthwise_pair, conv_native,
-               conv_transpose_native, dense_chain,
+               conv_sequence, conv_transpose_native, dense_chain,
                grid_sample, layer_norm_native, linear_native, matmul_native, norm, pool_native, pooling, recurrent)
 from .elementwise import compile_elementwise
 from .softmax_native import softmax_in_place
@@ -20,10 +20,11 @@ MODULES = (attention_native, batch_norm, conv, conv_native, conv_transpose_nativ
            linear_native, matmul_native, pooling, pool_native, norm, layer_norm_native, recurrent)
 KERNELS: dict[str, type] = {op_type: cls for module in MODULES for cls in module.KERNELS for op_type in cls.types}
 
-# Execution providers (kuiper/graph/providers.py): compiled runs of small layers, and a 1x1 conv with its
-# depthwise reader as one oneDNN call.
+# Execution providers (kuiper/graph/providers.py): compiled runs of small layers, a 1x1 conv with its
+# depthwise reader as one oneDNN call, and runs of oneDNN convs (those pairs among them) as one sequence.
 PROVIDERS = {provider.name: provider for provider in (dense_chain.DenseChainProvider(), conv_chain.ConvChainProvider(),
-                                                      conv_depthwise_pair.PointwiseDepthwiseProvider())}
+                                                      conv_depthwise_pair.PointwiseDepthwiseProvider(),
+                                                      conv_sequence.OneDnnSequenceProvider())}
 
 PRIMITIVES = {"compile_elementwise": compile_elementwise, "softmax_in_place": softmax_in_place,
               "blas_threads": blas_threads}

@@ -7,6 +7,8 @@ are made plain first, and the reference raises its errors.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import onednn
@@ -46,6 +48,24 @@ class NativeConcat(Cat):
             except onednn.OneDnnError:
                 pass  # oneDNN refused these inputs: the reference joins them
         return super().forward(*(np.asarray(t) if isinstance(t, onednn.Blocked) else t for t in tensors))
+
+    def bound_through(self, in_shapes, norms) -> float:
+        """The output's norm from its inputs': the square root of the sum of their squares (no guard here; a
+        run of layers as one sequence carries it on: conv_sequence.py)."""
+        return math.sqrt(sum(norm * norm for norm in norms))
+
+    def emit_call(self, builder, inputs, threads: int, blocked: bool):
+        """Add this op's oneDNN call to a sequence (``Concatenation.emit``), where ``forward`` would make it:
+        (value, layout, shape) of the output, or None."""
+        shapes = [tuple(shape) for _, _, shape in inputs]
+        first = shapes[0]
+        if (self.native is None or not (blocked or any(layout is not None for _, layout, _ in inputs))
+                or not 3 <= len(first) <= 5 or not first[0]
+                or any(len(shape) != len(first) or shape[:1] + shape[2:] != first[:1] + first[2:] for shape in shapes)):
+            return None
+        out_shape = (first[0], sum(shape[CHANNELS] for shape in shapes)) + first[2:]
+        value, layout = self.native.emit(builder, inputs, threads, blocked)
+        return value, layout, out_shape
 
     @staticmethod
     def _takes(tensors) -> bool:

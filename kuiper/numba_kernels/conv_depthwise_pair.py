@@ -22,7 +22,7 @@ from .. import onednn
 from ..graph.providers import Partition, Provider
 from ..limits import budget_bytes, check_size, nbytes
 from ..thread_limits import requested as model_threads
-from .conv_native import NATIVE_LAYOUT, OneDnnPath, blocked_shape, finite_outputs
+from .conv_native import NATIVE_LAYOUT, OneDnnPath, blocked_shape, same_kind_as, finite_outputs
 
 DEPTHWISE_KERNEL = 3
 DEPTHWISE_STRIDES = (1, 2)  # what oneDNN 3.2's depthwise post-op takes, with a padding of 1 on each side
@@ -119,6 +119,49 @@ class PointwiseDepthwise(Partition):
         if blocked:
             out.norm_bound = self.depthwise.norm_bound(out_shape, inner_bound, 0.0)
         return out
+
+    def specialized(self, inputs):
+        """The fused call as one sequence for inputs like ``inputs`` (``Convolution.sequence_for``), behind
+        ``forward``'s budget and special-value guards; anything else takes ``forward``."""
+        x = inputs[0]
+        shapes = self._shapes.get(getattr(x, "shape", None))
+        if shapes is None or len(inputs) != 1:
+            return None
+        out_shape, inner_shape, largest = shapes
+        library = self.native.library
+        threads = library.threads(model_threads())  # what this call gets: 1 in a child forked after OpenMP ran
+        blocked = self.output_layout == NATIVE_LAYOUT
+        call = self.native.sequence_for(x, threads, None, blocked)
+        if call is None:
+            return None
+        like, forward, pointwise, depthwise = same_kind_as(x), self.forward, self.pointwise, self.depthwise
+        depthwise_bound = depthwise.output_bound()
+
+        def step(x):
+            if like(x) and library.threads(model_threads()) == threads and largest <= budget_bytes():
+                norms = pointwise.tame(x, None)
+                inner_bound = None if norms is None else pointwise.norm_bound(inner_shape, *norms)
+                if inner_bound is not None and finite_outputs((inner_bound, 0.0), depthwise_bound):
+                    out = call(x)
+                    if blocked:
+                        out.norm_bound = depthwise.norm_bound(out_shape, inner_bound, 0.0)
+                    return out
+            return forward(x)
+
+        return step
+
+    def bound_through(self, in_shapes, norms) -> float | None:
+        """``OneDnnPath.bound_through`` of the two convs in turn: the depthwise conv's output bound, where both
+        guards pass."""
+        inner = self.pointwise.bound_through(in_shapes, norms)
+        return None if inner is None else self.depthwise.bound_through([self.native._own_output_shape(in_shapes[0])],
+                                                                       [inner])
+
+    def emit_call(self, builder, inputs, threads: int, blocked: bool):
+        """``OneDnnPath.emit_call`` of the fused primitive."""
+        value, layout, shape = inputs[0]
+        emitted = self.native.emit(builder, value, layout, shape, threads, blocked=blocked)
+        return None if emitted is None else (*emitted, self.native.output_shape(shape))
 
     def _shapes_for(self, shape):
         """(output shape, the 1x1 conv's output shape, the bytes of the larger) for a batch of images of

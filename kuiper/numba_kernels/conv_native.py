@@ -92,6 +92,43 @@ class OneDnnPath:
             out.norm_bound = self.norm_bound(out.shape, *norms)
         return self.run_epilogue(out, extras) if self.epilogue_after else out
 
+    def specialized(self, inputs):
+        """The oneDNN call as one sequence for inputs like ``inputs`` (``Convolution.sequence_for``), behind the guards
+        ``_onednn_forward`` runs per call: the size budget, and the special-value guard (``tame``), which
+        reads a Blocked input's norm bound or the data.  Anything else, or inputs of another class, shape,
+        layout or thread count, takes ``forward``."""
+        x = inputs[0]
+        shapes = self._shapes_by_input.get(getattr(x, "shape", None)) if self.native is not None else None
+        if shapes is None or shapes[0] is None or self.epilogue_after:
+            return None
+        out_shape, _, largest = shapes
+        residual = inputs[1] if self.native.adds_residual and len(inputs) == 2 else None
+        if len(inputs) != 1 + (residual is not None):
+            return None
+        library = self.native.library
+        threads = library.threads(model_threads())  # what this call gets: 1 in a child forked after OpenMP ran
+        blocked = self.output_layout == NATIVE_LAYOUT
+        call = self.native.sequence_for(x, threads, residual, blocked)
+        if call is None:
+            return None
+        like = same_kind_as(x)
+        like_residual = same_kind_as(residual) if residual is not None else None
+        forward, tame, norm_bound = self.forward, self.tame, self.norm_bound
+
+        def step(x, *extras):
+            residual = extras[0] if extras else None
+            if (like(x) and (residual is None or like_residual(residual)) and len(extras) == (like_residual is not None)
+                    and library.threads(model_threads()) == threads and largest <= budget_bytes()):
+                norms = tame(x, residual)
+                if norms is not None:
+                    out = call(x, residual)
+                    if blocked:
+                        out.norm_bound = norm_bound(out_shape, *norms)
+                    return out
+            return forward(x, *extras)
+
+        return step
+
     def output_bound(self) -> tuple[float, float]:
         """``linear_bound`` of the weight and bias, worked out on first use."""
         if self._output_bound is None:
@@ -118,7 +155,7 @@ class OneDnnPath:
         norms = (_known_norm(x), 0.0 if residual is None else _known_norm(residual))
         if None not in norms and finite_outputs(norms, bound):
             return norms
-        norms = (_norm(x), 0.0 if residual is None else _norm(residual))
+        norms = (norm_of(x), 0.0 if residual is None else norm_of(residual))
         return norms if finite_outputs(norms, bound) else None
 
     def norm_bound(self, out_shape, x_norm: float, residual_norm: float) -> float | None:
@@ -143,6 +180,22 @@ class OneDnnPath:
         if each is None or whole is None:
             return None
         return ROUNDING_ROOM * min(each * root_size, whole)
+
+    def bound_through(self, in_shapes, norms) -> float | None:
+        """A bound on the output's norm for inputs of ``in_shapes`` whose norms are at most ``norms`` (x's, and a
+        sum post-op's residual's), where the special-value guard passes for such inputs (``tame``); None where
+        it may not, or the post-ops' effect is not known (a run of layers as one sequence: conv_sequence.py)."""
+        x_norm, residual_norm = norms[0], (norms[1] if len(norms) > 1 else 0.0)
+        if not finite_outputs((x_norm, residual_norm), self.output_bound()):
+            return None
+        return self.norm_bound(self.native.output_shape(in_shapes[0]), x_norm, residual_norm)
+
+    def emit_call(self, builder, inputs, threads: int, blocked: bool):
+        """Add this op's oneDNN call to a sequence (``Convolution.emit``): ``inputs`` are (value, layout or None
+        for plain, shape) of x and a sum post-op's residual; (value, layout, shape) of the output, or None."""
+        (value, layout, shape), residual = inputs[0], (inputs[1] if len(inputs) > 1 else (None, None, None))
+        emitted = self.native.emit(builder, value, layout, shape, threads, residual[0], residual[1], blocked)
+        return None if emitted is None else (*emitted, self.native.output_shape(shape))
 
     @functools.cached_property
     def _root_taps(self) -> float:
@@ -171,6 +224,21 @@ class OneDnnPath:
         raise NotImplementedError
 
 
+def same_kind_as(sample):
+    """A test that a value is like ``sample`` as ``Convolution.sequence_for`` needs: a Blocked tensor of its shape
+    in its layout object, or a C-contiguous float32 array of its shape."""
+    shape = sample.shape
+    if isinstance(sample, onednn.Blocked):
+        layout = sample.layout
+        return lambda value: value.__class__ is onednn.Blocked and value.layout is layout and value.shape == shape
+    kind = sample.__class__
+    return lambda value: (value.__class__ is kind and value.shape == shape and value.dtype is FLOAT32
+                          and value.flags.c_contiguous)
+
+
+FLOAT32 = np.dtype(np.float32)
+
+
 def _memory_order(array: np.ndarray) -> np.ndarray:
     """``array`` with its axes in the order its elements lie in memory (the same elements, no copy), or
     itself where they do not lie densely: what a sum over all of them reads fastest."""
@@ -183,7 +251,7 @@ def _known_norm(value) -> float | None:
     return value.norm_bound if isinstance(value, onednn.Blocked) else None
 
 
-def _norm(value) -> float:
+def norm_of(value) -> float:
     """The 2-norm of a plain array or a Blocked tensor's buffer: NaN or inf where it holds NaN or +-inf."""
     return math.sqrt(sum_of_squares(np, _buffer(value)))
 

@@ -18,7 +18,10 @@ from .. import onednn
 from ..limits import check_size
 from ..onednn.primitives import product_on_onednn
 from ..onednn.product import product_shape
+from . import product_post_ops
 from ..ops import linear as reference
+from ..ops.elementwise import dtype_name
+from ..ops.epilogue import WithEpilogue
 from ..ops.specialize import same_shapes
 from ..thread_limits import requested as model_threads
 
@@ -98,16 +101,16 @@ class _OneDnnProduct:
             return None
         return a, b, shape
 
-    def _onednn_product(self, a, b):
-        """a @ b on oneDNN, or None where that does not apply (the reference then runs, and raises
-        its shape errors)."""
+    def _onednn_product(self, a, b, bias=None, post_ops=()):
+        """a @ b (+ bias, one float32 per column, contiguous) on oneDNN, or None where that does not apply
+        (the reference then runs, and raises its shape errors)."""
         operands = self._onednn_operands(a, b)
         if operands is None:
             return None
         a, b, shape = operands
         check_size(shape, 4, self.node.describe())
         try:
-            return self.native(a, b, model_threads())
+            return self.native(a, b, model_threads(), bias, post_ops)
         except onednn.OneDnnError:
             return None  # a layout or shape oneDNN does not take as it lies
 
@@ -126,18 +129,54 @@ class NativeMM(_OneDnnProduct, reference.MM):
         return super().forward(*inputs)
 
 
-class NativeAddMM(_OneDnnProduct, reference.AddMM):
-    """torch.addmm and a product + bias vector (kuiper/graph/bias_inputs.py): the product where MatMul's
-    would run (oneDNN or BLAS), the bias then added into its fresh result, as the reference adds it."""
+class NativeAddMM(WithEpilogue, _OneDnnProduct, reference.AddMM):
+    """torch.addmm and a product + bias vector (kuiper/graph/bias_inputs.py): on oneDNN, the bias its
+    matmul's bias argument, added as each result is stored (the same float32 sum as adding it after:
+    tests/numba_kernels/test_matmul_native.py checks bit for bit) rather than in a pass over the result;
+    where BLAS takes the product, the bias is added into its fresh result, as the reference adds it.
+
+    The fusion pass may give it the one-input elementwise math that reads its output (a Dense layer's
+    GELU or ReLU; kuiper/ops/epilogue.py): oneDNN applies it as post-ops where it has them
+    (product_post_ops.py), else it runs after the product, as the elementwise op would have."""
+
+    unary_epilogues_only = True  # its own inputs are all read per call: no epilogue input comes after them
+
+    @classmethod
+    def takes_epilogue(cls, node) -> bool:
+        """The fusion pass may give an unbatched ``a @ b + bias`` its elementwise reader."""
+        params = node.params
+        return (len(node.inputs) == 3 and not params.get("batched", False)
+                and float(params.get("alpha", 1.0)) == 1.0 and float(params.get("beta", 1.0)) == 1.0)
+
+    def setup(self):
+        super().setup()
+        self.read_epilogue()
+        # oneDNN's post-op steps for the epilogue: () without one, None where it runs after the product.
+        self.post_ops = product_post_ops.post_ops_for(self.epilogue)
+        if self.epilogue is not None:
+            where = "as oneDNN post-ops" if self.post_ops is not None else "after the product"
+            self.kernel_note += f"; epilogue {', '.join(self.node.params.get('epilogue_members', []))} {where}"
+
+    def weights_are_constant(self) -> bool:
+        """Only one-input epilogues come here (``unary_epilogues_only``): no input after the op's own three
+        is the epilogue's, whether or not the weights are constants."""
+        return True
 
     def forward(self, *inputs):
         bias, a, b = self.operands(inputs)
+        out = None
         if self.native is not None and self._adds_vector(bias, a, b):
-            out = self._onednn_product(a, b)
-            if out is not None:
-                out += bias
-                return out
-        return reference.AddMM.forward(self, *inputs)
+            if bias.flags.c_contiguous:
+                out = self._onednn_product(a, b, bias, self.post_ops or ())
+                if out is not None and self.post_ops is not None:
+                    return out  # the epilogue, if any, applied by oneDNN
+            else:
+                out = self._onednn_product(a, b)
+                if out is not None:
+                    out += bias
+        if out is None:
+            out = reference.AddMM.forward(self, *inputs)
+        return out if self.epilogue is None else self.run_epilogue(out, ())
 
     def _adds_vector(self, bias, a, b) -> bool:
         """Whether this is ``a @ b + bias``: 2-D float32 operands, bias one float32 value per column."""
@@ -146,15 +185,33 @@ class NativeAddMM(_OneDnnProduct, reference.AddMM):
                 and getattr(a, "ndim", 0) == 2 and bias.shape[0] == b.shape[1])
 
     def specialized(self, inputs):
-        """The product these shapes chose and the bias added in place, while the operands keep their
-        shapes and dtypes."""
+        """The product these shapes chose, the bias (and the epilogue's post-ops) applied by oneDNN, or the
+        bias added in place after BLAS and the epilogue after that, while the operands keep their shapes
+        and dtypes."""
         if len(inputs) != 3:
             return None
         bias, a, b = self.operands(inputs)
-        product = self._chosen_product(a, b) if self._adds_vector(bias, a, b) else None
-        if product is None:
+        if not self._adds_vector(bias, a, b):
             return None
         order, forward = list(self.order), self.forward
+        if (self.native is not None and self.post_ops is not None and self._onednn_operands(a, b) is not None
+                and a.ndim == b.ndim):
+            native, post_ops = self.native, self.post_ops
+
+            def on_onednn(*values):
+                vector, x, y = (values[i] for i in order)
+                if not vector.flags.c_contiguous:
+                    return forward(*values)
+                try:
+                    return native(x, y, model_threads(), vector, post_ops)
+                except onednn.OneDnnError:
+                    return forward(*values)
+
+            return same_shapes(inputs, on_onednn, forward)
+        product = self._chosen_product(a, b)
+        if product is None:
+            return None
+        epilogue, limit = self._direct_epilogue(bias, a, b, product)
 
         def direct(*values):
             vector, x, y = (values[i] for i in order)
@@ -162,9 +219,35 @@ class NativeAddMM(_OneDnnProduct, reference.AddMM):
             if out is None:
                 return forward(*values)
             out += vector
-            return out
+            if epilogue is None:
+                return out
+            return epilogue(out) if out.size < limit else self.run_epilogue(out, ())
 
         return same_shapes(inputs, direct, forward)
+
+    def _direct_epilogue(self, bias, a, b, product):
+        """(f, size limit): the epilogue's compiled function in its direct form for a result like this
+        call's (the ufunc itself for a tanh; what the elementwise op's own specialized step calls), used
+        below the limit; (None, 0) without an epilogue.  Where it has no direct form, ``run_epilogue``
+        (its lookups cost a few us a call: a loop body's small product runs it 16 times a call)."""
+        if self.epilogue is None:
+            return None, 0
+        sample = product(a, b)
+        if sample is None:
+            return (lambda out: self.run_epilogue(out, ())), float("inf")
+        sample += bias
+        _, run = self.compiled_epilogue((dtype_name(sample),))
+        found = run.direct([sample]) if getattr(run, "direct", None) is not None else None
+        if found is None:
+            return (lambda out: self.run_epilogue(out, ())), float("inf")
+        function, max_size = found
+        return function, float("inf") if max_size is None else max_size
+
+
+def _as_bias(vector: np.ndarray) -> np.ndarray | None:
+    """``vector`` as oneDNN's bias argument (contiguous), or None where it is a strided view (then it is added
+    after the product)."""
+    return vector if vector.flags.c_contiguous else None
 
 
 KERNELS = [NativeMatMul, NativeMM, NativeAddMM]

@@ -1,9 +1,11 @@
-"""nn.MaxPool2d and nn.AvgPool2d on oneDNN, in its blocked layout between oneDNN convolutions; an average
-pool of a plain float32 array too.
+"""nn.MaxPool1d, nn.MaxPool2d and nn.AvgPool2d on oneDNN, in its blocked layout between oneDNN
+convolutions; an average pool of a plain float32 array too.
 
-A pooling op between two convolutions (ResNet's stem, YOLO's SPPF block) would otherwise
-turn the tensor into a plain array and back.  Here it takes a ``Blocked`` input and, when
-the graph says its readers take it, gives a ``Blocked`` output (kuiper/graph/native_layouts.py).
+A pooling op between two convolutions (ResNet's stem, YOLO's SPPF block, an audio net's Conv1d
+layers) would otherwise turn the tensor into a plain array and back.  Here it takes a ``Blocked``
+input and, when the graph says its readers take it, gives a ``Blocked`` output
+(kuiper/graph/native_layouts.py); a run of such layers may then run as one sequence
+(conv_sequence.py).
 
 An average pool of a plain input goes to oneDNN where oneDNN has a compiled kernel for plain
 NCHW (``jit:avx512_core`` on an AVX-512 machine: PoolFormer's 3x3 token mixer 0.1 ms against
@@ -18,15 +20,18 @@ and any input oneDNN refuses.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import onednn
 from ..limits import check_size
+from ..ops.pooling_adaptive import AdaptiveAvgPool2d
 from ..ops.pooling_window import pool_output_size
 from ..ops.special_values import is_tame
 from ..thread_limits import requested as model_threads
 from .conv_native import BLOCK_CHANNELS, NATIVE_LAYOUT
-from .pooling import CompiledAvgPool2d, CompiledMaxPool2d
+from .pooling import CompiledAvgPool2d, CompiledMaxPool1d, CompiledMaxPool2d
 
 
 def _pooling(algorithm: str, kernel, stride, dilation, padding):
@@ -71,10 +76,9 @@ class OneDnnPooling:
 
     def _onednn_forward(self, x):
         """x pooled on oneDNN, or None where this path does not apply to it."""
-        if x.ndim != 4 or x.shape[0] == 0:
+        if x.ndim != len(self.kernel) + 2 or x.shape[0] == 0:
             return None
-        out_size = tuple(pool_output_size(size, k, s, p, d, self.ceil_mode) for size, k, s, p, d in
-                         zip(x.shape[2:], self.kernel, self.stride, self.padding, self.dilation))
+        out_size = self._out_size(x.shape)
         if min(out_size) < 1 or not self.onednn_divides_alike(x.shape, out_size):
             return None
         # The size budget, with channels rounded up as a blocked buffer holds them.
@@ -91,9 +95,45 @@ class OneDnnPooling:
         """Whether oneDNN divides each window as PyTorch does, for this input and output size."""
         return True
 
+    def _out_size(self, shape) -> tuple[int, ...]:
+        return tuple(pool_output_size(size, k, s, p, d, self.ceil_mode) for size, k, s, p, d in
+                     zip(shape[2:], self.kernel, self.stride, self.padding, self.dilation))
+
+    def bound_through(self, in_shapes, norms) -> float | None:
+        """A bound on the output's norm for an input whose norm is at most ``norms[0]`` (a run of layers as one
+        sequence: conv_sequence.py).  Each output is at most the largest magnitude in its window (a max, or an
+        average), and each input element lies in at most ``overlap`` windows, so the output's squares sum to
+        at most ``overlap`` times the input's.  A finite bound also passes the max's NaN guard (every element
+        finite), which then reads nothing."""
+        overlap = math.prod(min(k, -(-((k - 1) * d + 1) // s))
+                            for k, s, d in zip(self.kernel, self.stride, self.dilation))
+        return math.sqrt(overlap) * norms[0]
+
+    def emit_call(self, builder, inputs, threads: int, blocked: bool):
+        """Add this pooling's oneDNN call to a sequence (``Pooling.emit``): (value, layout, shape) of the
+        output, or None where the op's own path would not run it on oneDNN."""
+        (value, layout, shape), = inputs
+        if layout is None and not self.pools_plain_inputs or len(shape) != len(self.kernel) + 2 or not shape[0]:
+            return None
+        out_size = self._out_size(shape)
+        if min(out_size) < 1 or not self.onednn_divides_alike(shape, out_size):
+            return None
+        emitted = self.native.emit(builder, value, layout, shape, out_size, threads, blocked)
+        return None if emitted is None else (*emitted, tuple(shape[:2]) + out_size)
+
 
 class NativeMaxPool2d(OneDnnPooling, CompiledMaxPool2d):
     """nn.MaxPool2d / F.max_pool2d."""
+
+    drops_nan = True
+
+    def setup(self):
+        super().setup()
+        self.use_native(None if self.return_indices else "max")
+
+
+class NativeMaxPool1d(OneDnnPooling, CompiledMaxPool1d):
+    """nn.MaxPool1d / F.max_pool1d: between the Conv1d layers of audio nets (M5), in their blocked layout."""
 
     drops_nan = True
 
@@ -125,4 +165,62 @@ class NativeAvgPool2d(OneDnnPooling, CompiledAvgPool2d):
         return all(after <= p for after, p in zip(self.native.pads_after(shape, out_size), self.padding))
 
 
-KERNELS = [NativeMaxPool2d, NativeAvgPool2d]
+class NativeAdaptiveAvgPool2d(AdaptiveAvgPool2d):
+    """nn.AdaptiveAvgPool2d: a global average (output 1x1) of a Blocked input on oneDNN, in its layout.
+
+    The last convolution of a classifier (ResNet's, MobileNet's) then keeps its blocked output and no
+    reorder to a plain array follows it, and the average runs on the model's threads over the data
+    each thread just wrote: on one core, reading the other core's freshly written half of MobileNetV2's
+    1280 x 7 x 7 took 110-140 us in the model against 19 warm (batch 1, 2 threads; the reorder before it
+    25-40 us more).  Each window is the whole map, so the average is the adaptive one; anything else
+    (other output sizes, plain inputs) takes the op's own path."""
+
+    def setup(self):
+        super().setup()
+        self.global_average = onednn.available() and all(size == 1 for size in self.output_size)
+        self._poolings: dict = {}  # (height, width) -> the oneDNN pooling of one whole map
+        if self.global_average:
+            self.kernel_note = "oneDNN for a Blocked input (in its layout), else one matrix-vector product"
+
+    def native_layout(self) -> str | None:
+        return None  # its output is plain: the flatten or Linear after it reads plain arrays
+
+    def takes_layout(self, position: int, layout: str) -> bool:
+        return position == 0 and layout == NATIVE_LAYOUT and self.global_average
+
+    def forward(self, x):
+        if isinstance(x, onednn.Blocked):
+            pooling = self._pooling(x.shape)
+            if pooling is not None:
+                try:
+                    return pooling(x, (1, 1), model_threads())
+                except onednn.OneDnnError:
+                    pass  # oneDNN refused this input (once: the plan remembers)
+            x = np.asarray(x)  # the op's own path takes plain arrays, and raises its errors
+        return super().forward(x)
+
+    def _pooling(self, shape):
+        """The oneDNN pooling of one whole map of a batch of ``shape``; None where this path does not apply."""
+        if not self.global_average or len(shape) != 4 or not shape[0] or min(shape[2:]) < 1:
+            return None
+        window = tuple(shape[2:])
+        pooling = self._poolings.get(window)
+        if pooling is None:
+            pooling = self._poolings[window] = onednn.Pooling(onednn.library(), "average_exclude_padding", window,
+                                                              window, (1, 1), (0, 0))
+        return pooling
+
+    def bound_through(self, in_shapes, norms) -> float:
+        """Each output is a map's mean, at most its 2-norm over the square root of its size: the output's norm
+        is at most the input's (a run of layers as one sequence carries it on: conv_sequence.py)."""
+        return norms[0]
+
+    def emit_call(self, builder, inputs, threads: int, blocked: bool):
+        """Add the pooling of a Blocked input to a sequence (``Pooling.emit``); its output is plain."""
+        (value, layout, shape), = inputs
+        pooling = None if layout is None else self._pooling(shape)
+        emitted = None if pooling is None else pooling.emit(builder, value, layout, shape, (1, 1), threads)
+        return None if emitted is None else (*emitted, tuple(shape[:2]) + (1, 1))
+
+
+KERNELS = [NativeMaxPool1d, NativeMaxPool2d, NativeAvgPool2d, NativeAdaptiveAvgPool2d]

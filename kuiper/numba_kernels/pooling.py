@@ -72,4 +72,4 @@ class CompiledAvgPool2d(AvgPool2d):
         return np.reshape(out, tuple(x.shape[:-2]) + outs)
 
 
-KERNELS = [CompiledMaxPool1d]  # pool_native.py registers the 2-D ones' subclasses, which add oneDNN's path
+KERNELS: list = []  # pool_native.py registers subclasses of these, which add oneDNN's path

@@ -18,11 +18,12 @@ from .layer_norm import LayerNormalization
 from .matmul import MatMul
 from .pool import Pooling
 from .product import Product
+from .sequence import Sequence, SequenceBuilder
 from .softmax import Softmax
 from .binding import OneDnnError, loaded
 
 __all__ = ["Attention", "Blocked", "Concatenation", "Convolution", "LayerNormalization", "MatMul", "OneDnnError",
-           "Pooling", "Product", "Softmax", "available", "describe", "library",
+           "Pooling", "Product", "Sequence", "SequenceBuilder", "Softmax", "available", "describe", "library",
            "on_gnu_openmp"]
 
 

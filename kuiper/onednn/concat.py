@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .binding import ARG_DST, ARG_MULTIPLE_SRC, Handle, Library
+from .binding import ARG_DST, ARG_MULTIPLE_SRC, ARG_SRC, Handle, Library
 from .blocked import Blocked, ToPlain
 from .primitives import MAX_PLANS, Attributes, Layout, Primitive
+from .sequence import SequenceBuilder
 
 
 @dataclass
@@ -49,6 +50,24 @@ class Concatenation:
         plan.concat.run(arguments, threads)
         return Blocked(self.library, tuple(shape), plan.result, buffer) if blocked else plan.to_plain(buffer, threads)
 
+    def emit(self, builder: SequenceBuilder, inputs, threads: int | None,
+             blocked: bool = False) -> tuple[int, Layout] | None:
+        """Add to ``builder`` the primitives ``__call__`` runs on ``inputs``: (value, layout or None for a plain
+        array, shape) each; (the output value, its layout)."""
+        threads = self.library.threads(threads)
+        layouts = [layout if layout is not None else self._plain_layout(shape) for _, layout, shape in inputs]
+        shape = list(inputs[0][2])
+        shape[self.axis] = sum(input_shape[self.axis] for _, _, input_shape in inputs)
+        plan = self._plan(layouts, tuple(shape), threads)
+        out = builder.value(plan.result)
+        values = {ARG_MULTIPLE_SRC + i: value for i, (value, _, _) in enumerate(inputs)}
+        builder.run(plan.concat, {}, {**values, ARG_DST: out}, threads)
+        if blocked or plan.to_plain.step is None:
+            return out, plan.result
+        plain = builder.value(plan.to_plain.plain)
+        builder.run(plan.to_plain.step, {}, {ARG_SRC: out, ARG_DST: plain}, threads)
+        return plain, plan.to_plain.plain
+
     def _plan(self, layouts: list[Layout], shape: tuple[int, ...], threads: int) -> _Plan:
         for plan in self.plans:
             if plan.threads == threads and len(plan.layouts) == len(layouts) and all(
@@ -69,9 +88,14 @@ class Concatenation:
         if isinstance(tensor, Blocked):
             return tensor.layout, tensor.buffer
         array = np.ascontiguousarray(tensor, dtype=np.float32)
-        layout = self.plain_layouts.get(array.shape)
+        return self._plain_layout(array.shape), array
+
+    def _plain_layout(self, shape) -> Layout:
+        """A plain input's layout, made once per shape."""
+        shape = tuple(shape)
+        layout = self.plain_layouts.get(shape)
         if layout is None:
             if len(self.plain_layouts) >= MAX_PLANS:
                 self.plain_layouts.pop(next(iter(self.plain_layouts)))
-            layout = self.plain_layouts[array.shape] = Layout.plain(self.library, array.shape)
-        return layout, array
+            layout = self.plain_layouts[shape] = Layout.plain(self.library, shape)
+        return layout

@@ -26,6 +26,7 @@ from .blocked import Blocked, ToPlain
 from .binding import ARG_BIAS, ARG_DST, ARG_POST_OP_DW, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
 from .primitives import (MAX_PLANS, ONE_THREAD_WORK, PLAIN_CONV_WORK, Attributes, Layout, PlanCache, Primitive,
                          dims, in_strides, pads_after, reorder)
+from .sequence import SequenceBuilder
 
 
 # Whether a 2-D convolution's activations take channels in blocks of 16 where they fill one
@@ -41,6 +42,10 @@ def _channel_blocked(library: Library, shape) -> Layout:
     if shape[1] >= CHANNEL_BLOCK:
         return Layout.tagged(library, shape, CHANNEL_BLOCKED_2D)
     return Layout.any(library, shape)
+
+
+def _plain_float32(value) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype == np.float32 and value.flags.c_contiguous
 
 
 def _reference_or_gemm(implementation: str) -> bool:
@@ -190,6 +195,77 @@ class Convolution:
         if blocked:
             return Blocked(self.library, plan.out_shape, *result)
         return plan.to_plain(result[1], threads)
+
+    def emit(self, builder: SequenceBuilder, x: int, x_layout: Layout | None, shape, threads: int | None,
+             residual: int | None = None, residual_layout: Layout | None = None,
+             blocked: bool = False) -> tuple[int, Layout] | None:
+        """Add to ``builder`` the primitives ``__call__`` runs on an input of ``shape`` in ``x_layout`` (a Blocked
+        tensor's; None: a plain C-contiguous array), held by the builder's value ``x`` (and a ``residual`` value
+        in ``residual_layout``, None: plain): (the output value, its layout), or None where there is no plan
+        for such a call yet (call first)."""
+        threads = self.library.threads(threads)
+        plan = self.calls.get((tuple(shape), threads, not blocked and x_layout is None))
+        if plan is None or self.adds_residual != (residual is not None):
+            return None
+        threads = plan.threads
+        if x_layout is None and plan.reads_plain or x_layout is not None and x_layout == plan.source:
+            source = x
+        else:  # reordered into the layout the kernel reads, as ``_plain_in`` and ``_blocked_in`` do
+            if x_layout is None and plan.reorder_in is None:
+                plan.reorder_in = self._reorder(plan.plain_in, plan.source, threads)
+            step = plan.reorder_in if x_layout is None else self._reorder(x_layout, plan.source, threads)
+            source = builder.value(plan.source)
+            builder.run(step, {}, {ARG_SRC: x, ARG_DST: source}, threads)
+        residual_layout = residual_layout or plan.to_plain.plain
+        if residual is None:
+            out = builder.value(plan.result)
+        elif residual_layout == plan.result:
+            out = builder.starting_as(plan.result, residual)  # a sum post-op adds what the output holds
+        else:  # the residual reordered into the output's layout, where the sum finds it
+            out = builder.value(plan.result)
+            builder.run(self._reorder(residual_layout, plan.result, threads), {}, {ARG_SRC: residual, ARG_DST: out},
+                        threads)
+        builder.run(plan.convolution, plan.constants, {ARG_SRC: source, ARG_DST: out}, threads)
+        if blocked or plan.to_plain.step is None:
+            return out, plan.result
+        plain = builder.value(plan.to_plain.plain)
+        builder.run(plan.to_plain.step, {}, {ARG_SRC: out, ARG_DST: plain}, threads)
+        return plain, plan.to_plain.plain
+
+    def sequence_for(self, x, threads: int | None, residual=None, blocked: bool = False):
+        """``__call__`` for inputs like ``x`` (and ``residual``) as one ``Sequence``: a function ``call(x,
+        residual)`` returning what ``__call__(x, threads, residual, blocked)`` would, for inputs of ``x``'s class
+        and shape (a plain input float32 and C-contiguous; a Blocked one, and a Blocked residual, in the layout
+        object ``x``'s is) on the same granted thread count, which the caller checks; None where ``emit`` is.
+
+        A small convolution's call spent ~12 us deciding the plan, the argument table and which memory
+        objects to re-point, warm, and 30-50 us of it in a model, where each op finds Python's caches
+        cold; this re-points the input and output and executes."""
+        blocked_in = isinstance(x, Blocked)
+        if not blocked_in and not _plain_float32(x):
+            return None
+        if residual is not None and not isinstance(residual, Blocked) and not _plain_float32(residual):
+            return None
+        builder = SequenceBuilder(self.library)
+        x_value = builder.input()
+        residual_value = None if residual is None else builder.input()
+        emitted = self.emit(builder, x_value, x.layout if blocked_in else None, x.shape, threads, residual_value,
+                            residual.layout if isinstance(residual, Blocked) else None, blocked)
+        if emitted is None:
+            return None
+        out, layout = emitted
+        sequence = builder.build([out])
+        library, out_shape = self.library, self.output_shape(x.shape)
+
+        def call(x, residual=None):
+            data = x.buffer if blocked_in else x
+            if residual is None:
+                (flat,) = sequence(data)
+            else:
+                (flat,) = sequence(data, residual.buffer if residual.__class__ is Blocked else residual)
+            return Blocked(library, out_shape, layout, flat) if blocked else flat.reshape(out_shape)
+
+        return call
 
     def _plan_for_call(self, shape, threads: int, plain_io: bool) -> _Plan:
         """The plan a call on ``shape`` on ``threads`` threads runs: a small one on one thread."""

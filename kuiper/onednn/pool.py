@@ -20,6 +20,7 @@ import numpy as np
 from .binding import ARG_DST, ARG_SRC, Library, OneDnnError
 from .blocked import Blocked, ToPlain
 from .primitives import MAX_PLANS, Attributes, Layout, Primitive, dims, pads_after
+from .sequence import SequenceBuilder
 
 
 ALGORITHMS = {  # kuiper's name: oneDNN's
@@ -76,6 +77,26 @@ class Pooling:
         out = plan.result.empty()
         plan.pooling.run({ARG_SRC: (plan.source, buffer), ARG_DST: (plan.result, out)}, threads)
         return Blocked(self.library, plan.out_shape, plan.result, out) if blocked else plan.to_plain(out, threads)
+
+    def emit(self, builder: SequenceBuilder, x: int, layout: Layout | None, shape, out_size, threads: int | None,
+             blocked: bool = False) -> tuple[int, Layout] | None:
+        """Add to ``builder`` the primitives ``__call__`` runs on an input of ``shape`` in ``layout`` (None: plain),
+        held by the value ``x``: (the output value, its layout), or None where no call made a plan for such an
+        input yet, or oneDNN refused it."""
+        threads = self.library.threads(threads)
+        out_shape = tuple(shape[:2]) + tuple(out_size)
+        key = (tuple(shape), out_shape, threads)
+        plan = next((plan for plan in self.plans if (plan.shape, plan.out_shape, plan.threads) == key
+                     and (plan.layout is None if layout is None else layout == plan.layout)), None)
+        if plan is None or plan.pooling is None:
+            return None
+        out = builder.value(plan.result)
+        builder.run(plan.pooling, {}, {ARG_SRC: x, ARG_DST: out}, threads)
+        if blocked or plan.to_plain.step is None:
+            return out, plan.result
+        plain = builder.value(plan.to_plain.plain)
+        builder.run(plan.to_plain.step, {}, {ARG_SRC: out, ARG_DST: plain}, threads)
+        return plain, plan.to_plain.plain
 
     def plan(self, layout: Layout | None, shape: tuple[int, ...], out_size: tuple[int, ...], threads: int) -> _Plan:
         """The plan for inputs of ``shape`` in ``layout`` (None: plain) on ``threads``, made on first use

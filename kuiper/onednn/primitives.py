@@ -207,11 +207,7 @@ class Primitive:
         for number, (layout, _) in arguments.items():
             if number not in memories:
                 layouts[number] = layout
-                memory = Handle()
-                self.library.check(self.library.memory_create(ctypes.byref(memory), layout.handle, self.library.engine,
-                                                              None), "memory")
-                owned.handles.append(memory)
-                memories[number] = memory
+                memories[number] = owned.create(layout)
         table = (ExecArg * len(arguments))(*(ExecArg(number, memories[number]) for number in arguments))
         self._bound.memories, self._bound.layouts, self._bound.table = memories, layouts, table
         self._bound.numbers = tuple(arguments)
@@ -232,6 +228,14 @@ class _Memories:
     def __init__(self, library: Library):
         self.library = library
         self.handles: list[Handle] = []
+
+    def create(self, layout: Layout) -> Handle:
+        """A memory object of ``layout``, pointing nowhere yet, destroyed with this owner."""
+        memory = Handle()
+        self.library.check(self.library.memory_create(ctypes.byref(memory), layout.handle, self.library.engine, None),
+                           "memory")
+        self.handles.append(memory)
+        return memory
 
     def __del__(self):
         for memory in self.handles:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .binding import ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
+from .binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
 from .primitives import Attributes, Layout, PlanCache, Primitive
 
 ITEM = 4  # bytes of a float32
@@ -54,13 +54,16 @@ def product_shape(a: np.ndarray, b: np.ndarray) -> tuple[int, ...] | None:
 
 
 class Product:
-    """``Product(library)(a, b, threads)``: ``a @ b`` as a fresh row-major float32 array."""
+    """``Product(library)(a, b, threads)``: ``a @ b`` as a fresh row-major float32 array; with ``bias`` (one
+    float32 per column, contiguous) ``a @ b + bias``, and ``post_ops`` (oneDNN's element-wise steps, as
+    ``Attributes`` takes them: ``("eltwise_gelu_tanh", 0.0, 0.0)``) applied to that while it is in cache."""
 
     def __init__(self, library: Library):
         self.library = library
-        self.plans = PlanCache()  # by shapes, strides and threads
+        self.plans = PlanCache()  # by shapes, strides, bias, post-ops and threads
 
-    def __call__(self, a: np.ndarray, b: np.ndarray, threads: int | None = None) -> np.ndarray:
+    def __call__(self, a: np.ndarray, b: np.ndarray, threads: int | None = None, bias: np.ndarray | None = None,
+                 post_ops: tuple = ()) -> np.ndarray:
         """OneDnnError where oneDNN does not take the operands as they lie (see the module's notes)."""
         shape = product_shape(a, b)
         a_strides, b_strides = element_strides(a), element_strides(b)
@@ -69,26 +72,36 @@ class Product:
                               "as the arrays lie")
         if 0 in shape or a.shape[-1] == 0:
             raise OneDnnError(f"a product of {a.shape} and {b.shape} is empty")
+        if bias is not None and (bias.dtype != np.float32 or bias.shape != shape[-1:] or not bias.flags.c_contiguous):
+            raise OneDnnError(f"a bias of {bias.dtype} {bias.shape} is not one float32 per column of {shape}, "
+                              "contiguous")
         threads = self.library.threads(threads)
-        key = (a.shape, a_strides, b.shape, b_strides, threads)
-        product, a_layout, b_layout, out_layout = self.plans.get_or_make(
-            key, lambda: self._make_plan(a.shape, a_strides, b.shape, b_strides, shape, threads))
+        key = (a.shape, a_strides, b.shape, b_strides, bias is not None, post_ops, threads)
+        product, a_layout, b_layout, out_layout, bias_layout = self.plans.get_or_make(
+            key, lambda: self._make_plan(a.shape, a_strides, b.shape, b_strides, shape, threads, bias is not None,
+                                         post_ops))
         out = np.empty(shape, np.float32)
-        product.run({ARG_SRC: (a_layout, a), ARG_WEIGHTS: (b_layout, b), ARG_DST: (out_layout, out)}, threads)
+        arguments = {ARG_SRC: (a_layout, a), ARG_WEIGHTS: (b_layout, b), ARG_DST: (out_layout, out)}
+        if bias is not None:
+            arguments[ARG_BIAS] = (bias_layout, bias)
+        product.run(arguments, threads)
         return out
 
-    def _make_plan(self, a_shape, a_strides, b_shape, b_strides, shape, threads: int):
+    def _make_plan(self, a_shape, a_strides, b_shape, b_strides, shape, threads: int, bias: bool = False,
+                   post_ops: tuple = ()):
         library = self.library
         library.set_threads(threads)  # the primitive is made for this many threads
         a_layout = Layout.strided(library, a_shape, a_strides)
         b_layout = Layout.strided(library, b_shape, b_strides)
         out_layout = Layout.plain(library, shape)
+        # oneDNN's bias has the output's rank, 1 along every dim it is repeated over.
+        bias_layout = Layout.plain(library, (1,) * (len(shape) - 1) + (shape[-1],)) if bias else None
         what = f"matrix product of {a_shape} (strides {a_strides}) by {b_shape} (strides {b_strides})"
-        with Attributes(library) as attributes:
+        with Attributes(library, post_ops) as attributes:
             product = Primitive(library, lambda pointer: library.matmul_primitive_desc_create(
-                pointer, library.engine, a_layout.handle, b_layout.handle, None, out_layout.handle,
-                attributes.handle), what)
+                pointer, library.engine, a_layout.handle, b_layout.handle,
+                None if bias_layout is None else bias_layout.handle, out_layout.handle, attributes.handle), what)
         implementation = product.implementation()
         if implementation.startswith("ref"):
             raise OneDnnError(f"{what}: oneDNN offers only its reference loop ({implementation})")
-        return product, a_layout, b_layout, out_layout
+        return product, a_layout, b_layout, out_layout, bias_layout

@@ -13,7 +13,7 @@ import math
 from ..ir import dtypes
 from .base import Op, normalize_axis
 from .params import Bool, Choice, Ints
-from .reducers import Reducer, identity, operands_and_inits
+from .reducers import Reducer, accumulation_dtype, combine, identity, operands_and_inits
 from .specialize import arrays_of, same_shapes
 
 
@@ -266,31 +266,60 @@ class Reduce(Op):
         return results[0] if self.count == 1 else tuple(results)
 
     def specialized(self, inputs):
-        """For one operand and a named reducer (a while loop's ``max(|h|) > tol``): the array's own
-        reduction and one combine with the init, as ``reduce_named`` computes them (12 us -> 3 on 4 x 64),
-        while the operand and init keep this call's class, dtype and shape.  Not for bool or float16
-        operands (reduce_named widens or renames them), nor an empty reduced dim, nor in-order folds."""
-        if self.count != 1 or self.sequential or self.reducer.name not in _ARRAY_REDUCTIONS:
+        """For one operand and a named reducer, not folded in order, while the operand and init keep this
+        call's class, dtype and shape: over axes of size 1 only, the one element combined with the init
+        (``_over_unit_axes``); over others, the array's own reduction and one combine with the init
+        (``_as_array_reduction``).  Both compute what ``reduce_named`` computes."""
+        if self.count != 1 or self.reducer.name is None or self.sequential or len(inputs) != 2:
             return None
         x, init = inputs
-        xp = self.xp
-        if not (arrays_of(inputs, type(x)) and hasattr(x, _ARRAY_REDUCTIONS[self.reducer.name])
-                and init.dtype == x.dtype and xp.isdtype(x.dtype, ("integral", "real floating"))
-                and dtypes.name_of(x.dtype) != "float16" and init.ndim == 0):
+        if not (self.backend.is_array(x) and self.backend.is_array(init)) or init.ndim != 0 \
+                or any(not 0 <= a < x.ndim for a in self.axes) or len(set(self.axes)) != len(self.axes):
             return None
-        if any(not 0 <= a < x.ndim for a in self.axes) or len(set(self.axes)) != len(self.axes) \
-                or any(x.shape[a] == 0 for a in self.axes):
+        if all(x.shape[a] == 1 for a in self.axes):
+            return self._over_unit_axes(inputs)
+        return self._as_array_reduction(inputs)
+
+    def _over_unit_axes(self, inputs):
+        """``combine(x, init)`` in x's shape without the reduced axes (JAX's ``take`` checks its (1, T, 1)
+        index bounds with such a reduce_and: 39 us a call through the reduction, a reshape and a logical
+        and direct)."""
+        x, _ = inputs
+        if accumulation_dtype(self.xp, x.dtype) != x.dtype:
+            return None
+        kept = tuple(d for i, d in enumerate(x.shape) if i not in self.axes)
+        xp, name, forward = self.xp, self.reducer.name, self.forward
+
+        def direct(values, start):
+            if start.ndim != 0:
+                return forward(values, start)
+            result = combine(xp, name, xp.reshape(values, kept), xp.astype(start, values.dtype, copy=False))
+            return xp.asarray(xp.astype(result, values.dtype, copy=False))  # an array, as reduce_named gives
+
+        return same_shapes(inputs, direct, forward)
+
+    def _as_array_reduction(self, inputs):
+        """The array's own reduction and one combine with the init (a while loop's ``max(|h|) > tol``:
+        12 us -> 3 on 4 x 64).  Not for bool or float16 operands (reduce_named widens or renames them), nor
+        an empty reduced dim."""
+        x, init = inputs
+        xp, name = self.xp, self.reducer.name
+        if name not in _ARRAY_REDUCTIONS or not (
+                arrays_of(inputs, type(x)) and hasattr(x, _ARRAY_REDUCTIONS[name]) and init.dtype == x.dtype
+                and xp.isdtype(x.dtype, ("integral", "real floating")) and dtypes.name_of(x.dtype) != "float16"):
+            return None
+        if any(x.shape[a] == 0 for a in self.axes):
             return None
         axes, asarray = tuple(self.axes), xp.asarray
-        method, combine = _ARRAY_REDUCTIONS[self.reducer.name], getattr(xp, _COMBINES[self.reducer.name])
-        if self.reducer.name in ("add", "mul"):
+        method, combine_with = _ARRAY_REDUCTIONS[name], getattr(xp, _COMBINES[name])
+        if name in ("add", "mul"):
             dtype = x.dtype
 
             def direct(x, init):
-                return asarray(combine(getattr(x, method)(axis=axes, dtype=dtype), init))
+                return asarray(combine_with(getattr(x, method)(axis=axes, dtype=dtype), init))
         else:
             def direct(x, init):
-                return asarray(combine(getattr(x, method)(axis=axes), init))
+                return asarray(combine_with(getattr(x, method)(axis=axes), init))
 
         return same_shapes(inputs, direct, self.forward)
 

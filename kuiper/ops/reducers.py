@@ -59,7 +59,7 @@ def identity(xp, name: str, dtype):
     return xp.asarray(value, dtype=dtype)
 
 
-def _accumulation_dtype(xp, dtype):
+def accumulation_dtype(xp, dtype):
     """float16 sums and products run in float32 (rounding each partial result to float16 drifts)."""
     return xp.float32 if dtypes.name_of(dtype) == "float16" else dtype  # (the standard has no float16)
 
@@ -69,7 +69,7 @@ def reduce_named(xp, name: str, x, axes: tuple[int, ...], init):
     kept = tuple(d for i, d in enumerate(x.shape) if i not in axes)
     if any(x.shape[a] == 0 for a in axes):
         return xp.broadcast_to(xp.asarray(init, dtype=x.dtype), kept)
-    wide = _accumulation_dtype(xp, x.dtype)
+    wide = accumulation_dtype(xp, x.dtype)
     if x.dtype == xp.bool and name in ("add", "or"):
         reduced = xp.any(x, axis=axes)
     elif x.dtype == xp.bool and name in ("mul", "and"):

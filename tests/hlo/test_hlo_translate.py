@@ -12,6 +12,7 @@ import pytest
 import kuiper
 from kuiper import onednn
 from kuiper.numba_kernels import availability
+from kuiper.graph.plan import StepObserver
 from kuiper.ops.conv import Conv2d
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "hlo"
@@ -128,7 +129,7 @@ def test_convolution_matches_a_direct_loop(name, constant_kernel):
 def test_a_constant_kernel_is_laid_out_once_and_the_conv_takes_its_fast_path():
     """The benchmark's net: every convolution is the shared Conv op with a build-time weight (Winograd)."""
     data = np.load(FIXTURES / "conv_net.npz")
-    model = kuiper.load(FIXTURES / "conv_net.hlo.txt", backend="numpy")
+    model = kuiper.load(FIXTURES / "conv_net.hlo.txt", backend="numpy", providers=False)  # op by op
     convs = [step for step in model.steps if step.node.type == "Conv"]
     assert len(convs) == 4
     assert not [step.node.type for step in model.steps if step.node.type.startswith("hlo.")]
@@ -139,6 +140,10 @@ def test_a_constant_kernel_is_laid_out_once_and_the_conv_takes_its_fast_path():
             assert type(step.op).__name__ == "CompiledConv2d"
             assert ("oneDNN" if onednn.available() else "compiled") in step.op.kernel_note
     np.testing.assert_allclose(model(data["input0"], to_numpy=True), data["output0"], rtol=1e-4, atol=1e-5)
+    with_providers = kuiper.load(FIXTURES / "conv_net.hlo.txt", backend="numpy")  # a run of oneDNN convs: one step
+    for _ in range(2):
+        np.testing.assert_allclose(with_providers(data["input0"], to_numpy=True), data["output0"], rtol=1e-4,
+                                   atol=1e-5)
 
 
 DOTS = {
@@ -148,6 +153,15 @@ DOTS = {
     "batch in the middle, two contracting dims": ((2, 3, 4, 5), (4, 5, 6, 3), (2,), (1, 3), (0,), (3, 1)),
     "batched, no free rhs dim": ((2, 3, 4), (2, 4), (0,), (2,), (0,), (1,)),
     "outer product": ((3,), (4,), (), (), (), ()),
+    # One lhs row per batch against a stack of matrices (MoE's einsum("td,tkdh->tkh")): the rhs's free dims
+    # before its contracting dim become batch dims of the product, the row broadcast over them.
+    "a row against stacked matrices": ((3, 4), (3, 2, 4, 5), (0,), (1,), (0,), (2,)),
+    "one row, no batch, stacked matrices": ((4,), (2, 4, 5), (), (0,), (), (1,)),
+    "lhs free dims of size 1, stacked matrices": ((3, 1, 4), (3, 2, 4, 5), (0,), (2,), (0,), (2,)),
+    "two leading free dims, batch dim not first": ((2, 4), (3, 2, 2, 4, 5), (0,), (1,), (1,), (3,)),
+    # Both operands read across their rows (JAX's attention probs . values, dot(value, probs)): swapped.
+    "attention's values by probabilities": ((1, 6, 2, 4), (1, 2, 5, 6), (0, 2), (1,), (0, 1), (3,)),
+    "both read across, no batch": ((6, 4), (5, 6), (), (0,), (), (1,)),
 }
 
 
@@ -177,3 +191,38 @@ def test_dot_general_matches_einsum(name, constant_rhs):
     assert [s.node.type for s in model.steps].count(product) == 1
     got = model(*([lhs] if constant_rhs else [lhs, rhs]), to_numpy=True)
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_a_row_against_stacked_matrices_reads_them_where_they_lie():
+    """MoE's ``einsum("td,tkdh->tkh", x, up[chosen])``: no transpose, no copy of the (32, 2, 128, 256) stack."""
+    text = ("HloModule moe\nENTRY main {\n  x = f32[32,128] parameter(0)\n  g = f32[32,2,128,256] parameter(1)\n"
+            "  ROOT r = f32[32,2,256] dot(x, g), lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, "
+            "rhs_contracting_dims={2}\n}\n")
+    model = kuiper.load_hlo(text, backend="numpy")
+    assert [s.node.type for s in model.steps] == ["Reshape", "MatMul", "Reshape"]  # x as rows; the stack as is
+    rng = np.random.default_rng(0)
+    x, g = rng.standard_normal((32, 128)).astype(np.float32), rng.standard_normal((32, 2, 128, 256)).astype(np.float32)
+    got = np.asarray(model(x, g, to_numpy=True))
+    np.testing.assert_allclose(got, np.einsum("td,tkdh->tkh", x.astype(np.float64), g), rtol=0, atol=1e-4)
+
+
+def test_attention_probs_by_values_reads_both_operands_along_their_rows():
+    """JAX's ``einsum("...hqk,...khd->...qhd", probs, value)`` lowers to ``dot(value, probs)``, which read
+    as written takes both operands across their rows (a 1.4x slower product on oneDNN): it is computed
+    swapped, probs . value, each operand's last dim its contiguous one, and the result given transposed."""
+    text = ("HloModule attention\nENTRY main {\n  v = f32[1,196,3,64] parameter(0)\n  p = f32[1,3,196,196] parameter(1)\n"
+            "  ROOT r = f32[1,3,64,196] dot(v, p), lhs_batch_dims={0,2}, lhs_contracting_dims={1}, "
+            "rhs_batch_dims={0,1}, rhs_contracting_dims={3}\n}\n")
+    model = kuiper.load_hlo(text, backend="numpy")
+    seen = []
+
+    class Strides(StepObserver):
+        def before_step(self, node, inputs):
+            if node.type == "MatMul":
+                seen.extend(value.strides[-1] for value in inputs)
+
+    rng = np.random.default_rng(2)
+    v, p = rng.standard_normal((1, 196, 3, 64)).astype(np.float32), rng.standard_normal((1, 3, 196, 196)).astype(np.float32)
+    got = np.asarray(model(v, p, to_numpy=True, observer=Strides()))
+    assert seen == [4, 4]  # both operands' last dims contiguous float32
+    np.testing.assert_allclose(got, np.einsum("bkhd,bhqk->bhdq", v.astype(np.float64), p), rtol=0, atol=1e-4)

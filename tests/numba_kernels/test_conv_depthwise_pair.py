@@ -18,6 +18,7 @@ pytest.importorskip("numba")
 import kuiper
 from kuiper import onednn
 from kuiper.numba_kernels import conv_depthwise_pair
+from kuiper.numba_kernels.conv_sequence import OneDnnSequence
 
 from conftest import param_text, write_model
 
@@ -87,7 +88,10 @@ def _reference(x, weights, stride, residual):
 
 
 def _partitions(model):
-    return [step.op for step in model.steps if isinstance(step.op, conv_depthwise_pair.PointwiseDepthwise)]
+    """The pairs, also those a run of oneDNN convs runs as its members (conv_sequence.py)."""
+    ops = [op for step in model.steps
+           for op in ([unit.op for unit in step.op.members] if isinstance(step.op, OneDnnSequence) else [step.op])]
+    return [op for op in ops if isinstance(op, conv_depthwise_pair.PointwiseDepthwise)]
 
 
 @pytest.fixture

@@ -99,14 +99,16 @@ def _block_model(tmp_path, activation, scale=1.0, name="m"):
     lines.append(ACTIVATION_LINES[activation])
     body = "\n".join(["pnnx.Input in0 0 1 x #x=(2,16,24,24)f32", *lines, "pnnx.Output out 1 0 y"])
     blobs = {key: np.asarray(value, "<f4").tobytes() for key, value in weights.items()}
-    return kuiper.load(write_model(tmp_path, param_text(body), blobs, name=name))
+    # Op by op: a run of oneDNN convs as one sequence (conv_sequence.py) guards them all with one threshold
+    # on the input's norm, which test_conv_specialized.py checks.
+    return kuiper.load(write_model(tmp_path, param_text(body), blobs, name=name), providers=False)
 
 
 @pytest.fixture
 def spies(monkeypatch):
     """(the Blocked tensors the model's convs gave, the tensors whose norms the guard computed)."""
     blocked, read = [], []
-    call, norm = onednn.Convolution.__call__, conv_native._norm
+    call, norm = onednn.Convolution.__call__, conv_native.norm_of
 
     def recording_call(self, *args, **kwargs):
         out = call(self, *args, **kwargs)
@@ -119,7 +121,7 @@ def spies(monkeypatch):
         return norm(value)
 
     monkeypatch.setattr(onednn.Convolution, "__call__", recording_call)
-    monkeypatch.setattr(conv_native, "_norm", recording_norm)
+    monkeypatch.setattr(conv_native, "norm_of", recording_norm)
     return blocked, read
 
 
@@ -170,7 +172,7 @@ def _overflow_model(tmp_path):
              "pnnx.Output out 1 0 y"]
     blobs = {"c0.weight": np.full((32, 16, 3, 3), 1e18, "<f4").tobytes(),
              "c1.weight": np.full((32, 32, 1, 1), 1e18, "<f4").tobytes()}
-    return kuiper.load(write_model(tmp_path, param_text("\n".join(lines)), blobs, name="overflow"))
+    return kuiper.load(write_model(tmp_path, param_text("\n".join(lines)), blobs, name="overflow"), providers=False)
 
 
 @needs_onednn
@@ -193,3 +195,30 @@ def test_a_conv_whose_outputs_may_overflow_leaves_onednn_however_its_input_arriv
     assert ran == [first.native]  # the second conv took the reference path
     assert len(blocked) == 1 and np.isfinite(np.asarray(blocked[0])).all()
     assert np.isposinf(y).all()  # every sum of positive terms overflows, as IEEE 754 and PyTorch give it
+
+
+POOLS = {
+    "max 3x3 s2 p1 (a stem)": "nn.MaxPool2d p 1 1 x y kernel_size=(3,3) stride=(2,2) padding=(1,1)",
+    "max 5x5 s1 p2 (SPPF)": "nn.MaxPool2d p 1 1 x y kernel_size=(5,5) stride=(1,1) padding=(2,2)",
+    "max 2x2 dilated": "nn.MaxPool2d p 1 1 x y kernel_size=(2,2) stride=(1,1) dilation=(2,2)",
+    "average 3x3 s1 p1": "nn.AvgPool2d p 1 1 x y kernel_size=(3,3) stride=(1,1) padding=(1,1)",
+}
+
+
+@needs_onednn
+@pytest.mark.parametrize("name", POOLS)
+def test_a_pools_bound_covers_its_outputs_norm(tmp_path, name):
+    """A pooling's bound (what a run of layers as one sequence carries through it: conv_sequence.py) holds
+    for inputs whose energy sits where the most windows overlap, and for random ones."""
+    model = kuiper.load(write_model(tmp_path, param_text(f"pnnx.Input in0 0 1 x\n{POOLS[name]}\npnnx.Output out 1 0 y"),
+                                    None, name="pool"), providers=False)
+    op = model.steps[0].op
+    shape = (1, 16, 11, 13)
+    inputs = [RNG.standard_normal(shape).astype(np.float32), np.ones(shape, np.float32)]
+    peaked = np.zeros(shape, np.float32)
+    peaked[:, :, 5, 6] = 1.0  # one element in as many windows as any
+    inputs.append(peaked)
+    for x in inputs:
+        y = model(x).astype(np.float64)
+        bound = op.bound_through([shape], [float(np.linalg.norm(x.astype(np.float64)))])
+        assert float(np.linalg.norm(y)) <= bound * (1 + 1e-6)

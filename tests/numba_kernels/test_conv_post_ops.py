@@ -128,7 +128,7 @@ def chain(tmp_path):
 @pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
 @pytest.mark.parametrize("threads", [1, 2])
 def test_convs_pass_blocked_tensors_to_oneDNN_readers_and_the_model_gives_plain_arrays(chain, threads):
-    model = kuiper.load(chain, threads=threads)
+    model = kuiper.load(chain, threads=threads, providers=False)  # op by op; conv_sequence.py runs them as one
     convs = {step.node.name: step.op for step in model.steps if step.node.type == "Conv2d"}
     assert [step.node.name for step in model.steps] == ["c1", "c2", "c3", "p"]  # relus and the add fused
     assert sorted(convs["c2"].node.params["epilogue_members"]) == ["add", "r2"]
@@ -159,7 +159,7 @@ def test_convs_pass_blocked_tensors_to_oneDNN_readers_and_the_model_gives_plain_
 
 @pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
 def test_a_shape_onednn_refuses_takes_the_compiled_paths_even_from_a_blocked_input(chain, monkeypatch):
-    model = kuiper.load(chain)
+    model = kuiper.load(chain, providers=False)
     c3 = next(step.op for step in model.steps if step.node.name == "c3")
 
     def refuse(shape, threads, plain_io):

@@ -83,3 +83,27 @@ def test_the_reference_still_names_a_mismatch():
         one_op("MatMul", [array(128, 96), array(95, 100)])
     with pytest.raises(kuiper.ShapeError, match=r"\$input must be 3-D"):
         one_op("MatrixProduct", [array(64, 64), array(64, 64)], {"rank": 3})
+
+
+def add_product_model():
+    """AddMatrixProduct(bias, a, b) alone, as kuiper/graph/bias_inputs.py writes it for JAX's Dense."""
+    node = OpNode("AddMatrixProduct", "op", ["bias", "a", "b"], ["out"], {})
+    return build(graph([node], ["bias", "a", "b"], ["out"]), backend="numpy")
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((196, 192), (192, 768)), ((8, 784), (784, 512)), ((64, 256), (256, 256))])
+def test_a_bias_added_by_onednn_gives_the_sums_of_the_product_then_the_add(a_shape, b_shape):
+    """oneDNN adds the bias as it stores each result: the same float32 sum as adding it to the product after,
+    bit for bit, on the first call and on the specialized calls after it; a strided bias view is added after."""
+    a, b = array(*a_shape), array(*b_shape)
+    bias = array(b_shape[1]) * 3
+    bias[:3] = [np.inf, -0.0, np.nan]
+    product, _ = one_op("MatMul", [a, b])
+    model = add_product_model()
+    for _ in range(3):  # the first call, then the specialized step
+        got = np.asarray(model(bias, a, b, to_numpy=True))
+        np.testing.assert_array_equal(got, product + bias)
+    (step,) = model.steps
+    assert [key[4] for key in step.op.native.plans] == [True]  # the bias went to oneDNN
+    strided = np.repeat(bias, 2)[::2]
+    np.testing.assert_array_equal(np.asarray(model(strided, a, b, to_numpy=True)), product + bias)

@@ -92,6 +92,28 @@ def test_a_c3_block_joins_its_branches_in_onednn_layout(tmp_path):
     assert isinstance(got, np.ndarray) and np.max(np.abs(got - expected)) <= 2e-5
 
 
+def test_a_c3_block_runs_as_one_sequence_with_its_join(tmp_path, monkeypatch):
+    """Where the convs are oneDNN's (not the small compiled chain), the block is one run of oneDNN layers
+    (conv_sequence.py), the join a member: the same numbers as op by op, call after call."""
+    from kuiper.numba_kernels import available as numba_available
+
+    if not numba_available():
+        pytest.skip("oneDNN ops come with the compiled CPU kernels (numba)")
+    from kuiper.numba_kernels import conv_chain
+
+    monkeypatch.setattr(conv_chain.ConvChainProvider, "claim", lambda self, units, context: [])  # c1, c2 on oneDNN
+    param = write_model(tmp_path, C3_BLOCK, {f"{k}.weight": v.tobytes() for k, v in WEIGHTS.items()})
+    model, op_by_op = kuiper.load(param), kuiper.load(param, providers=False)
+    (step,) = model.steps
+    assert [unit.node.name for unit in step.op.members] == ["c1", "c2", "c3", "cat", "c4"]
+    x = RNG.standard_normal((2, 8, 9, 11)).astype(np.float32)
+    want = op_by_op(x)
+    for _ in range(3):
+        np.testing.assert_array_equal(model(x), want)
+    cat = step.op.members[3].op
+    assert cat.bound_through([(2, 16, 9, 11), (2, 8, 9, 11)], [3.0, 4.0]) == 5.0  # the joined norm
+
+
 def test_a_model_with_onednn_ops_runs_blas_on_one_thread_and_others_keep_the_default(tmp_path, monkeypatch):
     """oneDNN's pool owns the cores: OpenBLAS's spinning worker would take the one its next op needs."""
     from threadpoolctl import threadpool_info

@@ -105,14 +105,20 @@ def test_a_blocked_input_and_output_between_convolutions(tmp_path):
             "pnnx.Output out0 1 0 y\n")
     param = write_model(tmp_path, text, {"a.weight": first.tobytes(), "b.weight": middle.tobytes(),
                                          "c.weight": last.tobytes()})
-    model = kuiper.load(param)
+    model = kuiper.load(param, providers=False)
     layouts = [step.op.output_layout for step in model.steps]
     assert layouts == ["onednn", "onednn", None]  # the model's output is plain
+    # With the providers, the three run as one sequence of oneDNN calls, whose members keep those layouts
+    with_sequence = kuiper.load(param)
+    (sequence,) = with_sequence.steps
+    assert [unit.op.output_layout for unit in sequence.op.members] == ["onednn", "onednn", None]
     x = RNG.standard_normal((2, 3, 5, 5)).astype(np.float32)
     h = np.einsum("oc,nchw->nohw", first[:, :, 0, 0].astype(np.float64), x.astype(np.float64))
     u = float64_conv_transpose(h, middle, None, (2, 2), (1, 1), (1, 1), (1, 1), 1)
     expected = np.einsum("oc,nchw->nohw", last[:, :, 0, 0].astype(np.float64), u)
     assert np.max(np.abs(model(x) - expected)) <= TOLERANCE
+    for _ in range(2):  # the first call runs the members, the next one the sequence
+        np.testing.assert_array_equal(with_sequence(x), model(x))
 
 
 def test_the_transposed_convolution_class_matches_the_definition_at_one_and_two_threads():

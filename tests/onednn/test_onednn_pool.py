@@ -280,8 +280,8 @@ def _stem_reference(x):
 @needs_ops
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_conv_pool_conv_model_keeps_the_blocked_layout_through_the_pool(tmp_path, threads):
-    model = kuiper.load(write_model(tmp_path, STEM, {"c1.weight": W1.tobytes(), "c2.weight": W2.tobytes()}),
-                        threads=threads)
+    param = write_model(tmp_path, STEM, {"c1.weight": W1.tobytes(), "c2.weight": W2.tobytes()})
+    model = kuiper.load(param, threads=threads, providers=False)  # op by op: the providers make it one sequence
     layouts = {step.node.name: step.op.output_layout for step in model.steps}
     assert layouts == {"c1": "onednn", "pool": "onednn", "c2": None}
     seen = {}
@@ -297,3 +297,118 @@ def test_a_conv_pool_conv_model_keeps_the_blocked_layout_through_the_pool(tmp_pa
     got = model(x, observer=Observer())
     assert seen == {"c1": np.ndarray, "pool": onednn.Blocked, "c2": onednn.Blocked}
     assert isinstance(got, np.ndarray) and np.max(np.abs(got - _stem_reference(x))) <= 2e-5
+    as_sequence = kuiper.load(param, threads=threads)
+    (step,) = as_sequence.steps
+    assert [unit.node.name for unit in step.op.members] == ["c1", "pool", "c2"]
+    for _ in range(2):  # the members, then the sequence: the same numbers
+        np.testing.assert_array_equal(as_sequence(x), got)
+
+
+HEAD = """7767517
+5 4
+pnnx.Input in0 0 1 x
+nn.Conv2d c1 1 1 x a bias=False kernel_size=(3,3) in_channels=3 out_channels=20 padding=(1,1) @weight=(20,3,3,3)f32
+nn.AdaptiveAvgPool2d pool 1 1 a b output_size=(1,1)
+torch.flatten flat 1 1 b c end_dim=-1 start_dim=1
+pnnx.Output out 1 0 c
+"""
+W_HEAD = (RNG.standard_normal((20, 3, 3, 3)) / 5).astype(np.float32)
+
+
+def _head_reference(x):
+    x64 = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    height, width = x.shape[2], x.shape[3]
+    a = sum(np.einsum("oc,nchw->nohw", W_HEAD[:, :, i, j].astype(np.float64), x64[:, :, i:i + height, j:j + width])
+            for i in range(3) for j in range(3))
+    return a.mean(axis=(2, 3))
+
+
+@needs_ops
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_global_average_pool_reads_the_last_convs_blocked_output(tmp_path, threads):
+    param = write_model(tmp_path, HEAD, {"c1.weight": W_HEAD.tobytes()})
+    model = kuiper.load(param, threads=threads, providers=False)  # op by op; with them, conv and pool are one run
+    assert {step.node.name: step.op.output_layout for step in model.steps}["c1"] == "onednn"
+    as_sequence = kuiper.load(param, threads=threads)
+    assert [unit.node.name for unit in as_sequence.steps[0].op.members] == ["c1", "pool"]
+    seen = {}
+
+    class Observer:
+        def before_step(self, node, inputs):
+            seen[node.name] = type(inputs[0])
+
+        def after_step(self, node, inputs, outputs):
+            pass
+
+    for shape in [(2, 3, 14, 11), (1, 3, 7, 7), (3, 3, 1, 5)]:  # the window is each input's whole map
+        x = RNG.standard_normal(shape).astype(np.float32)
+        got = model(x, observer=Observer())
+        assert seen["pool"] is onednn.Blocked
+        assert isinstance(got, np.ndarray) and got.shape == (shape[0], 20)
+        assert np.max(np.abs(got - _head_reference(x))) <= 2e-6
+        np.testing.assert_array_equal(model(x), got)  # and as a plain (specialized) call runs it
+        for _ in range(2):  # the members, then (for the first shape) the sequence
+            np.testing.assert_array_equal(as_sequence(x), got)
+        pool = model.steps[1].op
+        conv_out = np.asarray(model.steps[0].op.forward(x), dtype=np.float64)
+        assert float(np.linalg.norm(got)) <= pool.bound_through([conv_out.shape], [float(np.linalg.norm(conv_out))])
+    x = RNG.standard_normal((1, 3, 9, 9)).astype(np.float32)
+    x[0, 1, 4, 4] = np.nan
+    assert np.isnan(model(x)).all()  # each channel's conv output reads the NaN, and its average keeps it
+    assert np.isnan(as_sequence(x)).all()
+
+
+AUDIO = """7767517
+5 4
+pnnx.Input in0 0 1 x
+nn.Conv1d c1 1 1 x a bias=False kernel_size=(5) in_channels=2 out_channels=20 stride=(2) padding=(0) @weight=(20,2,5)f32
+nn.MaxPool1d pool 1 1 a b kernel_size=(4) stride=(4) padding=(0)
+nn.Conv1d c2 1 1 b y bias=False kernel_size=(3) in_channels=20 out_channels=8 padding=(1) @weight=(8,20,3)f32
+pnnx.Output out 1 0 y
+"""
+W_A1 = (RNG.standard_normal((20, 2, 5)) / 3).astype(np.float32)
+W_A2 = (RNG.standard_normal((8, 20, 3)) / 4).astype(np.float32)
+
+
+def _audio_reference(x):
+    x = x.astype(np.float64)
+    length = (x.shape[2] - 5) // 2 + 1
+    a = sum(np.einsum("oc,ncl->nol", W_A1[:, :, t].astype(np.float64), x[:, :, t:t + 2 * length - 1:2])
+            for t in range(5))
+    pooled = a[:, :, :a.shape[2] // 4 * 4].reshape(a.shape[0], a.shape[1], -1, 4).max(axis=3)
+    padded = np.pad(pooled, ((0, 0), (0, 0), (1, 1)))
+    return sum(np.einsum("oc,ncl->nol", W_A2[:, :, t].astype(np.float64), padded[:, :, t:t + pooled.shape[2]])
+               for t in range(3))
+
+
+@needs_ops
+def test_a_max_pool_1d_between_conv1d_layers_pools_their_blocked_output(tmp_path):
+    """M5's pattern: Conv1d -> MaxPool1d -> Conv1d, the pool on oneDNN in the convs' layout; a NaN the max
+    would drop takes the compiled loop, which keeps it as PyTorch does."""
+    param = write_model(tmp_path, AUDIO, {"c1.weight": W_A1.tobytes(), "c2.weight": W_A2.tobytes()})
+    model = kuiper.load(param, threads=1, providers=False)
+    assert {step.node.name: step.op.output_layout for step in model.steps} == {"c1": "onednn", "pool": "onednn",
+                                                                                "c2": None}
+    seen = {}
+
+    class Observer:
+        def before_step(self, node, inputs):
+            seen[node.name] = type(inputs[0])
+
+        def after_step(self, node, inputs, outputs):
+            pass
+
+    x = RNG.standard_normal((2, 2, 403)).astype(np.float32)
+    got = model(x, observer=Observer())
+    assert seen["pool"] is onednn.Blocked
+    assert np.max(np.abs(got - _audio_reference(x))) <= 2e-5
+    as_sequence = kuiper.load(param, threads=1)
+    (step,) = as_sequence.steps
+    for _ in range(2):
+        np.testing.assert_array_equal(as_sequence(x), got)
+    x[1, 0, 200] = np.nan
+    want = _audio_reference(x)
+    for engine in (model, as_sequence):
+        out = engine(x)
+        assert np.array_equal(np.isnan(out), np.isnan(want))
+        assert np.max(np.abs(out[~np.isnan(want)] - want[~np.isnan(want)])) <= 2e-5
