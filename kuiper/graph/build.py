@@ -31,6 +31,7 @@ from .plan import Step
 from .providers import Unit, offer_to_providers
 from .row_normalizations import fuse_row_normalizations
 from .shape_chains import drop_shape_no_ops
+from .slice_groups import join_slices
 from .target import Target, resolve_target
 from .transposes import move_transposes_down
 
@@ -75,11 +76,12 @@ def _tensor_spec(ir: ModelIR, operand: str) -> TensorSpec:
 
 
 def build_subgraphs(node: OpNode, target: Target, fuse: bool, providers: bool) -> dict:
-    """Each sub-graph param of ``node`` built as a Model on ``target`` (a list param: a list of Models)."""
+    """Each sub-graph param of ``node`` built as a Model on ``target`` (a list param: a list of Models); a
+    While's body as one whose state the loop owns (``build``'s ``carries_state``)."""
     built: dict = {}
     for key, value in node.params.items():
         if isinstance(value, ModelIR):
-            built[key] = build(value, target, fuse, providers)
+            built[key] = build(value, target, fuse, providers, carries_state=node.type == "While" and key == "body")
         elif isinstance(value, (list, tuple)) and value and all(isinstance(v, ModelIR) for v in value):
             built[key] = [build(v, target, fuse, providers) for v in value]
     return built
@@ -93,15 +95,15 @@ def instantiate(node: OpNode, target: Target, fuse: bool = True, providers: bool
     return op_class(node, target.backend)
 
 
-def _lend_dead_buffers(steps: list[Step], keep: set[str]) -> None:
+def _lend_dead_buffers(steps: list[Step], keep: set[str], owned: frozenset[str] = frozenset()) -> None:
     """Tell each op which inputs it may overwrite.
 
     An input is lent when this op is its ONLY reader (so no other op can have taken a
     view of it, e.g. a reshape whose result lives on), it is not a model output, and it
     was made by an op whose outputs are always fresh arrays.  Feeds are never lent:
-    they belong to the caller.
+    they belong to the caller, except ``owned`` ones (a loop's state that the loop copied for itself).
     """
-    fresh = {operand for step in steps if step.op.fresh_output for operand in step.node.outputs}
+    fresh = {operand for step in steps if step.op.fresh_output for operand in step.node.outputs} | owned
     reads: dict[str, int] = defaultdict(int)
     for step in steps:
         for operand in step.node.inputs:
@@ -112,6 +114,22 @@ def _lend_dead_buffers(steps: list[Step], keep: set[str]) -> None:
             for position, operand in enumerate(step.node.inputs)
             if operand in fresh and operand not in keep and reads[operand] == 1
         )
+
+
+def _owned_state(ir: ModelIR, steps: list[Step], outputs: list[str]) -> frozenset[str]:
+    """The inputs of a loop body that the loop may hand it as arrays of its own: input i where output i is
+    a fresh array (an op's ``fresh_output``) returned once.  The loop copies such a value once when it
+    starts (While.forward); after that each iteration's value is the array the last one made, which
+    nothing else holds, so an op may overwrite it: a scan's ``ys[t] = y`` in place, where a copy of the
+    whole ``ys`` at every step made the loop quadratic in its length."""
+    if len(ir.inputs) != len(outputs) or len(set(ir.inputs)) != len(ir.inputs):
+        return frozenset()
+    fresh = {operand for step in steps if step.op.fresh_output for operand in step.node.outputs}
+    made_from_nothing = {operand for step in steps if not step.node.inputs for operand in step.node.outputs}
+    if not all(result in fresh or result in ir.inputs or result in made_from_nothing for result in outputs):
+        return frozenset()  # an output may be a view of another (a reshape of it): overwriting one changes both
+    return frozenset(name for name, result in zip(ir.inputs, outputs)
+                     if result in fresh and outputs.count(result) == 1 and result not in ir.inputs)
 
 
 def _instantiate_on_device(node: OpNode, target: Target, fuse: bool, providers: bool):
@@ -126,11 +144,13 @@ def _instantiate_on_device(node: OpNode, target: Target, fuse: bool, providers: 
 
 
 def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool = True,
-          providers: bool = True) -> Model:
+          providers: bool = True, carries_state: bool = False) -> Model:
     """Build a runnable Model bound to one backend (see kuiper.config for how None is resolved).
 
     ``fuse=False`` keeps every elementwise op separate; ``providers=False`` leaves every step to its op
-    (no partitions: kuiper/graph/providers.py).  Sub-graphs are built the same way.
+    (no partitions: kuiper/graph/providers.py).  Sub-graphs are built the same way.  ``carries_state``:
+    the graph is a loop's body, whose input i becomes its output i at the next iteration; the inputs
+    it may then overwrite are the Model's ``owned_inputs`` (``_owned_state``).
     """
     target = resolve_target(backend)
     backend = target.backend
@@ -150,6 +170,7 @@ def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool
         order = convs_as_patch_products(order, ir.operands)
         order = hoist_unary_elementwise(order, output_operands, target)
         order = move_transposes_down(order, output_operands)
+        order = join_slices(order, ir.operands)
         order, fused_groups = fuse_elementwise(order, output_operands, target)
 
     units = [Unit(node, _instantiate_on_device(node, target, fuse, providers)) for node in order]
@@ -187,8 +208,12 @@ def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool
         )
         for i, unit in enumerate(units)
     ]
+    owned_inputs: tuple[int, ...] = ()
     if OUT_BUFFERS in backend.capabilities:
-        _lend_dead_buffers(steps, keep)
+        owned = _owned_state(ir, steps, output_operands) if carries_state else frozenset()
+        _lend_dead_buffers(steps, keep, owned)
+        lent = {step.node.inputs[position] for step in steps for position in step.op.donated_inputs}
+        owned_inputs = tuple(position for position, operand in enumerate(ir.inputs) if operand in owned & lent)
     agree_on_layouts(steps, keep)
     if NUMPY_ARRAYS in backend.capabilities:
         keep_freed_memory()  # activations live in the process heap: keep it between calls
@@ -203,4 +228,5 @@ def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool
         source=ir.source,
         fused_groups=fused_groups,
         ir=ir,
+        owned_inputs=owned_inputs,
     )

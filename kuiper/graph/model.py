@@ -84,6 +84,9 @@ class Model:
     ir: ModelIR | None = None
     origin: Origin | None = None
     threads: int | None = None
+    # A loop body's inputs its ops may overwrite (kuiper/graph/build.py, _owned_state): the loop hands it
+    # arrays of its own there.
+    owned_inputs: tuple[int, ...] = ()
     _has_run: bool = field(default=False, init=False, compare=False)
     plan: ExecutionPlan = field(init=False, compare=False)
     blas_threads: int | None = field(init=False, compare=False, default=None)  # see __post_init__
@@ -210,6 +213,11 @@ class Model:
                 slots[slot] = array
         self.plan.run(slots)
         return [slots[slot] for slot in self.output_slots]
+
+    def loop_step(self) -> Callable:
+        """``step(values) -> outputs`` for a loop that runs this sub-graph at every iteration after its first
+        (values its own plan made, taken unchecked): ``ExecutionPlan.state_step`` over this model's slots."""
+        return self.plan.state_step(self.input_slots, self.output_slots, self.slot_count)
 
     def _check_feed(self, spec: TensorSpec, array):
         """Same rank, same size on every fixed dim but the batch (dim 0), a compatible dtype."""

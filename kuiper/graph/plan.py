@@ -26,7 +26,7 @@ becomes an OpExecutionError with the input shapes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from ..config import switch_from_env
 from ..errors import KuiperError
@@ -139,6 +139,38 @@ class ExecutionPlan:
                 slots[slot] = None
         self.entries = tuple(entries)
         self._specialized_at = replacements
+
+    def state_step(self, input_slots: Sequence[int], output_slots: Sequence[int], slot_count: int) -> Callable:
+        """``step(values) -> outputs``: ``run`` as a loop calls its body or condition at every iteration but
+        the first, with values a plan made (taken as they are, as ``Model.call_within(checked=False)``
+        takes them).  Only the inputs some step reads go into slots, and an output that is an input
+        comes back as given: a Flax LSTM's loop carries twenty values, its body reads eight of them and
+        returns sixteen untouched, and its condition reads one; moving all of them in and out of slots
+        cost 3 us an iteration."""
+        read = {slot for step in self.steps for slot in step.input_slots}
+        feeds = tuple((position, slot) for position, slot in enumerate(input_slots) if slot in read)
+        position_of = {slot: position for position, slot in enumerate(input_slots)}
+        count = len(output_slots)
+        kept = tuple(position_of.get(slot) == j for j, slot in enumerate(output_slots))
+        moved = tuple((j, position_of[slot]) for j, slot in enumerate(output_slots)
+                      if slot in position_of and not kept[j])
+        computed = tuple((j, slot) for j, slot in enumerate(output_slots) if slot not in position_of)
+        plan = self
+
+        def step(values):
+            slots = [None] * slot_count
+            for position, slot in feeds:
+                slots[slot] = values[position]
+            plan.run(slots)  # looked up at each call, as Model.call_within does (a tool may wrap it)
+            # Outputs that are the same input at the same position are copied along with the list.
+            results = list(values[:count]) if len(values) >= count else [*values, *([None] * (count - len(values)))]
+            for j, position in moved:
+                results[j] = values[position]
+            for j, slot in computed:
+                results[j] = slots[slot]
+            return results
+
+        return step
 
     def specialized_count(self) -> int:
         """How many steps run a specialized forward (0 before the first call, or with KUIPER_SPECIALIZE=0)."""

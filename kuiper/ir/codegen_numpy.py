@@ -282,9 +282,10 @@ class CompiledExpression:
             return None
         if self._one_step is None:
             return self, None
-        if any(value.ndim == 0 for value in inputs):
-            return self, None  # a ufunc or clip of 0-d arrays gives a NumPy scalar: this call keeps an array
         fn, operands = self._one_step
+        if any(value.ndim == 0 for value in inputs):
+            # A ufunc of 0-d arrays gives a NumPy scalar: an array comes only through out=.
+            return self._zero_d_step(inputs, fn, operands), None
         clip = self._clip_step()
         if clip is not None:
             return (lambda *xs: clip(xs, None, None)), None
@@ -296,6 +297,27 @@ class CompiledExpression:
         if all(is_input for is_input, _ in operands) and [value for _, value in operands] == list(range(len(inputs))):
             return fn, None  # the inputs in order: the ufunc takes them as they come
         return (lambda *xs: fn(*[xs[value] if is_input else value for is_input, value in operands])), None
+
+    def _zero_d_step(self, inputs, fn, operands) -> Callable:
+        """The single step into a fresh 0-d array, while every input is 0-d (a loop's counter and its
+        bound: 1 us where this call's own checks cost 3); this call for other inputs (and for a clip,
+        whose own step keeps the array)."""
+        if self._clip_step() is not None or len(inputs) > 2 or not all(value.ndim == 0 for value in inputs):
+            return self
+        empty, dtype, run = self.xp.empty, self._out_dtype, self
+        if len(inputs) == 1:
+            ((first_is_input, first), *rest) = operands
+            if not rest and first_is_input:
+                return lambda x: fn(x, out=empty((), dtype=dtype)) if x.ndim == 0 else run(x)
+            if len(rest) == 1 and first_is_input and not rest[0][0]:
+                constant = rest[0][1]
+                return lambda x: fn(x, constant, out=empty((), dtype=dtype)) if x.ndim == 0 else run(x)
+            if len(rest) == 1 and not first_is_input and rest[0][0]:
+                return lambda x: fn(first, x, out=empty((), dtype=dtype)) if x.ndim == 0 else run(x)
+            return self
+        if [value for _, value in operands] == [0, 1] and all(is_input for is_input, _ in operands):
+            return lambda a, b: fn(a, b, out=empty((), dtype=dtype)) if a.ndim == 0 == b.ndim else run(a, b)
+        return self
 
     def _single_step_call(self, inputs, shape, out):
         fn, operands = self._one_step

@@ -8,7 +8,7 @@ compute the same IR.
 
 A call fits when the function is float32 throughout (bools allowed in between, as
 0/1), it has one float32 result, every input is a float32 array, the full-size
-inputs share one shape (at most ``INPUT_SLOTS`` of them; strided ones are copied), the other
+inputs share one shape (at most ``PROGRAM_INPUTS`` of them; strided ones are copied), the other
 inputs hold one element (read as constants), and the output has at least
 ``MIN_ELEMENTS`` elements: below that, NumPy's few tiny passes cost less than
 preparing the call.  A short program of cheap steps (``CHEAP_CODES``, at most
@@ -41,6 +41,9 @@ CHEAP_CODES = frozenset((codes.NEG, codes.ABS, codes.FLOOR, codes.CEIL, codes.TR
                          codes.COPY, codes.ADD, codes.SUB, codes.MUL, codes.DIV, codes.MAX, codes.MIN, codes.GT,
                          codes.GE, codes.LT, codes.LE, codes.EQ, codes.NE, codes.SELECT, codes.MULADD))
 CHEAP_STEPS = 3  # NumPy passes: a MULADD is two
+# Below MIN_ELEMENTS, a program of at least this many NumPy passes runs in the interpreter all the same
+# (``CompiledElementwise._small_call``); one pass stays NumPy's single ufunc call.
+SMALL_PASSES = 2
 VALUE_DTYPES = ("float32", "bool")
 
 _UNARY = {"neg": codes.NEG, "not": codes.NOT}
@@ -175,7 +178,7 @@ class Program:
             full_shape = value.shape
             full.append(value)
         # A one-element input of higher rank would add leading dims to the result: NumPy's job.
-        if full_shape is None or len(full) > codes.INPUT_SLOTS or constant_rank > len(full_shape):
+        if full_shape is None or len(full) > codes.PROGRAM_INPUTS or constant_rank > len(full_shape):
             return None
         # A broadcast input (a bias or a statistic repeated along some dims: a stride of 0) streams only
         # as a copy, one pass of its own.  NumPy reads it where it lies: where its passes over the
@@ -313,11 +316,17 @@ class CompiledElementwise:
             self.program = None
             self.reason = f"NumPy: {exc}"
         self.min_elements = PARALLEL_WORK if self.program is not None and self.program.is_cheap() else MIN_ELEMENTS
+        # Calls below MIN_ELEMENTS cost what their Python costs: NumPy pays a step table walk and a
+        # ufunc per pass (an LSTM cell's gates, 17 passes on 1 x 128: 20 us), the interpreter one
+        # dispatch for the whole program (3-4 us), once the inputs need no preparing (``_small_call``).
+        self.small_calls = (self.program is not None and self.program.passes >= SMALL_PASSES
+                            and self.program.param_count <= codes.PROGRAM_INPUTS)
         self.last_path = None  # "numpy", "serial" or "parallel": which path the latest call took (tests, notes)
 
     def __call__(self, *inputs, out=None):
         # A call fits only if its output, the shape of its largest input, has MIN_ELEMENTS: smaller
-        # calls go straight to NumPy, without preparing the interpreter's arguments.
+        # calls go straight to NumPy, without preparing the interpreter's arguments, or, for a program
+        # of several passes whose inputs are float32 arrays of one shape, to the interpreter as they are.
         fits = None
         if self.program is not None and len(inputs) == self.program.param_count:
             largest = 0
@@ -326,6 +335,9 @@ class CompiledElementwise:
                 largest = size if size > largest else largest
             if largest >= self.min_elements:
                 fits = self.program.arguments(inputs, memory_order=out is None)
+            elif largest < MIN_ELEMENTS and self.small_calls and _one_shape(inputs) is not None:
+                self.last_path = "serial"
+                return self._small_call(inputs, out)
         if fits is None or fits[4][0].size < MIN_ELEMENTS:
             self.last_path = "numpy"
             return self.numpy_path(*inputs, out=out)
@@ -345,6 +357,46 @@ class CompiledElementwise:
             return out
         return result
 
+    def _small_call(self, inputs, out):
+        """The interpreter on one thread over inputs that are float32 arrays of one shape (``_one_shape``),
+        read flat (``ravel``: a view, or a copy of a strided one), without ``Program.arguments``."""
+        shape = inputs[0].shape
+        code, constant_registers, constant_values = self.program.tables((False,) * len(inputs))
+        flat = [value.ravel() for value in inputs]
+        flat += flat[:1] * (codes.PROGRAM_INPUTS - len(flat))
+        result = np.empty(shape, np.float32)
+        vm.run_program.serial(code, constant_registers, constant_values, self.program.registers, 1, *flat,
+                              result.reshape(-1))
+        if out is not None:
+            out[...] = result
+            return out
+        return result
+
+    def specialized(self, inputs, fallback):
+        """A specialized forward (``Op.specialized``) for calls like this one when it takes the small
+        interpreter path: ``_small_call`` with its tables fetched once and the checks that choose it
+        written out (class, dtype and the sample's shape, each an identity or tuple test); ``fallback``
+        for any other inputs.  None where this call would not take that path."""
+        if not (self.small_calls and len(inputs) == self.program.param_count and _one_shape(inputs) is not None
+                and inputs[0].size < MIN_ELEMENTS):
+            return None
+        shape, count = inputs[0].shape, len(inputs)
+        code, constant_registers, constant_values = self.program.tables((False,) * count)
+        registers, padding = self.program.registers, codes.PROGRAM_INPUTS - count
+        run, array, float32, empty = vm.run_program.serial, np.ndarray, inputs[0].dtype, np.empty
+
+        def small(*xs):
+            for x in xs:
+                if x.__class__ is not array or x.dtype is not float32 or x.shape != shape:
+                    return fallback(*xs)
+            flat = [x.ravel() for x in xs]
+            result = empty(shape, float32)
+            run(code, constant_registers, constant_values, registers, 1, *flat, *(flat[:1] * padding),
+                result.reshape(-1))
+            return result
+
+        return small
+
     def direct(self, inputs):
         """(a function computing this expression from inputs of ``inputs``' classes and dtypes, the input
         size below which it applies) for a specialized forward: NumPy's path, which every call with
@@ -352,6 +404,8 @@ class CompiledElementwise:
         these inputs would not take it."""
         if self.program is not None and any(getattr(value, "size", 0) >= self.min_elements for value in inputs):
             return None
+        if self.small_calls and _one_shape(inputs) is not None:
+            return None  # the interpreter's small path (``specialized``), not NumPy's
         direct = self.numpy_path.direct(inputs)
         if direct is None:
             return None
@@ -359,7 +413,7 @@ class CompiledElementwise:
 
     def _run(self, code, constant_registers, constant_values, slots, flat_out):
         size = flat_out.size
-        padded = slots + [slots[0]] * (codes.INPUT_SLOTS - len(slots))
+        padded = slots + [slots[0]] * (codes.PROGRAM_INPUTS - len(slots))
         count = launch_width(size * self.program.cost)
         parallel = count > 1
         self.last_path = "parallel" if parallel else "serial"
@@ -368,6 +422,19 @@ class CompiledElementwise:
         blocks = min(-(-size // codes.CHUNK), 4 * count) if parallel else 1
         vm.run_program.launch(parallel, code, constant_registers, constant_values, self.program.registers, blocks,
                               *padded, flat_out)
+
+
+def _one_shape(inputs) -> tuple | None:
+    """The inputs' one shape when every input is a float32 NumPy array (exactly) of it; else None."""
+    shape = None
+    for value in inputs:
+        if value.__class__ is not np.ndarray or value.dtype != np.float32:
+            return None
+        if shape is None:
+            shape = value.shape
+        elif value.shape != shape:
+            return None
+    return shape
 
 
 def dense_order(arrays: list[np.ndarray]) -> tuple[int, ...] | None:

@@ -19,7 +19,8 @@ SELECT = 32
 MULADD = 33  # dest = a * b + c, rounded after the product as two steps would be
 # In a binary step's or a MULADD's row, an operand below 0 is the register -1 - r holding one
 # constant value: the step reads that value once instead of streaming the register.
-INPUT_SLOTS = 4  # streamed inputs per program (x0..x3)
+INPUT_SLOTS = 4  # streamed inputs of a conv's epilogue program (run_chunks: x0..x3)
+PROGRAM_INPUTS = 8  # streamed inputs of a fused elementwise op's program (run_program: x0..x7)
 # What a step costs an element, in multiplies (the interpreter, one thread, 2026-11-26: a multiply
 # 0.19 ns, exp 0.71, erf 1.5, tanh 1.3, log 0.9, log1p 1.1,
 # expm1 1.0; sin, cos and pow are libm's scalar calls, 4-9 ns).

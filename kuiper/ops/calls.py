@@ -12,6 +12,8 @@ Ctrl-C between iterations ends a long one like any Python loop.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np  # to look at a constant param once, at build time; never to compute
 
 from ..errors import ShapeError
@@ -62,15 +64,46 @@ class While(Op):
             raise self.error("the condition is the constant true: the loop would never end")
 
     def forward(self, *state):
-        budget, iterations, where = loop_budget(), 0, self.node.describe()
+        state = _dense(self.xp, state, self.body.owned_inputs)
+        budget, where = loop_budget(), self.node.describe()
         with loop_deadline() as deadline:
-            # The state is checked on the way in; after that the body made it, of the types it takes.
-            while bool(self.condition.call_within(state, checked=iterations == 0)[0]):
+            # The state is checked on the way in; after that the body made it, of the types it takes, and
+            # each iteration moves only what the body and condition read (Model.loop_step).
+            if not bool(self.condition.call_within(state)[0]):
+                return _single_or_tuple(state)
+            check_iterations(1, budget, where)
+            check_deadline(deadline, where)
+            state = self.body.call_within(state)
+            condition, body, iterations = self._condition_step, self._body_step, 1
+            while bool(condition(state)[0]):
                 iterations += 1
                 check_iterations(iterations, budget, where)
                 check_deadline(deadline, where)
-                state = self.body.call_within(state, checked=iterations == 1)
+                state = body(state)
         return _single_or_tuple(state)
+
+    @functools.cached_property
+    def _condition_step(self):
+        return self.condition.loop_step()
+
+    @functools.cached_property
+    def _body_step(self):
+        return self.body.loop_step()
+
+
+def _dense(xp, state, owned=()) -> tuple:
+    """The loop's state with each broadcast view (a zero stride: JAX's ``zeros`` initial carry, a
+    broadcast constant) copied into an array of its own, once when the loop starts, as XLA gives its
+    loop state buffers.  The body's first iteration would otherwise read the view: BLAS takes no zero
+    stride, and NumPy's own loop for a Flax LSTM's 1 x 128 by 128 x 512 product took 135 us, BLAS 4.
+    The ``owned`` positions (the body's ``owned_inputs``: values its ops overwrite) are copied too: the
+    caller's arrays are never written."""
+    dense = list(state)
+    for index, value in enumerate(state):
+        strides = getattr(value, "strides", None)
+        if index in owned or (strides and 0 in strides and value.size > 1):
+            dense[index] = xp.asarray(value, copy=True)
+    return tuple(dense)
 
 
 def _constant_true(graph) -> bool:

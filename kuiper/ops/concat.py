@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..errors import ShapeError
 from .base import Op, normalize_axis
 from .params import Int
+from .specialize import same_shape
 
 
 class _Joining(Op):
@@ -80,6 +81,20 @@ class SplitOp(Op):
             key[axis] = slice(start, stop)
             outputs.append(x[tuple(key)])
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def specialized(self, inputs):
+        """The pieces' indexes worked out once, while the input keeps this call's shape (an LSTM's four
+        gates out of one product, kuiper/graph/slice_groups.py)."""
+        x = inputs[0]
+        if len(self.node.outputs) < 2 or not hasattr(x, "ndim") or x.ndim == 0:
+            return None
+        axis = normalize_axis(self.dim, x.ndim, self)
+        pieces = self.bounds(x.shape[axis])
+        if len(pieces) != len(self.node.outputs):
+            return None
+        keys = tuple(tuple(slice(start, stop) if d == axis else slice(None) for d in range(x.ndim))
+                     for start, stop in pieces)
+        return same_shape(x, lambda value: tuple([value[key] for key in keys]), self.forward)
 
 
 class Split(SplitOp):

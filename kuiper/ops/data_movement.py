@@ -126,6 +126,24 @@ class Pad(Op):
         return result[tuple(keep)]
 
 
+def _scalar_starts(x, starts) -> bool:
+    """Whether ``starts`` are one 0-d array per dim of array ``x`` (not the older form, one index vector)."""
+    return (hasattr(x, "shape") and hasattr(x, "ndim") and len(starts) == x.ndim and x.ndim > 0
+            and all(getattr(start, "ndim", None) == 0 for start in starts))
+
+
+def _writeable(x) -> bool:
+    """Whether ``x`` may be written in place: an array whose flags say so (NumPy's; a broadcast view or a
+    weight mapped from a file says not), never one of a namespace that does not say."""
+    return getattr(getattr(x, "flags", None), "writeable", False) is True
+
+
+def _clamped(index, limit: int) -> int:
+    """``_clamped_start`` with dim - size worked out once: min(max(index, 0), limit)."""
+    index = int(index)
+    return 0 if index < 0 else (limit if index > limit else index)
+
+
 def _starts(x, starts) -> list:
     """Start indices as given: one scalar input per dim, or (older form) one index vector."""
     if len(starts) == 1 and getattr(starts[0], "ndim", 0) == 1 and x.ndim != 1:
@@ -147,9 +165,27 @@ class DynamicSlice(Op):
         begins = [_clamped_start(start, size, dim) for start, size, dim in zip(starts, self.sizes, x.shape)]
         return x[tuple(slice(b, b + s) for b, s in zip(begins, self.sizes))]
 
+    def specialized(self, inputs):
+        """For 0-d starts, one per dim (a scan's ``xs[t]``: 4 us -> 1.5 in a loop body): the clamped window
+        straight away while the input keeps this call's class and shape."""
+        x, *starts = inputs
+        if not _scalar_starts(x, starts) or len(self.sizes) != x.ndim or any(s > d for s, d in zip(self.sizes, x.shape)):
+            return None
+        kind, shape, sizes, forward = type(x), x.shape, self.sizes, self.forward
+        limits = [dim - size for dim, size in zip(shape, sizes)]
+
+        def direct(x, *starts):
+            if x.__class__ is not kind or x.shape != shape or len(starts) != len(sizes):
+                return forward(x, *starts)
+            return x[tuple([slice(b, b + s) for b, s in zip(map(_clamped, starts, limits), sizes)])]
+
+        return direct
+
 
 class DynamicUpdateSlice(Op):
-    """A copy of the first input with the second written at run-time start indices, clamped to fit."""
+    """A copy of the first input with the second written at run-time start indices, clamped to fit; the
+    first input itself, written in place, where the graph lent it (``donated_inputs``: nobody reads it
+    after, as a scan's ``ys`` whose loop owns it) and it is a writeable array."""
 
     types = ("DynamicUpdateSlice",)
     fresh_output = True
@@ -159,10 +195,31 @@ class DynamicUpdateSlice(Op):
         if len(starts) != x.ndim or update.ndim != x.ndim or any(u > d for u, d in zip(update.shape, x.shape)):
             raise ShapeError(f"{self.node.describe()}: update {tuple(update.shape)} does not fit input "
                              f"{tuple(x.shape)}")
-        result = self.xp.asarray(x, copy=True)
+        result = x if 0 in self.donated_inputs and _writeable(x) else self.xp.asarray(x, copy=True)
         begins = [_clamped_start(start, size, dim) for start, size, dim in zip(starts, update.shape, x.shape)]
         result[tuple(slice(b, b + s) for b, s in zip(begins, update.shape))] = update
         return result
+
+    def specialized(self, inputs):
+        """For 0-d starts, one per dim (a scan's ``ys[t] = y``: 5.9 us -> 3 in a loop body): the copy and the
+        clamped write straight away while the input and update keep this call's classes and shapes."""
+        x, update, *starts = inputs
+        if not _scalar_starts(x, starts) or getattr(update, "ndim", None) != x.ndim \
+                or any(u > d for u, d in zip(update.shape, x.shape)):
+            return None
+        kind, shape, sizes, forward, asarray = type(x), x.shape, update.shape, self.forward, self.xp.asarray
+        update_kind, lent = type(update), 0 in self.donated_inputs
+        limits = [dim - size for dim, size in zip(shape, sizes)]
+
+        def direct(x, update, *starts):
+            if x.__class__ is not kind or update.__class__ is not update_kind or x.shape != shape \
+                    or update.shape != sizes or len(starts) != len(sizes):
+                return forward(x, update, *starts)
+            result = x if lent and _writeable(x) else asarray(x, copy=True)
+            result[tuple([slice(b, b + s) for b, s in zip(map(_clamped, starts, limits), sizes)])] = update
+            return result
+
+        return direct
 
 
 class Iota(Op):

@@ -131,6 +131,13 @@ class ElementwiseOp(Op):
         if self.math is None or not arrays_of(inputs, type(inputs[0]) if inputs else None):
             return None  # no math: an op computing shapes or running exact code (its forward decides)
         _, run, _ = self.compiled(inputs)
+        # A compiled path's own specialization (the interpreter's small calls), which checks its inputs
+        # itself; only below the sizes where a call may lend a buffer.
+        own = getattr(run, "specialized", None)
+        if own is not None and (not self.donated_inputs or all(value.nbytes < LEND_MIN_BYTES for value in inputs)):
+            found = own(inputs, self.forward)
+            if found is not None:
+                return found
         direct = getattr(run, "direct", None)
         found = direct(inputs) if direct is not None else None
         if found is None:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 
+from ..ir import dtypes
 from .base import Op, normalize_axis
 from .params import Bool, Choice, Ints
 from .reducers import Reducer, accumulation_dtype, combine, identity, operands_and_inits
-from .specialize import same_shapes
+from .specialize import arrays_of, same_shapes
 
 
 class Reduction(Op):
@@ -265,16 +266,26 @@ class Reduce(Op):
         return results[0] if self.count == 1 else tuple(results)
 
     def specialized(self, inputs):
-        """Over axes of size 1 only, a named reduction of one operand is its one element combined with the
-        init: ``combine(init, x)`` in x's shape without those axes, as ``reduce_named`` computes it (JAX's
-        ``take`` checks its (1, T, 1) index bounds with such a reduce_and: 39 us a call through the
-        reduction, a reshape and a logical and direct).  While the operand keeps its shape and dtype."""
+        """For one operand and a named reducer, not folded in order, while the operand and init keep this
+        call's class, dtype and shape: over axes of size 1 only, the one element combined with the init
+        (``_over_unit_axes``); over others, the array's own reduction and one combine with the init
+        (``_as_array_reduction``).  Both compute what ``reduce_named`` computes."""
         if self.count != 1 or self.reducer.name is None or self.sequential or len(inputs) != 2:
             return None
         x, init = inputs
         if not (self.backend.is_array(x) and self.backend.is_array(init)) or init.ndim != 0 \
-                or any(not 0 <= a < x.ndim or x.shape[a] != 1 for a in self.axes) \
-                or accumulation_dtype(self.xp, x.dtype) != x.dtype:
+                or any(not 0 <= a < x.ndim for a in self.axes) or len(set(self.axes)) != len(self.axes):
+            return None
+        if all(x.shape[a] == 1 for a in self.axes):
+            return self._over_unit_axes(inputs)
+        return self._as_array_reduction(inputs)
+
+    def _over_unit_axes(self, inputs):
+        """``combine(x, init)`` in x's shape without the reduced axes (JAX's ``take`` checks its (1, T, 1)
+        index bounds with such a reduce_and: 39 us a call through the reduction, a reshape and a logical
+        and direct)."""
+        x, _ = inputs
+        if accumulation_dtype(self.xp, x.dtype) != x.dtype:
             return None
         kept = tuple(d for i, d in enumerate(x.shape) if i not in self.axes)
         xp, name, forward = self.xp, self.reducer.name, self.forward
@@ -283,9 +294,40 @@ class Reduce(Op):
             if start.ndim != 0:
                 return forward(values, start)
             result = combine(xp, name, xp.reshape(values, kept), xp.astype(start, values.dtype, copy=False))
-            return xp.astype(result, values.dtype, copy=False)
+            return xp.asarray(xp.astype(result, values.dtype, copy=False))  # an array, as reduce_named gives
 
         return same_shapes(inputs, direct, forward)
+
+    def _as_array_reduction(self, inputs):
+        """The array's own reduction and one combine with the init (a while loop's ``max(|h|) > tol``:
+        12 us -> 3 on 4 x 64).  Not for bool or float16 operands (reduce_named widens or renames them), nor
+        an empty reduced dim."""
+        x, init = inputs
+        xp, name = self.xp, self.reducer.name
+        if name not in _ARRAY_REDUCTIONS or not (
+                arrays_of(inputs, type(x)) and hasattr(x, _ARRAY_REDUCTIONS[name]) and init.dtype == x.dtype
+                and xp.isdtype(x.dtype, ("integral", "real floating")) and dtypes.name_of(x.dtype) != "float16"):
+            return None
+        if any(x.shape[a] == 0 for a in self.axes):
+            return None
+        axes, asarray = tuple(self.axes), xp.asarray
+        method, combine_with = _ARRAY_REDUCTIONS[name], getattr(xp, _COMBINES[name])
+        if name in ("add", "mul"):
+            dtype = x.dtype
+
+            def direct(x, init):
+                return asarray(combine_with(getattr(x, method)(axis=axes, dtype=dtype), init))
+        else:
+            def direct(x, init):
+                return asarray(combine_with(getattr(x, method)(axis=axes), init))
+
+        return same_shapes(inputs, direct, self.forward)
+
+
+# The named reducers a specialized Reduce runs as the array's method, then the combine with the init
+# (kuiper/ops/reducers.py: reduce_named's calls for these).
+_ARRAY_REDUCTIONS = {"add": "sum", "mul": "prod", "max": "max", "min": "min"}
+_COMBINES = {"add": "add", "mul": "multiply", "max": "maximum", "min": "minimum"}
 
 
 OPS = [Reduce, SumMeanProd, AMaxAMin, MaxMin, ArgMaxMin, Norm, LogSumExp, VarStd]

@@ -89,7 +89,8 @@ def reduce_named(xp, name: str, x, axes: tuple[int, ...], init):
     result = combine(xp, name, reduced, xp.astype(xp.asarray(init), reduced.dtype, copy=False))
     if tuple(result.shape) != kept:
         result = xp.broadcast_to(result, kept)
-    return xp.astype(result, x.dtype, copy=False)
+    # An array, never a NumPy scalar (what a ufunc of 0-d arrays gives): the next op's fast paths take arrays.
+    return xp.asarray(xp.astype(result, x.dtype, copy=False))
 
 
 def fold_in_order(xp, reducer, arrays: list, inits: list, valid=None) -> list:

@@ -233,16 +233,35 @@ def test_a_chain_of_ten_thousand_elementwise_ops_loads_fused_in_bounded_groups(t
     assert len(fused.steps) < count // 16, "the chain is fused into groups"
     assert sum(len(group) for group in fused.fused_groups) == count
     x = np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)
-    want = x.copy()
-    for k in range(count):  # the unfused computation, op by op in float32
-        want = np.tanh(want) if k % 2 == 0 else want * np.float32(0.999)
-    np.testing.assert_allclose(fused(x), want, rtol=1e-6)
+    assert _chain_error(fused(x), x, count) <= 1.1 * _chain_error(_chain_in_float32(x, count), x, count)
+
+
+def _chain_in_float32(x, count):
+    """The chain op by op in NumPy's float32."""
+    for k in range(count):
+        x = np.tanh(x) if k % 2 == 0 else x * np.float32(0.999)
+    return x
+
+
+def _chain_error(got, x, count) -> float:
+    """The largest relative distance of ``got`` from the chain computed in float64."""
+    want = x.astype(np.float64)
+    for k in range(count):
+        want = np.tanh(want) if k % 2 == 0 else want * 0.999
+    return float(np.max(np.abs(got - want) / np.abs(want)))
 
 
 def test_a_long_chain_fused_matches_the_same_chain_unfused(tmp_path):
+    """Fused, a chain of 6 elements runs as the interpreter's small calls (its tanh, a few ulps from
+    NumPy's), unfused as NumPy's ufuncs: both as accurate as float32 op by op allows (its rounding over
+    500 tanh is 6e-6 from float64).  From MIN_ELEMENTS on, both run the interpreter's tanh: the same bits."""
     path = _chain(tmp_path, 1_000)
+    fused, unfused = kuiper.load(path), kuiper.load(path, fuse=False)
     x = np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)
-    np.testing.assert_allclose(kuiper.load(path)(x), kuiper.load(path, fuse=False)(x), rtol=1e-6)
+    bound = 1.1 * _chain_error(_chain_in_float32(x, 1_000), x, 1_000)
+    assert _chain_error(fused(x), x, 1_000) <= bound and _chain_error(unfused(x), x, 1_000) <= bound
+    large = np.linspace(-3, 3, 3 * 2048, dtype=np.float32).reshape(2048, 3)  # dim 0 may vary
+    np.testing.assert_array_equal(fused(large), unfused(large))
 
 
 def test_a_declared_operand_over_the_size_budget_is_refused_at_build(tmp_path, monkeypatch):

@@ -291,7 +291,7 @@ def test_one_element_inputs_change_between_calls_and_keep_numpys_result_shape():
     np.testing.assert_array_equal(got, reference(x, wider))
 
 
-@pytest.mark.parametrize("case", ["broadcast", "float64", "five inputs", "tiny"])
+@pytest.mark.parametrize("case", ["broadcast", "float64", "nine inputs", "tiny, one element broadcast"])
 def test_calls_the_interpreter_does_not_take_go_to_numpy_with_the_same_answer(case):
     rng = np.random.default_rng(2)
     x = rng.standard_normal((4, 64, 40)).astype(np.float32)
@@ -300,10 +300,10 @@ def test_calls_the_interpreter_does_not_take_go_to_numpy_with_the_same_answer(ca
         inputs = (x, rng.standard_normal((64, 1)).astype(np.float32))
     elif case == "float64":
         dtype, inputs = "float64", (x.astype(np.float64), x.astype(np.float64))
-    elif case == "tiny":
-        inputs = (x[0, 0], x[0, 1])
-    else:
-        arity, inputs = 5, tuple(x + k for k in range(5))
+    elif case == "tiny, one element broadcast":  # tiny inputs of one shape take the interpreter (``_small_call``)
+        inputs = (x[0, 0], x[0, 1, :1])
+    else:  # more than PROGRAM_INPUTS
+        arity, inputs = 9, tuple(x + k for k in range(9))
 
     def build(*values):
         total = values[0]
