@@ -36,6 +36,30 @@ def test_joins_are_exact_whatever_the_layouts(kinds):
     np.testing.assert_array_equal(np.asarray(kept), np.concatenate([a, b], axis=1))
 
 
+@pytest.mark.parametrize("order", ["plain first", "blocked first"])
+def test_a_plain_input_beside_a_channel_blocked_one_joins_in_the_blocked_layout(order):
+    """YOLO's neck: an upsampled plain map joined with a conv's nChw16c output.  In two layouts oneDNN has
+    only its reference join (30-70 ms at batch 8); the plain input is reordered into nChw16c first, and the
+    join is oneDNN's fast one, in the same numbers; as a sequence's member too."""
+    from kuiper.onednn.sequence import SequenceBuilder
+
+    a = RNG.standard_normal((2, 32, 12, 12)).astype(np.float32)
+    b = RNG.standard_normal((2, 16, 12, 12)).astype(np.float32)
+    blocked = _blocked(b)
+    assert blocked.layout == onednn.primitives.Layout.tagged(onednn.library(), b.shape, "aBcd16b")
+    inputs = [a, blocked] if order == "plain first" else [blocked, a]
+    want = np.concatenate([a, b] if order == "plain first" else [b, a], axis=1)
+    join = onednn.Concatenation(onednn.library(), 1)
+    np.testing.assert_array_equal(join(inputs, 2), want)
+    (plan,) = join.plans
+    assert not plan.concat.implementation().startswith("ref"), plan.concat.implementation()
+    builder = SequenceBuilder(onednn.library())
+    values = [(builder.input(), getattr(t, "layout", None), t.shape) for t in inputs]
+    out, _ = join.emit(builder, values, 2)
+    (flat,) = builder.build([out])(*[getattr(t, "buffer", t) for t in inputs])
+    np.testing.assert_array_equal(flat.reshape(want.shape), want)
+
+
 def test_the_copy_to_plain_is_made_once_per_plan_not_per_call(monkeypatch):
     from kuiper.onednn import blocked as blocked_module
 
