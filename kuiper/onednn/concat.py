@@ -14,7 +14,7 @@ import numpy as np
 
 from .binding import ARG_DST, ARG_MULTIPLE_SRC, ARG_SRC, Handle, Library
 from .blocked import Blocked, ToPlain
-from .primitives import MAX_PLANS, Attributes, Layout, Primitive, reorder
+from .primitives import MAX_PLANS, Attributes, Layout, Primitive, Reorders
 from .sequence import SequenceBuilder
 
 
@@ -42,7 +42,7 @@ class Concatenation:
         self.plans: list[_Plan] = []
         self.plain_layouts: dict[tuple[int, ...], Layout] = {}  # a plain input's layout per shape, made once
         self.tagged_layouts: dict[tuple, Layout] = {}  # (shape, format tag) -> its layout, made once
-        self.reorders: list[tuple[Layout, Layout, int, Primitive]] = []  # (from, to, threads, primitive)
+        self.reorders = Reorders(library)
 
     def __call__(self, tensors, threads: int | None = None, blocked: bool = False):
         threads = self.library.threads(threads)
@@ -121,14 +121,8 @@ class Concatenation:
         return layout
 
     def _reorder(self, source: Layout, target: Layout, threads: int) -> Primitive:
-        """A reorder between two layouts for ``threads``, made once and kept (at most ``MAX_PLANS``)."""
-        for kept_source, kept_target, kept_threads, step in self.reorders:
-            if kept_threads == threads and kept_source == source and kept_target == target:
-                return step
-        self.library.set_threads(threads)
-        step = reorder(self.library, source, target)
-        self.reorders = [*self.reorders[1 - MAX_PLANS:], (source, target, threads, step)]
-        return step
+        """A reorder between two layouts for ``threads``, made once and kept."""
+        return self.reorders.get(source, target, threads)
 
     def _plan(self, layouts: list[Layout], in_shapes, shape: tuple[int, ...], threads: int) -> _Plan:
         for plan in self.plans:

@@ -24,8 +24,8 @@ import numpy as np
 
 from .blocked import Blocked, ToPlain
 from .binding import ARG_BIAS, ARG_DST, ARG_POST_OP_DW, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
-from .primitives import (MAX_PLANS, ONE_THREAD_WORK, PLAIN_CONV_WORK, Attributes, Layout, PlanCache, Primitive,
-                         dims, in_strides, pads_after, reorder)
+from .primitives import (ONE_THREAD_WORK, PLAIN_CONV_WORK, Attributes, Layout, PlanCache, Primitive, Reorders, dims,
+                         in_strides, pads_after, reorder)
 from .sequence import SequenceBuilder
 
 
@@ -111,7 +111,7 @@ class Convolution:
         # else, so the thread count, the work and the layouts are worked out once per shape, not per
         # call (for a small conv that was half of its call).
         self.calls = PlanCache()
-        self.reorders: list[tuple[Layout, Layout, int, Primitive]] = []  # (from, to, threads, primitive)
+        self.reorders = Reorders(library)
         self.strided_layouts: dict = {}  # transposed views' layouts, by shape and strides (in_strides)
         self.fused = next((step[1:] for step in self.post_ops if step[0] == "depthwise"), None)  # (k, stride, pad)
         self.depthwise = None  # the fused depthwise conv's weight (groups, 1, 1, k, k) and bias: (layout, array) each
@@ -355,14 +355,8 @@ class Convolution:
         return target
 
     def _reorder(self, source: Layout, target: Layout, threads: int) -> Primitive:
-        """A reorder between two layouts for ``threads``, made once and kept (at most ``MAX_PLANS`` of them)."""
-        for kept_source, kept_target, kept_threads, step in self.reorders:
-            if kept_threads == threads and kept_source == source and kept_target == target:
-                return step
-        self.library.set_threads(threads)
-        step = reorder(self.library, source, target)
-        self.reorders = [*self.reorders[1 - MAX_PLANS:], (source, target, threads, step)]
-        return step
+        """A reorder between two layouts for ``threads``, made once and kept."""
+        return self.reorders.get(source, target, threads)
 
     def plan(self, shape, threads: int, plain_io: bool = True) -> _Plan:
         """The plan for inputs of ``shape`` on ``threads``, made on first use (OneDnnError: oneDNN cannot run it).

@@ -305,6 +305,25 @@ def pads_after(windows, positions, kernel, stride, dilation, pads_before) -> lis
             for count, size, k, s, d, before in zip(windows, positions, kernel, stride, dilation, pads_before)]
 
 
+class Reorders:
+    """The reorders an object makes between layouts, each made once per (source, target, thread count) and
+    kept (the last ``MAX_PLANS``): making one costs a primitive search, a model asks for the same ones
+    call after call."""
+
+    def __init__(self, library: Library):
+        self.library = library
+        self.kept: list[tuple[Layout, Layout, int, Primitive]] = []  # (from, to, threads, primitive)
+
+    def get(self, source: Layout, target: Layout, threads: int) -> Primitive:
+        for kept_source, kept_target, kept_threads, step in self.kept:
+            if kept_threads == threads and kept_source == source and kept_target == target:
+                return step
+        self.library.set_threads(threads)  # a primitive runs on the thread count it was made for
+        step = reorder(self.library, source, target)
+        self.kept = [*self.kept[1 - MAX_PLANS:], (source, target, threads, step)]
+        return step
+
+
 def reorder(library: Library, source: Layout, target: Layout) -> Primitive:
     """A primitive that copies data from one layout into another."""
     with Attributes(library) as attributes:
