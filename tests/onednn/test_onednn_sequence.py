@@ -197,3 +197,28 @@ def test_one_sequence_runs_in_several_threads_at_once(monkeypatch):
         thread.join()
     for index, want in enumerate(wanted):
         _same(got[index], want)
+
+
+def test_sequences_share_one_arena_and_follow_it_when_it_grows(monkeypatch):
+    """A thread's sequences share its planned buffers (their values live only while one runs): the arena
+    holds what the largest needs, not the sum, and a sequence whose buffers the arena replaced to grow
+    them points its memory objects again before it runs."""
+    from kuiper.onednn import sequence as sequence_module
+
+    monkeypatch.setattr(sequence_module, "_arena", sequence_module._Arena())  # this test's own
+    monkeypatch.setattr(onednn_conv, "PLAIN_CONV_WORK", 0)
+    convs = (_conv(8, 16), _conv(16, 16), _conv(16, 16, post_ops=(("sum",), ("eltwise_relu", 0.0, 0.0))))
+    small = RNG.standard_normal((1, 8, 8, 8)).astype(np.float32)
+    large = RNG.standard_normal((2, 8, 20, 20)).astype(np.float32)
+    small_builder, small_out, small_want = _chain(convs, small)
+    first = small_builder.build([small_out])
+    np.testing.assert_array_equal(first(small)[0].reshape(small_want.shape), small_want)
+    held = sequence_module.arena_bytes()
+    large_builder, large_out, large_want = _chain(convs, large)
+    second = large_builder.build([large_out])
+    np.testing.assert_array_equal(second(large)[0].reshape(large_want.shape), large_want)
+    assert sequence_module._arena.generation >= 1  # the small sequence's buffers were replaced by larger ones
+    assert sequence_module.arena_bytes() < held + second.planned_bytes  # shared, not added
+    for _ in range(2):  # the small one runs on the grown buffers, and both keep giving the same numbers
+        np.testing.assert_array_equal(first(small)[0].reshape(small_want.shape), small_want)
+        np.testing.assert_array_equal(second(large)[0].reshape(large_want.shape), large_want)
