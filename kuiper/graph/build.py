@@ -103,7 +103,7 @@ def _lend_dead_buffers(steps: list[Step], keep: set[str], owned: frozenset[str] 
     was made by an op whose outputs are always fresh arrays.  Feeds are never lent:
     they belong to the caller, except ``owned`` ones (a loop's state that the loop copied for itself).
     """
-    fresh = {operand for step in steps if step.op.fresh_output for operand in step.node.outputs} | owned
+    fresh = _fresh_operands(steps) | owned
     reads: dict[str, int] = defaultdict(int)
     for step in steps:
         for operand in step.node.inputs:
@@ -116,6 +116,11 @@ def _lend_dead_buffers(steps: list[Step], keep: set[str], owned: frozenset[str] 
         )
 
 
+def _fresh_operands(steps: list[Step]) -> set[str]:
+    """The operands made by ops whose outputs are always fresh arrays (``Op.fresh_output``)."""
+    return {operand for step in steps if step.op.fresh_output for operand in step.node.outputs}
+
+
 def _owned_state(ir: ModelIR, steps: list[Step], outputs: list[str]) -> frozenset[str]:
     """The inputs of a loop body that the loop may hand it as arrays of its own: input i where output i is
     a fresh array (an op's ``fresh_output``) returned once.  The loop copies such a value once when it
@@ -124,7 +129,7 @@ def _owned_state(ir: ModelIR, steps: list[Step], outputs: list[str]) -> frozense
     whole ``ys`` at every step made the loop quadratic in its length."""
     if len(ir.inputs) != len(outputs) or len(set(ir.inputs)) != len(ir.inputs):
         return frozenset()
-    fresh = {operand for step in steps if step.op.fresh_output for operand in step.node.outputs}
+    fresh = _fresh_operands(steps)
     made_from_nothing = {operand for step in steps if not step.node.inputs for operand in step.node.outputs}
     if not all(result in fresh or result in ir.inputs or result in made_from_nothing for result in outputs):
         return frozenset()  # an output may be a view of another (a reshape of it): overwriting one changes both

@@ -244,10 +244,4 @@ class NativeAddMM(WithEpilogue, _OneDnnProduct, reference.AddMM):
         return function, float("inf") if max_size is None else max_size
 
 
-def _as_bias(vector: np.ndarray) -> np.ndarray | None:
-    """``vector`` as oneDNN's bias argument (contiguous), or None where it is a strided view (then it is added
-    after the product)."""
-    return vector if vector.flags.c_contiguous else None
-
-
 KERNELS = [NativeMatMul, NativeMM, NativeAddMM]
