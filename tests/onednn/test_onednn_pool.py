@@ -277,13 +277,8 @@ def _stem_reference(x):
     return np.einsum("oc,nchw->nohw", W2[:, :, 0, 0].astype(np.float64), c)
 
 
-@needs_ops
-@pytest.mark.parametrize("threads", [1, 2])
-def test_a_conv_pool_conv_model_keeps_the_blocked_layout_through_the_pool(tmp_path, threads):
-    param = write_model(tmp_path, STEM, {"c1.weight": W1.tobytes(), "c2.weight": W2.tobytes()})
-    model = kuiper.load(param, threads=threads, providers=False)  # op by op: the providers make it one sequence
-    layouts = {step.node.name: step.op.output_layout for step in model.steps}
-    assert layouts == {"c1": "onednn", "pool": "onednn", "c2": None}
+def _run_seeing_input_types(model, x):
+    """(the model's output on x, {step name: the class of its first input}): which steps met a Blocked tensor."""
     seen = {}
 
     class Observer:
@@ -293,8 +288,18 @@ def test_a_conv_pool_conv_model_keeps_the_blocked_layout_through_the_pool(tmp_pa
         def after_step(self, node, inputs, outputs):
             pass
 
+    return model(x, observer=Observer()), seen
+
+
+@needs_ops
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_conv_pool_conv_model_keeps_the_blocked_layout_through_the_pool(tmp_path, threads):
+    param = write_model(tmp_path, STEM, {"c1.weight": W1.tobytes(), "c2.weight": W2.tobytes()})
+    model = kuiper.load(param, threads=threads, providers=False)  # op by op: the providers make it one sequence
+    layouts = {step.node.name: step.op.output_layout for step in model.steps}
+    assert layouts == {"c1": "onednn", "pool": "onednn", "c2": None}
     x = RNG.standard_normal((2, 3, 15, 12)).astype(np.float32)
-    got = model(x, observer=Observer())
+    got, seen = _run_seeing_input_types(model, x)
     assert seen == {"c1": np.ndarray, "pool": onednn.Blocked, "c2": onednn.Blocked}
     assert isinstance(got, np.ndarray) and np.max(np.abs(got - _stem_reference(x))) <= 2e-5
     as_sequence = kuiper.load(param, threads=threads)
@@ -331,18 +336,9 @@ def test_a_global_average_pool_reads_the_last_convs_blocked_output(tmp_path, thr
     assert {step.node.name: step.op.output_layout for step in model.steps}["c1"] == "onednn"
     as_sequence = kuiper.load(param, threads=threads)
     assert [unit.node.name for unit in as_sequence.steps[0].op.members] == ["c1", "pool"]
-    seen = {}
-
-    class Observer:
-        def before_step(self, node, inputs):
-            seen[node.name] = type(inputs[0])
-
-        def after_step(self, node, inputs, outputs):
-            pass
-
     for shape in [(2, 3, 14, 11), (1, 3, 7, 7), (3, 3, 1, 5)]:  # the window is each input's whole map
         x = RNG.standard_normal(shape).astype(np.float32)
-        got = model(x, observer=Observer())
+        got, seen = _run_seeing_input_types(model, x)
         assert seen["pool"] is onednn.Blocked
         assert isinstance(got, np.ndarray) and got.shape == (shape[0], 20)
         assert np.max(np.abs(got - _head_reference(x))) <= 2e-6
@@ -389,17 +385,8 @@ def test_a_max_pool_1d_between_conv1d_layers_pools_their_blocked_output(tmp_path
     model = kuiper.load(param, threads=1, providers=False)
     assert {step.node.name: step.op.output_layout for step in model.steps} == {"c1": "onednn", "pool": "onednn",
                                                                                 "c2": None}
-    seen = {}
-
-    class Observer:
-        def before_step(self, node, inputs):
-            seen[node.name] = type(inputs[0])
-
-        def after_step(self, node, inputs, outputs):
-            pass
-
     x = RNG.standard_normal((2, 2, 403)).astype(np.float32)
-    got = model(x, observer=Observer())
+    got, seen = _run_seeing_input_types(model, x)
     assert seen["pool"] is onednn.Blocked
     assert np.max(np.abs(got - _audio_reference(x))) <= 2e-5
     as_sequence = kuiper.load(param, threads=1)
