@@ -22,6 +22,7 @@ from ..onednn.attention import fits
 from ..onednn.primitives import PRODUCT_WORK, product_on_onednn
 from ..ops import attention as reference
 from ..ops.special_values import is_tame
+from ..ops.specialize import same_shapes
 from ..thread_limits import requested as model_threads
 from .blas_weights import row_major
 from .runtime import KernelModule
@@ -104,6 +105,43 @@ class NativeMultiheadAttention(OneDnnAttention, reference.MultiheadAttention):
         kernels.attend_heads(work, q, k, v, NO_MASK if mask is None else np.ascontiguousarray(mask), mask is not None,
                              np.float32(self.scale), self.num_heads, out)
         return out, None
+
+    def specialized(self, inputs):
+        """Self-attention without masks or weights asked, small enough for the compiled heads: the
+        query's projection, one tameness check over all of it, the heads and the output projection called
+        directly while the query keeps its class, dtype and shape (a 20-token, 4-head layer of 64: forward
+        spends ~12 us deciding again what the first call decided).  Computes what ``forward`` computes:
+        the qkv rows are tame when their whole sum of squares is, which implies each third's; any other
+        projection goes to ``forward``, which also decides again for NaN and infinities."""
+        if (len(inputs) != 1 or self.need_weights or self.bias_k is not None or self.add_zero_attn
+                or self.in_proj_t is None or self.mask_keys):
+            return None
+        query = inputs[0]
+        if not isinstance(query, np.ndarray) or query.dtype != np.float32 or query.ndim != 3:
+            return None
+        length = query.shape[1] if self.batch_first else query.shape[0]
+        batch = query.shape[0] if self.batch_first else query.shape[1]
+        width = self.embed_dim
+        work = batch * length * length * 2 * width
+        if (work >= HEADS_WORK or query.shape[2] != width or self.in_proj_t.dtype != np.float32
+                or (self.in_bias is not None and self.in_bias.dtype != np.float32)):
+            return None
+        forward, project, batch_first, heads = self.forward, self.project, self.batch_first, self.num_heads
+        in_proj_t, in_bias, out_proj_t, out_bias = self.in_proj_t, self.in_bias, self.out_proj_t, self.out_bias
+        scale = np.float32(self.scale)
+
+        def direct(x):
+            rows = x if batch_first else np.permute_dims(x, (1, 0, 2))
+            qkv = project("qkv", rows, in_proj_t, in_bias)
+            if not is_tame(np, qkv):
+                return forward(x)
+            heads_out = np.empty((batch, length, width), np.float32)
+            kernels.attend_heads(work, qkv[..., :width], qkv[..., width:2 * width], qkv[..., 2 * width:], NO_MASK,
+                                 False, scale, heads, heads_out)
+            out = project("out", heads_out, out_proj_t, out_bias)
+            return out if batch_first else np.permute_dims(out, (1, 0, 2))
+
+        return same_shapes(inputs, direct, forward)
 
     def project(self, name: str, x, weight_t, bias):
         if (self.native is not None and isinstance(x, np.ndarray) and x.dtype == np.float32

@@ -56,5 +56,13 @@ class NativeLayerNorm(CompiledLayerNorm):
                     return np.reshape(out, x.shape)
         return self.compiled_forward(x)
 
+    def specialized(self, inputs):
+        """The compiled loop's direct form (``CompiledLayerNorm.specialized``) below NATIVE_ELEMENTS; above,
+        ``forward`` keeps oneDNN and its check of the variances."""
+        x = inputs[0] if inputs else None
+        if self.library is not None and getattr(x, "size", 0) >= NATIVE_ELEMENTS:
+            return None
+        return super().specialized(inputs)
+
 
 KERNELS = [NativeLayerNorm]

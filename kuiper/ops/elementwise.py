@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from ..ir import dtypes, simplify
 from ..ir.nodes import Assign, Block, Function, IRExpr, Var
 from .base import Op
-from .specialize import arrays_of, guarded
+from .specialize import arrays_of, guarded, same_shapes
 
 FUSED_TYPE = "kuiper.Elementwise"
 # Lent input buffers smaller than this are not reused for the result (see ElementwiseOp.lent_output).
@@ -144,10 +144,46 @@ class ElementwiseOp(Op):
             return None
         function, max_size = found
         if self.donated_inputs:
+            lending = self._lending(function, inputs, max_size)
+            if lending is not None:
+                return lending
             smallest_item = min(dtypes.itemsize(value.dtype) for value in inputs)
             lendable = -(-LEND_MIN_BYTES // smallest_item)
             max_size = lendable if max_size is None else min(max_size, lendable)
         return guarded(function, inputs, self.forward, max_size)
+
+    def _lending(self, function, inputs, max_size):
+        """For math that is one ufunc (``function``, taking the inputs in order) of one or two inputs of one
+        shape and dtype, at least LEND_MIN_BYTES: the ufunc writing into the input the graph lends, as
+        ``forward`` does, with ``lent_output``'s checks resolved now but for the buffer's layout and
+        writeability, which each call's fresh value may lack (then a fresh result, as there).  A
+        residual add of 20 x 64 floats: 6.9 us through ``forward``, under 1 direct.  None otherwise."""
+        sample = inputs[0]
+        if (getattr(function, "nin", None) != len(inputs) or len(inputs) > 2 or sample.nbytes < LEND_MIN_BYTES
+                or (max_size is not None and sample.size >= max_size)
+                or any(value.shape != sample.shape or value.dtype != sample.dtype for value in inputs)):
+            return None
+        _, _, result_dtype = self.compiled(inputs)
+        if result_dtype != dtype_name(sample):
+            return None
+        position = min(self.donated_inputs)
+        if len(inputs) == 1:
+            def lend_one(x):
+                flags = x.flags
+                if flags.c_contiguous and getattr(flags, "writeable", True):
+                    return function(x, out=x)
+                return function(x)
+
+            return same_shapes(inputs, lend_one, self.forward)
+
+        def lend_two(a, b):
+            buffer = b if position else a
+            flags = buffer.flags
+            if flags.c_contiguous and getattr(flags, "writeable", True):
+                return function(a, b, out=buffer)
+            return function(a, b)
+
+        return same_shapes(inputs, lend_two, self.forward)
 
     def lent_output(self, inputs, dtype: str):
         """An input buffer the graph lent of the result's shape and dtype, or None.

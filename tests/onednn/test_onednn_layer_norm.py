@@ -76,3 +76,26 @@ def test_the_op_runs_large_tensors_on_onednn_over_several_normalized_dims(tmp_pa
     x = RNG.standard_normal(shape).astype(np.float32)
     np.testing.assert_allclose(model(x), float64_layer_norm(x, weight, bias, 1e-6, dims=2), rtol=0, atol=TOLERANCE)
     assert bool(calls) == on_onednn == (x.size >= NATIVE_ELEMENTS)
+
+
+@pytest.mark.parametrize("shape", [(2, 4, 48), (3, 100, 4, 48)])
+def test_later_calls_compute_what_the_first_call_computed(tmp_path, monkeypatch, shape):
+    """After the first call, small inputs run the compiled loop's specialized form and large ones keep
+    oneDNN with its check of the variances: the same bits as forward for any values, NaN and rows whose
+    float32 squares overflow included."""
+    pytest.importorskip("numba")
+    from kuiper.numba_kernels.layer_norm_native import NATIVE_ELEMENTS
+
+    weight, bias = RNG.standard_normal((4, 48)).astype(np.float32), RNG.standard_normal((4, 48)).astype(np.float32)
+    model = kuiper.load(write_model(tmp_path, LAYER_NORM, {"ln.weight": weight.tobytes(), "ln.bias": bias.tobytes()}),
+                        threads=2)
+    op = model.steps[0].op
+    x = RNG.standard_normal(shape).astype(np.float32)
+    model(x)
+    assert model.plan.specialized_count() == (1 if x.size < NATIVE_ELEMENTS else 0)
+    odd = x.copy()
+    odd[0, 1] = np.nan
+    odd[-1, -1] *= np.float32(1e18)
+    for value in (x, odd, x[:1].copy()):
+        np.testing.assert_array_equal(model(value), op.forward(value))
+    np.testing.assert_allclose(model(x), float64_layer_norm(x, weight, bias, 1e-6, dims=2), rtol=0, atol=TOLERANCE)

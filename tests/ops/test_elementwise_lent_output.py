@@ -82,3 +82,51 @@ def test_without_a_lent_buffer_the_result_is_fresh():
     result = add_op([]).forward(a, b)
     assert result is not a and result is not b
     np.testing.assert_array_equal(result, wide([3.0]))
+
+
+# -- the specialized forward (ElementwiseOp.specialized) lends as forward does ----------------------------
+
+
+def _specialized(op, *inputs):
+    direct = op.specialized(list(inputs))
+    assert direct is not None
+    return direct
+
+
+def test_the_specialized_forward_writes_into_the_lent_buffer():
+    a, b = wide([[1.0, 2.0]]), wide([[0.5, -4.0]])
+    op = add_op([1])
+    forwarded = []
+    op.forward = lambda *xs: forwarded.append(xs) or AddOp.forward(op, *xs)
+    direct = _specialized(op, a, b)
+    later_a, later_b = wide([[3.0, 1.0]]), wide([[1.0, 1.0]])
+    result = direct(later_a, later_b)
+    assert result is later_b and not forwarded  # the direct form lent it, not forward
+    np.testing.assert_array_equal(result, wide([[4.0, 2.0]]))
+
+
+def test_the_specialized_forward_leaves_a_read_only_or_strided_lent_buffer_alone():
+    a, b = wide([[1.0, 2.0]]), wide([[0.5, -4.0]])
+    direct = _specialized(add_op([0]), a, b)
+    frozen = wide([[1.0, 2.0]])
+    frozen.flags.writeable = False
+    result = direct(frozen, b)
+    assert result is not frozen and result is not b
+    np.testing.assert_array_equal(result, wide([[1.5, -2.0]]))
+    strided = np.asfortranarray(np.tile(wide([[1.0, 2.0]]), (3, 1)))
+    other = np.ascontiguousarray(np.tile(b, (3, 1)))
+    kept = strided.copy()
+    result = direct(strided, other)  # another shape: forward decides, and a Fortran-ordered buffer is not lent
+    np.testing.assert_array_equal(strided, kept)
+    np.testing.assert_array_equal(result, kept + other)
+
+
+def test_the_specialized_forward_gives_forward_results_for_other_shapes_and_dtypes():
+    a, b = wide([[1.0, 2.0]]), wide([[0.5, -4.0]])
+    direct = _specialized(add_op([1]), a, b)
+    small_a, small_b = np.float32([[1.0]]), np.float32([[2.0]])
+    assert direct(small_a, small_b) is not small_b  # below LEND_MIN_BYTES: fresh
+    doubles = wide([[1.0, 2.0]], np.float64)
+    result = direct(doubles, wide([[1.0, 1.0]], np.float64))
+    assert result.dtype == np.float64
+    np.testing.assert_array_equal(result, wide([[2.0, 3.0]], np.float64))
