@@ -107,39 +107,54 @@ class NativeMultiheadAttention(OneDnnAttention, reference.MultiheadAttention):
         return out, None
 
     def specialized(self, inputs):
-        """Self-attention without masks or weights asked, small enough for the compiled heads: the
-        query's projection, one tameness check over all of it, the heads and the output projection called
-        directly while the query keeps its class, dtype and shape (a 20-token, 4-head layer of 64: forward
-        spends ~12 us deciding again what the first call decided).  Computes what ``forward`` computes:
-        the qkv rows are tame when their whole sum of squares is, which implies each third's; any other
-        projection goes to ``forward``, which also decides again for NaN and infinities."""
-        if (len(inputs) != 1 or self.need_weights or self.bias_k is not None or self.add_zero_attn
-                or self.in_proj_t is None or self.mask_keys):
+        """Attention without masks or weights asked, small enough for the compiled heads: the projections,
+        their tameness checks, the heads and the output projection called directly while the inputs keep
+        their class, dtype and shape (a 20-token, 4-head self-attention of 64: forward spends ~12 us
+        deciding again what the first call decided).  Computes what ``forward`` computes: self-attention's
+        qkv rows are tame when their whole sum of squares is, which implies each third's; projections that
+        are not go to ``forward``, which decides again for NaN and infinities."""
+        if (len(inputs) != self.tensor_count or self.need_weights or self.bias_k is not None or self.add_zero_attn
+                or self.mask_keys or not self._fits(inputs)):
             return None
-        query = inputs[0]
-        if not isinstance(query, np.ndarray) or query.dtype != np.float32 or query.ndim != 3:
+        if not all(isinstance(value, np.ndarray) and value.dtype == np.float32 and value.ndim == 3
+                   for value in inputs):
             return None
-        length = query.shape[1] if self.batch_first else query.shape[0]
+        query, key, value = self._spread(inputs)
+        length, source = (query.shape[1], key.shape[1]) if self.batch_first else (query.shape[0], key.shape[0])
         batch = query.shape[0] if self.batch_first else query.shape[1]
         width = self.embed_dim
-        work = batch * length * length * 2 * width
-        if (work >= HEADS_WORK or query.shape[2] != width or self.in_proj_t.dtype != np.float32
-                or (self.in_bias is not None and self.in_bias.dtype != np.float32)):
+        work = batch * length * source * 2 * width
+        weights = [self.out_proj_t, self.q_proj_t, self.k_proj_t, self.v_proj_t]
+        if (work >= HEADS_WORK or any(weight.dtype != np.float32 for weight in weights)
+                or (self.in_bias is not None and self.in_bias.dtype != np.float32)
+                or (self.out_bias is not None and self.out_bias.dtype != np.float32)):
             return None
         forward, project, batch_first, heads = self.forward, self.project, self.batch_first, self.num_heads
+        spread, in_project = self._spread, self._project
         in_proj_t, in_bias, out_proj_t, out_bias = self.in_proj_t, self.in_bias, self.out_proj_t, self.out_bias
         scale = np.float32(self.scale)
 
-        def direct(x):
-            rows = x if batch_first else np.permute_dims(x, (1, 0, 2))
-            qkv = project("qkv", rows, in_proj_t, in_bias)
-            if not is_tame(np, qkv):
-                return forward(x)
+        def attend(q, k, v):
             heads_out = np.empty((batch, length, width), np.float32)
-            kernels.attend_heads(work, qkv[..., :width], qkv[..., width:2 * width], qkv[..., 2 * width:], NO_MASK,
-                                 False, scale, heads, heads_out)
+            kernels.attend_heads(work, q, k, v, NO_MASK, False, scale, heads, heads_out)
             out = project("out", heads_out, out_proj_t, out_bias)
             return out if batch_first else np.permute_dims(out, (1, 0, 2))
+
+        if len(inputs) == 1 and in_proj_t is not None:
+            def direct(x):  # one (E, 3E) product, as forward makes for self-attention
+                qkv = project("qkv", x if batch_first else np.permute_dims(x, (1, 0, 2)), in_proj_t, in_bias)
+                if not is_tame(np, qkv):
+                    return forward(x)
+                return attend(qkv[..., :width], qkv[..., width:2 * width], qkv[..., 2 * width:])
+        else:
+            def direct(*xs):
+                tensors = spread(xs)
+                if not batch_first:
+                    tensors = [np.permute_dims(t, (1, 0, 2)) for t in tensors]
+                q, k, v = in_project(*tensors, tensors[0] is tensors[1] is tensors[2])
+                if not _tame(q, k, v):
+                    return forward(*xs)
+                return attend(q, k, v)
 
         return same_shapes(inputs, direct, forward)
 
