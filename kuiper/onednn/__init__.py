@@ -18,13 +18,13 @@ from .layer_norm import LayerNormalization
 from .matmul import MatMul
 from .pool import Pooling
 from .product import Product
-from .sequence import Sequence, SequenceBuilder
+from .sequence import Sequence, SequenceBuilder, arena_bytes, release_arena
 from .softmax import Softmax
 from .binding import OneDnnError, loaded
 
 __all__ = ["Attention", "Blocked", "Concatenation", "Convolution", "LayerNormalization", "MatMul", "OneDnnError",
-           "Pooling", "Product", "Sequence", "SequenceBuilder", "Softmax", "available", "describe", "library",
-           "on_gnu_openmp"]
+           "Pooling", "Product", "Sequence", "SequenceBuilder", "Softmax", "arena_bytes", "available", "describe",
+           "library", "on_gnu_openmp", "release_arena"]
 
 
 def library():

@@ -19,6 +19,7 @@ in several threads at once.
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -152,6 +153,7 @@ class Sequence:
         self.scratch_bytes = max((step.primitive.scratchpad.nbytes for step in steps if isinstance(step, _Run)),
                                  default=0)
         self._local = threading.local()
+        _sequences.add(self)
 
     @property
     def planned_bytes(self) -> int:
@@ -281,8 +283,22 @@ class _Arena(threading.local):
 
 
 _arena = _Arena()
+_sequences: weakref.WeakSet = weakref.WeakSet()  # every live sequence, whose thread states a release drops
 
 
 def arena_bytes() -> int:
     """What this thread's arena holds (for tests and profiles)."""
     return _arena.nbytes
+
+
+def release_arena() -> int:
+    """Give back the buffers this thread's arena holds between calls, as ONNX Runtime's arena shrinkage
+    does at the end of a run; returns the bytes released.  Every sequence drops what this thread had
+    pointed at them (its memory objects; a copy step's buffer), so the memory is freed now, and plans
+    them again on its next call here.  For a service thread that once ran a large batch."""
+    released = _arena.nbytes
+    _arena.buffers = []
+    _arena.generation += 1
+    for sequence in list(_sequences):
+        sequence._local.__dict__.pop("state", None)
+    return released

@@ -222,3 +222,31 @@ def test_sequences_share_one_arena_and_follow_it_when_it_grows(monkeypatch):
     for _ in range(2):  # the small one runs on the grown buffers, and both keep giving the same numbers
         np.testing.assert_array_equal(first(small)[0].reshape(small_want.shape), small_want)
         np.testing.assert_array_equal(second(large)[0].reshape(large_want.shape), large_want)
+
+
+def test_release_arena_frees_the_buffers_now_and_later_calls_plan_them_again(monkeypatch):
+    """``onednn.release_arena`` (ONNX Runtime's arena shrinkage): this thread's buffers, and what its
+    sequences pointed at them, are freed at once; the next call plans them again and computes the same."""
+    import gc
+    import weakref
+
+    from kuiper.onednn import sequence as sequence_module
+
+    monkeypatch.setattr(sequence_module, "_arena", sequence_module._Arena())  # this test's own
+    monkeypatch.setattr(onednn_conv, "PLAIN_CONV_WORK", 0)
+    # A residual the caller reads too: the sum's output starts as a copy of it, a step that holds its buffer.
+    convs = (_conv(8, 16), _conv(16, 16), _conv(16, 16, post_ops=(("sum",), ("eltwise_relu", 0.0, 0.0))))
+    x = RNG.standard_normal((2, 8, 12, 12)).astype(np.float32)
+    builder, out, want = _chain(convs, x)
+    a_value = 1 if builder.steps[0].values.get(17) == 1 else 2  # the first conv's output
+    run = builder.build([out, a_value])
+    assert [step for step in run.steps if not hasattr(step, "primitive")]  # a copy step
+    np.testing.assert_array_equal(run(x)[0].reshape(want.shape), want)
+    held = onednn.arena_bytes()
+    buffers = [weakref.ref(buffer) for buffer in sequence_module._arena.buffers]
+    assert held > 0 and buffers
+    assert onednn.release_arena() == held
+    gc.collect()
+    assert onednn.arena_bytes() == 0 and all(buffer() is None for buffer in buffers)  # freed, not just unlisted
+    np.testing.assert_array_equal(run(x)[0].reshape(want.shape), want)
+    assert onednn.arena_bytes() == held
