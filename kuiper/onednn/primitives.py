@@ -262,9 +262,31 @@ def scratch_buffer(nbytes: int) -> np.ndarray:
 
 def dense_order(array: np.ndarray) -> tuple[int, ...] | None:
     """The axis order in which ``array``'s elements lie row-major in memory with no gaps (``(0, 2, 3, 1)``
-    for an NHWC buffer seen as NCHW, as a transpose leaves it), or None where they do not."""
-    order = tuple(sorted(range(array.ndim), key=lambda axis: -array.strides[axis]))
+    for an NHWC buffer seen as NCHW, as a transpose leaves it), or None where they do not.  Axes of size
+    1 come first: their strides say nothing (a batch of one seen through a transpose keeps whatever
+    stride it had, 1024 bytes beside a W stride of 1024)."""
+    order = tuple(sorted(range(array.ndim), key=lambda axis: (array.shape[axis] != 1, -array.strides[axis])))
     return order if array.transpose(order).flags.c_contiguous else None
+
+
+def memory_ordered(array: np.ndarray) -> np.ndarray:
+    """``array`` with its axes in the order its elements lie in memory (the same elements, no copy), or
+    itself where they do not lie densely: what a sum over all of them (a guard's norm) reads in one pass
+    rather than gathering across memory."""
+    order = dense_order(array)
+    return array if order is None else array.transpose(order)
+
+
+def dense_strides(shape, order) -> list[int]:
+    """The strides, in elements, of a tensor of ``shape`` whose axes lie row-major in ``order``: axes of size
+    1 get the stride their place gives them, so oneDNN sees a format it knows (acdb for NHWC) rather than
+    a generic strided one (a (1, 256, 56, 56) view of a (1, 3136, 256) array, PVT-v2's Mix-FFN: its
+    reorder to nChw16c took 0.83 ms as a generic one against 0.20 as acdb, 1 thread)."""
+    strides, step = [0] * len(shape), 1
+    for axis in reversed(order):
+        strides[axis] = step
+        step *= shape[axis]
+    return strides
 
 
 def in_strides(library: Library, array: np.ndarray, layouts: dict, shape=None) -> tuple[Layout, np.ndarray] | None:
@@ -276,7 +298,7 @@ def in_strides(library: Library, array: np.ndarray, layouts: dict, shape=None) -
     order = dense_order(array)
     if order is None:
         return None
-    strides = [stride // 4 for stride in array.strides]
+    strides = dense_strides(array.shape, order)
     if shape is not None and len(shape) == array.ndim + 1:  # (groups, out / groups, ...): split dim 0
         strides = [strides[0] * shape[1], *strides]
     key = (tuple(shape or array.shape), tuple(strides))

@@ -579,3 +579,37 @@ def test_a_grouped_conv_whose_channel_blocked_kernel_is_a_reference_one_lets_one
     x = RNG.standard_normal(shape).astype(np.float32)
     expected = float64_conv(x, weight, None, (1, 1), (1, 1), ((1, 1), (1, 1)), 2)
     assert np.max(np.abs(np.asarray(conv(x, 1, blocked=True)) - expected)) <= TOLERANCE
+
+
+def test_a_batch_of_one_seen_through_a_transpose_is_read_as_channels_last():
+    """A (1, C, H, W) view of a (1, H*W, C) array (PVT-v2's Mix-FFN) keeps its batch stride from before the
+    transpose (C floats, the same as W's): the layout handed to oneDNN gives the batch its channels-last
+    stride, so the reorder reads a format oneDNN knows (acdb), and the conv's result is the copy's."""
+    from kuiper.onednn.primitives import dense_order, in_strides
+
+    tokens = RNG.standard_normal((1, 6 * 5, 32)).astype(np.float32)
+    view = np.reshape(np.swapaxes(tokens, 1, 2), (1, 32, 6, 5))
+    assert view.strides[0] == view.strides[3]  # the tie that hid the channels-last order
+    assert dense_order(view) == (0, 2, 3, 1)
+    layouts = {}
+    layout, buffer = in_strides(onednn.library(), view, layouts)
+    assert list(layouts) == [((1, 32, 6, 5), (32 * 6 * 5, 1, 5 * 32, 32))]  # acdb's strides, in floats
+    assert buffer.flags.c_contiguous and np.shares_memory(buffer, tokens)
+    conv = onednn.Convolution(onednn.library(), (RNG.standard_normal((32, 1, 3, 3)) / 3).astype(np.float32), None,
+                              (1, 1), (1, 1), ((1, 1), (1, 1)), 32)
+    np.testing.assert_array_equal(conv(view), conv(np.ascontiguousarray(view)))
+
+
+def test_the_guard_reads_a_transposed_input_in_memory_order(monkeypatch):
+    """The norm that guards a conv's special values reads a transposed view in memory order, not as a
+    gather across it (the same sum up to rounding)."""
+    pytest.importorskip("numba")
+    from kuiper.numba_kernels import conv_native
+
+    view = np.reshape(np.swapaxes(RNG.standard_normal((1, 56 * 56, 64)).astype(np.float32), 1, 2), (1, 64, 56, 56))
+    read = []
+    vdot = np.vdot
+    monkeypatch.setattr(np, "vdot", lambda a, b: read.append(a.flags.c_contiguous) or vdot(a, b))
+    norm = conv_native.norm_of(view)
+    assert read == [True]
+    assert norm == pytest.approx(float(np.sqrt(np.sum(view.astype(np.float64) ** 2))), rel=1e-5)
