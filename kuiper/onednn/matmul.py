@@ -56,7 +56,10 @@ class MatMul:
         threads = self.library.threads(threads)
         if threads > 1 and rows * self.in_features * self.out_features < ONE_THREAD_WORK:
             threads = 1
-        product, source, result = self.plan(rows, threads)
+        # Rows that lie column-major (the transpose of a row-major array: a conv's NCHW output seen as
+        # tokens, PVT-v2's Mix-FFN) are read where they lie, not copied row-major first.
+        column_major = x.dtype == np.float32 and not x.flags.c_contiguous and x.T.flags.c_contiguous
+        product, source, result = self.plan(rows, threads, column_major)
         if out is not None and (out.shape != (rows, self.out_features) or out.dtype != np.float32
                                 or not out.flags.c_contiguous or residual is not None):
             raise OneDnnError(f"the output buffer must be a row-major float32 array of shape {(rows, self.out_features)}"
@@ -68,7 +71,7 @@ class MatMul:
             out = np.array(residual, dtype=np.float32, order="C")  # the sum post-op adds what it holds
         elif out is None:
             out = np.empty((rows, self.out_features), np.float32)
-        arguments = {ARG_SRC: (source, np.ascontiguousarray(x, dtype=np.float32)),
+        arguments = {ARG_SRC: (source, x.T if column_major else np.ascontiguousarray(x, dtype=np.float32)),
                      ARG_WEIGHTS: (self.weight_layout, self.weight), ARG_DST: (result, out)}
         if self.bias is not None:
             arguments[ARG_BIAS] = self.bias
@@ -80,14 +83,17 @@ class MatMul:
         product.run(arguments, threads)
         return out
 
-    def plan(self, rows: int, threads: int) -> tuple[Primitive, Layout, Layout]:
-        """(the primitive, its input layout, its output layout) for ``rows`` rows on ``threads``."""
-        return self.plans.get_or_make((rows, threads), lambda: self._make_plan(rows, threads), refusal_key=rows)
+    def plan(self, rows: int, threads: int, column_major: bool = False) -> tuple[Primitive, Layout, Layout]:
+        """(the primitive, its input layout, its output layout) for ``rows`` rows on ``threads``, the rows
+        row-major or (``column_major``) as the transpose of a row-major (in, rows) array."""
+        return self.plans.get_or_make((rows, threads, column_major),
+                                      lambda: self._make_plan(rows, threads, column_major), refusal_key=rows)
 
-    def _make_plan(self, rows: int, threads: int) -> tuple[Primitive, Layout, Layout]:
+    def _make_plan(self, rows: int, threads: int, column_major: bool) -> tuple[Primitive, Layout, Layout]:
         library = self.library
         library.set_threads(threads)  # the primitive is made for this many threads
-        source = Layout.plain(library, (rows, self.in_features))
+        source = (Layout.strided(library, (rows, self.in_features), (1, rows)) if column_major
+                  else Layout.plain(library, (rows, self.in_features)))
         result = Layout.plain(library, (rows, self.out_features))
         bias = self.bias[0].handle if self.bias is not None else None
         with Attributes(library, self.post_ops, operand=result) as attributes:

@@ -128,8 +128,8 @@ def test_a_small_product_runs_on_one_thread_a_large_one_on_the_threads_asked():
     large = RNG.standard_normal((ONE_THREAD_WORK // (64 * 64) + 1, 64)).astype(np.float32)
     for x in (small, large):
         close(product(x, threads=2), x.astype(np.float64) @ weight.T.astype(np.float64) + b)
-    assert (2, 1) in product.plans and (2, 2) not in product.plans
-    assert (large.shape[0], 2) in product.plans
+    assert (2, 1, False) in product.plans and (2, 2, False) not in product.plans  # (rows, threads, column-major)
+    assert (large.shape[0], 2, False) in product.plans
 
 
 def test_an_input_of_the_wrong_width_is_refused_with_the_shapes():
@@ -137,3 +137,25 @@ def test_an_input_of_the_wrong_width_is_refused_with_the_shapes():
     product = onednn.MatMul(onednn.library(), weight, b)
     with pytest.raises(onednn.OneDnnError, match=r"\(3, 15\).*\(rows, 16\)"):
         product(np.zeros((3, 15), np.float32))
+
+
+@pytest.mark.parametrize("rows, inputs, outputs", [(196, 64, 32), (7, 33, 5)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_column_major_rows_are_read_where_they_lie(rows, inputs, outputs, threads, monkeypatch):
+    """Rows that are the transpose of a row-major array (a conv's NCHW output seen as tokens) go to oneDNN
+    as they lie, with no row-major copy first, and give what the copy gives, to the bit."""
+    x, weight, b, expected = case(rows, inputs, outputs)
+    columns = np.ascontiguousarray(x.T)  # (inputs, rows), row-major
+    rows_view = columns.T
+    assert not rows_view.flags.c_contiguous
+    product = onednn.MatMul(onednn.library(), weight, b, (("eltwise_relu", 0.0, 0.0),))
+    want = product(np.ascontiguousarray(rows_view), threads=threads)
+    copies = []
+    contiguous = np.ascontiguousarray
+    monkeypatch.setattr(np, "ascontiguousarray", lambda a, *args, **kw: copies.append(a.shape) or contiguous(a, *args, **kw))
+    got = product(rows_view, threads=threads)
+    assert copies == []
+    np.testing.assert_array_equal(got, want)
+    close(got, np.maximum(expected, 0.0))
+    assert "ref" not in product.plan(rows, product.library.threads(threads) if rows * inputs * outputs >= ONE_THREAD_WORK
+                                     else 1, column_major=True)[0].implementation()
