@@ -39,9 +39,8 @@ class ConcatNestedInPlace(ConcatNested):
         for size, inner_shape, inner_axis, parts in regions:
             region = out[lead + (slice(start, start + size),)]
             start += size
-            try:
-                target = region.reshape(inner_shape, copy=False)
-            except ValueError:  # the region is not a view of this shape: join, then copy once more
+            target = _view(region, inner_shape)
+            if target is None:  # the region is not a view of this shape: join, then copy once more
                 region[...] = np.reshape(np.concatenate(parts, axis=inner_axis), region.shape)
                 continue
             cut = (slice(None),) * inner_axis
@@ -88,6 +87,17 @@ class ConcatNestedInPlace(ConcatNested):
         for region in regions:
             region[0] = region[0][axis]
         return tuple(out_shape), axis, regions
+
+
+def _view(region: np.ndarray, shape) -> np.ndarray | None:
+    """``region`` viewed in ``shape`` without a copy, or None where no view has that shape."""
+    try:
+        return region.reshape(shape, copy=False)
+    except ValueError:
+        return None
+    except TypeError:  # NumPy before 2.1 has no copy argument: a copy lies elsewhere in memory, a view does not
+        view = region.reshape(shape)
+        return view if np.may_share_memory(view, region) else None
 
 
 KERNELS = [ConcatNestedInPlace]

@@ -202,3 +202,23 @@ def test_yolo_head_is_one_join_and_computes_what_pytorch_did(batch, monkeypatch)
     got = model(x)
     assert_close_to_pytorch(got, want, f"yolov5_style {batch}")
     assert _bits_equal(_without_pass(monkeypatch, path)(x), got)
+
+
+class _OldNumpyArray(np.ndarray):
+    """An array whose reshape takes no ``copy`` argument, as before NumPy 2.1."""
+
+    def reshape(self, shape, **options):
+        if options:
+            raise TypeError("reshape() got an unexpected keyword argument 'copy'")
+        return np.ndarray.reshape(self, shape)
+
+
+@pytest.mark.parametrize("kind", [np.ndarray, _OldNumpyArray])
+def test_a_region_is_viewed_in_the_inner_shape_only_without_a_copy(kind):
+    from kuiper.numba_kernels.concat_nested import _view
+
+    out = np.zeros((2, 3, 4), np.float32).view(kind)
+    rows = _view(out[:, 0:2], (2, 2, 2, 2))  # a slice along dim 1: its rows split without a copy
+    rows[...] = 1
+    assert out[:, 0:2].all() and not out[:, 2].any()
+    assert _view(out[:, :, 0:2], (2, 6)) is None  # columns 0-1 of each row: no (2, 6) view of them
