@@ -26,6 +26,7 @@ from .hoist import hoist_unary_elementwise
 from .loop_invariants import hoist_loop_invariants
 from .model import Model, TensorSpec
 from .native_layouts import agree_on_layouts
+from .nested_joins import join_nested_concats
 from .patch_convs import convs_as_patch_products
 from .plan import Step
 from .providers import Unit, offer_to_providers
@@ -177,6 +178,7 @@ def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool
         order = move_transposes_down(order, output_operands)
         order = join_slices(order, ir.operands)
         order, fused_groups = fuse_elementwise(order, output_operands, target)
+        order = join_nested_concats(order, output_operands)
 
     units = [Unit(node, _instantiate_on_device(node, target, fuse, providers)) for node in order]
     if providers:

@@ -7,8 +7,9 @@ outputs as PyTorch produced, so each op checks that its piece count matches.
 from __future__ import annotations
 
 from ..errors import ShapeError
-from .base import Op, normalize_axis
-from .params import Int
+from .base import Op, normalize_axis, prod
+from .params import Int, Ints
+from .shape import resolve_shape
 from .specialize import same_shape
 
 
@@ -31,18 +32,70 @@ class Cat(_Joining):
     types = ("Concat",)
 
     def forward(self, *tensors):
-        joined = [t for t in tensors if tuple(t.shape) != (0,)]
-        if not joined:  # only empty 1-D tensors: PyTorch accepts any dim and gives (0,)
-            return self.xp.concat(list(tensors), axis=0)
-        first = joined[0]
-        axis = normalize_axis(self.dim, first.ndim, self)
-        for t in joined[1:]:
-            if t.ndim != first.ndim or any(a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != axis):
-                shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
-                raise ShapeError(f"{self.node.describe()}: cannot concatenate shapes {shapes} along dim {self.dim}")
-        result = self.xp.concat(joined, axis=axis)
-        dtype = self.xp.result_type(*tensors)
-        return result if result.dtype == dtype else result.astype(dtype)
+        return join(self, tensors, self.dim)
+
+
+def join(op: Op, tensors, dim: int):
+    """torch.cat of ``tensors`` along ``dim``, with its errors named after ``op`` (Cat's math)."""
+    xp = op.xp
+    joined = [t for t in tensors if tuple(t.shape) != (0,)]
+    if not joined:  # only empty 1-D tensors: PyTorch accepts any dim and gives (0,)
+        return xp.concat(list(tensors), axis=0)
+    first = joined[0]
+    axis = normalize_axis(dim, first.ndim, op)
+    for t in joined[1:]:
+        if t.ndim != first.ndim or any(a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != axis):
+            shapes = ", ".join(str(tuple(t.shape)) for t in tensors)
+            raise ShapeError(f"{op.node.describe()}: cannot concatenate shapes {shapes} along dim {dim}")
+    result = xp.concat(joined, axis=axis)
+    dtype = xp.result_type(*tensors)
+    return result if result.dtype == dtype else result.astype(dtype)
+
+
+class ConcatNested(Op):
+    """Concat along ``dim`` of operands each of which is itself a concat of inputs, reshaped.
+
+    Operand i joins the next ``pieces[i]`` inputs along ``inner_dims[i]`` and, where
+    ``ranks[i]`` is not -1, reshapes the result to the next ``ranks[i]`` values of ``shapes``
+    (Reshape's rule: one -1 is inferred).  The graph writes ``concat(reshape(concat(...)), ...)``
+    so (kuiper/graph/nested_joins.py: YOLO's detect head joins xy, wh and the class scores per
+    level, then the levels): as one op, a kernel can write every piece straight into the one
+    output instead of making each level's join and copying it again.  Here the math is exactly
+    the ops it replaces, one after the other.
+    """
+
+    types = ("ConcatNested",)
+    params = (Int("dim", default=0), Ints("pieces", low=1), Ints("inner_dims", length="pieces"),
+              Ints("ranks", length="pieces", low=-1), Ints("shapes", default=()))
+
+    def setup(self):
+        if sum(self.pieces) != len(self.node.inputs):
+            raise self.error(f"param 'pieces' {list(self.pieces)} adds up to {sum(self.pieces)} inputs, "
+                             f"the op has {len(self.node.inputs)}")
+        if sum(max(rank, 0) for rank in self.ranks) != len(self.shapes):
+            raise self.error(f"param 'shapes' holds {len(self.shapes)} values, param 'ranks' "
+                             f"{list(self.ranks)} asks for {sum(max(rank, 0) for rank in self.ranks)}")
+        self.groups = []  # (first input, input count, inner dim, reshape target or None) per operand
+        first, cursor = 0, 0
+        for count, inner, rank in zip(self.pieces, self.inner_dims, self.ranks):
+            target = None if rank < 0 else tuple(self.shapes[cursor:cursor + rank])
+            cursor += max(rank, 0)
+            self.groups.append((first, count, inner, target))
+            first += count
+
+    def operand(self, tensors, group):
+        """Operand ``group`` of the outer join, made as the replaced ops made it."""
+        first, count, inner, target = group
+        if count == 1 and target is None:  # an operand the outer join takes as it is
+            return tensors[first]
+        joined = join(self, tensors[first:first + count], inner)
+        if target is None:
+            return joined
+        shape = resolve_shape(self, target, prod(joined.shape), f"shape {tuple(joined.shape)}")
+        return self.xp.reshape(joined, shape)
+
+    def forward(self, *tensors):
+        return join(self, [self.operand(tensors, group) for group in self.groups], self.dim)
 
 
 class Stack(_Joining):
@@ -201,4 +254,4 @@ class Unbind(Op):
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
-OPS = [Cat, Stack, Split, Chunk, TensorSplit, Unbind]
+OPS = [Cat, ConcatNested, Stack, Split, Chunk, TensorSplit, Unbind]
