@@ -64,8 +64,9 @@ class CompiledNearest2x:
             inputs = tuple(x if position == self.data_index else value for position, value in enumerate(inputs))
         if (self.mode == "nearest" and isinstance(x, np.ndarray) and x.dtype == np.float32 and x.ndim == 4
                 and x.size and self._doubled(x.shape, inputs)):
-            out = np.empty(tuple(x.shape[:2]) + (FACTOR * x.shape[2], FACTOR * x.shape[3]), np.float32)
-            check_size(out.shape, 4, self.node.describe())
+            out_shape = tuple(x.shape[:2]) + (FACTOR * x.shape[2], FACTOR * x.shape[3])
+            check_size(out_shape, 4, self.node.describe())  # before the output is allocated
+            out = np.empty(out_shape, np.float32)
             kernels.nearest_2x(out.size, np.ascontiguousarray(x)[..., None], out[..., None])
             return out
         return super().forward(*inputs)
