@@ -4,8 +4,8 @@ Scan (a loop over slices of its inputs, carrying a state: jax.lax.scan, ONNX Sca
 The sub-graphs are params holding a ModelIR; the graph builder builds them on the op's
 backend and the op calls them as Models (``self.subgraph(key)``).
 
-A While runs at most the loop budget's iterations (kuiper.limits.loop_budget), and for at most
-the loop time budget (kuiper.limits.loop_deadline: shared with the loops nested in it), and is
+A While runs at most the loop budget's iterations, and for at most the loop time budget (shared
+with the loops nested in it: kuiper.limits.loop_limits, read once by the outermost loop), and is
 refused when built if its condition is a constant true, so no model spins forever; a
 Ctrl-C between iterations ends a long one like any Python loop.
 """
@@ -18,7 +18,7 @@ import numpy as np  # to look at a constant param once, at build time; never to 
 
 from ..errors import ShapeError
 from ..ir.dtypes import array_dtype
-from ..limits import check_deadline, check_iterations, loop_budget, loop_deadline
+from ..limits import check_deadline, check_iterations, loop_budget, loop_limits
 from ..model_ir import ModelIR
 from .base import Op, normalize_axis
 from .reducers import call_subgraph
@@ -65,8 +65,8 @@ class While(Op):
 
     def forward(self, *state):
         state = _dense(self.xp, state, self.body.owned_inputs)
-        budget, where = loop_budget(), self.node.describe()
-        with loop_deadline() as deadline:
+        where = self.node.describe()
+        with loop_limits() as (budget, deadline):
             # The state is checked on the way in; after that the body made it, of the types it takes, and
             # each iteration moves only what the body and condition read (Model.loop_step).
             if not bool(self.condition.call_within(state)[0]):
