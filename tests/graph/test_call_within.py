@@ -83,9 +83,17 @@ def test_a_loops_later_iterations_move_only_what_its_body_and_condition_read():
         sub_graph.plan.run = recording
     model(a, b, w)
     # The first call of each is checked and fed everything (call_within); later ones only what is read:
-    # the counter for the condition; the counter, a and w for the body (b and w pass through, b moved).
-    assert fed["condition"][0] == 4 and set(fed["condition"][1:]) == {1}
+    # the counter, a and w for the body (b and w pass through, b moved).  The condition (i < 5) runs once:
+    # later checks compare the counter as a Python int (While.bound).
+    assert fed["condition"] == [4]
     assert fed["body"][0] == 4 and set(fed["body"][1:]) == {3}
+    # Without that comparison, the condition's later runs are fed the counter alone.
+    loop.bound = None
+    vars(loop).pop("_condition_holds", None)
+    fed.clear()
+    got_a, got_b = model(a, b, w)
+    np.testing.assert_array_equal(got_a, want_a)
+    assert fed["condition"][0] == 4 and set(fed["condition"][1:]) == {1}
 
 
 VIEWED_LOOP = """HloModule viewed
