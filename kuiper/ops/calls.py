@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from time import monotonic
 
 import numpy as np  # to look at a constant param once, at build time; never to compute
 
@@ -67,22 +68,26 @@ class While(Op):
 
     def forward(self, *state):
         state = _dense(self.xp, state, self.body.owned_inputs)
-        where = self.node.describe()
         with loop_limits() as (budget, deadline):
             # The state is checked on the way in; after that the body made it, of the types it takes, and
             # each iteration moves only what the body and condition read (Model.loop_step).
             if not bool(self.condition.call_within(state)[0]):
                 return _single_or_tuple(state)
-            check_iterations(1, budget, where)
-            check_deadline(deadline, where)
+            self._check_limits(1, budget, deadline)
             state = self.body.call_within(state)
             condition, body, iterations = self._condition_holds, self._body_step, 1
             while condition(state):
                 iterations += 1
-                check_iterations(iterations, budget, where)
-                check_deadline(deadline, where)
+                # The two budgets' tests written out: the checks (and the op's description) only to raise.
+                if iterations > budget or monotonic() > deadline:
+                    self._check_limits(iterations, budget, deadline)
                 state = body(state)
         return _single_or_tuple(state)
+
+    def _check_limits(self, iterations: int, budget: int, deadline: float) -> None:
+        where = self.node.describe()
+        check_iterations(iterations, budget, where)
+        check_deadline(deadline, where)
 
     @functools.cached_property
     def _condition_holds(self):
