@@ -16,7 +16,7 @@ import functools
 import operator
 from time import monotonic
 
-import numpy as np  # to look at a constant param once, at build time; never to compute
+import numpy as np  # to look at constant params once, at build time; never to compute
 
 from ..errors import ShapeError
 from ..ir.dtypes import array_dtype
@@ -134,7 +134,8 @@ def _integer_bound(graph) -> tuple | None:
         return None
     constant, compare = sorted(graph.ops, key=lambda node: node.type != "Constant")
     params = compare.params
-    if (constant.type != "Constant" or constant.inputs or set(constant.attrs) != {"data"} or constant.params
+    if (constant.type != "Constant" or constant.inputs or len(constant.outputs) != 1 or constant.params
+            or set(constant.attrs) != {"data"} or not isinstance(constant.attrs["data"], np.ndarray)
             or compare.type != "Elementwise" or compare.outputs != [graph.outputs[0]] or len(compare.inputs) != 2
             or set(params) - {"function", "operand_dtypes", "dtype", "direction", "order"}
             or params.get("function") != "compare" or params.get("direction") not in _COMPARISONS):
@@ -143,8 +144,7 @@ def _integer_bound(graph) -> tuple | None:
     data = constant.attrs["data"]
     dtype = dtypes[0] if len(dtypes) == 2 and dtypes[0] == dtypes[1] else None
     natural = {"", "unsigned" if dtype and dtype.startswith("u") else "signed"}
-    if dtype not in _INTEGERS or params.get("order", "") not in natural or getattr(data, "shape", None) != () \
-            or str(data.dtype) != dtype:
+    if dtype not in _INTEGERS or params.get("order", "") not in natural or data.shape != () or str(data.dtype) != dtype:
         return None
     direction = params["direction"]
     if compare.inputs[1] == constant.outputs[0] and compare.inputs[0] != constant.outputs[0]:
