@@ -2,7 +2,9 @@
 evaluates it, after the first iteration, as a comparison of two Python ints (kuiper/ops/calls.py,
 ``While.bound``): the loops below must run exactly the iterations a plain Python loop with the same
 integer arithmetic (wrapping at the dtype's width) counts, whichever side the constant is on, and the
-conditions that are not such a comparison must keep the sub-graph's own path."""
+conditions that are not such a comparison must keep the sub-graph's own path.  The counter's own
+``i + constant`` on a 0-d integer is a sum of Python ints wrapped into the dtype
+(kuiper/ir/codegen_numpy.py, ``_counter_step``): the same 0-d arrays as NumPy's add."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import pytest
 
 import kuiper
 
-HLO_TYPES = {"int32": "s32", "int64": "s64", "uint32": "u32", "uint8": "u8"}
+HLO_TYPES = {"int8": "s8", "int16": "s16", "int32": "s32", "int64": "s64", "uint8": "u8", "uint32": "u32",
+             "uint64": "u64"}
 PYTHON = {"LT": operator.lt, "LE": operator.le, "GT": operator.gt, "GE": operator.ge, "EQ": operator.eq,
           "NE": operator.ne}
 
@@ -145,3 +148,29 @@ def test_other_conditions_run_their_own_graph():
     model = kuiper.load_hlo(counted_loop("int32", 2, 5, "LT", against="k"))  # i < count: both from the state
     assert while_op(model).bound is None
     assert int(model(np.array(-3, np.int32))) == 3  # (-3, 0), (-1, 1), (1, 2), then (3, 3)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8"])  # (u32, u64: exact ops, not fused)
+def test_a_specialized_counter_add_gives_numpys_wrapped_sums(dtype):
+    info = np.iinfo(dtype)
+    for constant in (1, -1, 7, int(info.max), int(info.min)):
+        if constant < 0 and info.min == 0:
+            continue
+        text = f"""HloModule add
+ENTRY main {{
+  x = {HLO_TYPES[dtype]}[] parameter(0)
+  c = {HLO_TYPES[dtype]}[] constant({constant})
+  ROOT y = {HLO_TYPES[dtype]}[] add(x, c)
+}}
+"""
+        model = kuiper.load_hlo(text, backend="numpy")
+        model(np.array(0, dtype))
+        (entry,), (step,) = model.plan.entries, model.plan.steps
+        assert getattr(entry[0], "__name__", None) == "one"  # a specialized forward (guarded), not the op's
+        for value in (0, 1, -1, 5, int(info.max), int(info.max) - 3, int(info.min), int(info.min) + 2):
+            x = np.array(value, dtype) if info.min <= value <= info.max else np.array(0, dtype)
+            got = entry[0](x)
+            want = np.add(x, np.array(constant, dtype))  # NumPy's wrapped sum (a scalar)
+            assert type(got) is np.ndarray and got.shape == () and got.dtype == np.dtype(dtype)
+            assert int(got) == int(want), (value, constant)
+            assert int(model(x)) == int(want)
