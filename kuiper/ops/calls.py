@@ -92,12 +92,14 @@ class While(Op):
     @functools.cached_property
     def _condition_holds(self):
         """``holds(state) -> bool`` for the iterations after the first (state the body made).  A condition
-        that compares one integer of the state with a constant (a fori_loop's ``i < n``) is that
-        comparison of two Python ints, which are exact: 0.2 us, where running the condition's
+        that compares one integer of the state with a constant or another (a fori_loop's ``i < n``) is
+        that comparison of two Python ints, which are exact: 0.2 us, where running the condition's
         one-step plan on a 0-d array and reading its result cost 1.7 an iteration."""
         if self.bound is not None:
-            position, compare, bound = self.bound
-            return lambda state: compare(int(state[position]), bound)
+            position, compare, constant, other = self.bound
+            if other is not None:
+                return lambda state: compare(int(state[position]), int(state[other]))
+            return lambda state: compare(int(state[position]), constant)
         step = self.condition.loop_step()
         return lambda state: bool(step(state)[0])
 
@@ -128,35 +130,43 @@ _INTEGERS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "ui
 
 
 def _integer_bound(graph) -> tuple | None:
-    """(state position, comparison, bound) when the condition sub-graph is exactly one comparison of a 0-d
-    integer state value with a 0-d integer constant of the same dtype, in the natural order; else None."""
-    if not isinstance(graph, ModelIR) or len(graph.ops) != 2 or len(graph.outputs) != 1:
+    """(state position, comparison, constant, other state position) when the condition sub-graph is exactly
+    one comparison, in the natural order, of a 0-d integer state value with a 0-d integer constant of its
+    dtype (other position None; a constant on the left is mirrored to the right) or with another such state
+    value (constant None: a loop whose trip count is carried, ``while i < n``); else None."""
+    if not isinstance(graph, ModelIR) or len(graph.outputs) != 1 or len(graph.ops) not in (1, 2):
         return None
-    constant, compare = sorted(graph.ops, key=lambda node: node.type != "Constant")
+    compare = graph.ops[-1] if graph.ops[-1].type != "Constant" else graph.ops[0]
     params = compare.params
-    if (constant.type != "Constant" or constant.inputs or len(constant.outputs) != 1 or constant.params
-            or set(constant.attrs) != {"data"} or not isinstance(constant.attrs["data"], np.ndarray)
-            or compare.type != "Elementwise" or compare.outputs != [graph.outputs[0]] or len(compare.inputs) != 2
+    if (compare.type != "Elementwise" or compare.outputs != [graph.outputs[0]] or len(compare.inputs) != 2
             or set(params) - {"function", "operand_dtypes", "dtype", "direction", "order"}
             or params.get("function") != "compare" or params.get("direction") not in _COMPARISONS):
         return None
     dtypes = list(params.get("operand_dtypes") or ())
-    data = constant.attrs["data"]
     dtype = dtypes[0] if len(dtypes) == 2 and dtypes[0] == dtypes[1] else None
     natural = {"", "unsigned" if dtype and dtype.startswith("u") else "signed"}
-    if dtype not in _INTEGERS or params.get("order", "") not in natural or data.shape != () or str(data.dtype) != dtype:
+    if dtype not in _INTEGERS or params.get("order", "") not in natural:
         return None
-    direction = params["direction"]
-    if compare.inputs[1] == constant.outputs[0] and compare.inputs[0] != constant.outputs[0]:
-        state = compare.inputs[0]
-    elif compare.inputs[0] == constant.outputs[0] and compare.inputs[1] != constant.outputs[0]:
-        state, direction = compare.inputs[1], _MIRRORED[direction]
-    else:
-        return None
-    info = graph.operands.get(state)
-    if state not in graph.inputs or info is None or info.shape != () or info.dtype != dtype:
-        return None
-    return graph.inputs.index(state), _COMPARISONS[direction], int(data)
+    direction, (left, right) = params["direction"], compare.inputs
+    constant = None
+    if len(graph.ops) == 2:
+        (node,) = [node for node in graph.ops if node is not compare]
+        data = node.attrs.get("data")
+        if (node.type != "Constant" or node.inputs or len(node.outputs) != 1 or node.params
+                or set(node.attrs) != {"data"} or not isinstance(data, np.ndarray) or data.shape != ()
+                or str(data.dtype) != dtype or (left == node.outputs[0]) == (right == node.outputs[0])):
+            return None
+        if left == node.outputs[0]:
+            left, right, direction = right, left, _MIRRORED[direction]
+        constant = int(data)
+    positions = []
+    for operand in (left, right) if constant is None else (left,):
+        info = graph.operands.get(operand)
+        if operand not in graph.inputs or info is None or info.shape != () or info.dtype != dtype:
+            return None
+        positions.append(graph.inputs.index(operand))
+    other = positions[1] if constant is None else None
+    return positions[0], _COMPARISONS[direction], constant, other
 
 
 def _constant_true(graph) -> bool:

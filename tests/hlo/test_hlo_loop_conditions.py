@@ -1,8 +1,9 @@
 """A while whose condition compares one integer of its state with a constant (a fori_loop's ``i < n``)
 evaluates it, after the first iteration, as a comparison of two Python ints (kuiper/ops/calls.py,
-``While.bound``): the loops below must run exactly the iterations a plain Python loop with the same
-integer arithmetic (wrapping at the dtype's width) counts, whichever side the constant is on, and the
-conditions that are not such a comparison must keep the sub-graph's own path.  The counter's own
+``While.bound``; or with another integer of the state): the loops below must run exactly the iterations
+a plain Python loop with the same integer arithmetic (wrapping at the dtype's width) counts, whichever
+side the constant is on, and the conditions that are not such a comparison must keep the sub-graph's
+own path.  The counter's own
 ``i + constant`` on a 0-d integer is a sum of Python ints wrapped into the dtype
 (kuiper/ir/codegen_numpy.py, ``_counter_step``): the same 0-d arrays as NumPy's add."""
 
@@ -145,9 +146,19 @@ def test_other_conditions_run_their_own_graph():
     model = kuiper.load_hlo(FLOAT_CONDITION)
     assert while_op(model).bound is None  # a float comparison
     assert int(model(np.array(1.0, np.float32))) == 7  # 1 / 2**7 < 0.01 < 1 / 2**6
-    model = kuiper.load_hlo(counted_loop("int32", 2, 5, "LT", against="k"))  # i < count: both from the state
-    assert while_op(model).bound is None
-    assert int(model(np.array(-3, np.int32))) == 3  # (-3, 0), (-1, 1), (1, 2), then (3, 3)
+
+
+@pytest.mark.parametrize("direction, constant_first", [("LT", False), ("GT", True), ("NE", False)])
+def test_a_loop_whose_bound_is_carried_in_its_state_compares_two_python_ints(direction, constant_first):
+    # i against the count k, both of the state (a while_loop's i < n with n carried): (-3, 0), (-1, 1),
+    # (1, 2), then (3, 3); k > i runs as long.
+    model = kuiper.load_hlo(counted_loop("int32", 2, 5, direction, constant_first, against="k"))
+    assert while_op(model).bound is not None
+    fast = int(model(np.array(-3, np.int32)))
+    assert fast == 3
+    while_op(model).bound = None
+    vars(while_op(model)).pop("_condition_holds", None)
+    assert int(model(np.array(-3, np.int32))) == fast
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8"])  # (u32, u64: exact ops, not fused)
