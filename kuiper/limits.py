@@ -22,10 +22,12 @@ Values are bytes, or a number with a unit: ``512MiB``, ``8GiB``, ``2GB``, ``1TiB
 The loop budget (``check_iterations``: an HLO ``while`` stops with a SizeLimitError
 after that many iterations instead of spinning for hours) comes the same way from
 ``KUIPER_LOOP_BUDGET``, then ``loop_budget`` in the config file, then DEFAULT_LOOP_BUDGET.
-The loop time budget (``loop_deadline``, ``check_deadline``: the seconds a loop may run,
+The loop time budget (``loop_limits``, ``check_deadline``: the seconds a loop may run,
 with every loop nested in it, since the outermost one began) comes from
 ``KUIPER_LOOP_TIME_BUDGET``, then ``loop_time_budget``, then DEFAULT_LOOP_TIME_BUDGET: an
 iteration count alone does not bound the time of nested loops, or of a loop whose body is slow.
+A while reads both through ``loop_limits``: once for the outermost loop of a nest, with one look at
+the working directory, the loops nested in it taking what it read.
 
 EXPRESSION_DEPTH is fixed: how deep the tensor-expression language nests brackets and
 builds trees, so that no input overflows Python's stack in the recursive passes.
@@ -176,29 +178,44 @@ def loop_time_budget() -> float:
     return DEFAULT_LOOP_TIME_BUDGET if configured is None else configured
 
 
-_loop_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("kuiper_loop_deadline", default=None)
+_loop_nest: contextvars.ContextVar[tuple[int, float] | None] = contextvars.ContextVar("kuiper_loop_nest",
+                                                                                       default=None)
 
 
-class loop_deadline:  # noqa: N801 - used as a function: ``with loop_deadline() as deadline:``
-    """Within: the monotonic time by which the outermost running loop must end. The outermost
-    loop sets it from the loop time budget; the loops nested in it (a while in a while's body, in
-    a branch or a reducer it calls) share it, so the budget bounds the whole nest, not each loop."""
+class loop_limits:  # noqa: N801 - used as a function: ``with loop_limits() as (budget, deadline):``
+    """Within: (the loop budget, the loop deadline) of the running loop nest.  The outermost loop reads
+    both settings, with one look at the working directory, and the loops nested in it take them as
+    they are (reading the environment and the directory for each setting of each loop cost 4 us at
+    every call of a model holding a while, twice that for one holding two).  The
+    deadline is the outermost loop's start plus the loop time budget: the loops nested in it (a while
+    in a while's body, in a branch or a reducer it calls) share it, so the budget bounds the whole
+    nest, not each loop.  A setting changed while a nest runs applies from the next outermost loop,
+    as the memory budget does from the next run."""
 
-    def __enter__(self) -> float:
-        deadline = _loop_deadline.get()
+    def __enter__(self) -> tuple[int, float]:
+        limits = _loop_nest.get()
         self._token = None
-        if deadline is None:
-            deadline = time.monotonic() + loop_time_budget()
-            self._token = _loop_deadline.set(deadline)
-        return deadline
+        if limits is None:
+            try:
+                directory = os.getcwd()
+            except OSError:
+                directory = "/"
+            environ = os.environ
+            budget = _configured(LOOP_ENV_VAR, LOOP_CONFIG_KEY, environ.get(LOOP_ENV_VAR, ""), directory)
+            seconds = _configured(LOOP_TIME_ENV_VAR, LOOP_TIME_CONFIG_KEY, environ.get(LOOP_TIME_ENV_VAR, ""),
+                                  directory)
+            limits = ((DEFAULT_LOOP_BUDGET if budget is None else budget),
+                      time.monotonic() + (DEFAULT_LOOP_TIME_BUDGET if seconds is None else seconds))
+            self._token = _loop_nest.set(limits)
+        return limits
 
     def __exit__(self, *exc_info):
         if self._token is not None:
-            _loop_deadline.reset(self._token)
+            _loop_nest.reset(self._token)
 
 
 def check_deadline(deadline: float, what: str) -> None:
-    """Raise SizeLimitError once ``deadline`` (from ``loop_deadline``) has passed; ``what`` names the loop."""
+    """Raise SizeLimitError once ``deadline`` (from ``loop_limits``) has passed; ``what`` names the loop."""
     if time.monotonic() > deadline:
         raise SizeLimitError(
             f"{what}: the loop ran past the loop time budget of {loop_time_budget():g} s without ending (raise "

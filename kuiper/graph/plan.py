@@ -143,10 +143,10 @@ class ExecutionPlan:
     def state_step(self, input_slots: Sequence[int], output_slots: Sequence[int], slot_count: int) -> Callable:
         """``step(values) -> outputs``: ``run`` as a loop calls its body or condition at every iteration but
         the first, with values a plan made (taken as they are, as ``Model.call_within(checked=False)``
-        takes them).  Only the inputs some step reads go into slots, and an output that is an input
-        comes back as given: a Flax LSTM's loop carries twenty values, its body reads eight of them and
-        returns sixteen untouched, and its condition reads one; moving all of them in and out of slots
-        cost 3 us an iteration."""
+        takes them).  An output that is an input comes back as given, and where the inputs do not lie in
+        the first slots in order, only those some step reads go into slots: a Flax LSTM's loop carries
+        twenty values, its body reads eight of them and returns sixteen untouched, and its condition reads
+        one; moving all of them in and out of slots one by one cost 3 us an iteration."""
         read = {slot for step in self.steps for slot in step.input_slots}
         feeds = tuple((position, slot) for position, slot in enumerate(input_slots) if slot in read)
         position_of = {slot: position for position, slot in enumerate(input_slots)}
@@ -156,11 +156,19 @@ class ExecutionPlan:
                       if slot in position_of and not kept[j])
         computed = tuple((j, slot) for j, slot in enumerate(output_slots) if slot not in position_of)
         plan = self
+        # The inputs hold the first slots in order (as a Model lays them out): then all of them go in with
+        # one copy of the list, the unread ones too (``values`` holds them anyway), where a loop over the
+        # read ones cost 0.5 us of a Flax LSTM's iteration.
+        in_order, size = tuple(input_slots) == tuple(range(len(input_slots))), len(input_slots)
+        free_slots = (None,) * (slot_count - size)
 
         def step(values):
-            slots = [None] * slot_count
-            for position, slot in feeds:
-                slots[slot] = values[position]
+            if in_order and len(values) == size:
+                slots = [*values, *free_slots]
+            else:
+                slots = [None] * slot_count
+                for position, slot in feeds:
+                    slots[slot] = values[position]
             plan.run(slots)  # looked up at each call, as Model.call_within does (a tool may wrap it)
             # Outputs that are the same input at the same position are copied along with the list.
             results = list(values[:count]) if len(values) >= count else [*values, *([None] * (count - len(values)))]

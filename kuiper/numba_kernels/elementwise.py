@@ -382,17 +382,19 @@ class CompiledElementwise:
             return None
         shape, count = inputs[0].shape, len(inputs)
         code, constant_registers, constant_values = self.program.tables((False,) * count)
-        registers, padding = self.program.registers, codes.PROGRAM_INPUTS - count
-        run, array, float32, empty = vm.run_program.serial, np.ndarray, inputs[0].dtype, np.empty
+        registers, run, array, float32, empty = self.program.registers, vm.run_program.serial, np.ndarray, \
+            inputs[0].dtype, np.empty
+        # The slots after the program's inputs, which it never loads, hold one array of the inputs' size
+        # made here, not a list made per call.
+        unread = (np.zeros(inputs[0].size, np.float32),) * (codes.PROGRAM_INPUTS - count)
 
         def small(*xs):
-            for x in xs:
-                if x.__class__ is not array or x.dtype is not float32 or x.shape != shape:
-                    return fallback(*xs)
-            flat = [x.ravel() for x in xs]
+            # The checks and the flat views in one pass (a view is taken of each input that passes).
+            flat = [x.ravel() for x in xs if x.__class__ is array and x.dtype is float32 and x.shape == shape]
+            if len(flat) != count:
+                return fallback(*xs)
             result = empty(shape, float32)
-            run(code, constant_registers, constant_values, registers, 1, *flat, *(flat[:1] * padding),
-                result.reshape(-1))
+            run(code, constant_registers, constant_values, registers, 1, *flat, *unread, result.reshape(-1))
             return result
 
         return small

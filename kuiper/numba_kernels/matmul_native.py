@@ -194,12 +194,13 @@ class NativeAddMM(WithEpilogue, _OneDnnProduct, reference.AddMM):
         if not self._adds_vector(bias, a, b):
             return None
         order, forward = list(self.order), self.forward
+        bias_at, a_at, b_at = order  # indexes, not a generator per call (0.4 us of a loop body's small product)
         if (self.native is not None and self.post_ops is not None and self._onednn_operands(a, b) is not None
                 and a.ndim == b.ndim):
             native, post_ops = self.native, self.post_ops
 
             def on_onednn(*values):
-                vector, x, y = (values[i] for i in order)
+                vector, x, y = values[bias_at], values[a_at], values[b_at]
                 if not vector.flags.c_contiguous:
                     return forward(*values)
                 try:
@@ -214,7 +215,7 @@ class NativeAddMM(WithEpilogue, _OneDnnProduct, reference.AddMM):
         epilogue, limit = self._direct_epilogue(bias, a, b, product)
 
         def direct(*values):
-            vector, x, y = (values[i] for i in order)
+            vector, x, y = values[bias_at], values[a_at], values[b_at]
             out = product(x, y)
             if out is None:
                 return forward(*values)

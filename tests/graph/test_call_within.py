@@ -82,10 +82,32 @@ def test_a_loops_later_iterations_move_only_what_its_body_and_condition_read():
 
         sub_graph.plan.run = recording
     model(a, b, w)
-    # The first call of each is checked and fed everything (call_within); later ones only what is read:
-    # the counter for the condition; the counter, a and w for the body (b and w pass through, b moved).
-    assert fed["condition"][0] == 4 and set(fed["condition"][1:]) == {1}
-    assert fed["body"][0] == 4 and set(fed["body"][1:]) == {3}
+    # The first call of each is checked (call_within); later ones take the state as one copy of the list,
+    # the sub-graph's inputs being its first slots in order.  The condition (i < 5) runs once: later
+    # checks compare the counter as a Python int (While.bound).
+    assert loop.body.input_slots == [0, 1, 2, 3]
+    assert fed["condition"] == [4]
+    assert fed["body"][0] == 4 and set(fed["body"][1:]) == {4}
+    # Without that comparison, the condition's later runs take the state the same way.
+    loop.bound = None
+    vars(loop).pop("_condition_holds", None)
+    fed.clear()
+    got_a, got_b = model(a, b, w)
+    np.testing.assert_array_equal(got_a, want_a)
+    assert fed["condition"][0] == 4 and set(fed["condition"][1:]) == {4}
+    # Inputs in other slots are fed one by one, only those a step reads: the counter, a and w (b passes
+    # through to another position). Slots listed with a and the counter swapped, for the state swapped.
+    body = loop.body
+    swapped = [body.input_slots[1], body.input_slots[0], *body.input_slots[2:]]
+    one_by_one = body.plan.state_step(swapped, body.output_slots, body.slot_count)
+    fed.clear()
+    state = [np.int32(2).reshape(()), a, b, w]
+    got = one_by_one([state[1], state[0], *state[2:]])
+    assert fed["body"] == [3]
+    want = body.loop_step()(state)
+    assert len(got) == len(want) == 4
+    for mine, theirs in zip(got, want):
+        np.testing.assert_array_equal(mine, theirs)
 
 
 VIEWED_LOOP = """HloModule viewed

@@ -127,6 +127,8 @@ def test_the_specialized_small_call_gives_the_calls_bits_and_leaves_other_inputs
         "another shape": [v.reshape(2, 64) for v in sample],
         "float64": [sample[0].astype(np.float64)] + sample[1:],
         "a NumPy scalar": [np.float32(0.5)] + sample[1:],
+        "an input fewer": sample[:-1],
+        "an input more": sample + sample[:1],
     }
     for what, inputs in others.items():
         fast(*inputs)

@@ -22,6 +22,36 @@ def run_op(op_type: str, inputs: list, params: dict | None = None, attrs: dict |
     return model, np.asarray(model(*inputs, to_numpy=True))
 
 
+@pytest.mark.parametrize("shape, sizes", [
+    ((4, 1, 6), (4, 1, 6)),  # the block spans every dim: no start is read
+    ((7, 1, 5), (1, 1, 5)),  # one varying dim (a scan's xs[t]), the others spanned
+    ((1, 7, 5), (1, 2, 5)),
+    ((2, 4), (1, 4)),  # a block one short of its dim: two windows
+    ((6, 5, 3), (2, 3, 3)),  # two varying dims
+])
+def test_specialized_dynamic_slices_take_the_clamped_window_for_any_starts(shape, sizes):
+    """The specialized forwards (``Op.specialized``; a spanned dim's start is never read, a varying one is
+    clamped) against the window worked out here: each start clamped into [0, dim - size]."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(np.float32)
+    update = rng.standard_normal(sizes).astype(np.float32)
+    index = lambda i: np.array(i, np.int32)
+    zeros = [index(0)] * len(shape)
+    read_model, _ = run_op("DynamicSlice", [x, *zeros], {"sizes": list(sizes)})
+    write_model, _ = run_op("DynamicUpdateSlice", [x, update, *zeros])
+    read_op, write_op = read_model.plan.steps[0].op, write_model.plan.steps[0].op
+    read, write = read_op.specialized([x, *zeros]), write_op.specialized([x, update, *zeros])
+    assert read is not None and write is not None
+    for _ in range(40):
+        starts = [int(s) for s in rng.integers(-4, 10, len(shape))]
+        begins = [min(max(start, 0), dim - size) for start, dim, size in zip(starts, shape, sizes)]
+        window = tuple(slice(b, b + size) for b, size in zip(begins, sizes))
+        np.testing.assert_array_equal(read(x, *map(index, starts)), x[window])
+        expected = x.copy()
+        expected[window] = update
+        np.testing.assert_array_equal(write(x.copy(), update, *map(index, starts)), expected)
+
+
 def test_broadcast_maps_operand_dims_to_result_dims():
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     _, out = run_op("Broadcast", [x], {"shape": [2, 4, 3], "dims": [0, 2]})
