@@ -1,0 +1,117 @@
+"""A conv whose weight is an input (as JAX passes weights) takes the one-input elementwise op after it as
+its epilogue (kuiper/numba_kernels/conv.py, conv_native.py): oneDNN runs a ReLU as a post-op, other math
+runs after the conv, and every result is the unfused model's bit for bit, NaN and infinities included."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kuiper
+from kuiper import onednn
+from kuiper.numba_kernels import available as compiled_available
+
+pytestmark = pytest.mark.skipif(not compiled_available(), reason="the conv kernels come with numba")
+
+RNG = np.random.default_rng(44)
+
+HEAD = """HloModule conv_epilogue
+
+ENTRY main {
+  x = f32[2,7,6,3] parameter(0)
+  kernel = f32[3,3,3,16] parameter(1)
+  conv = f32[2,7,6,16] convolution(x, kernel), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  bias = f32[16] parameter(2)
+  spread = f32[2,7,6,16] broadcast(bias), dimensions={3}
+  sum = f32[2,7,6,16] add(conv, spread)
+"""
+
+TAILS = {
+    "relu": "  zero = f32[] constant(0)\n  zeros = f32[2,7,6,16] broadcast(zero), dimensions={}\n"
+            "  ROOT out = f32[2,7,6,16] maximum(sum, zeros)\n}\n",
+    "cosine (no post-op for it)": "  ROOT out = f32[2,7,6,16] cosine(sum)\n}\n",
+    "plus another argument (two inputs)": "  other = f32[2,7,6,16] parameter(3)\n"
+                                          "  ROOT out = f32[2,7,6,16] add(sum, other)\n}\n",
+}
+
+
+def _arguments(tail):
+    arguments = [RNG.standard_normal((2, 7, 6, 3)).astype(np.float32),
+                 (RNG.standard_normal((3, 3, 3, 16)) / 3).astype(np.float32), RNG.standard_normal(16).astype(np.float32)]
+    if "parameter(3)" in TAILS[tail]:
+        arguments.append(RNG.standard_normal((2, 7, 6, 16)).astype(np.float32))
+    return arguments
+
+
+def float64_reference(x, kernel, bias):
+    """The NHWC conv (3x3, pad 1) plus the bias, in float64."""
+    padded = np.pad(x.astype(np.float64), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    out = sum(np.einsum("nhwc,co->nhwo", padded[:, i:i + x.shape[1], j:j + x.shape[2]], kernel[i, j].astype(np.float64))
+              for i in range(3) for j in range(3))
+    return out + bias
+
+
+def _conv(model):
+    (step,) = [step for step in model.steps if step.node.type == "Conv"]
+    return step
+
+
+def _recording_post_ops(monkeypatch):
+    """The post-op steps of every oneDNN convolution call from now on."""
+    seen = []
+    run = onednn.Convolution.__call__
+
+    def recorded(self, *args, **kwargs):
+        seen.append(self.post_ops)
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(onednn.Convolution, "__call__", recorded)
+    return seen
+
+
+@pytest.mark.parametrize("tail", ["relu", "cosine (no post-op for it)"])
+def test_a_one_input_epilogue_joins_the_conv_and_gives_the_unfused_bits(tail, monkeypatch):
+    program = HEAD + TAILS[tail]
+    model = kuiper.load_hlo(program, backend="numpy")
+    unfused = kuiper.load_hlo(program, backend="numpy", fuse=False)
+    conv = _conv(model)
+    assert "epilogue" in conv.node.params and len(conv.node.inputs) == 3  # x, the kernel and the bias: no more
+    assert not [step for step in model.steps if "Elementwise" in step.node.type]
+    seen = _recording_post_ops(monkeypatch)
+    arguments = _arguments(tail)
+    for _ in range(2):  # the first call and a specialized one
+        got = model(*arguments)
+        np.testing.assert_array_equal(got, unfused(*arguments))
+    before = float64_reference(*arguments)
+    expected = np.maximum(before, 0) if tail == "relu" else np.cos(before)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    if onednn.available():
+        relu = (("eltwise_relu", 0.0, 0.0),)
+        assert relu in seen if tail == "relu" else relu not in seen and seen  # oneDNN ran the conv either way
+        assert ("post-ops" in conv.op.kernel_note) == (tail == "relu")
+
+
+@pytest.mark.parametrize("special", [np.nan, np.inf, -np.inf])
+def test_nan_and_infinities_take_the_reference_and_the_epilogue_after_it(special, monkeypatch):
+    """oneDNN's ReLU post-op turns NaN into 0: the special-value guard keeps such inputs off it."""
+    program = HEAD + TAILS["relu"]
+    model = kuiper.load_hlo(program, backend="numpy")
+    unfused = kuiper.load_hlo(program, backend="numpy", fuse=False)
+    x, kernel, bias = _arguments("relu")
+    x[1, 3, 2, 1] = special
+    seen = _recording_post_ops(monkeypatch)
+    got = model(x, kernel, bias)
+    np.testing.assert_array_equal(got, unfused(x, kernel, bias))
+    assert not np.isfinite(got[1, 2:5, 1:4]).all()  # the special value reached the windows around it
+    assert (("eltwise_relu", 0.0, 0.0),) not in seen
+    kernel[0, 0, 0, 0] = special  # in the weight: the same
+    np.testing.assert_array_equal(model(np.abs(x), kernel, bias), unfused(np.abs(x), kernel, bias))
+
+
+def test_a_two_input_epilogue_stays_an_elementwise_op():
+    """A conv whose weight is an input reads x, kernel and bias by position: no epilogue input may follow."""
+    program = HEAD + TAILS["plus another argument (two inputs)"]
+    model = kuiper.load_hlo(program, backend="numpy")
+    assert "epilogue" not in _conv(model).node.params
+    arguments = _arguments("plus another argument (two inputs)")
+    np.testing.assert_array_equal(model(*arguments), kuiper.load_hlo(program, backend="numpy", fuse=False)(*arguments))
