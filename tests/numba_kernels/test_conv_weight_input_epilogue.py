@@ -115,3 +115,71 @@ def test_a_two_input_epilogue_stays_an_elementwise_op():
     assert "epilogue" not in _conv(model).node.params
     arguments = _arguments("plus another argument (two inputs)")
     np.testing.assert_array_equal(model(*arguments), kuiper.load_hlo(program, backend="numpy", fuse=False)(*arguments))
+
+
+POOLED = """HloModule conv_pool
+
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+
+ENTRY main {
+  x = f32[2,16,16,8] parameter(0)
+  kernel = f32[3,3,8,32] parameter(1)
+  conv = f32[2,16,16,32] convolution(x, kernel), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  bias = f32[32] parameter(2)
+  spread = f32[2,16,16,32] broadcast(bias), dimensions={3}
+  sum = f32[2,16,16,32] add(conv, spread)
+  zero = f32[] constant(0)
+  zeros = f32[2,16,16,32] broadcast(zero), dimensions={}
+  relu = f32[2,16,16,32] maximum(sum, zeros)
+  low = f32[] constant(-inf)
+  ROOT pool = f32[2,8,8,32] reduce-window(relu, low), window={size=1x2x2x1 stride=1x2x2x1}, to_apply=max
+}
+"""
+
+
+def _pool_input_classes(model, arguments):
+    """The class of the value the max pool reads, per call."""
+    seen = []
+
+    class Observer:
+        def before_step(self, node, inputs):
+            if node.type == "MaxPool2d":
+                seen.append(type(inputs[0]).__name__)
+
+        def after_step(self, node, inputs, outputs):
+            pass
+
+    return model(*arguments, observer=Observer()), seen
+
+
+@pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
+def test_the_conv_hands_its_output_to_the_pool_in_onednns_layout():
+    """Flax's conv -> ReLU -> max pool with the weights as arguments: the conv (its ReLU a post-op) writes
+    oneDNN's blocked layout, the pool reads it there; the same bits as the unfused model, op by op (a conv of
+    over PLAIN_CONV_WORK multiply-adds: smaller ones run another kernel on plain arrays)."""
+    model = kuiper.load_hlo(POOLED, backend="numpy")
+    unfused = kuiper.load_hlo(POOLED, backend="numpy", fuse=False)
+    assert _conv(model).op.output_layout == "onednn" and _conv(unfused).op.output_layout is None
+    x = RNG.standard_normal((2, 16, 16, 8)).astype(np.float32)
+    kernel = (RNG.standard_normal((3, 3, 8, 32)) / 8).astype(np.float32)
+    bias = RNG.standard_normal(32).astype(np.float32)
+    for _ in range(2):
+        got, seen = _pool_input_classes(model, (x, kernel, bias))
+        assert seen == ["Blocked"]
+        np.testing.assert_array_equal(got, unfused(x, kernel, bias))
+    expected = np.maximum(float64_reference(x, kernel, bias), 0).reshape(2, 8, 2, 8, 2, 32).max(axis=(2, 4))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    x[0, 1, 1, 0] = np.nan  # the special-value guard: the reference conv, a plain array for the pool
+    got, seen = _pool_input_classes(model, (x, kernel, bias))
+    assert seen == ["ndarray"]
+    np.testing.assert_array_equal(got, unfused(x, kernel, bias))
+    assert np.isnan(got[0, :2, :2]).any()
+
+
+def test_a_conv_whose_epilogue_runs_after_it_hands_on_a_plain_array():
+    model = kuiper.load_hlo(POOLED.replace("maximum(sum, zeros)", "cosine(sum)"), backend="numpy")
+    assert "epilogue" in _conv(model).node.params and _conv(model).op.output_layout is None
