@@ -10,7 +10,7 @@ The translation puts everything XLA spells differently into the canonical form:
 * window pads that are unequal per side become the op's (before, after) ``pads``; ``lhs_dilate``
   (a transposed convolution: JAX's ``conv_transpose``) becomes the shared ``ConvTranspose{n}d``
   where it is one that op takes (``_as_transposed``), which multiplies none of the inserted zeros
-  (Flax's U-Net's three 2x2/2 up-convolutions: 0.87 -> ~0.55 ms of its call, 1 thread); other
+  (Flax's U-Net with three 2x2/2 up-convolutions: 6 % less time a call, 1 thread, in-process A/B); other
   lhs dilations and negative pads (crops) become an explicit ``Pad`` with interior zeros before a
   convolution without padding.
 * ``batch_group_count`` G: the batch is split into G groups that are stacked along the
