@@ -8,7 +8,8 @@ on an 8 x 28 x 28 x 32 activation), and it kept the ReLU after it in a fused ste
 Here it becomes the layer's input:
 
 * ``conv(x, w)`` + a per-channel vector is ``conv(x, w, b)``, which adds b to its own NCHW output
-  in one contiguous pass; the transpose then gives the add's result.
+  in one contiguous pass; the transpose then gives the add's result.  A transposed conv likewise
+  (Flax's ConvTranspose, which the HLO frontend translates into one).
 * ``dot(x, w)`` (two 2-D operands) + a vector along its columns is ``AddMatrixProduct(b, x, w)``
   (torch.addmm's op), which adds b into the product's fresh result; a reshape that splits the
   rows and the columns apart (Flax's DenseGeneral: (64, 256) as (1, 64, 4, 64)) then gives the
@@ -19,7 +20,8 @@ is a Broadcast of the bias (or of the bias reshaped with dims of 1 around it: JA
 is rewritten; the layer must take no bias yet and read its inputs by position, and its result
 (and the transpose's or reshape's) have no other reader and not be a model output.  Constant
 weights and biases are constant_fold.py's.  Reads only the op set (kuiper.ops.conv's ConvNd,
-MatMul, AddMatrixProduct, Transpose, Reshape, Broadcast and elementwise math), never a frontend.
+kuiper.ops.conv_transposed's ConvTransposeNd, MatMul, AddMatrixProduct, Transpose, Reshape, Broadcast
+and elementwise math), never a frontend.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 
 from ..model_ir import OperandInfo, OpNode
 from ..ops.conv import ConvNd
+from ..ops.conv_transposed import ConvTransposeNd
 from ..plugins import op_registry
 from .constant_fold import is_float32_binary
 from .fusion import elementwise_maths, producers_and_readers
@@ -220,12 +223,13 @@ def _without_bias_layout(add: OpNode, spread: str, vector: str, graph: Graph) ->
 
 
 def _bias_free_conv(node: OpNode | None, graph: Graph) -> bool:
-    """Whether ``node`` is a convolution (not transposed) of two positional inputs, x and a weight input,
-    with no bias and a float32 output of declared shape."""
+    """Whether ``node`` is a convolution or a transposed one of two positional inputs, x and a weight input,
+    with no bias and a float32 output of declared shape.  Both add a bias input to their float32 output
+    as the add did (kuiper/ops/conv.py, conv_transposed.py)."""
     if node is None or len(node.inputs) != 2 or len(node.outputs) != 1 or any(node.input_keys):
         return False
     registered = op_registry().get(node.type)
-    if registered is None or not issubclass(registered.obj, ConvNd):  # transposed convs are not ConvNds
+    if registered is None or not issubclass(registered.obj, (ConvNd, ConvTransposeNd)):
         return False
     if node.attrs or node.params.get("bias") not in (None, False) or "epilogue" in node.params:
         return False

@@ -280,12 +280,16 @@ def _members_of(node: OpNode) -> list[str]:
 
 def _takes_epilogue(target: Target, node: OpNode, math: ElementwiseMath) -> bool:
     """Whether this backend's kernel for the node's type runs this epilogue for this node (a kernel
-    whose op has inputs of its own besides x says ``unary_epilogues_only``: no extra inputs after them)."""
+    whose op has inputs of its own besides x says ``unary_epilogues_only``: no extra inputs after them;
+    a class attribute, or a classmethod of the node where that depends on the node)."""
     registered = target.kernels.get(node.type)
     takes = getattr(registered.obj, "takes_epilogue", None) if registered is not None else None
     if takes is None or len(node.outputs) != 1:
         return False
-    return (math.arity == 1 or not getattr(registered.obj, "unary_epilogues_only", False)) and takes(node)
+    unary_only = getattr(registered.obj, "unary_epilogues_only", False)
+    if callable(unary_only):
+        unary_only = unary_only(node)
+    return (math.arity == 1 or not unary_only) and takes(node)
 
 
 def _fused_node(members: list[OpNode], maths, producer) -> OpNode:

@@ -17,10 +17,11 @@ paths below on every layer of ResNet-18, MobileNetV2 and the YOLO fixture
 
 Each adds the bias and runs the conv's epilogue (kuiper/ops/epilogue.py) per output plane,
 in the same compiled loop: the depthwise taps and the Winograd scatter right after
-writing a plane, the GEMM paths right after each GEMM.  Everything else (a weight given
-as an input, another padding mode, a dtype other than float32) takes the reference path,
-and an epilogue the kernels cannot take runs after the conv (``reference.ConvNd``);
-``kernel_note`` says which path an op takes and why, for ``kuiper info``.
+writing a plane, the GEMM paths right after each GEMM.  A weight given as an input (JAX's)
+runs on oneDNN, reordered per call (conv_native.OneDnnConv), and takes one-input epilogues only,
+as oneDNN post-ops where it has them.  Everything else (another padding mode, a dtype other than
+float32) takes the reference path, and an epilogue the kernels cannot take runs after the conv
+(``reference.ConvNd``); ``kernel_note`` says which path an op takes and why, for ``kuiper info``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import math
 
 import numpy as np
 
+from .. import onednn
 from ..limits import check_size
 from ..ops import conv as reference
 from ..ops import conv_algorithms as algorithms
@@ -48,8 +50,25 @@ class CompiledConv2d(OneDnnConv, reference.Conv2d):
 
     @classmethod
     def takes_epilogue(cls, node) -> bool:
-        """The fusion pass may give this node an epilogue: nn.* form (constant weight, one input), 2-D."""
-        return "weight" in node.attrs and len(node.inputs) == 1 and node.params.get("spatial_dims", 2) == 2
+        """The fusion pass may give this node an epilogue, 2-D: in the nn.* form (constant weight, one
+        input), or with the weight (and bias) as positional inputs, as JAX passes them, where it may be
+        one-input math only (``unary_epilogues_only``): oneDNN runs a ReLU after it as a post-op, as
+        it does for a constant weight (a Flax CNN's 8 x 32 x 28 x 28 ReLU: 27-35 us as a step of its own)."""
+        if node.params.get("spatial_dims", 2) != 2:
+            return False
+        if "weight" in node.attrs:
+            return len(node.inputs) == 1
+        return len(node.inputs) in (2, 3) and not any(node.input_keys)
+
+    @classmethod
+    def unary_epilogues_only(cls, node) -> bool:
+        """A conv whose weight is an input takes no epilogue inputs after its own (fusion.py asks)."""
+        return "weight" not in node.attrs
+
+    def weights_are_constant(self) -> bool:
+        """Whether no input after x is the op's own, or none is the epilogue's (``unary_epilogues_only``):
+        either way each input is where the op reads it (kuiper/ops/epilogue.py)."""
+        return super().weights_are_constant() or self.epilogue.arity == 1
 
     def setup(self):
         super().setup()
@@ -80,6 +99,8 @@ class CompiledConv2d(OneDnnConv, reference.Conv2d):
             where = "after the conv"
             if self.native is not None:
                 where = "after the oneDNN conv" if self.epilogue_after else "as oneDNN post-ops"
+            elif weight is None and onednn.available() and self._weight_input_post_ops() is not None:
+                where = "as oneDNN post-ops (else after the conv)"
             elif self.compiled:
                 where = "on each output plane"
             self.kernel_note = f"{self.kernel_note}; epilogue ({members}) {where}"

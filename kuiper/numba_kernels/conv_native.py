@@ -315,9 +315,29 @@ class OneDnnConv(OneDnnPath):
         try:
             # The call's bias goes in as oneDNN's bias argument: added in the kernel as it stores each
             # output, not in a pass of its own over the output (a Flax CNN's 8 x 32 x 28 x 28: 45 us).
-            return native(x, model_threads(), weight=weight, bias=bias)
+            out = native(x, model_threads(), weight=weight, bias=bias, blocked=self.output_layout == NATIVE_LAYOUT)
         except onednn.OneDnnError:
             return None
+        # A one-input epilogue (numba_kernels/conv.py) ran as the call's post-ops, or runs after it here.
+        return out if self._weight_input_post_ops() is not None else self.run_epilogue(out, ())
+
+    def _weight_input_post_ops(self) -> tuple | None:
+        """oneDNN's post-op steps for this op's epilogue (() without one), or None where it has none for it;
+        worked out once (matching the math against the known steps compares IR trees)."""
+        return self._weight_input_steps[0]
+
+    @functools.cached_property
+    def _weight_input_steps(self) -> tuple:
+        return (() if self.epilogue is None else conv_post_ops.post_ops_for(self.epilogue, self.epilogue_operand),)
+
+    def native_layout(self) -> str | None:
+        """A conv whose weight is an input may hand its output on in oneDNN's blocked layout too (to a pool
+        after it: a Flax CNN's conv -> ReLU -> max pool), unless its epilogue runs after it on a plain array.
+        It takes plain inputs only (``takes_layout``): its path reads the call's x as an array."""
+        if self.static_weight is None:
+            usable = onednn.available() and self.padding_mode == "zeros" and self._weight_input_post_ops() is not None
+            return NATIVE_LAYOUT if usable else None
+        return super().native_layout()
 
     def weight_input_note(self) -> str:
         """``kernel_note`` for a conv whose weight is an input."""
@@ -331,7 +351,8 @@ class OneDnnConv(OneDnnPath):
         zeros, and with a bias of zeros where the op reads a bias input: every call passes its own."""
         bias = None if self.bias_pos is None else np.zeros(weight_shape[0], np.float32)
         return onednn.Convolution(library, np.zeros(weight_shape, np.float32), bias, self.stride, self.dilation,
-                                  self.pads_for(tuple(weight_shape[2:])), self.groups)
+                                  self.pads_for(tuple(weight_shape[2:])), self.groups,
+                                  self._weight_input_post_ops() or ())
 
     @functools.cached_property
     def _natives_by_weight(self) -> dict:

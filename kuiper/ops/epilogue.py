@@ -47,13 +47,16 @@ class WithEpilogue:
     def forward(self, *inputs):
         if self.epilogue is None:
             return super().forward(*inputs)
-        extras = inputs[1:]
+        # The op's own inputs, then the epilogue's: x alone where the weights are constants; x, weight (and
+        # bias) where a kernel takes one-input epilogues on an op whose weights are inputs (a JAX conv).
+        own = len(inputs) - self.epilogue_extras
+        extras = inputs[own:]
         x = inputs[0]
-        if self.backend.is_array(x):
+        if own == 1 and self.backend.is_array(x):
             out = self.compute_with_epilogue(x, extras)
             if out is not None:
                 return out
-        return self.run_epilogue(super().forward(x), extras)
+        return self.run_epilogue(super().forward(*inputs[:own]), extras)
 
     def weights_are_constant(self) -> bool:
         """Whether the op reads nothing but x at run time (its weights are in the file), so that the

@@ -81,6 +81,47 @@ def test_other_chains_are_left_as_they_are(variant):
         np.testing.assert_array_equal(got, want)
 
 
+TRANSPOSED_PROGRAM = """HloModule conv_transpose_bias
+
+ENTRY main {
+  x = f32[1,5,4,6] parameter(0)
+  kernel = f32[2,2,6,3] parameter(1)
+  conv = f32[1,10,8,3] convolution(x, kernel), window={size=2x2 pad=1_1x1_1 lhs_dilate=2x2}, dim_labels=b01f_01io->b01f
+  bias = f32[3] parameter(2)
+  row = f32[1,3] reshape(bias)
+  spread = f32[1,10,8,3] broadcast(row), dimensions={0,3}
+  ROOT sum = f32[1,10,8,3] add(conv, spread)
+}
+"""
+
+
+def transposed_reference(x, kernel, bias):
+    """Flax's ConvTranspose(3, (2, 2), (2, 2)) as XLA spells it, in float64: the input with a zero between
+    each two elements, padded by one, correlated with the 2x2 kernel, plus the bias."""
+    n, h, w, c = x.shape
+    dilated = np.zeros((n, 2 * h - 1, 2 * w - 1, c))
+    dilated[:, ::2, ::2] = x
+    padded = np.pad(dilated, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    out = sum(np.einsum("nhwc,co->nhwo", padded[:, i:i + 2 * h, j:j + 2 * w], kernel[i, j].astype(np.float64))
+              for i in range(2) for j in range(2))
+    return out + bias
+
+
+def test_the_bias_of_a_transposed_conv_becomes_its_third_input():
+    rng = np.random.default_rng(2)
+    arguments = (rng.standard_normal((1, 5, 4, 6)).astype(np.float32),
+                 rng.standard_normal((2, 2, 6, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32))
+    model = kuiper.load_hlo(TRANSPOSED_PROGRAM, backend="numpy")
+    unfused = kuiper.load_hlo(TRANSPOSED_PROGRAM, backend="numpy", fuse=False)
+    assert ("ConvTranspose2d", 3) in _steps(model)
+    assert not {"Broadcast", "Reshape", "Elementwise"} & {t for t, _ in _steps(model)}
+    assert ("ConvTranspose2d", 2) in _steps(unfused)
+    for _ in range(2):
+        got = model(*arguments)
+        np.testing.assert_array_equal(got, unfused(*arguments))  # bit for bit: the same float32 sums
+    np.testing.assert_allclose(got, transposed_reference(*arguments), rtol=1e-5, atol=1e-5)
+
+
 def dense_program(bias_layout="vector"):
     """JAX's Dense (a dot + bias vector) and DenseGeneral (the product reshaped to (1, 6, 2, 4), its bias
     (2, 4) laid over the split columns), weights as arguments."""

@@ -4,6 +4,7 @@ fewer transposes, and a pool that reads its input where it lies."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import kuiper
 
@@ -36,14 +37,19 @@ def _types(model):
     return [step.node.type for step in model.steps]
 
 
-def test_a_pool_between_convs_reads_the_conv_output_and_the_transposes_between_them_cancel():
-    model = kuiper.load_hlo(CONV_POOL_CONV, backend="numpy")
-    unfused = kuiper.load_hlo(CONV_POOL_CONV, backend="numpy", fuse=False)
+@pytest.mark.parametrize("low, pool_type", [("-inf", "MaxPool2d"), ("0", "ReduceWindow")],
+                         ids=["a max pool (the frontend's MaxPool2d)", "windows from 0 (a ReduceWindow)"])
+def test_a_pool_between_convs_reads_the_conv_output_and_the_transposes_between_them_cancel(low, pool_type):
+    program = CONV_POOL_CONV.replace("constant(-inf)", f"constant({low})")
+    model = kuiper.load_hlo(program, backend="numpy")
+    unfused = kuiper.load_hlo(program, backend="numpy", fuse=False)
     made_by = {operand: step.node for step in model.steps for operand in step.node.outputs}
     first_conv, second_conv = [step.node for step in model.steps if step.node.type == "Conv"]
     pool = made_by[second_conv.inputs[0]]
-    assert pool.type == "ReduceWindow"  # NCHW from the first conv to the second: no transpose between
-    assert made_by[made_by[pool.inputs[0]].inputs[0]] is first_conv  # the pool reads the ReLU of the conv
+    assert pool.type == pool_type  # NCHW from the first conv to the second: no transpose between
+    reader = made_by[pool.inputs[0]]  # the ReLU, or the conv that took it as its epilogue (numba_kernels/conv.py)
+    assert reader is first_conv and first_conv.params.get("epilogue_members") == ["r1"] or (
+        made_by[reader.inputs[0]] is first_conv)
     assert _types(model).count("Transpose") < _types(unfused).count("Transpose")
     arguments = _arguments()
     x = arguments[0]

@@ -69,6 +69,18 @@ CASES = {
     "bf01_io01->fb01": ("bf01_io01->fb01", (3, 2, 4, 4), (3, 2, 2, 2), dict(stride=(1, 2)), {}),
     "lhs dilation (transposed convolution)": ("b01f_01io->b01f", (1, 3, 4, 3), (2, 3, 2, 2),
                                               dict(pad=((1, 1), (1, 1)), lhs_dilate=(2, 2)), {}),
+    "lhs dilation, kernel 3, output padding": ("b01f_01io->b01f", (2, 2, 3, 4), (3, 2, 3, 3),
+                                               dict(pad=((2, 3), (1, 2)), lhs_dilate=(2, 3)), {}),
+    "lhs and rhs dilation, reversal": ("bf01_oi01->bf01", (1, 2, 3, 3), (2, 2, 2, 3),
+                                       dict(pad=((2, 2), (1, 1)), lhs_dilate=(2, 2), rhs_dilate=(2, 1),
+                                            rhs_reversal=(0, 1)), {}),
+    "lhs dilation 1-D": ("bf0_oi0->bf0", (2, 3, 5), (2, 3, 4), dict(pad=((3, 3),), lhs_dilate=(3,)), {}),
+    "lhs dilation and window stride": ("bf01_oi01->bf01", (1, 2, 4, 4), (2, 2, 3, 3),
+                                       dict(stride=(2, 2), pad=((1, 1), (1, 1)), lhs_dilate=(2, 2)), {}),
+    "lhs dilation, a pad past the kernel": ("bf01_oi01->bf01", (1, 2, 3, 3), (2, 2, 2, 2),
+                                            dict(pad=((2, 1), (0, 0)), lhs_dilate=(2, 2)), {}),
+    "lhs dilation, feature groups": ("bf01_oi01->bf01", (1, 4, 3, 3), (4, 2, 2, 2),
+                                     dict(pad=((1, 1), (1, 1)), lhs_dilate=(2, 2)), {"feature_group_count": 2}),
     "negative pads crop": ("bf01_oi01->bf01", (1, 2, 6, 6), (2, 2, 3, 3), dict(pad=((-1, 1), (0, -2))), {}),
     "batch groups": ("bf01_oi01->bf01", (4, 3, 4, 4), (4, 3, 3, 3), {}, {"batch_group_count": 2}),
     "rhs reversal": ("bf01_oi01->bf01", (1, 2, 5, 5), (3, 2, 3, 2), dict(rhs_reversal=(1, 0)), {}),
@@ -77,6 +89,14 @@ CASES = {
     "1-D": ("bf0_oi0->bf0", (2, 3, 7), (2, 3, 3), dict(stride=(2,), pad=((1, 0),)), {}),
     "3-D": ("b012f_012io->b012f", (1, 2, 3, 4, 3), (2, 2, 2, 2, 2), dict(pad=((0, 1), (1, 0), (0, 0))), {}),
 }
+
+
+# Convolutions over an lhs-dilated input that are the shared transposed convolution (window stride 1, one
+# group, each pad at most the dilated kernel's reach, the output's extra positions below the stride); the
+# other lhs-dilated ones stay a Conv over an explicitly dilated and padded input.
+TRANSPOSED = {"lhs dilation (transposed convolution)": "ConvTranspose2d",
+              "lhs dilation, kernel 3, output padding": "ConvTranspose2d",
+              "lhs and rhs dilation, reversal": "ConvTranspose2d", "lhs dilation 1-D": "ConvTranspose1d"}
 
 
 def _window_text(window: dict, kernel: tuple[int, ...]) -> str:
@@ -120,7 +140,8 @@ def _conv_program(name: str, constant_kernel: bool):
 def test_convolution_matches_a_direct_loop(name, constant_kernel):
     text, inputs, expected = _conv_program(name, constant_kernel)
     model = kuiper.load_hlo(text, backend="numpy")
-    assert [s.node.type for s in model.steps].count("Conv") == 1
+    types = [s.node.type for s in model.steps]
+    assert types.count(TRANSPOSED.get(name, "Conv")) == 1 and len([t for t in types if t.startswith("Conv")]) == 1
     got = model(*inputs, to_numpy=True)
     assert got.shape == expected.shape
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)

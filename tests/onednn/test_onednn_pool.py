@@ -215,13 +215,32 @@ def test_a_nan_takes_the_compiled_loop_which_keeps_it(monkeypatch):
 
 
 @needs_ops
+def test_a_plain_max_pool_input_holding_nan_or_infinity_takes_the_compiled_loop(monkeypatch):
+    """A plain float32 input goes to oneDNN (where it has a compiled kernel for plain NCHW) only when it
+    holds no NaN, which oneDNN's max drops, and no infinity (it gives -inf as -FLT_MAX)."""
+    op, reference = _ops("nn.MaxPool2d", {"kernel_size": [2, 2], "stride": [2, 2]})
+    calls = _counting_calls(monkeypatch)
+    x = RNG.standard_normal((2, 16, 8, 8)).astype(np.float32)
+    np.testing.assert_array_equal(op.forward(x), reference.forward(x.astype(np.float64)).astype(np.float32))
+    finite_calls = len(calls)
+    assert finite_calls == 1  # offered to oneDNN (which refuses plain NCHW where it has only its reference loop)
+    for special in (np.nan, -np.inf, np.inf):
+        y = x.copy()
+        y[1, 5, 2:4, 4:6] = special  # one whole window: -inf there stays -inf, not -FLT_MAX
+        y[0, 2, 3, 3] = special
+        got = op.forward(y)
+        np.testing.assert_array_equal(got, reference.forward(y.astype(np.float64)).astype(np.float32))
+        assert np.isnan(got).sum() == (2 if np.isnan(special) else 0)
+    assert len(calls) == finite_calls  # none of them reached oneDNN
+
+
+@needs_ops
 def test_what_onednn_does_not_take_goes_to_the_compiled_op(monkeypatch):
     params = {"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1]}
     op, reference = _ops("nn.MaxPool2d", params)
     calls = _counting_calls(monkeypatch)
     x = RNG.standard_normal((2, 16, 9, 9)).astype(np.float32)
     expected = reference.forward(x.astype(np.float64)).astype(np.float32)
-    np.testing.assert_array_equal(op.forward(x), expected)  # plain: a max pool's is the compiled loop
     np.testing.assert_array_equal(op.forward(x[0]), expected[0])  # unbatched
     np.testing.assert_array_equal(op.forward(x.astype(np.float64)), expected)  # float64: the reference
     assert not calls
