@@ -28,6 +28,7 @@ import numpy as np
 
 from .. import onednn
 from ..limits import check_size
+from ..onednn.primitives import memory_ordered
 from ..ops.pooling_adaptive import AdaptiveAvgPool2d
 from ..ops.pooling_window import pool_output_size
 from ..ops.special_values import is_tame
@@ -86,7 +87,7 @@ class OneDnnPooling:
         # The size budget, with channels rounded up as a blocked buffer holds them.
         check_size((x.shape[0], -(-x.shape[1] // BLOCK_CHANNELS) * BLOCK_CHANNELS) + out_size, 4,
                    self.node.describe())
-        if self.drops_nan and not is_tame(np, x.buffer if isinstance(x, onednn.Blocked) else x):
+        if self.drops_nan and not is_tame(np, x.buffer if isinstance(x, onednn.Blocked) else memory_ordered(x)):
             return None  # a NaN the max would drop, or -inf it would give as -FLT_MAX: the compiled loop is exact
         try:
             return self.native(x, out_size, model_threads(), blocked=self.output_layout == NATIVE_LAYOUT)
