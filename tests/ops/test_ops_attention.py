@@ -282,7 +282,7 @@ def test_mha_output_alone_with_every_mask(tmp_path, monkeypatch, kind, batch_fir
         monkeypatch.setattr(attention_native.kernels, "attend_heads", lambda *args: ran.append(True) or heads_kernel(*args))
     w = mha_weights(16, seed=11)
     r = rng(11)
-    n, heads, length, source = 2, 4, 3, (6 if cross else 3)
+    n, heads, length, source = 2, 4, 6, (5 if cross else 6)  # 6 query rows: a block of four and two more
     layout = (lambda t, b: (b, t, 16)) if batch_first else (lambda t, b: (t, b, 16))
     q = r.standard_normal(layout(length, n)).astype(np.float32)
     kv = r.standard_normal(layout(source, n)).astype(np.float32) if cross else q
