@@ -18,11 +18,9 @@ import argparse
 import contextlib
 import sys
 
-import numpy as np
-
 import kuiper
 from kuiper.bench.inputs import input_specs, random_inputs, resolve_param
-from kuiper.bench.timing import alternating
+from kuiper.bench.timing import compare_builds
 
 BUILD = sys.modules["kuiper.graph.build"]  # the module (kuiper.graph's attribute of that name is the function)
 
@@ -45,17 +43,10 @@ def compare(path: str, name: str, batch: int, threads: int, seconds: float, turn
         off = kuiper.load(path, threads=threads)
     models = {"A": kuiper.load(path, threads=threads), "B": off}
     inputs = random_inputs(input_specs(resolve_param(path)), batch)
-    outputs = {side: model(*inputs) for side, model in models.items()}  # the first calls specialize
-    flat = {side: out if isinstance(out, tuple) else (out,) for side, out in outputs.items()}
-    equal = all(np.array_equal(a, b) for a, b in zip(flat["A"], flat["B"]))
-    times = alternating(models, inputs, seconds, turn)
-    p10 = {side: np.percentile(samples, 10) * 1e3 for side, samples in times.items()}
-    median = {side: np.median(samples) * 1e3 for side, samples in times.items()}
+    result = compare_builds(models, inputs, seconds, turn)
     label = path.rstrip("/").split("/")[-1]
     return (f"{label} batch {batch}, {threads} thread(s): steps {len(models['A'].steps)} / {len(models['B'].steps)}  "
-            f"p10 A {p10['A']:.2f} ms  B {p10['B']:.2f} ms  A/B {p10['A'] / p10['B']:.3f}   "
-            f"median A {median['A']:.2f} B {median['B']:.2f} A/B {median['A'] / median['B']:.3f}   "
-            f"outputs {'equal' if equal else 'DIFFER'}   calls {len(times['A'])} each")
+            f"{result.line(2)}")
 
 
 def main() -> None:

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
 import kuiper
 from kuiper.bench.inputs import input_specs, random_inputs, resolve_param
-from kuiper.bench.timing import alternating
+from kuiper.bench.timing import compare_builds
 from kuiper.graph.target import resolve_target
 
 
@@ -37,16 +35,9 @@ def compare(path: str, provider: str, threads: int, seconds: float, turn: int) -
     models = {"A": kuiper.load(path, backend=with_it, threads=threads),
               "B": kuiper.load(path, backend=without_it, threads=threads)}
     inputs = random_inputs(input_specs(resolve_param(path)), 1)
-    outputs = {side: model(*inputs) for side, model in models.items()}  # the first calls specialize
-    flat = {side: out if isinstance(out, tuple) else (out,) for side, out in outputs.items()}
-    equal = all(np.array_equal(a, b) for a, b in zip(flat["A"], flat["B"]))
-    times = alternating(models, inputs, seconds, turn)
-    p10 = {side: np.percentile(samples, 10) * 1e3 for side, samples in times.items()}
-    median = {side: np.median(samples) * 1e3 for side, samples in times.items()}
+    result = compare_builds(models, inputs, seconds, turn)
     label = path.rstrip("/").split("/")[-1]
-    return (f"{label:30s} steps {len(models['A'].steps)} / {len(models['B'].steps)}  p10 A {p10['A']:8.3f} ms  "
-            f"B {p10['B']:8.3f} ms  A/B {p10['A'] / p10['B']:.3f}   median A/B {median['A'] / median['B']:.3f}   "
-            f"outputs {'equal' if equal else 'DIFFER'}   calls {len(times['A'])} each")
+    return f"{label:30s} steps {len(models['A'].steps)} / {len(models['B'].steps)}  {result.line()}"
 
 
 def main() -> None:

@@ -16,11 +16,9 @@ import argparse
 import contextlib
 import sys
 
-import numpy as np
-
 import kuiper
 from kuiper.bench.inputs import input_specs, random_inputs, resolve_param
-from kuiper.bench.timing import alternating
+from kuiper.bench.timing import compare_builds
 from kuiper.numba_kernels import resize_native
 
 BUILD = sys.modules["kuiper.graph.build"]  # the module (kuiper.graph's attribute of that name is the function)
@@ -64,17 +62,9 @@ def compare(path: str, batch: int, threads: int, seconds: float, turn: int) -> s
         before = kuiper.load(path, threads=threads)
     models = {"A": kuiper.load(path, threads=threads), "B": ReferenceUpsampling(before)}
     inputs = random_inputs(input_specs(resolve_param(path)), batch)
-    outputs = {side: model(*inputs) for side, model in models.items()}  # the first calls specialize
-    flat = {side: out if isinstance(out, tuple) else (out,) for side, out in outputs.items()}
-    equal = all(np.array_equal(a, b) for a, b in zip(flat["A"], flat["B"]))
-    times = alternating(models, inputs, seconds, turn)
-    p10 = {side: np.percentile(samples, 10) * 1e3 for side, samples in times.items()}
-    median = {side: np.median(samples) * 1e3 for side, samples in times.items()}
+    result = compare_builds(models, inputs, seconds, turn)
     label = path.rstrip("/").split("/")[-1]
-    return (f"{label} batch {batch}, {threads} thread(s): p10 A {p10['A']:.1f} ms  B {p10['B']:.1f} ms  "
-            f"A/B {p10['A'] / p10['B']:.3f}   median A {median['A']:.1f} B {median['B']:.1f} "
-            f"A/B {median['A'] / median['B']:.3f}   outputs {'equal' if equal else 'DIFFER'}   "
-            f"calls {len(times['A'])} each")
+    return f"{label} batch {batch}, {threads} thread(s): {result.line(1)}"
 
 
 def main() -> None:

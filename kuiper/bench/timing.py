@@ -77,3 +77,33 @@ def alternating(models: dict, inputs: list, seconds: float, turn: int,
                 model(*inputs)
                 times[name].append(clock() - start)
     return times
+
+
+@dataclass
+class Comparison:
+    """Two builds A and B of one model timed by ``alternating``: their 10th percentiles and medians in ms,
+    whether their first outputs were equal bit for bit, and the calls timed per side."""
+
+    p10_ms: dict[str, float]
+    median_ms: dict[str, float]
+    equal: bool
+    calls: int
+
+    def line(self, digits: int = 3) -> str:
+        """``p10 A .. B .. A/B ..  median A .. B .. A/B ..  outputs equal  calls N each``."""
+        p10, median = self.p10_ms, self.median_ms
+        return (f"p10 A {p10['A']:.{digits}f} ms  B {p10['B']:.{digits}f} ms  A/B {p10['A'] / p10['B']:.3f}   "
+                f"median A {median['A']:.{digits}f} B {median['B']:.{digits}f} A/B {median['A'] / median['B']:.3f}   "
+                f"outputs {'equal' if self.equal else 'DIFFER'}   calls {self.calls} each")
+
+
+def compare_builds(models: dict, inputs: list, seconds: float, turn: int) -> Comparison:
+    """Time ``models`` ({"A": model, "B": model}) with ``alternating`` after one call each (a first call
+    specializes the steps), and compare those first outputs bit for bit."""
+    outputs = {side: model(*inputs) for side, model in models.items()}
+    flat = {side: out if isinstance(out, tuple) else (out,) for side, out in outputs.items()}
+    equal = all(np.array_equal(a, b) for a, b in zip(flat["A"], flat["B"]))
+    times = alternating(models, inputs, seconds, turn)
+    return Comparison({side: float(np.percentile(samples, 10)) * 1e3 for side, samples in times.items()},
+                      {side: float(np.median(samples)) * 1e3 for side, samples in times.items()},
+                      equal, len(times["A"]))
