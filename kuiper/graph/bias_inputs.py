@@ -125,14 +125,33 @@ def _conv_bias(add: OpNode, operand: str, other: str, graph: Graph) -> Rewrite |
         return None
     channels = graph.shape(node.outputs[0])[CHANNEL_AXIS]
     vector = _bias_vector(other, graph.shape(operand), [channel_at], channels, graph)
-    if vector is None or graph.shape(vector) != (channels,):
+    vector_shape = None if vector is None else graph.shape(vector)
+    if vector_shape is None or tuple(extent for extent in vector_shape if extent != 1) != (channels,):
         return None  # a conv's bias input is one value per channel
     rewrite = _without_bias_layout(add, other, vector, graph)
-    rewrite.at[node.name] = [dataclasses.replace(node, inputs=[*node.inputs, vector], input_keys=[None, None, None],
-                                                 outputs=node.outputs if transpose is not None else list(add.outputs))]
+    # Placed where the add was: the bias (and the layout ops JAX gives it: a (1, C, 1, 1) parameter
+    # broadcast and reshaped) may come after the conv in the order; nothing else reads the conv.
+    placed = []
+    if vector_shape != (channels,):  # a bias with dims of 1 around it: read as the vector it is
+        placed.append(_flat_bias(add, vector, channels, graph))
+        vector = placed[-1].outputs[0]
+    placed.append(dataclasses.replace(node, inputs=[*node.inputs, vector], input_keys=[None, None, None],
+                                      outputs=node.outputs if transpose is not None else list(add.outputs)))
+    rewrite.dropped.add(node.name)
     if transpose is not None:
-        rewrite.at[transpose.name] = [dataclasses.replace(transpose, outputs=list(add.outputs))]
+        placed.append(dataclasses.replace(transpose, outputs=list(add.outputs)))
+        rewrite.dropped.add(transpose.name)
+    rewrite.at[add.name] = placed
     return rewrite
+
+
+def _flat_bias(add: OpNode, vector: str, size: int, graph: Graph) -> OpNode:
+    """A Reshape of ``vector`` (its ``size`` values with dims of 1 around them) to (size,), named after ``add``."""
+    flat = f"{add.name}/bias_vector"
+    while flat in graph.producer or flat in graph.readers:
+        flat += "'"
+    return OpNode(type=RESHAPE, name=flat, inputs=[vector], outputs=[flat], params={"shape": [size]},
+                  source=add.source)
 
 
 def _product_bias(add: OpNode, operand: str, other: str, graph: Graph) -> Rewrite | None:
@@ -162,12 +181,8 @@ def _product_bias(add: OpNode, operand: str, other: str, graph: Graph) -> Rewrit
     rewrite = _without_bias_layout(add, other, vector, graph)
     placed: list[OpNode] = []
     if graph.shape(vector) != (columns,):  # a bias laid over the split columns: read as the vector it is
-        flat = f"{add.name}/bias_vector"
-        while flat in graph.producer or flat in graph.readers:
-            flat += "'"
-        placed.append(OpNode(type=RESHAPE, name=flat, inputs=[vector], outputs=[flat], params={"shape": [columns]},
-                             source=add.source))
-        vector = flat
+        placed.append(_flat_bias(add, vector, columns, graph))
+        vector = placed[-1].outputs[0]
     placed.append(OpNode(type=ADD_MATMUL, name=node.name, inputs=[vector, *node.inputs], outputs=list(node.outputs),
                          params={}, input_keys=[None, None, None], source=node.source))
     if reshape is not None:

@@ -69,6 +69,42 @@ def test_the_bias_becomes_the_convs_third_input_and_gives_the_same_sums(as_row):
     np.testing.assert_allclose(got, reference(*arguments), rtol=1e-5, atol=1e-5)
 
 
+NCHW_PROGRAM = """HloModule conv_bias_nchw
+
+ENTRY main {
+  x = f32[1,8,6,6] parameter(0)
+  kernel = f32[16,8,3,3] parameter(1)
+  conv = f32[1,16,6,6] convolution(x, kernel), window={size=3x3 pad=1_1x1_1}, dim_labels=bf01_oi01->bf01
+  bias = f32[1,16,1,1] parameter(2)
+  same = f32[1,16,1,1] broadcast(bias), dimensions={0,1,2,3}
+  row = f32[1,16] reshape(same)
+  spread = f32[1,16,6,6] broadcast(row), dimensions={0,1}
+  sum = f32[1,16,6,6] add(conv, spread)
+  zero = f32[] constant(0)
+  zeros = f32[1,16,6,6] broadcast(zero), dimensions={}
+  ROOT relu = f32[1,16,6,6] maximum(sum, zeros)
+}
+"""
+
+
+def test_a_bias_given_as_c_1_1_after_the_conv_becomes_its_third_input():
+    """An NCHW conv whose (1, C, 1, 1) bias JAX passes after it in the order, broadcast, reshaped to (1, C) and
+    broadcast again (the HLO conv net with its weights as arguments): the conv takes the bias as its (C,)
+    vector, placed where the add was, and gives the add's sums bit for bit."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 8, 6, 6)).astype(np.float32)
+    kernel = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal((1, 16, 1, 1)).astype(np.float32)
+    model = kuiper.load_hlo(NCHW_PROGRAM, backend="numpy")
+    unfused = kuiper.load_hlo(NCHW_PROGRAM, backend="numpy", fuse=False)
+    assert ("Conv", 3) in _steps(model) and ("Conv", 2) in _steps(unfused)
+    for _ in range(2):
+        got = model(x, kernel, bias)
+        np.testing.assert_array_equal(got, unfused(x, kernel, bias))
+    nhwc = reference(x.transpose(0, 2, 3, 1), kernel.transpose(2, 3, 1, 0), bias.reshape(16)).transpose(0, 3, 1, 2)
+    np.testing.assert_allclose(got, nhwc, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("variant", [dict(bias_dims="1", bias_shape="6"), dict(extra_output=True)],
                          ids=["along another axis", "the conv's result is returned too"])
 def test_other_chains_are_left_as_they_are(variant):
