@@ -2,9 +2,12 @@
 """What one build-time rewrite buys on the Flax programs: each built with and without it, both timed in one
 process, their calls alternating (no jax needed).
 
-The programs and inputs are asv's (``asv_benchmarks/benchmarks/data/flax_*.hlo.txt.gz``), as in
-tools/ab_row_normalizations.py, whose turns of alternating calls this uses.  ``--without`` names the
-rewrite taken out while the 'off' model builds:
+The programs are asv's (``asv_benchmarks/benchmarks/data/flax_*.hlo.txt.gz``, written by
+``tools/bench_flax_models.py --save-hlo``), fed asv's seeded inputs.  On this project's shared 2-vCPU VMs
+two runs minutes apart differ by more than a tenth (docs/performance.md), so the two builds meet the same
+phases here: turns of ``--turn`` calls each, for ``--seconds`` per program; the medians and the ratio of
+the 10th percentiles are printed, with the steps and the outputs' largest difference.  ``--without``
+names the rewrite taken out while the 'off' model builds:
 
 * ``row_normalizations``, ``constant_subgraphs``, ``patch_convs``: that graph pass made the identity
   (kuiper/graph/row_normalizations.py, constant_subgraphs.py, patch_convs.py);
@@ -20,6 +23,7 @@ import argparse
 import contextlib
 import gzip
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -27,8 +31,8 @@ import kuiper
 from kuiper.bench.timing import alternating
 from kuiper.numba_kernels.matmul_native import NativeAddMM
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
-from ab_row_normalizations import DATA, PROGRAMS, program_inputs  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "asv_benchmarks"))
+from benchmarks.bench_flax_programs import DATA, PROGRAMS, program_inputs  # noqa: E402
 
 BUILD = sys.modules["kuiper.graph.build"]  # the module (kuiper.graph's attribute of that name is the function)
 PASSES = {"row_normalizations": "fuse_row_normalizations", "constant_subgraphs": "fold_constant_subgraphs",
