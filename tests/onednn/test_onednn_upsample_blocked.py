@@ -64,8 +64,10 @@ def _run_seeing(model, x):
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("providers", [False, True])
+@pytest.mark.parametrize("copy", ["compiled", "numpy"])
 def test_a_conv_upsample_conv_model_keeps_the_blocked_layout_through_the_upsampling(tmp_path, monkeypatch,
-                                                                                     threads, providers):
+                                                                                     threads, providers, copy):
+    monkeypatch.setattr(resize_native, "COMPILED_ELEMENTS", 0 if copy == "compiled" else float("inf"))
     model = _load(tmp_path, threads, providers=providers)
     assert {step.node.name: step.op.output_layout for step in model.steps} == {"c1": "onednn", "up": "onednn",
                                                                               "c2": None}
