@@ -9,6 +9,12 @@ taken to the dims they apply to in x; once it is written so, the pool reads the 
 output, and the two transposes meet: ``transpose(transpose(x, p), q)`` is ``transpose(x, p[q])``,
 nothing at all when that is the identity.
 
+A U-Net's skip connections join NHWC maps (``concat(transpose(a, p), transpose(b, p), axis)``) that
+convs made NCHW and a conv reads back as NCHW: a join of inputs all transposed alike is the join of
+the inputs along the dim the axis comes from, transposed once (``transpose(concat(a, b, p[axis]), p)``),
+and that transpose then meets the next conv's.  The join then reads the convs' outputs where they lie
+(in oneDNN's blocked layout, where the readers take it: kuiper/graph/native_layouts.py).
+
 A transpose moves only when the window reduction is its one reader and neither is a model
 output; a pair joins when the first has no other reader (else the second alone reads past it).
 An identity transpose is dropped when its result is not a model output.  Runs after
@@ -23,13 +29,14 @@ import dataclasses
 from ..model_ir import OpNode
 from .fusion import producers_and_readers
 
-TRANSPOSE, REDUCE_WINDOW = "Transpose", "ReduceWindow"
+TRANSPOSE, REDUCE_WINDOW, CONCAT = "Transpose", "ReduceWindow", "Concat"
 PER_DIM_PARAMS = ("window", "strides", "padding", "base_dilation", "window_dilation")
 
 
 def move_transposes_down(order: list[OpNode], model_outputs: list[str]) -> list[OpNode]:
-    """The op order with transposes moved below the window reductions that read them, then joined."""
-    return _joined(_below_window_reductions(order, set(model_outputs)), set(model_outputs))
+    """The op order with transposes moved below the window reductions and joins that read them, then joined."""
+    kept = set(model_outputs)
+    return _joined(_below_joins(_below_window_reductions(order, kept)), kept)
 
 
 def _below_window_reductions(order: list[OpNode], kept: set[str]) -> list[OpNode]:
@@ -59,6 +66,34 @@ def _below_window_reductions(order: list[OpNode], kept: set[str]) -> list[OpNode
     for node in order:
         if node.name not in gone:
             result.extend(moved.get(node.name, [node]))
+    return result
+
+
+def _below_joins(order: list[OpNode]) -> list[OpNode]:
+    """Each Concat of inputs that are all transposes by one permutation as a Concat of the transposes' inputs
+    and one transpose after it.  The transposes stay where other ops read them (else _read_only drops them)."""
+    producer, _ = producers_and_readers(order)
+    names = {operand for node in order for operand in (*node.inputs, *node.outputs)}
+    result: list[OpNode] = []
+    for node in order:
+        sources = [producer.get(operand) for operand in node.inputs]
+        dims = list(sources[0].params.get("dims", ())) if sources and sources[0] is not None else []
+        dim = node.params.get("dim", 0)
+        if (node.type != CONCAT or len(node.outputs) != 1 or not dims or sorted(dims) != list(range(len(dims)))
+                or not isinstance(dim, int) or not -len(dims) <= dim < len(dims)
+                or set(node.params) - {"dim"}
+                or any(source is None or source.type != TRANSPOSE or len(source.inputs) != 1
+                       or list(source.params.get("dims", ())) != dims for source in sources)):
+            result.append(node)
+            continue
+        between = f"{node.outputs[0]}.before.transpose"
+        while between in names:  # a name the model already uses
+            between += "'"
+        names.add(between)
+        result.append(dataclasses.replace(node, inputs=[source.inputs[0] for source in sources], outputs=[between],
+                                          params={"dim": dims[dim % len(dims)]}))
+        result.append(OpNode(TRANSPOSE, f"{node.name}/transpose", [between], list(node.outputs), {"dims": dims},
+                             source=node.source))
     return result
 
 

@@ -22,7 +22,7 @@ from .. import onednn
 from ..onednn import primitives as onednn_primitives
 from ..limits import budget_bytes, check_size, nbytes
 from ..ops import conv as reference
-from ..ops.special_values import FLOAT32_MAX, linear_bound, outputs_tame, sum_of_squares
+from ..ops.special_values import FLOAT32_MAX, linear_bound, sum_of_squares
 from ..thread_limits import requested as model_threads
 from . import conv_post_ops
 
@@ -271,8 +271,11 @@ def blocked_shape(shape) -> tuple[int, ...]:
     return (shape[0], -(-shape[1] // BLOCK_CHANNELS) * BLOCK_CHANNELS) + tuple(shape[2:])
 
 
-class OneDnnConv(OneDnnPath):
-    """The oneDNN path of a convolution op (mixed in before the op class)."""
+class WeightInputPath(OneDnnPath):
+    """The oneDNN path of a plain or transposed conv whose weight is an input (JAX passes weights as
+    arguments): a (de)convolution made per weight shape, the call's weight reordered into it per call.
+    The subclass says which weights fit an input (``_fits``), how its weight reads as oneDNN's
+    (out, in/groups, *kernel) one (``_onednn_weight``) and makes the primitive (``_native_for_weight``)."""
 
     def forward(self, *inputs):
         if self.static_weight is None:
@@ -282,44 +285,70 @@ class OneDnnConv(OneDnnPath):
         return super().forward(*inputs)
 
     def _weight_input_forward(self, inputs):
-        """A conv whose weight is an input (JAX passes weights as arguments) on oneDNN, the weight reordered
-        per call; None where it does not apply (the reference takes those, and raises its errors).
+        """The op on oneDNN, the weight reordered per call; None where that does not apply (the reference
+        takes those, and raises its errors).
 
         On a 64-channel 3x3 net from JAX, im2col in NumPy took 1.5x (1 thread) to 3.2x (2 threads) the
-        same program with constant weights; this path 1.16x (1 thread)."""
+        same program with constant weights; this path 1.16x (1 thread).  A Flax U-Net's three 2x2/2
+        transposed convs took 0.26-0.34 ms each in the reference's GEMM and pass per tap."""
         library = onednn.library()
         x, weight = inputs[self.input_pos], inputs[self.weight_pos]
         bias = None if self.bias_pos is None else inputs[self.bias_pos]
         rank = self.spatial + 2
-        if (library is None or self.padding_mode != "zeros" or not _plain_float32(x, rank)
-                or not _plain_float32(weight, rank) or x.shape[0] == 0
-                or x.shape[1] != weight.shape[1] * self.groups or weight.shape[0] % self.groups):
+        blocked_in = isinstance(x, onednn.Blocked)
+        if (library is None or self.padding_mode != "zeros" or not (blocked_in or _plain_float32(x, rank))
+                or not _plain_float32(weight, rank) or x.shape[0] == 0 or len(x.shape) != rank
+                or not self._fits(x.shape, weight.shape)):
             return None
-        if bias is not None and not (_plain_float32(bias, 1) and bias.shape[0] == weight.shape[0]):
+        native_weight = self._onednn_weight(weight)
+        if bias is not None and not (_plain_float32(bias, 1) and bias.shape[0] == native_weight.shape[0]):
             return None
         if len(self._natives_by_weight) >= MAX_SHAPES:
             self._natives_by_weight.clear()
-        native = self.cached(self._natives_by_weight, weight.shape, self._native_for_weight, library, weight.shape)
+        native = self.cached(self._natives_by_weight, native_weight.shape, self._native_for_weight, library,
+                             native_weight.shape)
         out_shape = native.output_shape(x.shape)
         if min(out_shape[2:]) < 1:
             return None
-        padded = tuple(x.shape[:2]) + tuple(size + sum(p) for size, p in zip(x.shape[2:], native.pads))
-        check_size(max(blocked_shape(padded), blocked_shape(out_shape), key=math.prod), 4, self.node.describe())
+        check_size(max(self._weight_input_budget(x.shape, native), blocked_shape(out_shape), key=math.prod), 4,
+                   self.node.describe())
         # NaN, +-inf or sums that could overflow go to the reference, which follows IEEE 754.  Read in
         # memory order (a transposed view would be copied) and in float32: a weight whose squares
-        # overflow float32 only costs the slower path.
+        # overflow float32 only costs the slower path.  Each output sums products of distinct input and
+        # weight elements, plain or transposed, so |x| |w| + max|b| bounds it.
         bound = (math.sqrt(sum_of_squares(np, onednn_primitives.memory_ordered(weight))),
                  0.0 if bias is None else float(np.max(np.abs(bias), initial=0.0)))
-        if not outputs_tame(np, onednn_primitives.memory_ordered(x), bound):
-            return None
+        known = _known_norm(x)  # a Blocked input's producer may have bounded its norm: then nothing is read
+        if known is None or not finite_outputs((known, 0.0), bound):
+            if not finite_outputs((norm_of(x), 0.0), bound):
+                return None
         try:
             # The call's bias goes in as oneDNN's bias argument: added in the kernel as it stores each
             # output, not in a pass of its own over the output (a Flax CNN's 8 x 32 x 28 x 28: 45 us).
-            out = native(x, model_threads(), weight=weight, bias=bias, blocked=self.output_layout == NATIVE_LAYOUT)
+            out = native(x, model_threads(), weight=native_weight, bias=bias,
+                         blocked=self.output_layout == NATIVE_LAYOUT)
         except onednn.OneDnnError:
             return None
         # A one-input epilogue (numba_kernels/conv.py) ran as the call's post-ops, or runs after it here.
         return out if self._weight_input_post_ops() is not None else self.run_epilogue(out, ())
+
+    def _fits(self, x_shape, weight_shape) -> bool:
+        """Whether an input of ``x_shape`` and a weight of ``weight_shape`` (the op's own layout) fit."""
+        raise NotImplementedError
+
+    def _onednn_weight(self, weight: np.ndarray) -> np.ndarray:
+        """The call's weight as oneDNN's (out, in/groups, *kernel) weight: a view, or a copy where none is."""
+        return weight
+
+    def _native_for_weight(self, library, weight_shape) -> onednn.Convolution:
+        """The oneDNN (de)convolution for oneDNN weights of ``weight_shape``, made on the first call that
+        brings one, with zeros (and a bias of zeros where the op reads a bias input): every call passes its
+        own."""
+        raise NotImplementedError
+
+    def _weight_input_budget(self, in_shape, native) -> tuple[int, ...]:
+        """The largest buffer the call makes besides its output (a padded input, channels blocked)."""
+        return blocked_shape(tuple(in_shape[:2]) + tuple(size + sum(p) for size, p in zip(in_shape[2:], native.pads)))
 
     def _weight_input_post_ops(self) -> tuple | None:
         """oneDNN's post-op steps for this op's epilogue (() without one), or None where it has none for it;
@@ -328,35 +357,48 @@ class OneDnnConv(OneDnnPath):
 
     @functools.cached_property
     def _weight_input_steps(self) -> tuple:
-        return (() if self.epilogue is None else conv_post_ops.post_ops_for(self.epilogue, self.epilogue_operand),)
+        return (() if self.epilogue is None
+                else conv_post_ops.post_ops_for(self.epilogue, getattr(self, "epilogue_operand", 0)),)
+
+    def _weight_input_usable(self) -> bool:
+        return onednn.available() and self.padding_mode == "zeros" and self._weight_input_post_ops() is not None
 
     def native_layout(self) -> str | None:
-        """A conv whose weight is an input may hand its output on in oneDNN's blocked layout too (to a pool
-        after it: a Flax CNN's conv -> ReLU -> max pool), unless its epilogue runs after it on a plain array.
-        It takes plain inputs only (``takes_layout``): its path reads the call's x as an array."""
+        """An op whose weight is an input may hand its output on in oneDNN's blocked layout too (to a pool
+        after it: a Flax CNN's conv -> ReLU -> max pool), unless its epilogue runs after it on a plain array."""
         if self.static_weight is None:
-            usable = onednn.available() and self.padding_mode == "zeros" and self._weight_input_post_ops() is not None
-            return NATIVE_LAYOUT if usable else None
+            return NATIVE_LAYOUT if self._weight_input_usable() else None
         return super().native_layout()
 
+    def takes_layout(self, position: int, layout: str) -> bool:
+        """An op whose weight is an input takes its x in oneDNN's blocked layout (a Flax U-Net's conv after
+        conv: a reorder to plain and one back saved per pair)."""
+        if self.static_weight is None:
+            return layout == NATIVE_LAYOUT and position == self.input_pos and self._weight_input_usable()
+        return super().takes_layout(position, layout)
+
     def weight_input_note(self) -> str:
-        """``kernel_note`` for a conv whose weight is an input."""
+        """``kernel_note`` for an op whose weight is an input."""
         if onednn.library() is None or self.padding_mode != "zeros":
             return "reference path: the weight is an input"
         return "oneDNN, the weight input reordered per call (float32; else the reference path)"
 
+    @functools.cached_property
+    def _natives_by_weight(self) -> dict:
+        return {}
+
+
+class OneDnnConv(WeightInputPath):
+    """The oneDNN path of a convolution op (mixed in before the op class)."""
+
+    def _fits(self, x_shape, weight_shape) -> bool:
+        return x_shape[1] == weight_shape[1] * self.groups and weight_shape[0] % self.groups == 0
+
     def _native_for_weight(self, library, weight_shape) -> onednn.Convolution:
-        """The oneDNN convolution for weights of ``weight_shape``, made on the first call that brings one
-        (its kernel and layouts chosen per input shape, as for a constant weight).  It is made with
-        zeros, and with a bias of zeros where the op reads a bias input: every call passes its own."""
         bias = None if self.bias_pos is None else np.zeros(weight_shape[0], np.float32)
         return onednn.Convolution(library, np.zeros(weight_shape, np.float32), bias, self.stride, self.dilation,
                                   self.pads_for(tuple(weight_shape[2:])), self.groups,
                                   self._weight_input_post_ops() or ())
-
-    @functools.cached_property
-    def _natives_by_weight(self) -> dict:
-        return {}
 
     def use_onednn(self) -> bool:
         """Run on oneDNN from now on if it is installed and takes this conv; whether it does.

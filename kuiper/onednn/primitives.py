@@ -272,7 +272,10 @@ def dense_order(array: np.ndarray) -> tuple[int, ...] | None:
 def memory_ordered(array: np.ndarray) -> np.ndarray:
     """``array`` with its axes in the order its elements lie in memory (the same elements, no copy), or
     itself where they do not lie densely: what a sum over all of them (a guard's norm) reads in one pass
-    rather than gathering across memory."""
+    rather than gathering across memory.  An axis read backwards (a reversed view: JAX's flipped kernel of
+    a transposed conv) is read forwards."""
+    if any(stride < 0 for stride in array.strides):
+        array = array[tuple(slice(None, None, -1) if stride < 0 else slice(None) for stride in array.strides)]
     order = dense_order(array)
     return array if order is None else array.transpose(order)
 

@@ -613,3 +613,20 @@ def test_the_guard_reads_a_transposed_input_in_memory_order(monkeypatch):
     norm = conv_native.norm_of(view)
     assert read == [True]
     assert norm == pytest.approx(float(np.sqrt(np.sum(view.astype(np.float64) ** 2))), rel=1e-5)
+
+
+def test_the_guard_reads_a_reversed_view_forwards(monkeypatch):
+    """JAX's flipped kernel of a transposed conv arrives as a view with negative strides: the guard's norm reads
+    it forwards in memory order, not as a gather (the same sum up to rounding)."""
+    pytest.importorskip("numba")
+    from kuiper.numba_kernels import conv_native
+
+    kernel = RNG.standard_normal((64, 32, 3, 3)).astype(np.float32)
+    flipped = np.swapaxes(kernel, 0, 1)[:, :, ::-1, ::-1]
+    read = []
+    vdot = np.vdot
+    monkeypatch.setattr(np, "vdot", lambda a, b: read.append(np.shares_memory(a, kernel) and a.flags.c_contiguous)
+                        or vdot(a, b))
+    norm = conv_native.norm_of(flipped)
+    assert read == [True]
+    assert norm == pytest.approx(float(np.sqrt(np.sum(kernel.astype(np.float64) ** 2))), rel=1e-5)
