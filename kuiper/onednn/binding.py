@@ -121,6 +121,10 @@ _FUNCTIONS = {
     "dnnl_primitive_create": (_STATUS, [ctypes.POINTER(Handle), Handle]),
     "dnnl_primitive_execute": (_STATUS, [Handle, Handle, ctypes.c_int, ctypes.POINTER(ExecArg)]),
     "dnnl_primitive_destroy": (_STATUS, [Handle]),
+    # C = alpha op(A) op(B) + beta C, row-major, op 'N' or 'T': oneDNN's own GEMM, on its OpenMP threads.
+    "dnnl_sgemm": (_STATUS, [ctypes.c_char, ctypes.c_char, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                             ctypes.c_float, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                             ctypes.c_float, ctypes.c_void_p, ctypes.c_int64]),
 }
 
 
