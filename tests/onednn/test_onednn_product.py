@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kuiper import onednn
-from kuiper.onednn.product import element_strides, product_shape
+from kuiper.onednn.product import GEMM_MAX_ROWS, RELU, element_strides, product_shape
 
 pytestmark = pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
 
@@ -82,3 +82,39 @@ def test_a_layout_with_only_a_reference_loop_is_refused_and_stays_refused():
 def test_the_product_shape_broadcasts_batch_dims_like_numpy():
     assert product_shape(np.ones((2, 1, 3, 4)), np.ones((1, 5, 4, 6))) == (2, 5, 3, 6)
     assert product_shape(np.ones((3, 4)), np.ones((2, 4, 6))) is None  # ranks differ: the caller pads
+
+
+def _product_and_path(a, b, threads=1, bias=None, post_ops=()):
+    product = onednn.Product(onednn.library())
+    return product(a, b, threads, bias, post_ops), "gemm" if product.ran_gemm else "matmul" if product.plans else None
+
+
+@pytest.mark.parametrize("rows, path", [(1, "gemm"), (8, "gemm"), (GEMM_MAX_ROWS, "gemm"),
+                                        (GEMM_MAX_ROWS + 1, "matmul")])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_few_rows_take_onednns_gemm_with_the_bias_and_relu_after_it(rows, path, threads):
+    """Up to GEMM_MAX_ROWS rows, dnnl_sgemm computes the product; the bias is added and the ReLU applied to its
+    result, for row-major operands and transposed views alike."""
+    a, b, bias = array(rows, 96), array(96, 40), array(40)
+    for left, right in ((a, b), (np.asfortranarray(a), b), (a, np.asfortranarray(b)), (a, array(40, 96).T)):
+        want = np.maximum(left.astype(np.float64) @ right.astype(np.float64) + bias, 0)
+        got, ran = _product_and_path(left, right, threads, bias, (RELU,))
+        assert ran == path
+        np.testing.assert_allclose(got, want, rtol=0, atol=TOLERANCE * max(1.0, np.abs(want).max()))
+    plain, _ = _product_and_path(a, b, threads)  # the bias added after the product: the same float32 sums
+    np.testing.assert_array_equal(_product_and_path(a, b, threads, bias)[0], plain + bias)
+
+
+@pytest.mark.parametrize("special", [np.nan, np.inf, -np.inf])
+def test_the_gemm_spreads_nan_and_infinities_as_float64_does(special):
+    a, b = array(6, 50), array(50, 30)
+    a[2, 7] = special
+    b[9, 4] = special
+    a[4] = 0.0  # 0 * inf is NaN
+    with np.errstate(invalid="ignore"):
+        expected = a.astype(np.float64) @ b.astype(np.float64)
+    got, ran = _product_and_path(a, b)
+    assert ran == "gemm"
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(expected))
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(expected))
