@@ -172,14 +172,7 @@ class OneDnnPath:
         (ReLU6) the first is the smaller; the second keeps long ReLU chains (ResNets) from growing a
         bound by the square root of the size per layer.  ``ROUNDING_ROOM`` covers float32 rounding,
         well under 1 % for sums of 10 K products."""
-        weight_norm, bias_bound = self.output_bound()
-        steps, root_size = self.native.post_ops, math.sqrt(math.prod(out_shape))
-        each = conv_post_ops.bound_after(steps, x_norm * weight_norm + bias_bound, residual_norm)
-        whole = conv_post_ops.bound_after(steps, self._root_taps * weight_norm * x_norm + bias_bound * root_size,
-                                          residual_norm, unit=root_size)
-        if each is None or whole is None:
-            return None
-        return ROUNDING_ROOM * min(each * root_size, whole)
+        return conv_norm_bound(self.native, out_shape, x_norm, residual_norm, self.output_bound())
 
     def bound_through(self, in_shapes, norms) -> float | None:
         """A bound on the output's norm for inputs of ``in_shapes`` whose norms are at most ``norms`` (x's, and a
@@ -196,11 +189,6 @@ class OneDnnPath:
         (value, layout, shape), residual = inputs[0], (inputs[1] if len(inputs) > 1 else (None, None, None))
         emitted = self.native.emit(builder, value, layout, shape, threads, residual[0], residual[1], blocked)
         return None if emitted is None else (*emitted, self.native.output_shape(shape))
-
-    @functools.cached_property
-    def _root_taps(self) -> float:
-        """The square root of the kernel's size: at most how many windows of a channel an input element lies in."""
-        return math.sqrt(math.prod(self.native.kernel))
 
     @functools.cached_property
     def _shapes_by_input(self) -> dict:
@@ -222,6 +210,22 @@ class OneDnnPath:
     def budget_shapes(self, in_shape, out_shape) -> tuple[tuple[int, ...], ...]:
         """The shapes the size budget is checked for, in order, before a call makes its buffers."""
         raise NotImplementedError
+
+
+def conv_norm_bound(native: onednn.Convolution, out_shape, x_norm: float, residual_norm: float,
+                    bound: tuple[float, float]) -> float | None:
+    """A bound on the 2-norm of ``native``'s output (its post-ops applied) for an input whose norm is at most
+    ``x_norm`` and a weight and bias of ``linear_bound`` ``bound`` (OneDnnPath.norm_bound says why it holds, for
+    plain and transposed convs alike); None where the post-ops' effect is not known."""
+    weight_norm, bias_bound = bound
+    steps, root_size = native.post_ops, math.sqrt(math.prod(out_shape))
+    root_taps = math.sqrt(math.prod(native.kernel))  # at most how many windows of a channel an input element lies in
+    each = conv_post_ops.bound_after(steps, x_norm * weight_norm + bias_bound, residual_norm)
+    whole = conv_post_ops.bound_after(steps, root_taps * weight_norm * x_norm + bias_bound * root_size,
+                                      residual_norm, unit=root_size)
+    if each is None or whole is None:
+        return None
+    return ROUNDING_ROOM * min(each * root_size, whole)
 
 
 def same_kind_as(sample):
@@ -318,17 +322,20 @@ class WeightInputPath(OneDnnPath):
         # weight elements, plain or transposed, so |x| |w| + max|b| bounds it.
         bound = (math.sqrt(sum_of_squares(np, onednn_primitives.memory_ordered(weight))),
                  0.0 if bias is None else float(np.max(np.abs(bias), initial=0.0)))
-        known = _known_norm(x)  # a Blocked input's producer may have bounded its norm: then nothing is read
-        if known is None or not finite_outputs((known, 0.0), bound):
-            if not finite_outputs((norm_of(x), 0.0), bound):
+        x_norm = _known_norm(x)  # a Blocked input's producer may have bounded its norm: then nothing is read
+        if x_norm is None or not finite_outputs((x_norm, 0.0), bound):
+            x_norm = norm_of(x)
+            if not finite_outputs((x_norm, 0.0), bound):
                 return None
+        blocked = self.output_layout == NATIVE_LAYOUT
         try:
             # The call's bias goes in as oneDNN's bias argument: added in the kernel as it stores each
             # output, not in a pass of its own over the output (a Flax CNN's 8 x 32 x 28 x 28: 45 us).
-            out = native(x, model_threads(), weight=native_weight, bias=bias,
-                         blocked=self.output_layout == NATIVE_LAYOUT)
+            out = native(x, model_threads(), weight=native_weight, bias=bias, blocked=blocked)
         except onednn.OneDnnError:
             return None
+        if blocked:  # its readers' guards (the next conv's, a max pool's) then read nothing
+            out.norm_bound = conv_norm_bound(native, out.shape, x_norm, 0.0, bound)
         # A one-input epilogue (numba_kernels/conv.py) ran as the call's post-ops, or runs after it here.
         return out if self._weight_input_post_ops() is not None else self.run_epilogue(out, ())
 

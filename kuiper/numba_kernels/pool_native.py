@@ -31,7 +31,7 @@ from ..limits import check_size
 from ..onednn.primitives import memory_ordered
 from ..ops.pooling_adaptive import AdaptiveAvgPool2d
 from ..ops.pooling_window import pool_output_size
-from ..ops.special_values import is_tame
+from ..ops.special_values import FLOAT32_MAX, is_tame
 from ..thread_limits import requested as model_threads
 from .conv_native import BLOCK_CHANNELS, NATIVE_LAYOUT
 from .pooling import CompiledAvgPool2d, CompiledMaxPool1d, CompiledMaxPool2d
@@ -87,12 +87,20 @@ class OneDnnPooling:
         # The size budget, with channels rounded up as a blocked buffer holds them.
         check_size((x.shape[0], -(-x.shape[1] // BLOCK_CHANNELS) * BLOCK_CHANNELS) + out_size, 4,
                    self.node.describe())
-        if self.drops_nan and not is_tame(np, x.buffer if isinstance(x, onednn.Blocked) else memory_ordered(x)):
+        # A Blocked input whose producer bounded its norm below float32's largest value holds only finite
+        # numbers: nothing is read.
+        known = x.norm_bound if isinstance(x, onednn.Blocked) else None
+        if self.drops_nan and not (known is not None and known < FLOAT32_MAX) and not is_tame(
+                np, x.buffer if isinstance(x, onednn.Blocked) else memory_ordered(x)):
             return None  # a NaN the max would drop, or -inf it would give as -FLT_MAX: the compiled loop is exact
+        blocked = self.output_layout == NATIVE_LAYOUT
         try:
-            return self.native(x, out_size, model_threads(), blocked=self.output_layout == NATIVE_LAYOUT)
+            out = self.native(x, out_size, model_threads(), blocked=blocked)
         except onednn.OneDnnError:
             return None  # oneDNN refused this input (once: the plan remembers)
+        if blocked and known is not None:
+            out.norm_bound = self.bound_through([x.shape], [known])
+        return out
 
     def onednn_divides_alike(self, shape, out_size) -> bool:
         """Whether oneDNN divides each window as PyTorch does, for this input and output size."""

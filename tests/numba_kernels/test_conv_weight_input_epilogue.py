@@ -183,3 +183,40 @@ def test_the_conv_hands_its_output_to_the_pool_in_onednns_layout():
 def test_a_conv_whose_epilogue_runs_after_it_hands_on_a_plain_array():
     model = kuiper.load_hlo(POOLED.replace("maximum(sum, zeros)", "cosine(sum)"), backend="numpy")
     assert "epilogue" in _conv(model).node.params and _conv(model).op.output_layout is None
+
+
+@pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
+def test_the_conv_bounds_its_blocked_output_and_the_pool_reads_nothing_to_guard_it(monkeypatch):
+    """The conv's Blocked output carries a bound on its norm (from |x|, |W| and the bias, as a conv with constant
+    weights gives one): at least the output's true norm, and finite, so the max pool's special-value guard
+    reads nothing; the pool's output carries its own bound on."""
+    from kuiper.numba_kernels import pool_native
+
+    model = kuiper.load_hlo(POOLED, backend="numpy")
+    unfused = kuiper.load_hlo(POOLED, backend="numpy", fuse=False)
+    x = RNG.standard_normal((2, 16, 16, 8)).astype(np.float32)
+    kernel = (RNG.standard_normal((3, 3, 8, 32)) / 8).astype(np.float32)
+    bias = RNG.standard_normal(32).astype(np.float32)
+    bounds = []
+
+    class Observer:
+        def before_step(self, node, inputs):
+            pass
+
+        def after_step(self, node, inputs, outputs):
+            for value in outputs if isinstance(outputs, (list, tuple)) else [outputs]:
+                if isinstance(value, onednn.Blocked):
+                    bounds.append((node.type, value.norm_bound, float(np.linalg.norm(np.asarray(value)))))
+
+    expected = unfused(x, kernel, bias)
+    read = []
+    is_tame = pool_native.is_tame
+    monkeypatch.setattr(pool_native, "is_tame", lambda xp, value: read.append(value.shape) or is_tame(xp, value))
+    for _ in range(2):
+        bounds.clear()
+        got = model(x, kernel, bias, observer=Observer())
+        np.testing.assert_array_equal(got, expected)
+    assert [kind for kind, _, _ in bounds] == ["Conv"]  # the pool is the model's output: plain
+    (_, bound, norm), = bounds
+    assert norm <= bound < np.finfo(np.float32).max
+    assert read == []
