@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import onednn
+from ..onednn.primitives import copied_in_memory_order
 from ..ops import conv_transposed as reference
 from . import conv_post_ops
 from .conv_native import WeightInputPath, blocked_shape
@@ -68,6 +69,8 @@ class OneDnnConvTranspose(WeightInputPath):
         """(in, out/G, *k) as oneDNN's (out, in/G, *k): in and out swap within each group (a view for one
         group, which the call's reorder reads from its strides)."""
         groups = self.groups
+        if any(stride < 0 for stride in weight.strides):  # JAX's kernel, flipped (a Reverse op's view)
+            weight = copied_in_memory_order(weight)
         if groups == 1:
             return np.swapaxes(weight, 0, 1)
         in_channels, group_out, *kernel = weight.shape

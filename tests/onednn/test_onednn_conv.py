@@ -630,3 +630,15 @@ def test_the_guard_reads_a_reversed_view_forwards(monkeypatch):
     norm = conv_native.norm_of(flipped)
     assert read == [True]
     assert norm == pytest.approx(float(np.sqrt(np.sum(kernel.astype(np.float64) ** 2))), rel=1e-5)
+
+
+def test_a_reversed_view_is_copied_in_memory_order():
+    """The copy holds the view's values, as a permuted view of a C-contiguous array whose axes follow the
+    original's memory order (in_strides then reads it without another copy)."""
+    from kuiper.onednn.primitives import copied_in_memory_order, dense_order
+
+    hwio = RNG.standard_normal((2, 2, 12, 8)).astype(np.float32)
+    view = np.transpose(hwio, (2, 3, 0, 1))[:, :, ::-1, ::-1]  # JAX's kernel as (in, out, kh, kw), flipped
+    copy = copied_in_memory_order(view)
+    np.testing.assert_array_equal(copy, view)
+    assert not np.shares_memory(copy, hwio) and dense_order(copy) == (2, 3, 0, 1)
