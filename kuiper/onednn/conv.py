@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .blocked import Blocked, ToPlain
+from .blocked import Blocked, ToPlain, channels_last_view
 from .binding import ARG_BIAS, ARG_DST, ARG_POST_OP_DW, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
 from .primitives import (ONE_THREAD_WORK, PLAIN_CONV_WORK, Attributes, Layout, PlanCache, Primitive, Reorders, dims,
                          in_strides, pads_after, reorder)
@@ -69,6 +69,7 @@ class _Plan:
     reads_plain: bool  # whether ``source`` is ``plain_in``: a plain input goes in as it is
     out_shape: tuple[int, ...]
     to_plain: ToPlain  # the output as a plain array (no copy where the convolution writes plain NCHW)
+    to_channels_last: ToPlain | None = None  # the output as a channels-last view, made on first use
     reorder_in: Primitive | None = None  # plain_in -> source, made on the first plain input that needs it
     # (the last Blocked input's layout object, the reorder from it to ``source`` or None): a producer
     # hands over the same layout object call after call, so its comparison with ``source`` is made once
@@ -157,7 +158,7 @@ class Convolution:
         return (shape[0], self.out_channels) + spatial
 
     def __call__(self, x, threads: int | None = None, residual=None, blocked: bool = False, weight=None,
-                 bias=None):
+                 bias=None, channels_last: bool = False):
         """Run on ``threads`` (None: OpenMP's default, ``OMP_NUM_THREADS`` or every core).
 
         ``residual`` (plain or Blocked, the output's shape) is what a sum post-op adds;
@@ -165,7 +166,8 @@ class Convolution:
         shape of the one made with) replaces it for this call, reordered into the kernel's layout:
         a weight that arrives as an input, as JAX passes weights (a 64-channel 3x3 weight's
         reorder is ~20 us against the ~1 ms convolution it feeds).  ``bias`` (float32, one per output
-        channel) likewise replaces the bias of one made with a bias.
+        channel) likewise replaces the bias of one made with a bias.  ``channels_last`` (without
+        ``blocked``) asks for the plain output as a view of an (N, *spatial, C) array (``ToPlain``).
         """
         threads = self.library.threads(threads)  # OpenMP's default for None; 1 in a child forked after OpenMP ran
         plain_io = not blocked and not isinstance(x, Blocked)
@@ -194,11 +196,11 @@ class Convolution:
         plan.convolution.run(arguments, threads)
         if blocked:
             return Blocked(self.library, plan.out_shape, *result)
-        return plan.to_plain(result[1], threads)
+        return self._to_plain(plan, channels_last)(result[1], threads)
 
     def emit(self, builder: SequenceBuilder, x: int, x_layout: Layout | None, shape, threads: int | None,
              residual: int | None = None, residual_layout: Layout | None = None,
-             blocked: bool = False) -> tuple[int, Layout] | None:
+             blocked: bool = False, channels_last: bool = False) -> tuple[int, Layout] | None:
         """Add to ``builder`` the primitives ``__call__`` runs on an input of ``shape`` in ``x_layout`` (a Blocked
         tensor's; None: a plain C-contiguous array), held by the builder's value ``x`` (and a ``residual`` value
         in ``residual_layout``, None: plain): (the output value, its layout), or None where there is no plan
@@ -226,13 +228,15 @@ class Convolution:
             builder.run(self._reorder(residual_layout, plan.result, threads), {}, {ARG_SRC: residual, ARG_DST: out},
                         threads)
         builder.run(plan.convolution, plan.constants, {ARG_SRC: source, ARG_DST: out}, threads)
-        if blocked or plan.to_plain.step is None:
+        to_plain = self._to_plain(plan, channels_last)
+        if blocked or to_plain.step is None:
             return out, plan.result
-        plain = builder.value(plan.to_plain.plain)
-        builder.run(plan.to_plain.step, {}, {ARG_SRC: out, ARG_DST: plain}, threads)
-        return plain, plan.to_plain.plain
+        plain = builder.value(to_plain.plain)
+        builder.run(to_plain.step, {}, {ARG_SRC: out, ARG_DST: plain}, threads)
+        return plain, to_plain.plain
 
-    def sequence_for(self, x, threads: int | None, residual=None, blocked: bool = False):
+    def sequence_for(self, x, threads: int | None, residual=None, blocked: bool = False,
+                     channels_last: bool = False):
         """``__call__`` for inputs like ``x`` (and ``residual``) as one ``Sequence``: a function ``call(x,
         residual)`` returning what ``__call__(x, threads, residual, blocked)`` would, for inputs of ``x``'s class
         and shape (a plain input float32 and C-contiguous; a Blocked one, and a Blocked residual, in the layout
@@ -250,12 +254,13 @@ class Convolution:
         x_value = builder.input()
         residual_value = None if residual is None else builder.input()
         emitted = self.emit(builder, x_value, x.layout if blocked_in else None, x.shape, threads, residual_value,
-                            residual.layout if isinstance(residual, Blocked) else None, blocked)
+                            residual.layout if isinstance(residual, Blocked) else None, blocked, channels_last)
         if emitted is None:
             return None
         out, layout = emitted
         sequence = builder.build([out])
         library, out_shape = self.library, self.output_shape(x.shape)
+        view = channels_last_view(out_shape) if channels_last and not blocked else None
 
         def call(x, residual=None):
             data = x.buffer if blocked_in else x
@@ -263,9 +268,21 @@ class Convolution:
                 (flat,) = sequence(data)
             else:
                 (flat,) = sequence(data, residual.buffer if residual.__class__ is Blocked else residual)
-            return Blocked(library, out_shape, layout, flat) if blocked else flat.reshape(out_shape)
+            if blocked:
+                return Blocked(library, out_shape, layout, flat)
+            return flat.reshape(out_shape) if view is None else view(flat)
 
         return call
+
+    def _to_plain(self, plan: _Plan, channels_last: bool) -> ToPlain:
+        """What makes ``plan``'s output plain: NCHW, or a channels-last view (its reorder made on first use, for the
+        plan's thread count)."""
+        if not channels_last:
+            return plan.to_plain
+        if plan.to_channels_last is None:
+            self.library.set_threads(plan.threads)
+            plan.to_channels_last = ToPlain(self.library, plan.result, plan.out_shape, channels_last=True)
+        return plan.to_channels_last
 
     def _plan_for_call(self, shape, threads: int, plain_io: bool) -> _Plan:
         """The plan a call on ``shape`` on ``threads`` threads runs: a small one on one thread."""
