@@ -22,9 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .blocked import Blocked, ToPlain, channels_last_view
+from .blocked import Blocked, ToPlain, channels_last_order, channels_last_view
 from .binding import ARG_BIAS, ARG_DST, ARG_POST_OP_DW, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
-from .primitives import (ONE_THREAD_WORK, PLAIN_CONV_WORK, Attributes, Layout, PlanCache, Primitive, Reorders, dims,
+from .primitives import (ONE_THREAD_WORK, PLAIN_CONV_WORK, Attributes, Layout, PlanCache, Primitive, Reorders,
+                         dense_strides, dims,
                          in_strides, pads_after, reorder)
 from .sequence import SequenceBuilder
 
@@ -170,6 +171,10 @@ class Convolution:
         ``blocked``) asks for the plain output as a view of an (N, *spatial, C) array (``ToPlain``).
         """
         threads = self.library.threads(threads)  # OpenMP's default for None; 1 in a child forked after OpenMP ran
+        if channels_last and not blocked and residual is None and weight is None and bias is None:
+            out = self._channels_last_through(x, threads)
+            if out is not None:
+                return out
         plain_io = not blocked and not isinstance(x, Blocked)
         plan = self.calls.get((x.shape, threads, plain_io))
         if plan is None:
@@ -273,6 +278,56 @@ class Convolution:
             return flat.reshape(out_shape) if view is None else view(flat)
 
         return call
+
+    def _channels_last_through(self, x, threads: int):
+        """The output channels-last, read from an ``x`` that lies channels-last itself (a transposed view of an
+        (N, *spatial, C) array: PVT-v2's Mix-FFN hands its depthwise conv a Linear layer's rows), by a kernel
+        that reads and writes that layout, with no reorder on either side; None where ``x`` lies otherwise
+        or oneDNN has only a reference or GEMM kernel for it (the blocked plan then runs, between reorders).
+
+        PVT-v2's (1, 256, 56, 56) depthwise 3x3, 1 thread: 0.79 ms through nChw16c and its two reorders,
+        0.36 ms so.  Its kernel (brdgmm_dw) sums in another order than the blocked one (jit_dw): the values
+        differ from the blocked plan's in the last bits."""
+        if (self.fused is not None or x.__class__ is not np.ndarray or x.dtype != np.float32 or x.flags.c_contiguous
+                or x.ndim < 3):
+            return None
+        order = channels_last_order(x.ndim)
+        memory = x.transpose(order)
+        if not memory.flags.c_contiguous:
+            return None
+        key = (x.shape, threads, "channels-last")
+        plan = self.calls.get(key)
+        if plan is None:
+            try:
+                plan = self.calls.get_or_make(key, lambda: self._channels_last_plan(x.shape, threads))
+            except OneDnnError:
+                return None
+        result = np.empty(plan.to_plain.memory_shape, np.float32)
+        plan.convolution.run({**plan.constants, ARG_SRC: (plan.source, memory), ARG_DST: (plan.result, result)},
+                             plan.threads)
+        return result.transpose(plan.to_plain.axes)
+
+    def _channels_last_plan(self, shape, threads: int) -> _Plan:
+        """The plan of ``_channels_last_through`` (OneDnnError: no direct kernel for it)."""
+        shape = tuple(shape)
+        if threads > 1 and self.work(shape) < ONE_THREAD_WORK:
+            threads = 1
+        library = self.library
+        library.set_threads(threads)
+        out_shape = self.output_shape(shape)
+        order = channels_last_order(len(shape))
+        source = Layout.strided(library, shape, dense_strides(shape, order))
+        result = Layout.strided(library, out_shape, dense_strides(out_shape, order))
+        convolution = self._primitive(shape, source, result, self._pads_after(shape))
+        if _reference_or_gemm(convolution.implementation()):
+            raise OneDnnError(f"convolution of {shape}: no channels-last kernel but {convolution.implementation()}")
+        weight_layout = convolution.layout(ARG_WEIGHTS)
+        constants = {ARG_WEIGHTS: self._weight_in(weight_layout, threads)}
+        if self.bias is not None:
+            constants[ARG_BIAS] = self.bias
+        return _Plan(convolution=convolution, threads=threads, constants=constants, weight_layout=weight_layout,
+                     source=source, result=result, plain_in=source, reads_plain=True, out_shape=out_shape,
+                     to_plain=ToPlain(library, result, out_shape, channels_last=True))
 
     def _to_plain(self, plan: _Plan, channels_last: bool) -> ToPlain:
         """What makes ``plan``'s output plain: NCHW, or a channels-last view (its reorder made on first use, for the
@@ -389,15 +444,8 @@ class Convolution:
         out_shape = self.output_shape(shape)
         if min(out_shape[2:], default=1) < 1:
             raise OneDnnError(f"convolution of {shape} has an empty output {out_shape}")
-        # oneDNN checks out = (in + before + after - span) / stride + 1 exactly: the right padding it
-        # is given is the part the last window uses (PyTorch drops the rest by flooring).  A
-        # transposed conv swaps in and out in that rule, so output_padding lowers the right padding.
         own_shape = self._own_output_shape(shape)
-        windows, positions = own_shape[2:], shape[2:]
-        if self.output_padding is not None:
-            windows, positions = positions, windows
-        right = pads_after(windows, positions, self.kernel, self.stride, self.dilation,
-                           [before for before, _ in self.pads])
+        right = self._pads_after(shape)
         plain_in = Layout.plain(library, shape)
         convolution = None
         if plain_io and self._runs_plain(self.work(shape)):
@@ -426,6 +474,18 @@ class Convolution:
             source=plain_in if reads_plain else source, result=result, plain_in=plain_in, reads_plain=reads_plain,
             out_shape=out_shape, to_plain=ToPlain(library, result, out_shape),
         )
+
+    def _pads_after(self, shape) -> list[int]:
+        """The right padding oneDNN is given for inputs of ``shape``.
+
+        oneDNN checks out = (in + before + after - span) / stride + 1 exactly: the right padding it
+        is given is the part the last window uses (PyTorch drops the rest by flooring).  A
+        transposed conv swaps in and out in that rule, so output_padding lowers the right padding."""
+        windows, positions = self._own_output_shape(shape)[2:], shape[2:]
+        if self.output_padding is not None:
+            windows, positions = positions, windows
+        return pads_after(windows, positions, self.kernel, self.stride, self.dilation,
+                          [before for before, _ in self.pads])
 
     def _blocked_primitive(self, shape, out_shape, right) -> Primitive:
         """The convolution on blocked layouts: for a 2-D convolution whose output maps have at least

@@ -5,7 +5,8 @@ ConvNeXt's block (depthwise conv -> permute(0, 2, 3, 1) -> LayerNorm -> Linear) 
 (conv -> reshape to (N, 3, 85, H, W) -> permute(0, 1, 3, 4, 2) -> sigmoid, which moves up into the conv), small.  The conv's output is then a view of
 an (N, H, W, C) array and the permute's a view of the same memory (no copy); the numbers are those of the
 same model built without the pass bit for bit (the same arithmetic, written elsewhere) and a float64
-reference's; a NaN input takes the conv's other path either way.
+reference's; a NaN input takes the conv's other path either way.  PVT-v2's Mix-FFN, whose conv input lies
+channels-last too, runs a kernel for that layout: close to the row-major build's, not equal.
 """
 
 from __future__ import annotations
@@ -164,3 +165,36 @@ def test_the_conv_writes_row_major_where_nothing_would_read_rows(tmp_path, chang
     assert _layout(model, "dw") is None
     _, seen = _seen(model, X)
     assert seen["dw"][1].flags.c_contiguous
+
+
+MIX_FFN = """
+pnnx.Input in0 0 1 x #x=(1,156,24)f32
+torch.transpose t1 1 1 x a dim0=1 dim1=2 #a=(1,24,156)f32
+Tensor.reshape r 1 1 a b shape=(1,24,12,13) #b=(1,24,12,13)f32
+nn.Conv2d dw 1 1 b c bias=True groups=24 kernel_size=(3,3) padding=(1,1) in_channels=24 out_channels=24 @weight=(24,1,3,3)f32 @bias=(24)f32 #c=(1,24,12,13)f32
+torch.flatten f 1 1 c d start_dim=2 end_dim=-1 #d=(1,24,156)f32
+torch.transpose t2 1 1 d e dim0=1 dim1=2 #e=(1,156,24)f32
+nn.Linear fc 1 1 e g bias=True in_features=24 out_features=8 @weight=(8,24)f32 @bias=(8)f32 #g=(1,156,8)f32
+pnnx.Output out 1 0 g
+"""
+
+
+def test_pvts_mix_ffn_conv_reads_and_writes_rows_of_channels(tmp_path):
+    """PVT-v2's depthwise conv between two row-major Linear layers: the input lies channels-last, and so does
+    the output; a kernel for that layout sums in another order than the blocked one (close, not equal)."""
+    weights = {key: value for key, value in BLOCK_WEIGHTS.items() if key.startswith(("dw.", "fc."))}
+    model = _load(tmp_path, MIX_FFN, weights)
+    assert _layout(model, "dw") == CHANNELS_LAST
+    plain = _load(tmp_path, MIX_FFN, weights, channels_last=False, name="plain")
+    rows = RNG.standard_normal((1, 156, 24)).astype(np.float32)
+    for _ in range(3):
+        got, seen = _seen(model, rows)
+        assert seen["dw"][1].transpose(0, 2, 3, 1).flags.c_contiguous
+        assert seen["t2"][1].flags.c_contiguous and np.shares_memory(seen["t2"][1], seen["dw"][1])
+        np.testing.assert_allclose(got, plain(rows), rtol=1e-5, atol=1e-5)
+    image = rows.transpose(0, 2, 1).reshape(1, 24, 12, 13)
+    x64 = np.pad(image.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    dw = sum(DW[None, :, 0, i, j, None, None].astype(np.float64) * x64[:, :, i:i + 12, j:j + 13]
+             for i in range(3) for j in range(3)) + DW_BIAS.astype(np.float64)[None, :, None, None]
+    want = dw.reshape(1, 24, 156).transpose(0, 2, 1) @ FC.T.astype(np.float64) + FC_BIAS
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5)

@@ -62,3 +62,30 @@ def test_a_sum_post_op_and_a_blocked_input_keep_their_values():
     blocked = first(x, 1, blocked=True)
     want = conv(blocked, 1, residual=residual)
     _assert_channels_last(conv(blocked, 1, residual=residual, channels_last=True), want)
+
+
+def _depthwise64(x, weight, bias):
+    """A depthwise 3x3 conv, zero padding 1, in float64."""
+    x64 = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    height, width = x.shape[2:]
+    return sum(weight[None, :, 0, i, j, None, None].astype(np.float64) * x64[:, :, i:i + height, j:j + width]
+               for i in range(3) for j in range(3)) + bias.astype(np.float64)[None, :, None, None]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_an_input_lying_channels_last_is_read_where_it_lies(threads):
+    """A transposed view of (N, H, W, C) rows (PVT-v2's Mix-FFN) goes straight into a kernel for that layout:
+    no reorder on either side, the sums in another order than the blocked kernel's."""
+    library = onednn.library()
+    weight = (RNG.standard_normal((32, 1, 3, 3)) / 3).astype(np.float32)
+    bias = RNG.standard_normal(32).astype(np.float32)
+    conv = onednn.Convolution(library, weight, bias, (1, 1), (1, 1), [(1, 1), (1, 1)], 32)
+    rows = RNG.standard_normal((2, 12, 13, 32)).astype(np.float32)
+    x = rows.transpose(0, 3, 1, 2)
+    got = conv(x, threads, channels_last=True)
+    plan = conv.calls.get((x.shape, library.threads(threads), "channels-last"))
+    assert plan is not None and plan.to_plain.step is None  # the kernel wrote the layout handed over
+    assert got.transpose(0, 2, 3, 1).flags.c_contiguous
+    np.testing.assert_allclose(got, _depthwise64(x, weight, bias), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, conv(x, threads), rtol=1e-5, atol=1e-6)  # the blocked plan's
+    assert conv(np.ascontiguousarray(x), threads, channels_last=True).flags.c_contiguous is False
