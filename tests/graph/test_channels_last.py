@@ -18,6 +18,7 @@ import pytest
 
 import kuiper
 from kuiper import onednn
+from kuiper.graph.providers import PARTITION_TYPE
 from kuiper.ops.base import CHANNELS_LAST
 
 from conftest import param_text, write_model
@@ -198,3 +199,32 @@ def test_pvts_mix_ffn_conv_reads_and_writes_rows_of_channels(tmp_path):
              for i in range(3) for j in range(3)) + DW_BIAS.astype(np.float64)[None, :, None, None]
     want = dw.reshape(1, 24, 156).transpose(0, 2, 1) @ FC.T.astype(np.float64) + FC_BIAS
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5)
+
+
+STEM = """
+pnnx.Input in0 0 1 x #x=(1,3,32,32)f32
+nn.Conv2d c1 1 1 x a bias=True kernel_size=(3,3) stride=(2,2) padding=(1,1) in_channels=3 out_channels=16 @weight=(16,3,3,3)f32 @bias=(16)f32 #a=(1,16,16,16)f32
+nn.ReLU r 1 1 a b #b=(1,16,16,16)f32
+nn.Conv2d c2 1 1 b c bias=True kernel_size=(3,3) stride=(2,2) padding=(1,1) in_channels=16 out_channels=32 @weight=(32,16,3,3)f32 @bias=(32)f32 #c=(1,32,8,8)f32
+torch.flatten f 1 1 c d start_dim=2 end_dim=-1 #d=(1,32,64)f32
+torch.transpose t 1 1 d e dim0=1 dim1=2 #e=(1,64,32)f32
+pnnx.Output out 1 0 e
+"""
+
+
+def test_a_run_of_convs_as_one_sequence_writes_its_last_output_channels_last(tmp_path):
+    """LeViT's stem: convs that the onednn-sequence provider runs as one partition, then flatten and transpose
+    to tokens: the partition's output (its last member's) is written channels-last, the tokens are a view."""
+    w1 = (RNG.standard_normal((16, 3, 3, 3)) / 4).astype(np.float32)
+    w2 = (RNG.standard_normal((32, 16, 3, 3)) / 8).astype(np.float32)
+    weights = {"c1.weight": w1.tobytes(), "c1.bias": DW_BIAS[:16].tobytes(), "c2.weight": w2.tobytes(),
+               "c2.bias": np.concatenate([DW_BIAS, DW_BIAS[:8]]).tobytes()}
+    model = _load(tmp_path, STEM, weights)
+    (partition,) = [step for step in model.steps if step.node.type == PARTITION_TYPE]
+    assert partition.op.output_layout == CHANNELS_LAST
+    plain = _load(tmp_path, STEM, weights, channels_last=False, name="plain")
+    x = RNG.standard_normal((1, 3, 32, 32)).astype(np.float32)
+    for call in range(4):  # op by op, then one sequence from the second call
+        got, seen = _seen(model, x)
+        assert got.flags.c_contiguous and np.shares_memory(got, seen[partition.node.name][1]), f"call {call}"
+        assert np.array_equal(got, plain(x)), f"call {call}"
