@@ -235,12 +235,17 @@ class OneDnnPath:
 
 def same_kind_as(sample):
     """A test that a value is like ``sample`` as ``Convolution.sequence_for`` needs: a Blocked tensor of its shape
-    in its layout object, or a C-contiguous float32 array of its shape."""
+    in its layout object, or a C-contiguous float32 array of its shape (a view of its shape and strides, for a
+    sample that is one: a conv's input lying channels-last)."""
     shape = sample.shape
     if isinstance(sample, onednn.Blocked):
         layout = sample.layout
         return lambda value: value.__class__ is onednn.Blocked and value.layout is layout and value.shape == shape
     kind = sample.__class__
+    if not sample.flags.c_contiguous:
+        strides = sample.strides
+        return lambda value: (value.__class__ is kind and value.shape == shape and value.dtype is FLOAT32
+                              and value.strides == strides)
     return lambda value: (value.__class__ is kind and value.shape == shape and value.dtype is FLOAT32
                           and value.flags.c_contiguous)
 

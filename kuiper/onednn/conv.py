@@ -249,8 +249,15 @@ class Convolution:
 
         A small convolution's call spent ~12 us deciding the plan, the argument table and which memory
         objects to re-point, warm, and 30-50 us of it in a model, where each op finds Python's caches
-        cold; this re-points the input and output and executes."""
+        cold; this re-points the input and output and executes.
+
+        With ``channels_last``, an ``x`` lying channels-last (``_channels_last_through``) is taken too: the call
+        is then for inputs with ``x``'s strides, which the caller checks as well."""
         blocked_in = isinstance(x, Blocked)
+        if channels_last and not blocked and residual is None and not blocked_in:
+            through = self._channels_last_sequence(x, threads)
+            if through is not None:
+                return through
         if not blocked_in and not _plain_float32(x):
             return None
         if residual is not None and not isinstance(residual, Blocked) and not _plain_float32(residual):
@@ -306,6 +313,26 @@ class Convolution:
         plan.convolution.run({**plan.constants, ARG_SRC: (plan.source, memory), ARG_DST: (plan.result, result)},
                              plan.threads)
         return result.transpose(plan.to_plain.axes)
+
+    def _channels_last_sequence(self, x, threads: int | None):
+        """``_channels_last_through`` for inputs lying as ``x`` does, as a function of x (one Sequence: the input
+        and output re-pointed, the primitive run); None where that path does not take ``x``."""
+        threads = self.library.threads(threads)
+        if self._channels_last_through(x, threads) is None:  # (makes the plan on the first such input)
+            return None
+        plan = self.calls.get((x.shape, threads, "channels-last"))
+        builder = SequenceBuilder(self.library)
+        x_value = builder.input()
+        out = builder.value(plan.result)
+        builder.run(plan.convolution, plan.constants, {ARG_SRC: x_value, ARG_DST: out}, plan.threads)
+        sequence = builder.build([out])
+        order, view = channels_last_order(x.ndim), plan.to_plain.view
+
+        def call(x, residual=None):
+            (flat,) = sequence(x.transpose(order))
+            return view(flat)
+
+        return call
 
     def _channels_last_plan(self, shape, threads: int) -> _Plan:
         """The plan of ``_channels_last_through`` (OneDnnError: no direct kernel for it)."""

@@ -89,3 +89,8 @@ def test_an_input_lying_channels_last_is_read_where_it_lies(threads):
     np.testing.assert_allclose(got, _depthwise64(x, weight, bias), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got, conv(x, threads), rtol=1e-5, atol=1e-6)  # the blocked plan's
     assert conv(np.ascontiguousarray(x), threads, channels_last=True).flags.c_contiguous is False
+    sequence = conv.sequence_for(x, threads, channels_last=True)  # what a specialized step runs
+    assert sequence is not None and conv.sequence_for(x, threads) is None  # (a row-major output: no sequence)
+    for _ in range(2):
+        again = sequence(x)
+        assert again.transpose(0, 2, 3, 1).flags.c_contiguous and np.array_equal(again, got)
