@@ -94,3 +94,20 @@ def test_an_input_lying_channels_last_is_read_where_it_lies(threads):
     for _ in range(2):
         again = sequence(x)
         assert again.transpose(0, 2, 3, 1).flags.c_contiguous and np.array_equal(again, got)
+
+
+@pytest.mark.parametrize("lies_channels_last", [False, True])
+def test_a_transposed_convolution_writes_channels_last_with_the_same_values(lies_channels_last):
+    library = onednn.library()
+    weight = (RNG.standard_normal((16, 8, 3, 3)) / 4).astype(np.float32)  # (out, in, kh, kw), as Convolution takes it
+    deconv = onednn.Convolution(library, weight, None, (2, 2), (1, 1), [(1, 1), (1, 1)], 1, output_padding=(1, 1))
+    x = RNG.standard_normal((1, 8, 9, 10)).astype(np.float32)
+    if lies_channels_last:
+        x = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    want = deconv(x, 1)
+    got = deconv(x, 1, channels_last=True)
+    assert got.shape == want.shape == (1, 16, 18, 20) and got.transpose(0, 2, 3, 1).flags.c_contiguous
+    if lies_channels_last:  # a kernel for that layout may sum in another order
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    else:
+        assert np.array_equal(got, want)
