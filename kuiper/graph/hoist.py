@@ -72,6 +72,7 @@ def hoist_unary_elementwise(order: list[OpNode], model_outputs: list[str], targe
             readers[between] = 1
             if operands is not None:
                 below, result = operands.get(source.inputs[0]), operands.get(function.outputs[0])
-                operands[between] = OperandInfo(between, below.shape if below else None, result.dtype if result else None)
+                operands[between] = OperandInfo(between, below.shape if below else None,
+                                                result.dtype if result else None)
             function = moved
     return order

@@ -2,11 +2,12 @@
 (kuiper/graph/channels_last.py, kuiper/onednn/blocked.py's ToPlain).
 
 ConvNeXt's block (depthwise conv -> permute(0, 2, 3, 1) -> LayerNorm -> Linear) and YOLOv5's detect head
-(conv -> reshape to (N, 3, 85, H, W) -> permute(0, 1, 3, 4, 2) -> sigmoid, which moves up into the conv), small.  The conv's output is then a view of
-an (N, H, W, C) array and the permute's a view of the same memory (no copy); the numbers are those of the
-same model built without the pass bit for bit (the same arithmetic, written elsewhere) and a float64
-reference's; a NaN input takes the conv's other path either way.  PVT-v2's Mix-FFN, whose conv input lies
-channels-last too, runs a kernel for that layout: close to the row-major build's, not equal.
+(conv -> reshape to (N, 3, 85, H, W) -> permute(0, 1, 3, 4, 2) -> sigmoid, which moves up into the conv),
+small.  The conv's output is then a view of an (N, H, W, C) array and the permute's a view of the same
+memory (no copy); the numbers are those of the same model built without the pass bit for bit (the same
+arithmetic, written elsewhere) and a float64 reference's; a NaN input takes the conv's other path either
+way.  PVT-v2's Mix-FFN, whose conv input lies channels-last too, runs a kernel for that layout: close to
+the row-major build's, not equal.
 """
 
 from __future__ import annotations
@@ -143,8 +144,8 @@ def test_yolos_head_reshape_and_permute_read_the_conv_output_in_rows(tmp_path):
         assert np.array_equal(got, plain(HEAD_X))
     conv = np.einsum("oc,nchw->nohw", HEAD_WEIGHT[:, :, 0, 0].astype(np.float64), HEAD_X.astype(np.float64))
     conv += HEAD_BIAS[None, :, None, None]
-    np.testing.assert_allclose(got, 1 / (1 + np.exp(-conv.reshape(1, 2, 3, 10, 11).transpose(0, 1, 3, 4, 2))), rtol=1e-5,
-                               atol=1e-6)
+    rows = conv.reshape(1, 2, 3, 10, 11).transpose(0, 1, 3, 4, 2)
+    np.testing.assert_allclose(got, 1 / (1 + np.exp(-rows)), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("change", [
