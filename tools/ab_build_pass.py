@@ -3,7 +3,8 @@
 process, their calls alternating.
 
 ``--without`` names a pass function that ``kuiper/graph/build.py`` calls on the op order (e.g.
-``join_nested_concats``, ``hoist_unary_elementwise``); each side is called ``--turn`` times in turn
+``join_nested_concats``, ``hoist_unary_elementwise``) or on the built steps (``write_channels_last``, whose
+result is not used); each side is called ``--turn`` times in turn
 for ``--seconds`` (kuiper.bench.timing.alternating), so both meet the same phases of this project's
 shared VMs, and the ratios of their 10th percentiles and medians are printed, with whether their
 outputs are equal bit for bit.

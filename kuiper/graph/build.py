@@ -16,6 +16,7 @@ from ..ir import dtypes
 from ..limits import check_size
 from ..model_ir import ModelIR, OpNode
 from .build_order import topological_order
+from .channels_last import write_channels_last
 from .constant_fold import fold_constants
 from .constant_subgraphs import fold_constant_subgraphs
 from .bias_inputs import fold_bias_inputs
@@ -174,7 +175,7 @@ def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool
         order = fold_constants(order, ir.operands, output_operands, target)
         order = fold_bias_inputs(order, ir.operands, output_operands, target)
         order = convs_as_patch_products(order, ir.operands)
-        order = hoist_unary_elementwise(order, output_operands, target)
+        order = hoist_unary_elementwise(order, output_operands, target, ir.operands)
         order = move_transposes_down(order, output_operands)
         order = join_slices(order, ir.operands)
         order, fused_groups = fuse_elementwise(order, output_operands, target)
@@ -223,6 +224,7 @@ def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool
         owned_inputs = tuple(position for position, operand in enumerate(ir.inputs) if operand in owned & lent)
     agree_on_layouts(steps, keep)
     if NUMPY_ARRAYS in backend.capabilities:
+        write_channels_last(steps, keep, ir.operands)
         keep_freed_memory()  # activations live in the process heap: keep it between calls
     return Model(
         backend=backend,

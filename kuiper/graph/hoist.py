@@ -12,18 +12,22 @@ elements, each once, in another shape or order), the function reads that op's ou
 model output.  It keeps moving while the next op up rearranges too.  The work stays the same, so
 nothing is lost where no fusion follows.
 
-Like the fusion pass, this rewrites OpNodes before ops are instantiated.
+Like the fusion pass, this rewrites OpNodes before ops are instantiated.  The operand it makes between
+the two is declared in ``operands`` with the shape of the rearranging op's input (later passes read it:
+kuiper/graph/channels_last.py).
 """
 
 from __future__ import annotations
 
-from ..model_ir import OpNode
+from ..model_ir import OperandInfo, OpNode
 from .fusion import elementwise_maths, producers_and_readers
 from .target import Target
 
 
-def hoist_unary_elementwise(order: list[OpNode], model_outputs: list[str], target: Target) -> list[OpNode]:
-    """The op order with each one-input elementwise op moved above the rearranging ops before it."""
+def hoist_unary_elementwise(order: list[OpNode], model_outputs: list[str], target: Target,
+                            operands: dict | None = None) -> list[OpNode]:
+    """The op order with each one-input elementwise op moved above the rearranging ops before it (each operand
+    made between them declared in ``operands`` where that is given)."""
     maths = elementwise_maths(order, target)
     registry = target.ops
     order = list(order)
@@ -66,5 +70,9 @@ def hoist_unary_elementwise(order: list[OpNode], model_outputs: list[str], targe
             place[moved.name], place[rearranged.name] = up, down
             producer[between], producer[rearranged.outputs[0]] = moved, rearranged
             readers[between] = 1
+            if operands is not None:
+                below, result = operands.get(source.inputs[0]), operands.get(function.outputs[0])
+                operands[between] = OperandInfo(between, below.shape if below else None,
+                                                result.dtype if result else None)
             function = moved
     return order

@@ -22,6 +22,7 @@ from .. import onednn
 from ..onednn import primitives as onednn_primitives
 from ..limits import budget_bytes, check_size, nbytes
 from ..ops import conv as reference
+from ..ops.base import CHANNELS_LAST
 from ..ops.special_values import FLOAT32_MAX, linear_bound, sum_of_squares
 from ..thread_limits import requested as model_threads
 from . import conv_post_ops
@@ -51,6 +52,11 @@ class OneDnnPath:
         if layout != NATIVE_LAYOUT or self.native is None:
             return False
         return position == 0 or (position == 1 and self.native.adds_residual)
+
+    def writes_channels_last(self) -> bool:
+        """On oneDNN, with no epilogue after it: its plain output is a reorder out of the conv's own layout
+        (or the conv's own write), which writes channels-last as fast as NCHW.  Its other paths ignore it."""
+        return self.native is not None and not self.epilogue_after
 
     def forward(self, *inputs):
         if self.native is not None:
@@ -85,7 +91,8 @@ class OneDnnPath:
             return None  # NaN, +-inf or sums that could overflow: the other paths follow IEEE 754 (see tame)
         blocked = self.output_layout == NATIVE_LAYOUT
         try:
-            out = self.native(x, model_threads(), residual=residual, blocked=blocked)
+            out = self.native(x, model_threads(), residual=residual, blocked=blocked,
+                              channels_last=self.output_layout == CHANNELS_LAST)
         except onednn.OneDnnError:
             return None  # oneDNN refused this input shape (once: it remembers)
         if blocked:
@@ -108,7 +115,7 @@ class OneDnnPath:
         library = self.native.library
         threads = library.threads(model_threads())  # what this call gets: 1 in a child forked after OpenMP ran
         blocked = self.output_layout == NATIVE_LAYOUT
-        call = self.native.sequence_for(x, threads, residual, blocked)
+        call = self.native.sequence_for(x, threads, residual, blocked, self.output_layout == CHANNELS_LAST)
         if call is None:
             return None
         like = same_kind_as(x)
@@ -183,11 +190,13 @@ class OneDnnPath:
             return None
         return self.norm_bound(self.native.output_shape(in_shapes[0]), x_norm, residual_norm)
 
-    def emit_call(self, builder, inputs, threads: int, blocked: bool):
+    def emit_call(self, builder, inputs, threads: int, blocked: bool, channels_last: bool = False):
         """Add this op's oneDNN call to a sequence (``Convolution.emit``): ``inputs`` are (value, layout or None
-        for plain, shape) of x and a sum post-op's residual; (value, layout, shape) of the output, or None."""
+        for plain, shape) of x and a sum post-op's residual; (value, layout, shape) of the output, or None.
+        ``channels_last``: a plain output is written channels-last (the sequence's last member's only)."""
         (value, layout, shape), residual = inputs[0], (inputs[1] if len(inputs) > 1 else (None, None, None))
-        emitted = self.native.emit(builder, value, layout, shape, threads, residual[0], residual[1], blocked)
+        emitted = self.native.emit(builder, value, layout, shape, threads, residual[0], residual[1], blocked,
+                                   channels_last)
         return None if emitted is None else (*emitted, self.native.output_shape(shape))
 
     @functools.cached_property
@@ -230,12 +239,17 @@ def conv_norm_bound(native: onednn.Convolution, out_shape, x_norm: float, residu
 
 def same_kind_as(sample):
     """A test that a value is like ``sample`` as ``Convolution.sequence_for`` needs: a Blocked tensor of its shape
-    in its layout object, or a C-contiguous float32 array of its shape."""
+    in its layout object, or a C-contiguous float32 array of its shape (a view of its shape and strides, for a
+    sample that is one: a conv's input lying channels-last)."""
     shape = sample.shape
     if isinstance(sample, onednn.Blocked):
         layout = sample.layout
         return lambda value: value.__class__ is onednn.Blocked and value.layout is layout and value.shape == shape
     kind = sample.__class__
+    if not sample.flags.c_contiguous:
+        strides = sample.strides
+        return lambda value: (value.__class__ is kind and value.shape == shape and value.dtype is FLOAT32
+                              and value.strides == strides)
     return lambda value: (value.__class__ is kind and value.shape == shape and value.dtype is FLOAT32
                           and value.flags.c_contiguous)
 
@@ -331,7 +345,8 @@ class WeightInputPath(OneDnnPath):
         try:
             # The call's bias goes in as oneDNN's bias argument: added in the kernel as it stores each
             # output, not in a pass of its own over the output (a Flax CNN's 8 x 32 x 28 x 28: 45 us).
-            out = native(x, model_threads(), weight=native_weight, bias=bias, blocked=blocked)
+            out = native(x, model_threads(), weight=native_weight, bias=bias, blocked=blocked,
+                         channels_last=self.output_layout == CHANNELS_LAST)
         except onednn.OneDnnError:
             return None
         if blocked:  # its readers' guards (the next conv's, a max pool's) then read nothing
@@ -383,6 +398,13 @@ class WeightInputPath(OneDnnPath):
         if self.static_weight is None:
             return layout == NATIVE_LAYOUT and position == self.input_pos and self._weight_input_usable()
         return super().takes_layout(position, layout)
+
+    def writes_channels_last(self) -> bool:
+        """An op whose weight is an input writes channels-last where its oneDNN path runs its epilogue as
+        post-ops (``native_layout``'s conditions)."""
+        if self.static_weight is None:
+            return self.native_layout() == NATIVE_LAYOUT
+        return super().writes_channels_last()
 
     def weight_input_note(self) -> str:
         """``kernel_note`` for an op whose weight is an input."""

@@ -30,6 +30,8 @@ import numpy as np
 from .. import onednn
 from ..graph.providers import Partition, Provider
 from ..limits import budget_bytes
+from ..onednn.blocked import channels_last_view
+from ..ops.base import CHANNELS_LAST
 from ..ops.special_values import FLOAT32_MAX
 from ..thread_limits import requested as model_threads
 from .conv_depthwise_pair import PointwiseDepthwise
@@ -129,6 +131,11 @@ class OneDnnSequence(Partition):
     def native_layout(self) -> str | None:
         return self.ops[-1].native_layout()
 
+    def writes_channels_last(self) -> bool:
+        """As its last member: the sequence's output is that member's (LeViT's stem of four convs, then
+        flatten and transpose to tokens)."""
+        return self.ops[-1].writes_channels_last()
+
     def takes_layout(self, position: int, layout: str) -> bool:
         return position == 0 and self.ops[0].takes_layout(0, layout)
 
@@ -166,7 +173,10 @@ class OneDnnSequence(Partition):
         shapes, largest = [], 0
         for unit in self.members:
             inputs = [values[operand] for operand in unit.node.inputs]
-            emitted = unit.op.emit_call(builder, inputs, threads, unit.op.output_layout == NATIVE_LAYOUT)
+            if unit.op.output_layout == CHANNELS_LAST:  # (the last member's, where the graph said so)
+                emitted = unit.op.emit_call(builder, inputs, threads, False, channels_last=True)
+            else:
+                emitted = unit.op.emit_call(builder, inputs, threads, unit.op.output_layout == NATIVE_LAYOUT)
             if emitted is None:
                 return None
             largest = max(largest, 4 * math.prod(blocked_shape(emitted[2])))
@@ -178,6 +188,7 @@ class OneDnnSequence(Partition):
             return None
         sequence = builder.build([out])
         blocked_out = self.output_layout == NATIVE_LAYOUT
+        view = channels_last_view(out_shape) if self.output_layout == CHANNELS_LAST else None
         blocked_in = isinstance(x, onednn.Blocked)
         like, run_members, other_kind = same_kind_as(x), self.run_members, self._other_kind
 
@@ -192,7 +203,7 @@ class OneDnnSequence(Partition):
                     (flat,) = sequence(x.buffer if blocked_in else x)
                     if blocked_out:
                         return onednn.Blocked(library, out_shape, out_layout, flat)
-                    return flat.reshape(out_shape)
+                    return flat.reshape(out_shape) if view is None else view(flat)
             return run_members(x)
 
         step.threshold = threshold  # the input norm under which the sequence runs (for tests, profiles)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .binding import ARG_DST, ARG_SRC, Library
-from .primitives import Layout, reorder
+from .primitives import Layout, dense_strides, reorder
 
 
 class Blocked:
@@ -50,17 +50,45 @@ class Blocked:
 class ToPlain:
     """``ToPlain(library, layout, shape)(buffer, threads)``: data of ``shape`` in ``layout`` as a plain
     array; the reorder is made once (for the thread count set when it is made), and none at all
-    where the layout is plain already.  A plan keeps one for its output."""
+    where the layout is plain already.  A plan keeps one for its output.
 
-    def __init__(self, library: Library, layout: Layout, shape):
+    ``channels_last``: the array is (N, C, *spatial) seen through a view of a C-contiguous
+    (N, *spatial, C) array, for a reader that moves the channels last (a permute then costs no copy:
+    kuiper/graph/channels_last.py).  Reordering into it costs what reordering into NCHW does."""
+
+    def __init__(self, library: Library, layout: Layout, shape, channels_last: bool = False):
         self.layout = layout
         self.shape = tuple(shape)
-        self.plain = Layout.plain(library, self.shape)
+        self.channels_last = channels_last
+        order = channels_last_order(len(self.shape)) if channels_last else tuple(range(len(self.shape)))
+        self.memory_shape = tuple(self.shape[axis] for axis in order)
+        self.axes = tuple(order.index(axis) for axis in range(len(order))) if channels_last else None
+        self.plain = (Layout.strided(library, self.shape, dense_strides(self.shape, order)) if channels_last
+                      else Layout.plain(library, self.shape))
         self.step = None if layout == self.plain else reorder(library, layout, self.plain)
+
+    def view(self, flat: np.ndarray) -> np.ndarray:
+        """A buffer holding data in ``plain`` as an array of ``shape``."""
+        out = flat.reshape(self.memory_shape)
+        return out if self.axes is None else out.transpose(self.axes)
 
     def __call__(self, buffer: np.ndarray, threads: int) -> np.ndarray:
         if self.step is None:
-            return buffer.reshape(self.shape)
-        out = np.empty(self.shape, np.float32)
+            return self.view(buffer)
+        out = np.empty(self.memory_shape, np.float32)
         self.step.run({ARG_SRC: (self.layout, buffer), ARG_DST: (self.plain, out)}, threads)
-        return out
+        return out if self.axes is None else out.transpose(self.axes)
+
+
+def channels_last_order(rank: int) -> tuple[int, ...]:
+    """The order in which a channels-last tensor's axes lie in memory: (0, 2, ..., rank - 1, 1)."""
+    return (0, *range(2, rank), 1)
+
+
+def channels_last_view(shape):
+    """A function taking a flat buffer that holds a tensor of ``shape`` (N, C, *spatial) channels-last, row-major
+    (N, *spatial, C), to that tensor as an array of ``shape`` (a view: no copy)."""
+    order = channels_last_order(len(shape))
+    memory_shape = tuple(shape[axis] for axis in order)
+    axes = tuple(order.index(axis) for axis in range(len(order)))  # each logical axis's place in memory
+    return lambda flat: flat.reshape(memory_shape).transpose(axes)

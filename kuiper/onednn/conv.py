@@ -22,9 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .blocked import Blocked, ToPlain
+from .blocked import Blocked, ToPlain, channels_last_order, channels_last_view
 from .binding import ARG_BIAS, ARG_DST, ARG_POST_OP_DW, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
-from .primitives import (ONE_THREAD_WORK, PLAIN_CONV_WORK, Attributes, Layout, PlanCache, Primitive, Reorders, dims,
+from .primitives import (ONE_THREAD_WORK, PLAIN_CONV_WORK, Attributes, Layout, PlanCache, Primitive, Reorders,
+                         dense_strides, dims,
                          in_strides, pads_after, reorder)
 from .sequence import SequenceBuilder
 
@@ -69,6 +70,7 @@ class _Plan:
     reads_plain: bool  # whether ``source`` is ``plain_in``: a plain input goes in as it is
     out_shape: tuple[int, ...]
     to_plain: ToPlain  # the output as a plain array (no copy where the convolution writes plain NCHW)
+    to_channels_last: ToPlain | None = None  # the output as a channels-last view, made on first use
     reorder_in: Primitive | None = None  # plain_in -> source, made on the first plain input that needs it
     # (the last Blocked input's layout object, the reorder from it to ``source`` or None): a producer
     # hands over the same layout object call after call, so its comparison with ``source`` is made once
@@ -157,7 +159,7 @@ class Convolution:
         return (shape[0], self.out_channels) + spatial
 
     def __call__(self, x, threads: int | None = None, residual=None, blocked: bool = False, weight=None,
-                 bias=None):
+                 bias=None, channels_last: bool = False):
         """Run on ``threads`` (None: OpenMP's default, ``OMP_NUM_THREADS`` or every core).
 
         ``residual`` (plain or Blocked, the output's shape) is what a sum post-op adds;
@@ -165,9 +167,14 @@ class Convolution:
         shape of the one made with) replaces it for this call, reordered into the kernel's layout:
         a weight that arrives as an input, as JAX passes weights (a 64-channel 3x3 weight's
         reorder is ~20 us against the ~1 ms convolution it feeds).  ``bias`` (float32, one per output
-        channel) likewise replaces the bias of one made with a bias.
+        channel) likewise replaces the bias of one made with a bias.  ``channels_last`` (without
+        ``blocked``) asks for the plain output as a view of an (N, *spatial, C) array (``ToPlain``).
         """
         threads = self.library.threads(threads)  # OpenMP's default for None; 1 in a child forked after OpenMP ran
+        if channels_last and not blocked and residual is None and weight is None and bias is None:
+            out = self._channels_last_through(x, threads)
+            if out is not None:
+                return out
         plain_io = not blocked and not isinstance(x, Blocked)
         plan = self.calls.get((x.shape, threads, plain_io))
         if plan is None:
@@ -194,11 +201,11 @@ class Convolution:
         plan.convolution.run(arguments, threads)
         if blocked:
             return Blocked(self.library, plan.out_shape, *result)
-        return plan.to_plain(result[1], threads)
+        return self._to_plain(plan, channels_last)(result[1], threads)
 
     def emit(self, builder: SequenceBuilder, x: int, x_layout: Layout | None, shape, threads: int | None,
              residual: int | None = None, residual_layout: Layout | None = None,
-             blocked: bool = False) -> tuple[int, Layout] | None:
+             blocked: bool = False, channels_last: bool = False) -> tuple[int, Layout] | None:
         """Add to ``builder`` the primitives ``__call__`` runs on an input of ``shape`` in ``x_layout`` (a Blocked
         tensor's; None: a plain C-contiguous array), held by the builder's value ``x`` (and a ``residual`` value
         in ``residual_layout``, None: plain): (the output value, its layout), or None where there is no plan
@@ -226,13 +233,15 @@ class Convolution:
             builder.run(self._reorder(residual_layout, plan.result, threads), {}, {ARG_SRC: residual, ARG_DST: out},
                         threads)
         builder.run(plan.convolution, plan.constants, {ARG_SRC: source, ARG_DST: out}, threads)
-        if blocked or plan.to_plain.step is None:
+        to_plain = self._to_plain(plan, channels_last)
+        if blocked or to_plain.step is None:
             return out, plan.result
-        plain = builder.value(plan.to_plain.plain)
-        builder.run(plan.to_plain.step, {}, {ARG_SRC: out, ARG_DST: plain}, threads)
-        return plain, plan.to_plain.plain
+        plain = builder.value(to_plain.plain)
+        builder.run(to_plain.step, {}, {ARG_SRC: out, ARG_DST: plain}, threads)
+        return plain, to_plain.plain
 
-    def sequence_for(self, x, threads: int | None, residual=None, blocked: bool = False):
+    def sequence_for(self, x, threads: int | None, residual=None, blocked: bool = False,
+                     channels_last: bool = False):
         """``__call__`` for inputs like ``x`` (and ``residual``) as one ``Sequence``: a function ``call(x,
         residual)`` returning what ``__call__(x, threads, residual, blocked)`` would, for inputs of ``x``'s class
         and shape (a plain input float32 and C-contiguous; a Blocked one, and a Blocked residual, in the layout
@@ -240,8 +249,15 @@ class Convolution:
 
         A small convolution's call spent ~12 us deciding the plan, the argument table and which memory
         objects to re-point, warm, and 30-50 us of it in a model, where each op finds Python's caches
-        cold; this re-points the input and output and executes."""
+        cold; this re-points the input and output and executes.
+
+        With ``channels_last``, an ``x`` lying channels-last (``_channels_last_through``) is taken too: the call
+        is then for inputs with ``x``'s strides, which the caller checks as well."""
         blocked_in = isinstance(x, Blocked)
+        if channels_last and not blocked and residual is None and not blocked_in:
+            through = self._channels_last_sequence(x, threads)
+            if through is not None:
+                return through
         if not blocked_in and not _plain_float32(x):
             return None
         if residual is not None and not isinstance(residual, Blocked) and not _plain_float32(residual):
@@ -250,12 +266,13 @@ class Convolution:
         x_value = builder.input()
         residual_value = None if residual is None else builder.input()
         emitted = self.emit(builder, x_value, x.layout if blocked_in else None, x.shape, threads, residual_value,
-                            residual.layout if isinstance(residual, Blocked) else None, blocked)
+                            residual.layout if isinstance(residual, Blocked) else None, blocked, channels_last)
         if emitted is None:
             return None
         out, layout = emitted
         sequence = builder.build([out])
         library, out_shape = self.library, self.output_shape(x.shape)
+        view = channels_last_view(out_shape) if channels_last and not blocked else None
 
         def call(x, residual=None):
             data = x.buffer if blocked_in else x
@@ -263,9 +280,91 @@ class Convolution:
                 (flat,) = sequence(data)
             else:
                 (flat,) = sequence(data, residual.buffer if residual.__class__ is Blocked else residual)
-            return Blocked(library, out_shape, layout, flat) if blocked else flat.reshape(out_shape)
+            if blocked:
+                return Blocked(library, out_shape, layout, flat)
+            return flat.reshape(out_shape) if view is None else view(flat)
 
         return call
+
+    def _channels_last_through(self, x, threads: int):
+        """The output channels-last, read from an ``x`` that lies channels-last itself (a transposed view of an
+        (N, *spatial, C) array: PVT-v2's Mix-FFN hands its depthwise conv a Linear layer's rows), by a kernel
+        that reads and writes that layout, with no reorder on either side; None where ``x`` lies otherwise
+        or oneDNN has only a reference or GEMM kernel for it (the blocked plan then runs, between reorders).
+
+        PVT-v2's (1, 256, 56, 56) depthwise 3x3, 1 thread: 0.79 ms through nChw16c and its two reorders,
+        0.36 ms so.  Its kernel (brdgmm_dw) sums in another order than the blocked one (jit_dw): the values
+        differ from the blocked plan's in the last bits."""
+        if (self.fused is not None or x.__class__ is not np.ndarray or x.dtype != np.float32 or x.flags.c_contiguous
+                or x.ndim < 3):
+            return None
+        order = channels_last_order(x.ndim)
+        memory = x.transpose(order)
+        if not memory.flags.c_contiguous:
+            return None
+        key = (x.shape, threads, "channels-last")
+        plan = self.calls.get(key)
+        if plan is None:
+            try:
+                plan = self.calls.get_or_make(key, lambda: self._channels_last_plan(x.shape, threads))
+            except OneDnnError:
+                return None
+        result = np.empty(plan.to_plain.memory_shape, np.float32)
+        plan.convolution.run({**plan.constants, ARG_SRC: (plan.source, memory), ARG_DST: (plan.result, result)},
+                             plan.threads)
+        return result.transpose(plan.to_plain.axes)
+
+    def _channels_last_sequence(self, x, threads: int | None):
+        """``_channels_last_through`` for inputs lying as ``x`` does, as a function of x (one Sequence: the input
+        and output re-pointed, the primitive run); None where that path does not take ``x``."""
+        threads = self.library.threads(threads)
+        if self._channels_last_through(x, threads) is None:  # (makes the plan on the first such input)
+            return None
+        plan = self.calls.get((x.shape, threads, "channels-last"))
+        builder = SequenceBuilder(self.library)
+        x_value = builder.input()
+        out = builder.value(plan.result)
+        builder.run(plan.convolution, plan.constants, {ARG_SRC: x_value, ARG_DST: out}, plan.threads)
+        sequence = builder.build([out])
+        order, view = channels_last_order(x.ndim), plan.to_plain.view
+
+        def call(x, residual=None):
+            (flat,) = sequence(x.transpose(order))
+            return view(flat)
+
+        return call
+
+    def _channels_last_plan(self, shape, threads: int) -> _Plan:
+        """The plan of ``_channels_last_through`` (OneDnnError: no direct kernel for it)."""
+        shape = tuple(shape)
+        if threads > 1 and self.work(shape) < ONE_THREAD_WORK:
+            threads = 1
+        library = self.library
+        library.set_threads(threads)
+        out_shape = self.output_shape(shape)
+        order = channels_last_order(len(shape))
+        source = Layout.strided(library, shape, dense_strides(shape, order))
+        result = Layout.strided(library, out_shape, dense_strides(out_shape, order))
+        convolution = self._primitive(shape, source, result, self._pads_after(shape))
+        if _reference_or_gemm(convolution.implementation()):
+            raise OneDnnError(f"convolution of {shape}: no channels-last kernel but {convolution.implementation()}")
+        weight_layout = convolution.layout(ARG_WEIGHTS)
+        constants = {ARG_WEIGHTS: self._weight_in(weight_layout, threads)}
+        if self.bias is not None:
+            constants[ARG_BIAS] = self.bias
+        return _Plan(convolution=convolution, threads=threads, constants=constants, weight_layout=weight_layout,
+                     source=source, result=result, plain_in=source, reads_plain=True, out_shape=out_shape,
+                     to_plain=ToPlain(library, result, out_shape, channels_last=True))
+
+    def _to_plain(self, plan: _Plan, channels_last: bool) -> ToPlain:
+        """What makes ``plan``'s output plain: NCHW, or a channels-last view (its reorder made on first use, for the
+        plan's thread count)."""
+        if not channels_last:
+            return plan.to_plain
+        if plan.to_channels_last is None:
+            self.library.set_threads(plan.threads)
+            plan.to_channels_last = ToPlain(self.library, plan.result, plan.out_shape, channels_last=True)
+        return plan.to_channels_last
 
     def _plan_for_call(self, shape, threads: int, plain_io: bool) -> _Plan:
         """The plan a call on ``shape`` on ``threads`` threads runs: a small one on one thread."""
@@ -372,15 +471,8 @@ class Convolution:
         out_shape = self.output_shape(shape)
         if min(out_shape[2:], default=1) < 1:
             raise OneDnnError(f"convolution of {shape} has an empty output {out_shape}")
-        # oneDNN checks out = (in + before + after - span) / stride + 1 exactly: the right padding it
-        # is given is the part the last window uses (PyTorch drops the rest by flooring).  A
-        # transposed conv swaps in and out in that rule, so output_padding lowers the right padding.
         own_shape = self._own_output_shape(shape)
-        windows, positions = own_shape[2:], shape[2:]
-        if self.output_padding is not None:
-            windows, positions = positions, windows
-        right = pads_after(windows, positions, self.kernel, self.stride, self.dilation,
-                           [before for before, _ in self.pads])
+        right = self._pads_after(shape)
         plain_in = Layout.plain(library, shape)
         convolution = None
         if plain_io and self._runs_plain(self.work(shape)):
@@ -409,6 +501,18 @@ class Convolution:
             source=plain_in if reads_plain else source, result=result, plain_in=plain_in, reads_plain=reads_plain,
             out_shape=out_shape, to_plain=ToPlain(library, result, out_shape),
         )
+
+    def _pads_after(self, shape) -> list[int]:
+        """The right padding oneDNN is given for inputs of ``shape``.
+
+        oneDNN checks out = (in + before + after - span) / stride + 1 exactly: the right padding it
+        is given is the part the last window uses (PyTorch drops the rest by flooring).  A
+        transposed conv swaps in and out in that rule, so output_padding lowers the right padding."""
+        windows, positions = self._own_output_shape(shape)[2:], shape[2:]
+        if self.output_padding is not None:
+            windows, positions = positions, windows
+        return pads_after(windows, positions, self.kernel, self.stride, self.dilation,
+                          [before for before, _ in self.pads])
 
     def _blocked_primitive(self, shape, out_shape, right) -> Primitive:
         """The convolution on blocked layouts: for a 2-D convolution whose output maps have at least

@@ -25,6 +25,10 @@ from ..errors import OperatorParamError, UnsupportedOperatorError
 from ..model_ir import OpNode
 from .params import REQUIRED, Bool, Choice, Float, Int, Ints, Param, Str
 
+# The ``output_layout`` of an op that hands over its (N, C, *spatial) output as a view of an (N, *spatial, C)
+# array (``Op.writes_channels_last``): a plain array of the logical shape, only its strides differ.
+CHANNELS_LAST = "channels-last"
+
 
 class Op:
     """One op instance, bound to one backend."""
@@ -47,7 +51,8 @@ class Op:
     # this op may overwrite (e.g. as out= of an elementwise result).
     donated_inputs: frozenset = frozenset()
     # Set by the graph (kuiper/graph/native_layouts.py) to the kernel's own layout named by
-    # ``native_layout()`` when every reader of this op's output takes that layout.
+    # ``native_layout()`` when every reader of this op's output takes that layout, or to CHANNELS_LAST
+    # (kuiper/graph/channels_last.py).
     output_layout: str | None = None
 
     # How many times an op's ``forward`` was replaced on an instance, in any op (``__setattr__``): an
@@ -66,6 +71,12 @@ class Op:
 
     def takes_layout(self, position: int, layout: str) -> bool:
         """Whether input ``position`` may arrive in ``layout`` (a ``native_layout()`` of another op)."""
+        return False
+
+    def writes_channels_last(self) -> bool:
+        """Whether, told ``output_layout = CHANNELS_LAST``, this op can hand its one (N, C, *spatial) output over
+        as a view of an (N, *spatial, C) array: the same values, read through other strides, which saves a
+        copy where its readers move the channels last (kuiper/graph/channels_last.py)."""
         return False
 
     def __init__(self, node: OpNode, backend, subgraphs: Mapping[str, Any] | None = None):

@@ -163,7 +163,8 @@ def test_the_conv_hands_its_output_to_the_pool_in_onednns_layout():
     over PLAIN_CONV_WORK multiply-adds: smaller ones run another kernel on plain arrays)."""
     model = kuiper.load_hlo(POOLED, backend="numpy")
     unfused = kuiper.load_hlo(POOLED, backend="numpy", fuse=False)
-    assert _conv(model).op.output_layout == "onednn" and _conv(unfused).op.output_layout is None
+    # Unfused, the conv's reader is JAX's transpose to NHWC: it writes channels-last (graph/channels_last.py).
+    assert _conv(model).op.output_layout == "onednn" and _conv(unfused).op.output_layout == "channels-last"
     x = RNG.standard_normal((2, 16, 16, 8)).astype(np.float32)
     kernel = (RNG.standard_normal((3, 3, 8, 32)) / 8).astype(np.float32)
     bias = RNG.standard_normal(32).astype(np.float32)
