@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import param_text, write_model
 
 import kuiper
-
-from conftest import param_text, write_model
 
 RNG = np.random.default_rng(23)
 
@@ -98,8 +97,8 @@ def test_a_3x3_branch_inside_a_7x7_one(tmp_path):
 
 
 @pytest.mark.parametrize("case", [
-    dict(small="kernel_size=(3,3) padding=(2,2)", small_dilation=2, stride=1),  # another dilation
-    dict(small="kernel_size=(1,1) padding=(0,0)", second_reader=True),  # the branch is also a model output
+    {"small": "kernel_size=(3,3) padding=(2,2)", "small_dilation": 2, "stride": 1},  # another dilation
+    {"small": "kernel_size=(1,1) padding=(0,0)", "second_reader": True},  # the branch is also a model output
 ])
 def test_branches_that_do_not_qualify_stay_apart(tmp_path, case):
     param, weights, biases = branch_model(tmp_path, **case)
