@@ -33,6 +33,7 @@ from .plan import Step
 from .providers import Unit, offer_to_providers
 from .row_normalizations import fuse_row_normalizations
 from .shape_chains import drop_shape_no_ops
+from .sibling_convs import merge_sibling_convs
 from .slice_groups import join_slices
 from .target import Target, resolve_target
 from .transposes import move_transposes_down
@@ -173,6 +174,7 @@ def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool
         order = hoist_loop_invariants(order, ir.operands)
         order = fold_constant_subgraphs(order, output_operands)
         order = fold_constants(order, ir.operands, output_operands, target)
+        order = merge_sibling_convs(order, output_operands, target)
         order = fold_bias_inputs(order, ir.operands, output_operands, target)
         order = convs_as_patch_products(order, ir.operands)
         order = hoist_unary_elementwise(order, output_operands, target, ir.operands)
