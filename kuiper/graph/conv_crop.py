@@ -64,7 +64,7 @@ def _cropped_conv(conv: OpNode, crop: OpNode, operands: dict[str, OperandInfo]) 
     info = operands.get(conv.inputs[0])
     if spatial < 1 or info is None or info.shape is None or len(info.shape) != spatial + 2:
         return None  # batched inputs only: a slice's dims count from the batch dim
-    pads, stride = _pads(conv.params, spatial), _ints(conv.params.get("stride", 1), spatial)
+    pads, stride = conv_pads(conv.params, spatial), int_list(conv.params.get("stride", 1), spatial)
     drops = _drops(crop, spatial)
     if pads is None or stride is None or drops is None:
         return None
@@ -115,7 +115,7 @@ def _slice_rows(params: dict) -> list[tuple[int, ...]] | None:
     return list(zip(*columns))
 
 
-def _pads(params: dict, spatial: int) -> list[tuple[int, int]] | None:
+def conv_pads(params: dict, spatial: int) -> list[tuple[int, int]] | None:
     """(before, after) per spatial dim from ``pads`` or an integer ``padding``; None for 'same', 'valid'
     or anything else (left as it is)."""
     if "pads" in params:
@@ -125,13 +125,13 @@ def _pads(params: dict, spatial: int) -> list[tuple[int, int]] | None:
                         for pair in pads)):
             return [tuple(pair) for pair in pads]
         return None
-    padding = _ints(params.get("padding", 0), spatial)
+    padding = int_list(params.get("padding", 0), spatial)
     if padding is None or any(p < 0 for p in padding):
         return None
     return [(p, p) for p in padding]
 
 
-def _ints(value, count: int) -> list[int] | None:
+def int_list(value, count: int) -> list[int] | None:
     """An int, or a list of ``count`` ints (one repeated ``count`` times), as a list; else None."""
     values = value if isinstance(value, list) else [value]
     if len(values) == 1:

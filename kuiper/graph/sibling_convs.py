@@ -28,7 +28,7 @@ from ..model_ir import OpNode
 from ..ops.conv import ConvNd
 from ..plugins import op_registry
 from .constant_fold import is_float32_binary
-from .conv_crop import _ints, _pads
+from .conv_crop import conv_pads, int_list
 from .fusion import elementwise_maths, producers_and_readers
 from .target import Target
 
@@ -73,8 +73,8 @@ def _merged(first: OpNode, second: OpNode, add: OpNode) -> tuple[OpNode, OpNode,
     layouts = []
     for conv in (first, second):
         params = conv.params
-        pads = _pads(params, spatial)
-        stride, dilation = _ints(params.get("stride", 1), spatial), _ints(params.get("dilation", 1), spatial)
+        pads = conv_pads(params, spatial)
+        stride, dilation = int_list(params.get("stride", 1), spatial), int_list(params.get("dilation", 1), spatial)
         groups = params.get("groups", 1)
         if pads is None or stride is None or dilation is None:
             return None
