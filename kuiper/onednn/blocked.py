@@ -60,11 +60,13 @@ class ToPlain:
         self.layout = layout
         self.shape = tuple(shape)
         self.channels_last = channels_last
-        order = channels_last_order(len(self.shape)) if channels_last else tuple(range(len(self.shape)))
-        self.memory_shape = tuple(self.shape[axis] for axis in order)
-        self.axes = tuple(order.index(axis) for axis in range(len(order))) if channels_last else None
-        self.plain = (Layout.strided(library, self.shape, dense_strides(self.shape, order)) if channels_last
-                      else Layout.plain(library, self.shape))
+        if channels_last:
+            self.memory_shape, self.axes = _channels_last_shapes(self.shape)
+            strides = dense_strides(self.shape, channels_last_order(len(self.shape)))
+            self.plain = Layout.strided(library, self.shape, strides)
+        else:
+            self.memory_shape, self.axes = self.shape, None
+            self.plain = Layout.plain(library, self.shape)
         self.step = None if layout == self.plain else reorder(library, layout, self.plain)
 
     def view(self, flat: np.ndarray) -> np.ndarray:
@@ -77,7 +79,7 @@ class ToPlain:
             return self.view(buffer)
         out = np.empty(self.memory_shape, np.float32)
         self.step.run({ARG_SRC: (self.layout, buffer), ARG_DST: (self.plain, out)}, threads)
-        return out if self.axes is None else out.transpose(self.axes)
+        return self.view(out)
 
 
 def channels_last_order(rank: int) -> tuple[int, ...]:
@@ -88,7 +90,11 @@ def channels_last_order(rank: int) -> tuple[int, ...]:
 def channels_last_view(shape):
     """A function taking a flat buffer that holds a tensor of ``shape`` (N, C, *spatial) channels-last, row-major
     (N, *spatial, C), to that tensor as an array of ``shape`` (a view: no copy)."""
-    order = channels_last_order(len(shape))
-    memory_shape = tuple(shape[axis] for axis in order)
-    axes = tuple(order.index(axis) for axis in range(len(order)))  # each logical axis's place in memory
+    memory_shape, axes = _channels_last_shapes(shape)
     return lambda flat: flat.reshape(memory_shape).transpose(axes)
+
+
+def _channels_last_shapes(shape) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(the shape a channels-last tensor of ``shape`` has in memory, each logical axis's place in it)."""
+    order = channels_last_order(len(shape))
+    return tuple(shape[axis] for axis in order), tuple(order.index(axis) for axis in range(len(order)))
