@@ -8,8 +8,13 @@ before XLA's passes) is loaded with ``kuiper.load_hlo`` and called with the same
 call (``jax.tree_util.tree_leaves((params, x))``, the ENTRY parameters' order).  Outputs are
 checked against XLA's; both engines are timed interleaved in one process (median and p10 of
 ``--runs``), and the table ends with the median of the kuiper/XLA ratios (issue 44's goal: at or
-below 1).  ``--threads`` is kuiper's thread count; for XLA on one thread run with
-``XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"``.
+below 1).  ``--threads`` is kuiper's thread count.  Those XLA flags do not hold XLA's products to one thread:
+``XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"`` still ran a
+197 x 192 by 192 x 768 product on 1.7 cores (823 us of CPU in 485 us; 600 us pinned to one core).
+For one core each, pin the process: ``taskset -c 0 python tools/bench_flax_models.py --threads 1``.
+
+``--profile`` adds kuiper's op-by-op profile of each program, on the real weights (random weights can
+make a ResNet's batch-norm variances negative, and its NaNs send the convs to the reference).
 
 ``--save-hlo DIR`` writes each program's text, gzipped, as ``DIR/flax_<key>.hlo.txt.gz``: the weights
 are parameters, so the files are small; asv's ``FlaxPrograms`` (asv_benchmarks/benchmarks/
@@ -31,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import kuiper
+from kuiper.bench.op_profile import format_profile, profile_steps
 
 jax.config.update("jax_platforms", "cpu")
 
@@ -216,6 +222,8 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=None, help="models whose name starts with one of these")
     parser.add_argument("--save-hlo", type=Path, default=None, metavar="DIR",
                         help="write each program's HLO text (gzipped) to DIR, for asv")
+    parser.add_argument("--profile", action="store_true",
+                        help="also time kuiper op by op on the real weights (as `kuiper bench --profile`)")
     args = parser.parse_args()
     print(f"jax {jax.__version__}, numpy {np.__version__}, kuiper {kuiper.__version__}; weights as arguments")
     print(f"{'model':<30} {'xla ms':>8} {'kuiper ms':>10} {'kuiper/xla':>11} {'p10 ratio':>10} {'max|diff|':>10}")
@@ -241,6 +249,8 @@ def main() -> None:
         p10 = sorted(times["kuiper"])[len(times["kuiper"]) // 10] / sorted(times["xla"])[len(times["xla"]) // 10]
         ratios.append(ours / xla)
         print(f"{name:<30} {xla:8.2f} {ours:10.2f} {ours / xla:11.2f} {p10:10.2f} {difference:10.2e}", flush=True)
+        if args.profile:
+            print("\n".join(format_profile(model, profile_steps(model, leaves, rounds=10))), flush=True)
     print(f"median kuiper/xla over {len(ratios)} models: {statistics.median(ratios):.2f}")
 
 
