@@ -92,7 +92,9 @@ class Model:
     blas_threads: int | None = field(init=False, compare=False, default=None)  # see __post_init__
 
     def __post_init__(self):
-        self.plan = ExecutionPlan(self.steps, self.backend)
+        self.plan = ExecutionPlan(self.steps, self.backend, self.input_slots, self.output_slots, self.slot_count)
+        self.plan.untyped_input_slots = tuple(slot for spec, slot in zip(self.inputs, self.input_slots)
+                                              if spec.dtype is None)
         # Kernels on a thread pool of their own (oneDNN's OpenMP threads) own the cores: BLAS then runs
         # on the calling thread (the backend says so, kuiper.backends.base.Backend.blas_threads).
         self.blas_threads = self.backend.blas_threads()
@@ -183,7 +185,7 @@ class Model:
             slots[slot] = self._check_feed(spec, array)
         check_feeds(self, [slots[slot] for slot in self.input_slots])  # kuiper.limits: size budget
         if observer is None:
-            self.plan.run(slots)
+            self.plan.run_call(slots)
         else:
             self.plan.run_observed(slots, observer)
         results = [slots[slot] for slot in self.output_slots]

@@ -28,10 +28,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from .. import output_buffers
+from ..backends.base import NUMPY_ARRAYS
 from ..config import switch_from_env
 from ..errors import KuiperError
 from ..model_ir import OpNode
 from ..ops.base import Op
+from .memory_plan import SWITCH_ENV as MEMORY_PLAN_ENV
+from .memory_plan import MemoryPlan, Recorder
 
 
 @dataclass
@@ -65,14 +69,25 @@ class StepObserver:
 
 SPECIALIZE_ENV = "KUIPER_SPECIALIZE"
 MULTIPLE = -1  # the output slot of a step with several outputs: they are unpacked with a check
+MAX_MEMORY_PLANS = 4  # feed shapes whose memory plans a model keeps; more (many batch sizes) start over
+_UNRECORDED = object()
 
 
 class ExecutionPlan:
     """``steps`` as flat tuples, and the loops that run them over a list of value slots."""
 
-    def __init__(self, steps: list[Step], backend):
+    def __init__(self, steps: list[Step], backend, input_slots: Sequence[int] = (), output_slots: Sequence[int] = (),
+                 slot_count: int = 0):
         self.steps = steps
         self.backend = backend  # translates device failures (out of GPU memory) into KuiperErrors
+        self.input_slots, self.output_slots, self.slot_count = tuple(input_slots), tuple(output_slots), slot_count
+        # Memory plans by feed shapes and dtypes (kuiper/graph/memory_plan.py; None: the recording found
+        # nothing to plan), for a model's own calls on NumPy arrays.  A step whose op runs sub-graphs is
+        # never offered a buffer: its sub-graphs' ops would take it.
+        self.plans_memory = switch_from_env(MEMORY_PLAN_ENV, True) and NUMPY_ARRAYS in backend.capabilities
+        self.memory_plans: dict[tuple, MemoryPlan | None] = {}
+        self.untyped_input_slots: tuple[int, ...] = ()  # feeds of any dtype (set by the Model)
+        self._plannable = tuple(not step.op.has_subgraphs for step in steps)
         self.specialize = switch_from_env(SPECIALIZE_ENV, True)
         self.entries: tuple = ()  # the steps with their specialized forwards, once a call has made them
         # Op.forward_replacements when ``entries`` were made (None: not yet): a forward replaced since
@@ -139,6 +154,96 @@ class ExecutionPlan:
                 slots[slot] = None
         self.entries = tuple(entries)
         self._specialized_at = replacements
+
+    def run_call(self, slots: list) -> None:
+        """``run`` for a model's own call (``Model.__call__``, not a sub-graph's): after the call that
+        specializes, one call per feed shapes is recorded and planned, and the calls after it take their
+        values' buffers from the plan."""
+        if not self.plans_memory or self._specialized_at != Op.forward_replacements:
+            self.memory_plans.clear()  # made with forwards since replaced
+            self.run(slots)
+            return
+        state = output_buffers.offer_state()
+        if state.busy:  # called from inside an op of another model's planned call: this one runs unplanned
+            self.run(slots)
+            return
+        state.busy = True
+        try:
+            # The feeds' shapes, and the dtypes of those whose input declares none (the others are converted
+            # to theirs, Model._check_feed): 2 us for 40 feeds, where hashing every dtype too cost 6.
+            key = tuple([slots[slot].shape for slot in self.input_slots])
+            if self.untyped_input_slots:
+                key += tuple([slots[slot].dtype for slot in self.untyped_input_slots])
+            plan = self.memory_plans.get(key, _UNRECORDED)
+            if plan is _UNRECORDED:
+                if len(self.memory_plans) >= MAX_MEMORY_PLANS:
+                    self.memory_plans.clear()
+                self.memory_plans[key] = self._run_recording(slots)
+            elif plan is None:
+                self.run(slots)
+            else:
+                self._run_offering(slots, plan)
+        finally:
+            state.busy, state.buffers, state.recorded = False, None, None
+
+    def _run_recording(self, slots: list) -> MemoryPlan | None:
+        """``run``, recording what the memory plan needs (``Recorder``); the plan it makes."""
+        recorder = Recorder(self.slot_count, len(self.steps))
+        for call, count, first, second, inputs, output, frees, index in self.entries:
+            values = [slots[i] for i in inputs]
+            output_buffers.start_recording()
+            try:
+                result = call(*values)
+            except Exception as exc:
+                failure = self._failure(exc, self.steps[index], values)
+                if failure is exc:
+                    raise
+                raise failure from exc
+            finally:
+                requested = output_buffers.stop_recording()
+            step = self.steps[index]
+            outputs = self._unpack(step, result, slots)
+            recorder.after_step(index, step.input_slots, step.output_slots, values, outputs, requested,
+                                self._plannable[index])
+            del values, requested
+            for slot in frees:
+                slots[slot] = None
+        return recorder.finish(self.output_slots)
+
+    def _run_offering(self, slots: list, plan: MemoryPlan) -> None:
+        """``run``, offering each planned step its buffers (``kuiper.output_buffers.output_array``).  An output
+        that still lies in the arena afterwards (an op whose aliasing changed with its inputs' values) is
+        copied out: the next call overwrites the arena."""
+        offers = plan.offers()
+        state = output_buffers.offer_state()
+        for call, count, first, second, inputs, output, frees, index in self.entries:
+            offered = offers[index]
+            if offered is not None:
+                state.buffers, state.position = offered, 0
+            try:
+                if count == 1:
+                    result = call(slots[first])
+                elif count == 2:
+                    result = call(slots[first], slots[second])
+                else:
+                    result = call(*[slots[i] for i in inputs])
+            except Exception as exc:
+                state.buffers = None
+                failure = self._failure(exc, self.steps[index], [slots[i] for i in inputs])
+                if failure is exc:
+                    raise
+                raise failure from exc
+            if offered is not None:
+                state.buffers = None
+            if output != MULTIPLE:
+                slots[output] = result
+            else:
+                self._unpack(self.steps[index], result, slots)
+            for slot in frees:
+                slots[slot] = None
+        for slot in self.output_slots:
+            if plan.holds(slots[slot]):
+                slots[slot] = slots[slot].copy()
 
     def state_step(self, input_slots: Sequence[int], output_slots: Sequence[int], slot_count: int) -> Callable:
         """``step(values) -> outputs``: ``run`` as a loop calls its body or condition at every iteration but

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ..output_buffers import output_array
 from .. import onednn
 from ..limits import check_size
 from ..onednn.attention import fits
@@ -101,7 +102,7 @@ class NativeMultiheadAttention(OneDnnAttention, reference.MultiheadAttention):
         for addend in masks:  # (L, S), (N, heads, L, S) or (N, 1, 1, S): one 4-D sum
             addend = np.reshape(addend, (1,) * (4 - addend.ndim) + addend.shape)
             mask = addend if mask is None else mask + addend
-        out = np.empty((batch, length, v.shape[2]), np.float32)
+        out = output_array((batch, length, v.shape[2]), np.float32)
         kernels.attend_heads(work, q, k, v, NO_MASK if mask is None else np.ascontiguousarray(mask), mask is not None,
                              np.float32(self.scale), self.num_heads, out)
         return out, None
@@ -170,6 +171,12 @@ class NativeMultiheadAttention(OneDnnAttention, reference.MultiheadAttention):
             except onednn.OneDnnError:
                 pass  # a shape oneDNN refused: NumPy computes it
         laid_out = self.cached(self._blas_weights, name, lambda: row_major(self.backend, weight_t))
+        if isinstance(x, np.ndarray) and x.dtype == laid_out.dtype == np.float32:
+            # NumPy's BLAS, into an array of the memory plan's (kuiper/output_buffers.py).
+            out = np.matmul(x, laid_out, out=output_array(x.shape[:-1] + laid_out.shape[1:], np.float32))
+            if bias is not None:
+                out += bias
+            return out
         return super().project(name, x, laid_out, bias)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..output_buffers import output_array
 from ..limits import check_size
 from ..ops.base import prod
 from ..ops.concat import ConcatNested
@@ -33,7 +34,7 @@ class ConcatNestedInPlace(ConcatNested):
             return super().forward(*tensors)
         out_shape, axis, regions = layout
         check_size(out_shape, tensors[0].dtype.itemsize, self.node.describe())
-        out = np.empty(out_shape, dtype=tensors[0].dtype)
+        out = output_array(out_shape, dtype=tensors[0].dtype)
         lead = (slice(None),) * axis
         start = 0
         for size, inner_shape, inner_axis, parts in regions:

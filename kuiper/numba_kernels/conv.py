@@ -30,6 +30,7 @@ import math
 
 import numpy as np
 
+from ..output_buffers import output_array
 from .. import onednn
 from ..limits import check_size
 from ..ops import conv as reference
@@ -141,7 +142,7 @@ class CompiledConv2d(OneDnnConv, reference.Conv2d):
         check_size(out_shape, x.dtype.itemsize, self.node.describe())
         x = np.ascontiguousarray(x)
         if self.compiled == "depthwise":
-            out = np.empty(out_shape, np.float32)
+            out = output_array(out_shape, np.float32)
             arguments = _arguments(epilogue, out)
             work = out.size * (self.taps[0].size + len(arguments[0]))  # taps, then the epilogue's rows
             kernels.depthwise_conv2d(work, x, self.taps, self.bias_vector, self.stride[0], self.stride[1], top, left,
@@ -179,7 +180,7 @@ class CompiledConv2d(OneDnnConv, reference.Conv2d):
         batch, channels = x.shape[:2]
         out_channels = prepared.out_channels
         tiles_h, tiles_w = math.ceil(out_h / m), math.ceil(out_w / m)
-        out = np.empty((batch, out_channels, out_h, out_w), np.float32)
+        out = output_array((batch, out_channels, out_h, out_w), np.float32)
         chunk = max(1, algorithms.WINOGRAD_CHUNK_TILES // (tiles_h * tiles_w))
         for start in range(0, batch, chunk):
             stop = min(batch, start + chunk)
@@ -216,7 +217,7 @@ class CompiledConv2d(OneDnnConv, reference.Conv2d):
                 out = products  # one chunk: the GEMM's result is the output
             else:
                 if out is None:
-                    out = np.empty((batch, weight.out_channels, out_h, out_w), np.float32)
+                    out = output_array((batch, weight.out_channels, out_h, out_w), np.float32)
                 out[start:stop] = products
         return out
 

@@ -23,6 +23,7 @@ import threading
 
 import numpy as np
 
+from ..output_buffers import output_array
 from ..graph.providers import Partition
 from ..limits import check_size
 from ..ops.conv import ConvNd
@@ -139,7 +140,7 @@ class ConvChain(Partition):
                 return self.run_members(*inputs)  # a residual that broadcasts: the op's own epilogue
             residual = np.ascontiguousarray(residual).reshape(images, -1)
         check_size(shape, 4, self.node.describe())
-        out = np.empty((images, math.prod(out_shape)), np.float32)
+        out = output_array((images, math.prod(out_shape)), np.float32)
         key = (images, padded_size)
         padded = self._scratch.take(key, functools.partial(self._padded, images, padded_size))
         try:

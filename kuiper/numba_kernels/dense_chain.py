@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from ..output_buffers import output_array
 from ..graph.providers import Partition
 from ..limits import check_size
 from ..ops.linear import LinearProjection
@@ -92,7 +93,7 @@ class DenseChain(Partition):
             residual = np.ascontiguousarray(residual).reshape(rows, self.out_features)
         check_size((rows, self.out_features), 4, self.node.describe())
         flat = np.ascontiguousarray(x).reshape(rows, self.in_features)
-        out = np.empty((rows, self.out_features), np.float32)
+        out = output_array((rows, self.out_features), np.float32)
         pair = self._scratch.take(rows, functools.partial(self._buffers, rows))
         try:
             kernels.dense_chain.launch(launch_width(work) > 1, flat, self.weights, self.biases, self.layers,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..output_buffers import output_array
 from ..ir.codegen_numpy import compile_elementwise as compile_numpy
 from ..ir.linearize import linearize
 from ..onednn import primitives as onednn_primitives
@@ -344,11 +345,11 @@ class CompiledElementwise:
         shape, code, constant_registers, constant_values, slots, order = fits
         if order is not None:
             # The inputs' own layout: the result is a permuted view of a dense buffer, as they are.
-            dense = np.empty(tuple(shape[axis] for axis in order), np.float32)
+            dense = output_array(tuple(shape[axis] for axis in order), np.float32)
             self._run(code, constant_registers, constant_values, slots, dense.reshape(-1))
             return np.transpose(dense, np.argsort(order))
         if out is None or out.shape != shape or out.dtype != np.float32 or not out.flags.c_contiguous:
-            result = np.empty(shape, np.float32)
+            result = output_array(shape, np.float32)
         else:
             result = out
         self._run(code, constant_registers, constant_values, slots, result.reshape(-1))
@@ -364,7 +365,7 @@ class CompiledElementwise:
         code, constant_registers, constant_values = self.program.tables((False,) * len(inputs))
         flat = [value.ravel() for value in inputs]
         flat += flat[:1] * (codes.PROGRAM_INPUTS - len(flat))
-        result = np.empty(shape, np.float32)
+        result = output_array(shape, np.float32)
         vm.run_program.serial(code, constant_registers, constant_values, self.program.registers, 1, *flat,
                               result.reshape(-1))
         if out is not None:
@@ -383,7 +384,7 @@ class CompiledElementwise:
         shape, count = inputs[0].shape, len(inputs)
         code, constant_registers, constant_values = self.program.tables((False,) * count)
         registers, run, array, float32, empty = self.program.registers, vm.run_program.serial, np.ndarray, \
-            inputs[0].dtype, np.empty
+            inputs[0].dtype, output_array
         # The slots after the program's inputs, which it never loads, hold one array of the inputs' size
         # made here, not a list made per call.
         unread = (np.zeros(inputs[0].size, np.float32),) * (codes.PROGRAM_INPUTS - count)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..output_buffers import output_array
 from ..ops.grid_sample import GridSample
 from . import kernel_codes as codes
 from .runtime import KernelModule
@@ -32,7 +33,7 @@ class CompiledGridSample(GridSample):
                 or grid.shape[-1] != 2 or grid.shape[0] != x.shape[0]):
             return super().forward(*inputs)  # the reference checks shapes and runs everything else
         batch, channels = x.shape[:2]
-        out = np.empty((batch, channels, grid.shape[1], grid.shape[2]), np.float32)
+        out = output_array((batch, channels, grid.shape[1], grid.shape[2]), np.float32)
         kernels.grid_sample_2d(out.size * 4, np.ascontiguousarray(x), np.ascontiguousarray(grid),
                                _MODES[self.mode], _PADDINGS[self.padding_mode], self.align_corners, out)
         return out

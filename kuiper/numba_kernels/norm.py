@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ..output_buffers import output_array
 from ..ops import activation
 from ..ops import norm_layer as reference_norm
 from ..ops.norm_batch import InstanceNorm
@@ -98,7 +99,7 @@ class CompiledLayerNorm(reference_norm.LayerNorm):
 
         def direct(x):
             flat = np.ascontiguousarray(x.reshape(rows, width))
-            out = np.empty((rows, width), np.float32)
+            out = output_array((rows, width), np.float32)
             kernel(work, flat, row_weight, row_bias, eps, out)
             return out.reshape(shape)
 

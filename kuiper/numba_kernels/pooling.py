@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..output_buffers import output_array
 from ..ops.pooling_average import AvgPool2d
 from ..ops.pooling_max import MaxPool1d, MaxPool2d
 from ..ops.pooling_window import pool_output_size
@@ -33,7 +34,7 @@ class CompiledMaxPool2d(MaxPool2d):
         if min(outs) < 1:
             return super().forward(x)  # the reference decides what an empty output is
         planes = np.ascontiguousarray(np.reshape(x, (-1, height, width)))
-        out = np.empty((planes.shape[0], outs[0], outs[1]), np.float32)
+        out = output_array((planes.shape[0], outs[0], outs[1]), np.float32)
         kernels.max_pool2d(out.size * (self.kernel[0] + self.kernel[1]), planes, self.kernel[0], self.kernel[1],
                            self.stride[0], self.stride[1], self.dilation[0], self.dilation[1], self.padding[0],
                            self.padding[1], out)
@@ -52,7 +53,7 @@ class CompiledMaxPool1d(MaxPool1d):
         if out_length < 1:
             return super().forward(x)  # the reference decides what an empty output is
         planes = np.ascontiguousarray(x.reshape(-1, 1, length))
-        out = np.empty((planes.shape[0], 1, out_length), np.float32)
+        out = output_array((planes.shape[0], 1, out_length), np.float32)
         kernels.max_pool2d(out.size * kernel, planes, 1, kernel, 1, stride, 1, dilation, 0, padding, out)
         return out.reshape(tuple(x.shape[:-1]) + (out_length,))
 
@@ -66,7 +67,7 @@ class CompiledAvgPool2d(AvgPool2d):
         sizes, outs = self.pooled_sizes(x)
         reciprocals = np.ascontiguousarray(self._reciprocal_divisors(sizes, outs, np.float32))
         planes = np.ascontiguousarray(np.reshape(x, (-1,) + sizes))
-        out = np.empty((planes.shape[0],) + outs, np.float32)
+        out = output_array((planes.shape[0],) + outs, np.float32)
         kernels.avg_pool2d(out.size * (self.kernel[0] + self.kernel[1]), planes, self.kernel[0], self.kernel[1],
                            self.stride[0], self.stride[1], self.padding[0], self.padding[1], reciprocals, out)
         return np.reshape(out, tuple(x.shape[:-2]) + outs)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..output_buffers import output_array
 from .. import onednn
 from ..onednn.primitives import PRODUCT_WORK
 from ..ops import recurrent as reference
@@ -79,12 +80,12 @@ class CompiledRecurrent(reference.Recurrent):
         projected = self._project(x, layer)
         weights = self.kernel_weights[layer]
         length, size = x.shape[0], self.out_size
-        out = np.empty((length, batch, size * self.directions), np.float32)
-        h_n = np.empty((self.directions, batch, size), np.float32)
+        out = output_array((length, batch, size * self.directions), np.float32)
+        h_n = output_array((self.directions, batch, size), np.float32)
         work = length * step_work if self.directions * batch > 1 else 0  # one task: nothing to share out
         h = np.ascontiguousarray(h)
         if self.kind == "LSTM":
-            c_n = np.empty((self.directions, batch, self.hidden_size), np.float32)
+            c_n = output_array((self.directions, batch, self.hidden_size), np.float32)
             kernels.lstm_sequence(work, projected, weights.hh_t, weights.hr_t, h, np.ascontiguousarray(c),
                                   out, h_n, c_n)
             return out, h_n, c_n

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..output_buffers import output_array
 from .binding import ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
 from .primitives import Attributes, Layout, PlanCache, Primitive
 
@@ -77,7 +78,7 @@ class Attention:
         for mask in masks:
             scores += mask
         plan.softmax.run({ARG_SRC: (plan.score_layout, scores), ARG_DST: (plan.score_layout, scores)}, threads)
-        out = np.empty(plan.out_shape, np.float32)
+        out = output_array(plan.out_shape, np.float32)
         plan.mix.run({ARG_SRC: (plan.score_layout, scores), ARG_WEIGHTS: (plan.v, v), ARG_DST: (plan.out_layout, out)},
                      threads)
         return out, (scores if keep_weights else None)

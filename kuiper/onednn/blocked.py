@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..output_buffers import output_array
 from .binding import ARG_DST, ARG_SRC, Library
 from .primitives import Layout, dense_strides, reorder
 
@@ -77,7 +78,7 @@ class ToPlain:
     def __call__(self, buffer: np.ndarray, threads: int) -> np.ndarray:
         if self.step is None:
             return self.view(buffer)
-        out = np.empty(self.memory_shape, np.float32)
+        out = output_array(self.memory_shape, np.float32)
         self.step.run({ARG_SRC: (self.layout, buffer), ARG_DST: (self.plain, out)}, threads)
         return self.view(out)
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..output_buffers import output_array
 from .blocked import Blocked, ToPlain, channels_last_order, channels_last_view
 from .binding import ARG_BIAS, ARG_DST, ARG_POST_OP_DW, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
 from .primitives import (ONE_THREAD_WORK, PLAIN_CONV_WORK, Attributes, Layout, PlanCache, Primitive, Reorders,
@@ -309,7 +310,7 @@ class Convolution:
                 plan = self.calls.get_or_make(key, lambda: self._channels_last_plan(x.shape, threads))
             except OneDnnError:
                 return None
-        result = np.empty(plan.to_plain.memory_shape, np.float32)
+        result = output_array(plan.to_plain.memory_shape, np.float32)
         plan.convolution.run({**plan.constants, ARG_SRC: (plan.source, memory), ARG_DST: (plan.result, result)},
                              plan.threads)
         return result.transpose(plan.to_plain.axes)

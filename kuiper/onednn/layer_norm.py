@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 
+from ..output_buffers import output_array
 from .binding import ARG_DST, ARG_MEAN, ARG_SCALE, ARG_SHIFT, ARG_SRC, ARG_VARIANCE, USE_SCALE, USE_SHIFT, Library
 from .primitives import Attributes, Layout, PlanCache, Primitive
 
@@ -37,7 +38,7 @@ class LayerNormalization:
         comes out as the shift alone; the caller then normalizes the rows another way."""
         threads = self.library.threads(threads)
         step, layout, statistics, zeros = self.plan(rows.shape[0], threads)
-        out = np.empty(rows.shape, np.float32)
+        out = output_array(rows.shape, np.float32)
         # This thread's statistics buffers, the same arrays call after call (no re-pointing of their memory objects).
         buffers = getattr(self._statistics, "buffers", None)
         if buffers is None or buffers[0].shape[0] != rows.shape[0]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..output_buffers import output_array
 from .binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_SRC_1, ARG_WEIGHTS, Library, OneDnnError, post_op_argument
 from .primitives import ONE_THREAD_WORK, Attributes, Layout, PlanCache, Primitive
 
@@ -70,7 +71,7 @@ class MatMul:
                                   f"{(rows, self.out_features)}")
             out = np.array(residual, dtype=np.float32, order="C")  # the sum post-op adds what it holds
         elif out is None:
-            out = np.empty((rows, self.out_features), np.float32)
+            out = output_array((rows, self.out_features), np.float32)
         arguments = {ARG_SRC: (source, x.T if column_major else np.ascontiguousarray(x, dtype=np.float32)),
                      ARG_WEIGHTS: (self.weight_layout, self.weight), ARG_DST: (result, out)}
         if self.bias is not None:

@@ -18,6 +18,7 @@ import weakref
 
 import numpy as np
 
+from ..output_buffers import output_array
 from .binding import ARG_SCRATCHPAD, QUERY_EXEC_ARG_MD, QUERY_IMPL_INFO, Dims, ExecArg, Handle, Library, OneDnnError
 
 # Multiply-adds under which a call runs on one thread whatever was asked: waking a second
@@ -130,7 +131,7 @@ class Layout:
 
     def empty(self) -> np.ndarray:
         """A fresh buffer for data in this layout."""
-        return np.empty(self.nbytes // 4, np.float32)
+        return output_array(self.nbytes // 4, np.float32)
 
     def __eq__(self, other) -> bool:
         return other is self or (isinstance(other, Layout)

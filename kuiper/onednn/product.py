@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..output_buffers import output_array
 from .binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
 from .primitives import Attributes, Layout, PlanCache, Primitive
 
@@ -105,7 +106,7 @@ class Product:
         product, a_layout, b_layout, out_layout, bias_layout = self.plans.get_or_make(
             key, lambda: self._make_plan(a.shape, a_strides, b.shape, b_strides, shape, threads, bias is not None,
                                          post_ops))
-        out = np.empty(shape, np.float32)
+        out = output_array(shape, np.float32)
         arguments = {ARG_SRC: (a_layout, a), ARG_WEIGHTS: (b_layout, b), ARG_DST: (out_layout, out)}
         if bias is not None:
             arguments[ARG_BIAS] = (bias_layout, bias)
@@ -115,7 +116,7 @@ class Product:
     def _gemm(self, a, b, a_read, b_read, shape, threads: int, bias, relu: bool) -> np.ndarray:
         """``a @ b`` (+ bias, then ReLU) by dnnl_sgemm, each operand read where it lies (``gemm_reading``)."""
         rows, columns = shape
-        out = np.empty(shape, np.float32)
+        out = output_array(shape, np.float32)
         self.library.set_threads(threads)
         status = self.library.sgemm(a_read[0], b_read[0], rows, columns, a.shape[1], 1.0, a.ctypes.data, a_read[1],
                                     b.ctypes.data, b_read[1], 0.0, out.ctypes.data, columns)

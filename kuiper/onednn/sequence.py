@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..output_buffers import output_array
 from .binding import ARG_SCRATCHPAD, ExecArg, Library
 from .primitives import Layout, Primitive, _Memories, address
 
@@ -222,7 +223,7 @@ class Sequence:
         set_handle, check = library.memory_set_data_handle, library.check
         for memory, index in pointed_inputs:
             check(set_handle(memory, address(inputs[index])), "memory")
-        outputs = [np.empty(count, np.float32) for count in self.output_floats]
+        outputs = [output_array((count,), np.float32) for count in self.output_floats]
         for memory, index in pointed_outputs:
             check(set_handle(memory, address(outputs[index])), "memory")
         execute, stream, threads = library.primitive_execute, library.stream, 0

@@ -191,6 +191,11 @@ class Op:
         """An int or list of ints; a single int is repeated to ``length`` (PyTorch's _pair etc.)."""
         return Ints(key, default, length=length).read(self)
 
+    @property
+    def has_subgraphs(self) -> bool:
+        """Whether this op runs sub-graphs (a loop's body, a branch, a reduction's computation)."""
+        return bool(self._subgraphs)
+
     def subgraph(self, key: str):
         """The built Model (or list of Models) of the sub-graph param ``key``."""
         if key not in self._subgraphs:

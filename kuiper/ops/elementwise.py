@@ -15,7 +15,9 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..backends.base import NUMPY_ARRAYS
 from ..ir import dtypes, simplify
+from ..output_buffers import output_array
 from ..ir.nodes import Assign, Block, Function, IRExpr, Var
 from .base import Op
 from .specialize import arrays_of, guarded, same_shapes
@@ -115,6 +117,8 @@ class ElementwiseOp(Op):
     def forward(self, *inputs):
         function, run, result_dtype = self.compiled(inputs)
         lent = self.lent_output(inputs, result_dtype) if self.donated_inputs and result_dtype is not None else None
+        if lent is None and result_dtype is not None and self._planned_results:
+            lent = output_array(self._result_shape(inputs), result_dtype)
         if lent is not None:
             return run(*inputs, out=lent)
         result = run(*inputs)
@@ -184,6 +188,17 @@ class ElementwiseOp(Op):
             return function(a, b)
 
         return same_shapes(inputs, lend_two, self.forward)
+
+    @functools.cached_property
+    def _planned_results(self) -> bool:
+        """Whether results are NumPy arrays, which come from the memory plan when one runs
+        (kuiper/output_buffers.py)."""
+        return NUMPY_ARRAYS in self.backend.capabilities
+
+    def _result_shape(self, inputs) -> tuple[int, ...]:
+        """The inputs' broadcast shape (an elementwise result's)."""
+        shapes = [value.shape for value in inputs if self.backend.is_array(value)]
+        return self.backend.native.broadcast_shapes(*shapes) if shapes else ()
 
     def lent_output(self, inputs, dtype: str):
         """An input buffer the graph lent of the result's shape and dtype, or None.

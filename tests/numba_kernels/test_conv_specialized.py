@@ -147,6 +147,7 @@ def test_a_warm_call_allocates_only_what_leaves_its_sequences():
 
     model(x)
     model(x, observer=Outputs())
+    model(x)  # the call that records the memory plan (kuiper/graph/memory_plan.py); the next one is steady
     members = sum(len(step.op.members) for step in model.steps if isinstance(step.op, conv_sequence.OneDnnSequence))
     assert members >= 10
     tracemalloc.start()
