@@ -94,7 +94,7 @@ class CompiledNearest2x:
         check_size(blocked_shape(out_shape), 4, self.node.describe())
         blocks = -(-c // block)
         layout = self._layout(out_shape, block)
-        out = layout.empty()
+        out = layout.output()
         if x.buffer.size != n * blocks * h * w * block or out.size != FACTOR * FACTOR * x.buffer.size:
             return None  # a buffer holding more than the blocks (oneDNN pads nothing else in these layouts)
         source = x.buffer.reshape(n, blocks, h, w, block)  # the padded channels of the last block too

@@ -57,7 +57,7 @@ class Concatenation:
                 sources[index] = (target, buffer)
         layouts = [layout for layout, _ in sources]
         plan = self._plan(layouts, [tensor.shape for tensor in tensors], tuple(shape), threads)
-        buffer = plan.result.empty()
+        buffer = plan.result.output()
         arguments = {ARG_MULTIPLE_SRC + i: source for i, source in enumerate(sources)}
         arguments[ARG_DST] = (plan.result, buffer)
         plan.concat.run(arguments, threads)

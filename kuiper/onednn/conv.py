@@ -193,7 +193,7 @@ class Convolution:
         if residual is not None:
             result = self._in_layout(residual, plan.to_plain.plain, plan.result, threads, fresh=True)
         else:
-            result = (plan.result, plan.result.empty())
+            result = (plan.result, plan.result.output())
         arguments = {**plan.constants, ARG_SRC: source, ARG_DST: result}
         if weight is not None:
             arguments[ARG_WEIGHTS] = self._call_weight(weight, plan, threads)

@@ -74,7 +74,7 @@ class Pooling:
         layout = x.layout if isinstance(x, Blocked) else None
         buffer = x.buffer if isinstance(x, Blocked) else np.ascontiguousarray(x, dtype=np.float32)
         plan = self.plan(layout, tuple(x.shape), tuple(out_size), threads)
-        out = plan.result.empty()
+        out = plan.result.output()
         plan.pooling.run({ARG_SRC: (plan.source, buffer), ARG_DST: (plan.result, out)}, threads)
         return Blocked(self.library, plan.out_shape, plan.result, out) if blocked else plan.to_plain(out, threads)
 

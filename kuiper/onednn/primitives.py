@@ -130,8 +130,13 @@ class Layout:
         return self.library.memory_desc_get_size(self.handle)  # a descriptor never changes
 
     def empty(self) -> np.ndarray:
-        """A fresh buffer for data in this layout."""
-        return output_array(self.nbytes // 4, np.float32)
+        """A fresh buffer for data in this layout (a kept weight, a call's scratch)."""
+        return np.empty(self.nbytes // 4, np.float32)
+
+    def output(self) -> np.ndarray:
+        """A buffer for a call's result in this layout: the memory plan's when one is offered
+        (kuiper/output_buffers.py), never for anything kept beyond the call."""
+        return output_array((self.nbytes // 4,), np.float32)
 
     def __eq__(self, other) -> bool:
         return other is self or (isinstance(other, Layout)
