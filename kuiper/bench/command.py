@@ -103,7 +103,8 @@ def _bench(args, param: Path, compare: list[str], thread_note: str) -> int:
     print(format_report(report))
     if args.profile:
         model = _load(args, param)
-        model(*inputs)  # first call compiles expressions
+        model(*inputs)  # the first call compiles expressions and specializes the steps
+        model(*inputs)  # the second records the memory plan the profile reports
         for line in format_profile(model, profile_steps(model, inputs, max(1, min(args.runs, 10)))):
             print(line)
     if args.memory:

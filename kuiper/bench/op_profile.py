@@ -57,7 +57,7 @@ def format_profile(model, samples: dict[int, list[float]], top: int = 12) -> lis
     lines = [f"kuiper per-op profile (median of {rounds} step-by-step runs, sum {total:.2f} ms):",
              f"  {ops} ops in {len(medians)} steps, {1e3 * total / max(ops, 1):.1f} us per op; {claimed} ops ran in "
              f"{len(partitions)} provider partitions (one compiled call each); {model.plan.specialized_count()} "
-             f"steps ran a specialized forward (Op.specialized)", "  by op type:"]
+             f"steps ran a specialized forward (Op.specialized)", _memory_line(model), "  by op type:"]
     for op_type, times in sorted(by_type.items(), key=lambda kv: -sum(kv[1])):
         count = (f"{len(times)} partitions, {ops_of[op_type]} ops" if op_type.startswith(PARTITION_TYPE)
                  else f"{len(times)} ops")
@@ -69,6 +69,19 @@ def format_profile(model, samples: dict[int, list[float]], top: int = 12) -> lis
         shape = _shape_text(info.shape) if info is not None and info.shape is not None else "?"
         lines.append(f"    {node.name:<28} {_kind(node):<22} {medians[index]:9.2f} ms  input {shape}")
     return lines
+
+
+def _memory_line(model) -> str:
+    """How the memory plans of the calls so far lay out their values (kuiper/graph/memory_plan.py)."""
+    plans = [plan for plan in model.plan.memory_plans.values() if plan is not None]
+    if not model.plan.plans_memory:
+        return "  memory plan: off (KUIPER_MEMORY_PLAN=0, or a backend whose arrays are not NumPy's)"
+    if not plans:
+        return "  memory plan: none (no step's result is a kernel's array that stays inside the call)"
+    planned = {request.step for plan in plans for request in plan.requests}
+    arena = max(plan.nbytes for plan in plans)
+    return (f"  memory plan: {len(planned)} of {len(model.steps)} steps take their results from an arena of "
+            f"{arena / 2**20:.2f} MiB a thread ({len(plans)} feed shape{'s' if len(plans) > 1 else ''})")
 
 
 def _kind(node) -> str:

@@ -300,6 +300,13 @@ def test_profile_names_each_providers_partitions_and_the_ops_they_ran():
     specialized = model.plan.specialized_count()
     assert 0 < specialized <= len(model.steps)
     assert f"; {specialized} steps ran a specialized forward" in op_profile.format_profile(model, samples)[1]
+    assert op_profile.format_profile(model, samples)[2].startswith("  memory plan: none")  # not recorded yet
+    model(data)  # the second call records the plan
+    plan = next(iter(model.plan.memory_plans.values()))
+    planned = len({request.step for request in plan.requests})
+    assert 0 < planned < len(model.steps)
+    assert (f"memory plan: {planned} of {len(model.steps)} steps take their results from an arena of "
+            f"{plan.nbytes / 2**20:.2f} MiB") in op_profile.format_profile(model, samples)[2]
 
 
 def test_profile_steps_time_every_step_in_every_round():
