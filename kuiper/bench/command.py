@@ -146,6 +146,6 @@ def add_bench_command(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--profile", action="store_true",
                    help="also time kuiper op by op and list the op types and single ops that take longest")
     p.add_argument("--memory", action="store_true",
-                   help="also start a fresh process per engine and report its peak RSS, load time, first-run time and start-up (launch to the end of the first run, wall and CPU); kuiper gets a second row with its kernel plugin off (KUIPER_NUMBA=0: no numba, no oneDNN ops)")
+                   help="also start a fresh process per engine and report its peak RSS over five calls (and after the first), load time, first-run time and start-up (launch to the end of the first run, wall and CPU); kuiper gets a second row with its kernel plugin off (KUIPER_NUMBA=0: no numba, no oneDNN ops)")
     p.set_defaults(func=cmd_bench)
     return p

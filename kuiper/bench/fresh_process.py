@@ -41,12 +41,13 @@ _RUN_CHILD = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.arg
 
 def measure_fresh_processes(param: Path, peers: dict[str, Path], batch: int, threads: int | None,
                             backend: str | None) -> list[str]:
-    """One fresh interpreter per engine: load + one run; its peak RSS, load, first-run and start-up time."""
+    """One fresh interpreter per engine: load + five runs; its peak RSS (after the first run and after all five,
+    when kuiper's memory plan is made), load, first-run and start-up time."""
     jobs = [("kuiper", "kuiper", param, {})]
     if switch_from_env(NUMBA_SWITCH_ENV, default=True):  # kernels on: also measure kuiper without them
         jobs.append(("kuiper", "kuiper, KUIPER_NUMBA=0", param, {NUMBA_SWITCH_ENV: "0"}))
     jobs += [(name, name, path, {}) for name, path in peers.items()]
-    lines = ["fresh process per engine (python + import + load + one run; peak RSS = VmHWM; "
+    lines = ["fresh process per engine (python + import + load + five runs; peak RSS = VmHWM; "
              "start-up = launch to end of first run, wall / CPU):"]
     env = dict(os.environ)
     if threads is not None:
@@ -72,7 +73,8 @@ def _row(label: str, done: subprocess.CompletedProcess) -> str:
         tail = (done.stderr.strip().splitlines() or ["?"])[-1]
         return f"  {label:<22} failed: {tail}"
     data = json.loads(done.stdout.strip().splitlines()[-1])
-    return (f"  {label:<22} peak RSS {data['maxrss_mib']:7.1f} MiB (after imports "
-            f"{data['maxrss_after_import_mib']:6.1f} MiB); load {data['load_ms']:7.1f} ms; "
+    return (f"  {label:<22} peak RSS {data['maxrss_mib']:7.1f} MiB over 5 calls (after imports "
+            f"{data['maxrss_after_import_mib']:6.1f}, the first call {data['maxrss_first_run_mib']:6.1f} MiB); "
+            f"load {data['load_ms']:7.1f} ms; "
             f"first run {data['first_run_ms']:7.1f} ms; start-up {data['startup_ms']:7.1f} / "
             f"{data['startup_cpu_ms']:7.1f} ms")
