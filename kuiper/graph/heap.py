@@ -70,3 +70,20 @@ def _decide_and_set() -> str:
     if mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) != 1 or mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) != 1:
         return "off: mallopt refused the thresholds"
     return "set"
+
+
+def give_back_freed_memory() -> bool:
+    """Return the heap's freed memory to the system now (glibc's ``malloc_trim(0)``), where
+    ``keep_freed_memory`` set the thresholds: before a memory plan's arena is made, the values of the
+    calls before it lie freed in the heap, and the arena (above the mmap threshold: mapped apart from the
+    heap) would otherwise come on top of them (YOLOv5 at batch 8: peak RSS 763 MiB against 703 without a
+    plan).  The calls after it allocate nothing the heap must keep.  Whether memory was given back."""
+    if _outcome != "set":
+        return False
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes = (ctypes.c_size_t,)
+    trim.restype = ctypes.c_int
+    return bool(trim(0))

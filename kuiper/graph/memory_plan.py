@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .heap import give_back_freed_memory
+
 ALIGNMENT = 64  # bytes: a cache line, and what oneDNN's and NumPy's SIMD loads like
 SWITCH_ENV = "KUIPER_MEMORY_PLAN"
 
@@ -161,6 +163,7 @@ class MemoryPlan:
         """Per step, the buffers offered to it (None: none)."""
         offers = getattr(self._local, "offers", None)
         if offers is None:
+            give_back_freed_memory()  # the earlier calls' values, which the arena now holds
             raw = np.empty(self.nbytes + ALIGNMENT, np.uint8)
             start = -raw.ctypes.data % ALIGNMENT
             self._local.arena = raw[start:start + self.nbytes]
