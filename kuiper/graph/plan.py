@@ -208,7 +208,10 @@ class ExecutionPlan:
             del values, requested
             for slot in frees:
                 slots[slot] = None
-        return recorder.finish(self.output_slots)
+        plan = recorder.finish(self.output_slots)
+        if plan is not None:
+            plan.offers()  # this thread's arena now, once the call's values are freed: the next call is steady
+        return plan
 
     def _run_offering(self, slots: list, plan: MemoryPlan) -> None:
         """``run``, offering each planned step its buffers (``kuiper.output_buffers.output_array``).  An output
