@@ -157,6 +157,24 @@ class _RowMajorDot:
 
         return direct
 
+    def guarded_with_bias(self, bias: np.ndarray, finish, forward):
+        """``guarded`` for ``bias + a @ b`` then ``finish`` (an epilogue, or None), the inputs in that order
+        (kuiper/graph/bias_inputs.py's AddMatrixProduct): a fori_loop's Dense + tanh on 4 x 64, 3.1 us
+        through ``same_shapes`` and a product object, ~2.4 written out."""
+        (shape_a, shape_b), (strides_a, strides_b) = self.shapes, self.strides
+        shape_bias, array, float32, dot = bias.shape, np.ndarray, np.dtype(np.float32), np.dot
+
+        def direct(vector, a, b):
+            if (a.__class__ is array and b.__class__ is array and vector.__class__ is array and a.dtype is float32
+                    and b.dtype is float32 and vector.dtype is float32 and a.shape == shape_a and b.shape == shape_b
+                    and vector.shape == shape_bias and a.strides == strides_a and b.strides == strides_b):
+                out = dot(a, b)
+                out += vector
+                return out if finish is None else finish(out)
+            return forward(vector, a, b)
+
+        return direct
+
 
 class NativeMatMul(_OneDnnProduct, reference.MatMul):
     """torch.matmul and the canonical MatMul (XLA's dot), float32 products on oneDNN."""
@@ -256,6 +274,10 @@ class NativeAddMM(WithEpilogue, _OneDnnProduct, reference.AddMM):
         if product is None:
             return None
         epilogue, limit = self._direct_epilogue(bias, a, b, product)
+        if isinstance(product, _RowMajorDot) and order == [0, 1, 2]:
+            finish = epilogue if epilogue is None or a.shape[0] * b.shape[1] < limit else \
+                (lambda out: self.run_epilogue(out, ()))
+            return product.guarded_with_bias(bias, finish, forward)
 
         def direct(*values):
             vector, x, y = values[bias_at], values[a_at], values[b_at]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import kuiper
 from kuiper.graph import build
 from kuiper.model_ir import OpNode
 from kuiper.numba_kernels import matmul_native
@@ -83,3 +84,42 @@ def test_operands_laid_out_otherwise_take_matmul(monkeypatch, layout):
          "float64": array(128, 512).astype(np.float64)}[layout]
     np.testing.assert_array_equal(model(a, b), np.matmul(a, b))
     assert counting.calls == 1
+
+
+DENSE_TANH = """HloModule dense
+ENTRY main {
+  x = f32[4,64] parameter(0)
+  w = f32[64,64] parameter(1)
+  b = f32[64] parameter(2)
+  product = f32[4,64] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  bias = f32[4,64] broadcast(b), dimensions={1}
+  sum = f32[4,64] add(product, bias)
+  ROOT out = f32[4,64] tanh(sum)
+}
+"""
+
+
+@pytest.mark.parametrize("epilogue", [True, False], ids=["dense + tanh", "dense"])
+def test_a_bias_product_takes_dot_and_gives_its_forwards_bits(monkeypatch, epilogue):
+    """``AddMatrixProduct(b, x, w)`` (JAX's Dense, kuiper/graph/bias_inputs.py), with the tanh the fusion pass
+    gives it or alone: the specialized calls' bits are the first call's (forward: np.matmul, the add, tanh)."""
+    counting = CountingDot()
+    monkeypatch.setattr(matmul_native.np, "dot", counting)
+    text = DENSE_TANH if epilogue else DENSE_TANH.replace("ROOT out = f32[4,64] tanh(sum)", "ROOT out = f32[4,64] copy(sum)")
+    model = kuiper.load_hlo(text)
+    assert [step.node.type for step in model.steps if "Product" in step.node.type] == ["AddMatrixProduct"]
+    x, w, b = array(4, 64), array(64, 64), array(64) * 3
+    first = model(x, w, b)  # forward; specializing tries the product once for the epilogue's direct form
+    counting.calls = 0
+    through_object = []
+    monkeypatch.setattr(matmul_native._RowMajorDot, "__call__", lambda *args: through_object.append(args))
+    for _ in range(2):
+        np.testing.assert_array_equal(model(x, w, b), first)
+    assert counting.calls == 2 and not through_object  # the checks and the dot written out in one function
+    expected = np.matmul(x, w) + b
+    np.testing.assert_array_equal(first, np.tanh(expected) if epilogue else expected)
+    # Another layout: forward (BLAS reads the column-major weight transposed: other bits than row-major's).
+    w_columns = np.asfortranarray(w)
+    expected = np.matmul(x, w_columns) + b
+    np.testing.assert_array_equal(model(x, w_columns, b), np.tanh(expected) if epilogue else expected)
+    assert counting.calls == 2
