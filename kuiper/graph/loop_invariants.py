@@ -20,8 +20,9 @@ fourteen steps), a value more in the state next to nothing.  Constants that othe
 the fusion pass writes those into the elementwise math that reads them (a counter's ``i + 1``),
 and the build folds the ops that read only constants.
 
-A loop that runs no iteration still runs what moved out; ops are pure, so only the time differs.  Like the fusion pass, this rewrites OpNodes before
-ops are instantiated; the outer graph's operand facts gain the moved values'.
+A loop that runs no iteration still runs what moved out; ops are pure, so only the time differs.
+Like the fusion pass, this rewrites OpNodes before ops are instantiated; the outer graph's operand
+facts gain the moved values'.
 """
 
 from __future__ import annotations

@@ -43,7 +43,8 @@ class CountingDot:
 
 
 @pytest.mark.parametrize("a_shape, b_shape", [((1, 128), (128, 512)), ((1, 64), (64, 512)), ((4, 64), (64, 64)),
-                                              ((17, 33), (33, 257))])
+                                              ((17, 33), (33, 257)), ((1, 1), (1, 1)), ((1, 9), (9, 1)),
+                                              ((3, 1), (1, 4)), ((5, 7), (7, 1))])
 def test_specialized_calls_take_dot_and_give_matmuls_bits(monkeypatch, a_shape, b_shape):
     counting = CountingDot()
     monkeypatch.setattr(matmul_native.np, "dot", counting)
