@@ -296,6 +296,11 @@ class CompiledExpression:
             return self, None
         if all(is_input for is_input, _ in operands) and [value for _, value in operands] == list(range(len(inputs))):
             return fn, None  # the inputs in order: the ufunc takes them as they come
+        if len(inputs) == 1 and len(operands) == 2 and operands[0][0] != operands[1][0]:
+            # One input and one constant (a loop's ``h * 0.5``): the call written out, where the general
+            # form's list cost 0.4 us of its 1.2.
+            (first_is_input, first), (_, second) = operands
+            return ((lambda x: fn(x, second)) if first_is_input else (lambda x: fn(first, x))), None
         return (lambda *xs: fn(*[xs[value] if is_input else value for is_input, value in operands])), None
 
     def _zero_d_step(self, inputs, fn, operands) -> Callable:

@@ -360,14 +360,11 @@ class CompiledElementwise:
 
     def _small_call(self, inputs, out):
         """The interpreter on one thread over inputs that are float32 arrays of one shape (``_one_shape``),
-        read flat (``ravel``: a view, or a copy of a strided one), without ``Program.arguments``."""
-        shape = inputs[0].shape
+        read flat (by ``run_small``: a view, or a copy of a strided one), without ``Program.arguments``."""
         code, constant_registers, constant_values = self.program.tables((False,) * len(inputs))
-        flat = [value.ravel() for value in inputs]
-        flat += flat[:1] * (codes.PROGRAM_INPUTS - len(flat))
-        result = output_array(shape, np.float32)
-        vm.run_program.serial(code, constant_registers, constant_values, self.program.registers, 1, *flat,
-                              result.reshape(-1))
+        padded = list(inputs) + [inputs[0]] * (codes.PROGRAM_INPUTS - len(inputs))  # slots it never loads
+        result = output_array(inputs[0].shape, np.float32)
+        vm.run_small.serial(code, constant_registers, constant_values, self.program.registers, *padded, result)
         if out is not None:
             out[...] = result
             return out
@@ -383,20 +380,23 @@ class CompiledElementwise:
             return None
         shape, count = inputs[0].shape, len(inputs)
         code, constant_registers, constant_values = self.program.tables((False,) * count)
-        registers, run, array, float32, empty = self.program.registers, vm.run_program.serial, np.ndarray, \
+        registers, run, array, float32, empty = self.program.registers, vm.run_small.serial, np.ndarray, \
             inputs[0].dtype, output_array
-        # The slots after the program's inputs, which it never loads, hold one array of the inputs' size
+        # The slots after the program's inputs, which it never loads, hold one array of the inputs' shape
         # made here, not a list made per call.
-        unread = (np.zeros(inputs[0].size, np.float32),) * (codes.PROGRAM_INPUTS - count)
+        unread = (np.zeros(shape, np.float32),) * (codes.PROGRAM_INPUTS - count)
 
         def small(*xs):
-            # The checks and the flat views in one pass (a view is taken of each input that passes).
-            flat = [x.ravel() for x in xs if x.__class__ is array and x.dtype is float32 and x.shape == shape]
-            if len(flat) != count:
-                return fallback(*xs)
-            result = empty(shape, float32)
-            run(code, constant_registers, constant_values, registers, 1, *flat, *unread, result.reshape(-1))
-            return result
+            # Class and dtype here (numba would take a subclass, and compile anew for another dtype); the
+            # shapes, and the flat views, in the kernel (False: a shape differs, nothing written).
+            if len(xs) == count:
+                for x in xs:
+                    if x.__class__ is not array or x.dtype is not float32:
+                        return fallback(*xs)
+                result = empty(shape, float32)
+                if run(code, constant_registers, constant_values, registers, *xs, *unread, result):
+                    return result
+            return fallback(*xs)
 
         return small
 

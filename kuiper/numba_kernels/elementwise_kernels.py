@@ -39,6 +39,21 @@ def run_program(code, constant_registers, constant_values, registers, blocks, x0
                    min(size, (block + 1) * per_block), x0, x1, x2, x3, x4, x5, x6, x7, out)
 
 
+@kernel(error_model="numpy")
+def run_small(code, constant_registers, constant_values, registers, x0, x1, x2, x3, x4, x5, x6, x7, out):
+    """``run_program`` on the calling thread (its ``serial`` build only) for a small call, the inputs as the
+    caller has them: each of ``out``'s shape, any rank, read flat here (one in another order copied to C
+    order first, as NumPy's ravel does).  False, with nothing written, where an input has another shape.
+    Flattening and checking here, not in Python, saves ~1 us of a Flax LSTM cell's 4.4 (seven inputs)."""
+    shape = out.shape
+    if (x0.shape != shape or x1.shape != shape or x2.shape != shape or x3.shape != shape or x4.shape != shape
+            or x5.shape != shape or x6.shape != shape or x7.shape != shape):
+        return False
+    _run_range(code, constant_registers, constant_values, registers, 0, out.size, x0.ravel(), x1.ravel(),
+               x2.ravel(), x3.ravel(), x4.ravel(), x5.ravel(), x6.ravel(), x7.ravel(), out.reshape(-1))
+    return True
+
+
 @njit(nogil=True, error_model="numpy")
 def _run_range(code, constant_registers, constant_values, registers, first, stop, x0, x1, x2, x3, x4, x5, x6, x7,
                out):

@@ -141,3 +141,51 @@ ENTRY main {
     assert not any(name.startswith("loop/") for name in outer_names(model))
     assert any("draw" in name for name in body_names(model))
 
+
+
+# ys[i] = 2 * xs[i] for i < 3: jax's ``xs[i]`` and ``ys.at[i].set(...)`` slice at (i, 0) with a constant 0.
+SLICES = """HloModule slices
+body {
+  s = (s32[], f32[3,4], f32[3,4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  xs = f32[3,4] get-tuple-element(s), index=1
+  ys = f32[3,4] get-tuple-element(s), index=2
+  zero = s32[] constant(0)
+  x = f32[1,4] dynamic-slice(xs, i, zero), dynamic_slice_sizes={1,4}
+  two = f32[] constant(2)
+  twos = f32[1,4] broadcast(two), dimensions={}
+  y = f32[1,4] multiply(x, twos)
+  origin = s32[] constant(0)
+  written = f32[3,4] dynamic-update-slice(ys, y, i, origin)
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  ROOT out = (s32[], f32[3,4], f32[3,4]) tuple(next, xs, written)
+}
+condition {
+  s = (s32[], f32[3,4], f32[3,4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(3)
+  ROOT less = pred[] compare(i, n), direction=LT
+}
+ENTRY main {
+  xs = f32[3,4] parameter(0)
+  zero = s32[] constant(0)
+  zeros = f32[3,4] broadcast(f32[] constant(0)), dimensions={}
+  start = (s32[], f32[3,4], f32[3,4]) tuple(zero, xs, zeros)
+  loop = (s32[], f32[3,4], f32[3,4]) while(start), condition=condition, body=body
+  ROOT ys = f32[3,4] get-tuple-element(loop), index=2
+}
+"""
+
+
+def test_constant_start_indexes_leave_the_loop_and_other_constants_stay():
+    model = kuiper.load_hlo(SLICES)
+    xs = np.arange(12, dtype=np.float32).reshape(3, 4) - 5.5
+    for _ in range(2):  # the first call and a specialized one
+        np.testing.assert_array_equal(model(xs), xs.astype(np.float64) * 2)
+    moved = [name for name in outer_names(model) if name.startswith("loop/")]
+    assert sorted(moved) == ["loop/origin", "loop/zero"]
+    body = loop_op(model).body
+    assert not [step for step in body.steps if step.node.type == "Constant"]
+    # the counter's 1 and the factor 2 stay in the math that reads them: nothing else grew the state
+    assert len(body.inputs) == 5

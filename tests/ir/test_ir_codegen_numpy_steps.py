@@ -8,6 +8,7 @@ same-shape and broadcast ones, with and without ``out=``.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import numpy as np
@@ -176,3 +177,15 @@ def test_inside_floating_point_warnings_off_the_compiled_function_still_gives_no
             assert_identical(compiled(x, y), want)
         assert np.geterr() == before
         assert_identical(compiled(x, y), want)  # outside: the function turns them off itself
+
+
+@pytest.mark.parametrize("text", ["mul(@0,0.5)", "sub(0.5,@0)", "div(@0,3.0)", "div(3.0,@0)", "sub(@0,1.5)"])
+def test_the_direct_form_of_one_input_and_a_constant_is_the_ufunc_called_on_them(text):
+    """A specialized step's function for ``x * 0.5`` (a while loop's body): one parameter, the constant on
+    the side the IR puts it, the bits of the compiled call."""
+    compiled = compile_elementwise(lowered(text, "float32")[0])
+    (x,) = random_inputs("float32", [(4, 64)])
+    direct, limit = compiled.direct([x])
+    assert limit is None and list(inspect.signature(direct).parameters) == ["x"]
+    assert_identical(direct(x), compiled(x))
+    assert_identical(direct(x), tree_evaluate(lowered(text, "float32")[0], [x]))

@@ -125,6 +125,8 @@ def test_the_specialized_small_call_gives_the_calls_bits_and_leaves_other_inputs
     assert not fallen
     others = {
         "another shape": [v.reshape(2, 64) for v in sample],
+        "one input of another shape": sample[:6] + [sample[6].reshape(128, 1)],  # refused by the kernel
+        "one input larger": sample[:6] + [np.tile(sample[6], (2, 1))],
         "float64": [sample[0].astype(np.float64)] + sample[1:],
         "a NumPy scalar": [np.float32(0.5)] + sample[1:],
         "an input fewer": sample[:-1],
@@ -201,3 +203,22 @@ def test_transcendental_or_longer_programs_take_the_interpreter_from_min_element
     got = run(x)
     assert run.last_path in ("serial", "parallel")
     np.testing.assert_allclose(got, run.numpy_path(x), rtol=3e-6, atol=4e-7)
+
+
+def test_the_specialized_small_call_reads_its_inputs_as_they_lie(monkeypatch):
+    """The kernel flattens them (``run_small``): views into a wider array, a transposed view and a 3-D
+    input give the bits of the same values made contiguous; nothing is raveled in Python first."""
+    run = compile_math(lstm_cell, 7)
+    gates = RNG.standard_normal((1, 512)).astype(np.float32)
+    sample = [gates[:, 128 * k:128 * (k + 1)] for k in range(4)] + [
+        RNG.standard_normal((1, 128)).astype(np.float32) for _ in range(3)]
+    fast = run.specialized(sample, None)
+    monkeypatch.setattr(compiled.vm, "run_program", None)  # the small path needs no other kernel
+    np.testing.assert_allclose(fast(*sample), lstm_cell64(*sample), rtol=3e-6, atol=3e-7)
+    np.testing.assert_array_equal(fast(*sample), run(*[np.ascontiguousarray(v) for v in sample]))
+    transposed = [np.ascontiguousarray(v.T).T for v in sample]  # (1, 128) views of (128, 1) arrays
+    np.testing.assert_array_equal(fast(*transposed), fast(*sample))
+    cube = [RNG.standard_normal((2, 3, 4)).astype(np.float32) for _ in range(7)]
+    fast3 = run.specialized(cube, None)
+    np.testing.assert_array_equal(fast3(*cube), fast3(*[np.asfortranarray(v) for v in cube]))
+    np.testing.assert_allclose(fast3(*cube), lstm_cell64(*cube), rtol=3e-6, atol=3e-7)
