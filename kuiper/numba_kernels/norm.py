@@ -110,7 +110,7 @@ class CompiledLayerNorm(reference_norm.LayerNorm):
         constant ones."""
         row_weight, row_bias = self.row_affine() if rows is None else rows
         flat = np.ascontiguousarray(x.reshape(-1, row_weight.shape[0]))
-        out = np.empty_like(flat)
+        out = output_array(flat.shape, np.float32)
         if self.fast_variance:
             kernels.layer_norm_rows_fast_variance(3 * flat.size, flat, row_weight, row_bias, np.float32(self.eps), out)
         else:
@@ -140,7 +140,7 @@ class CompiledInstanceNorm(InstanceNorm):
         ones, zeros = self.cached(self._rows, width,
                                   lambda: (np.ones(width, np.float32), np.zeros(width, np.float32)))
         rows = np.ascontiguousarray(np.reshape(x, (-1, width)))
-        out = np.empty_like(rows)
+        out = output_array(rows.shape, np.float32)
         kernels.layer_norm_rows(3 * rows.size, rows, ones, zeros, self.eps, out)
         return np.reshape(out, x.shape)
 
@@ -158,7 +158,7 @@ class CompiledSoftmax(activation.Softmax):
         if dim not in (-1, x.ndim - 1):
             return super().forward(x)
         rows = np.ascontiguousarray(x.reshape(-1, x.shape[-1]))
-        out = np.empty_like(rows)
+        out = output_array(rows.shape, np.float32)
         count = launch_width(8 * rows.size)
         kernels.log_softmax_rows.launch(count > 1, rows, min(rows.shape[0], 4 * count) if count > 1 else 1, out)
         return out.reshape(x.shape)

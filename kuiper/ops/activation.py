@@ -223,7 +223,7 @@ class Softmax(Op):
         # A C-ordered copy for softmax_in_place to write over: a copy that kept a permuted input's
         # strides (CaiT's talking-heads scores, heads innermost) missed the compiled row kernel
         # and took NumPy's reductions over strided rows, 10x slower.
-        fresh = xp.empty(x.shape, dtype=x.dtype)
+        fresh = self.empty(x.shape, x.dtype)
         fresh[...] = -x if self.negate else x
         if self.log:
             fresh -= xp.max(fresh, axis=axis, keepdims=True)

@@ -21,8 +21,10 @@ import math
 import threading
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
+from ..backends.base import NUMPY_ARRAYS
 from ..errors import OperatorParamError, UnsupportedOperatorError
 from ..model_ir import OpNode
+from ..output_buffers import output_array
 from .params import REQUIRED, Bool, Choice, Float, Int, Ints, Param, Str
 
 # The ``output_layout`` of an op that hands over its (N, C, *spatial) output as a view of an (N, *spatial, C)
@@ -190,6 +192,13 @@ class Op:
     def ints_param(self, key: str, length: int | None = None, default: Any = REQUIRED) -> tuple[int, ...]:
         """An int or list of ints; a single int is repeated to ``length`` (PyTorch's _pair etc.)."""
         return Ints(key, default, length=length).read(self)
+
+    def empty(self, shape, dtype):
+        """An uninitialised array for a result this op computes: on a backend of NumPy arrays it comes from
+        the memory plan when one runs (kuiper/output_buffers.py), else from the backend's namespace."""
+        if NUMPY_ARRAYS in self.backend.capabilities:
+            return output_array(tuple(shape), dtype)
+        return self.xp.empty(tuple(shape), dtype=dtype)
 
     @property
     def has_subgraphs(self) -> bool:

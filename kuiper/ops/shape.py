@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np  # to tell, when specializing, whether a reshape of the sample is a view; never to compute
+
 from ..errors import ShapeError
 from .base import Op, normalize_axis, prod
 from .params import Int, Ints
@@ -127,9 +129,23 @@ class Reshape(ShapeArgOp):
     def specialized(self, inputs):
         """The input's own reshape to the shape resolved for it, while the input keeps that shape."""
         seen, _, resolved = self._last_resolved
-        if self.shape_index is not None or not inputs or getattr(inputs[0], "shape", None) != seen:
+        sample = inputs[0] if inputs else None
+        if self.shape_index is not None or sample is None or getattr(sample, "shape", None) != seen:
             return None
-        return same_shape(inputs[0], lambda x: x.reshape(resolved), self.forward)
+        strides = getattr(sample, "strides", None)
+        if not isinstance(sample, np.ndarray) or np.shares_memory(sample.reshape(resolved), sample):
+            return same_shape(sample, lambda x: x.reshape(resolved), self.forward)
+
+        # The sample's layout is one no view reshapes (a transposed map flattened): where an input lies so,
+        # the copy goes into an array of the op's own (``Op.empty``: the memory plan's), as NumPy's would.
+        def reshape(x):
+            if x.strides != strides:
+                return x.reshape(resolved)
+            out = self.empty(resolved, x.dtype)
+            out.reshape(x.shape)[...] = x
+            return out
+
+        return same_shape(sample, reshape, self.forward)
 
 
 class LikeOther(Op):

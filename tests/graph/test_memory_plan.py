@@ -276,3 +276,29 @@ def test_a_model_called_inside_another_models_op_runs_unplanned():
     finally:
         state.busy = False
     np.testing.assert_array_equal(_outputs(model(*x))[0], want[0])
+
+
+def test_a_reshape_that_must_copy_copies_into_the_plan_and_a_view_stays_a_view():
+    """(2, 3, 64) moved to (3, 64, 2) and flattened to (3, 128): no view does that, so the specialized
+    reshape copies, into the memory plan's buffer; an input laid out otherwise is reshaped by NumPy."""
+    text = """HloModule r
+ENTRY main {
+  x = f32[2,3,64] parameter(0)
+  w = f32[128,4] parameter(1)
+  t = f32[3,64,2] transpose(x), dimensions={1,2,0}
+  r = f32[3,128] reshape(t)
+  ROOT d = f32[3,4] dot(r, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+    model = kuiper.load_hlo(text, backend="numpy")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 64)).astype(np.float32)
+    w = rng.standard_normal((128, 4)).astype(np.float32)
+    expected = np.transpose(x, (1, 2, 0)).astype(np.float64).reshape(3, 128) @ w.astype(np.float64)
+    for _ in range(4):
+        np.testing.assert_allclose(model(x, w), expected, rtol=1e-5, atol=1e-5)
+    (plan,) = _plans(model)
+    reshape_step = next(i for i, step in enumerate(model.plan.steps) if step.node.type == "Reshape")
+    assert [request.step for request in plan.requests] == [reshape_step]
+    reshape = model.plan.entries[reshape_step][0]
+    contiguous = np.ascontiguousarray(np.transpose(x, (1, 2, 0)))
+    assert np.shares_memory(reshape(contiguous), contiguous)  # a layout a view reshapes: a view
