@@ -191,12 +191,16 @@ class Model:
         # this model or the budget changed.
         accepted, all_known = self._accepted_feeds, True
         for position, (spec, slot, array) in enumerate(zip(self.inputs, self.input_slots, arrays)):
-            key = (array.__class__, getattr(array, "dtype", None), getattr(array, "shape", None))
-            if key == accepted[position]:
+            known = accepted[position]
+            # The dtype by identity: an unpickled array's float32 equals NumPy's but is another object, which
+            # _canonical_dtype replaces.
+            if (known is not None and array.__class__ is known[0] and getattr(array, "dtype", None) is known[1]
+                    and getattr(array, "shape", None) == known[2]):
                 slots[slot] = array
                 continue
+            key = (array.__class__, getattr(array, "dtype", None), getattr(array, "shape", None))
             all_known = False
-            checked = slots[slot] = self._check_feed(spec, array)
+            checked = slots[slot] = _canonical_dtype(self._check_feed(spec, array))
             if checked is array:
                 accepted[position] = key
         budget = budget_bytes()
@@ -310,6 +314,19 @@ class _ShapeRecorder(StepObserver):
 
     def after_step(self, node, inputs, outputs) -> None:
         self.shapes[node.name] = [getattr(value, "shape", None) for value in outputs]
+
+
+def _canonical_dtype(array):
+    """A NumPy array whose dtype equals a built-in one but is another object (an unpickled array's: what a
+    Dask worker receives), as a view with the built-in dtype: kernels' guards test dtypes by identity, and
+    would send every such feed to their slow paths."""
+    if isinstance(array, np.ndarray):
+        dtype = array.dtype
+        if dtype.isbuiltin == 0 and dtype.fields is None and dtype.metadata is None:
+            canonical = np.dtype(dtype.str)
+            if canonical is not dtype and canonical == dtype:
+                return array.view(canonical)
+    return array
 
 
 @contextlib.contextmanager

@@ -147,7 +147,7 @@ class OneDnnSequence(Partition):
         if len(inputs) != 1:
             return None
         self._kinds = {}  # input kind -> the step that runs it (made anew with each specialization)
-        return self._sequence_step(inputs[0])
+        return self._sequence_step(inputs[0], self._other_kind)
 
     def _other_kind(self, x):
         """A call whose input is not of the kind the first call's sequence was made for: its own kind's step,
@@ -158,11 +158,15 @@ class OneDnnSequence(Partition):
             return step(x)
         out = self.run_members(x)
         if len(self._kinds) < MAX_KINDS:
-            self._kinds[key] = self._sequence_step(x) or self.run_members
+            # Its fallback runs the members: an input this step's guard refuses although its kind's key matched
+            # (a dtype equal to float32's but another object, as unpickled arrays on a Dask worker carry; a
+            # strided view of other strides) must not come back here, where it found this step again.
+            self._kinds[key] = self._sequence_step(x, self.run_members) or self.run_members
         return out
 
-    def _sequence_step(self, x):
-        """The step running the run as one Sequence on inputs like ``x``; None where it cannot."""
+    def _sequence_step(self, x, other_kind):
+        """The step running the run as one Sequence on inputs like ``x``, ``other_kind`` for any other input;
+        None where it cannot."""
         if not (isinstance(x, onednn.Blocked) or _plain_float32(x)):
             return None
         library = onednn.library()
@@ -190,7 +194,7 @@ class OneDnnSequence(Partition):
         blocked_out = self.output_layout == NATIVE_LAYOUT
         view = channels_last_view(out_shape) if self.output_layout == CHANNELS_LAST else None
         blocked_in = isinstance(x, onednn.Blocked)
-        like, run_members, other_kind = same_kind_as(x), self.run_members, self._other_kind
+        like, run_members = same_kind_as(x), self.run_members
 
         def step(x):
             if not (like(x) and library.threads(model_threads()) == threads):

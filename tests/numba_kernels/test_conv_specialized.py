@@ -231,3 +231,40 @@ def test_inputs_of_other_kinds_get_sequences_of_their_own():
     # Each kind's first call runs the members (and makes their plans); its later calls the sequence.
     assert ran == [1, 3, 3, 2], ran
     assert len(step.op._kinds) == 2
+
+
+def test_inputs_a_kinds_step_refuses_run_op_by_op_instead_of_asking_again():
+    """A second kind's step once fell back to the kind lookup, which found that step again: an input whose
+    kind key matched but which the step's own guard refused (a float32 dtype equal to NumPy's but another
+    object, as an unpickled array carries) recursed until Python's limit.  The sequence's step is called
+    here as the plan calls it, so the model's own feed handling (which gives feeds NumPy's dtype) is not
+    in between."""
+    import pickle
+
+    model = _load("resnet18_w8")
+    x = _first_input("resnet18_w8")
+    model(x)
+    (index,) = [i for i, step in enumerate(model.plan.steps) if isinstance(step.op, conv_sequence.OneDnnSequence)]
+    step = model.plan.entries[index][0]
+    pair = np.ascontiguousarray(np.concatenate([x, x]))
+    want = np.asarray(step(pair))
+    for _ in range(4):
+        unpickled = pickle.loads(pickle.dumps(pair))
+        assert unpickled.dtype is not np.dtype(np.float32)
+        np.testing.assert_array_equal(np.asarray(step(unpickled)), want)
+
+
+def test_unpickled_feeds_run_the_sequence_as_any_other():
+    """An unpickled array (what a Dask worker is sent) carries a float32 dtype equal to NumPy's but not the
+    same object; the model takes it in NumPy's own, so the kernels' identity guards hold."""
+    import pickle
+
+    model = _load("resnet18_w8")
+    x = _first_input("resnet18_w8")
+    want = model(x)
+    for _ in range(4):
+        unpickled = pickle.loads(pickle.dumps(x))
+        assert unpickled.dtype is not np.dtype(np.float32)
+        np.testing.assert_array_equal(model(unpickled), want)
+    sequences = [step for step in model.plan.entries if "step" in getattr(step[0], "__qualname__", "")]
+    assert sequences and not model.plan.steps[0].op._kinds  # no second kind: the feed was the first kind
