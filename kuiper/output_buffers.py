@@ -18,6 +18,11 @@ import threading
 
 import numpy as np
 
+# The fewest elements a result must have for a specialized step that NumPy would let allocate (a ufunc,
+# a dot) to ask output_array instead: below it, the ask costs more (0.15-0.3 us) than the allocation, and
+# the smallest steps are a loop body's, which no plan serves.
+PLANNED_MIN_ELEMENTS = 4096
+
 
 class _Offer(threading.local):
     """This thread's state: the running step's offered buffers and how many it has taken, or the list a

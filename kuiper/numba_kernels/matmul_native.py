@@ -18,12 +18,13 @@ from .. import onednn
 from ..limits import check_size
 from ..onednn.primitives import product_on_onednn
 from ..onednn.product import product_shape
-from . import product_post_ops
 from ..ops import linear as reference
 from ..ops.elementwise import dtype_name
 from ..ops.epilogue import WithEpilogue
 from ..ops.specialize import same_shapes
+from ..output_buffers import PLANNED_MIN_ELEMENTS, output_array
 from ..thread_limits import requested as model_threads
+from . import product_post_ops
 
 
 class _OneDnnProduct:
@@ -147,12 +148,16 @@ class _RowMajorDot:
         if swap:
             shape_a, shape_b, strides_a, strides_b = shape_b, shape_a, strides_b, strides_a
         array, float32, dot = np.ndarray, np.dtype(np.float32), np.dot
+        first, second = (shape_b, shape_a) if swap else (shape_a, shape_b)
+        shape_out = (first[0], second[1])
+        planned = shape_out[0] * shape_out[1] >= PLANNED_MIN_ELEMENTS  # as guarded_with_bias
 
         def direct(a, b):
             if (a.__class__ is array and b.__class__ is array and a.dtype is float32 and b.dtype is float32
                     and a.shape == shape_a and b.shape == shape_b and a.strides == strides_a
                     and b.strides == strides_b):
-                return dot(b, a) if swap else dot(a, b)
+                x, y = (b, a) if swap else (a, b)
+                return dot(x, y, out=output_array(shape_out, float32)) if planned else dot(x, y)
             return forward(a, b)
 
         return direct
@@ -163,12 +168,16 @@ class _RowMajorDot:
         through ``same_shapes`` and a product object, ~2.75 written out."""
         (shape_a, shape_b), (strides_a, strides_b) = self.shapes, self.strides
         shape_bias, array, float32, dot = bias.shape, np.ndarray, np.dtype(np.float32), np.dot
+        shape_out = (shape_a[0], shape_b[1])
+        # A result of PLANNED_MIN_ELEMENTS or more goes into an array of the memory plan's (the same BLAS
+        # call, writing there); a smaller one lets dot allocate.
+        planned = shape_out[0] * shape_out[1] >= PLANNED_MIN_ELEMENTS
 
         def direct(vector, a, b):
             if (a.__class__ is array and b.__class__ is array and vector.__class__ is array and a.dtype is float32
                     and b.dtype is float32 and vector.dtype is float32 and a.shape == shape_a and b.shape == shape_b
                     and vector.shape == shape_bias and a.strides == strides_a and b.strides == strides_b):
-                out = dot(a, b)
+                out = dot(a, b, out=output_array(shape_out, float32)) if planned else dot(a, b)
                 out += vector
                 return out if finish is None else finish(out)
             return forward(vector, a, b)

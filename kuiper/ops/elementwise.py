@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 from ..backends.base import NUMPY_ARRAYS
 from ..ir import dtypes, simplify
-from ..output_buffers import output_array
 from ..ir.nodes import Assign, Block, Function, IRExpr, Var
-from .base import Op
+from ..output_buffers import PLANNED_MIN_ELEMENTS, output_array
+from .base import Op, prod
 from .specialize import arrays_of, guarded, same_shapes
 
 FUSED_TYPE = "kuiper.Elementwise"
@@ -154,7 +154,22 @@ class ElementwiseOp(Op):
             smallest_item = min(dtypes.itemsize(value.dtype) for value in inputs)
             lendable = -(-LEND_MIN_BYTES // smallest_item)
             max_size = lendable if max_size is None else min(max_size, lendable)
-        return guarded(function, inputs, self.forward, max_size)
+        return guarded(self._into_plan(function, inputs) or function, inputs, self.forward, max_size)
+
+    def _into_plan(self, function, inputs):
+        """For math that is one ufunc (``function``) of one or two NumPy inputs whose result has at least
+        PLANNED_MIN_ELEMENTS elements: the ufunc writing into an array of the memory plan's, of the dtype
+        and shape it gave the sample (``guarded`` keeps the inputs' dtypes and shapes); None otherwise."""
+        if (not self._planned_results or len(inputs) not in (1, 2) or getattr(function, "nin", None) != len(inputs)
+                or getattr(function, "nout", None) != 1):
+            return None
+        sample = function(*inputs)
+        shape, dtype = getattr(sample, "shape", ()), getattr(sample, "dtype", None)
+        if dtype is None or prod(shape) < PLANNED_MIN_ELEMENTS:
+            return None
+        if len(inputs) == 1:
+            return lambda x: function(x, out=output_array(shape, dtype))
+        return lambda a, b: function(a, b, out=output_array(shape, dtype))
 
     def _lending(self, function, inputs, max_size):
         """For math that is one ufunc (``function``, taking the inputs in order) of one or two inputs of one

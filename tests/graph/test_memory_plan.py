@@ -302,3 +302,32 @@ ENTRY main {
     reshape = model.plan.entries[reshape_step][0]
     contiguous = np.ascontiguousarray(np.transpose(x, (1, 2, 0)))
     assert np.shares_memory(reshape(contiguous), contiguous)  # a layout a view reshapes: a view
+
+
+def test_a_large_ufunc_step_writes_into_the_plan_and_a_small_one_lets_numpy_allocate():
+    """An add whose result has PLANNED_MIN_ELEMENTS or more takes the plan's buffer (the same ufunc, with
+    ``out=``); the same add on a small array keeps NumPy's own allocation (a loop body's steps)."""
+    from kuiper.output_buffers import PLANNED_MIN_ELEMENTS
+
+    def program(rows):
+        return f"""HloModule a
+ENTRY main {{
+  x = f32[{rows},128] parameter(0)
+  y = f32[{rows},128] parameter(1)
+  w = f32[128,4] parameter(2)
+  s = f32[{rows},128] add(x, y)
+  ROOT d = f32[{rows},4] dot(s, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}"""
+
+    rng = np.random.default_rng(0)
+    for rows, planned in ((64, True), (2, False)):
+        assert (rows * 128 >= PLANNED_MIN_ELEMENTS) == planned
+        model = kuiper.load_hlo(program(rows), backend="numpy")
+        x, y = (rng.standard_normal((rows, 128)).astype(np.float32) for _ in range(2))
+        w = rng.standard_normal((128, 4)).astype(np.float32)
+        expected = (x.astype(np.float64) + y) @ w
+        for _ in range(4):
+            np.testing.assert_allclose(model(x, y, w), expected, rtol=1e-4, atol=1e-4)
+        add_step = next(i for i, step in enumerate(model.plan.steps) if step.node.type == "Elementwise")
+        steps = {request.step for plan in _plans(model) for request in plan.requests}
+        assert (add_step in steps) == planned, (rows, steps)
