@@ -6,7 +6,9 @@ co is the sum over (ci, ky, kx) of w * padded[ci, s * y + ky, s * x + kx] (s the
 over the padded width (x up to Wp, the columns past W_out thrown away), output j = y * Wp + x reads
 padded element s * j + ky * Wp + kx of the plane: a contiguous run (every s-th element) starting at
 ky * Wp + kx, so each tap is one long vectorised multiply-add over H_out * Wp values instead of
-H_out short rows.  The bias, activation and residual are applied as
+H_out short rows.  Four output channels are summed at once (``_taps_four``): each tap's run is read once
+for the four, and there are a quarter as many loops, whose set-up was the time of a small layer (24
+layers of 8 channels on 8 x 8: 0.18 -> 0.11 ms a call).  The bias, activation and residual are applied as
 the valid columns are copied into the next layer's padded buffer, or into the output.
 
 The layer table is conv_chain.py's; activations are dense_chain_kernels.activate's.
@@ -52,6 +54,52 @@ def _taps(padded, sums, weights, layers, layer, co):
                     every = padded[start: start + stride * span: stride]
                     for j in range(span):
                         sums[j] += w * every[j]
+
+
+@njit(inline="always")
+def _taps_four(padded, sums, weights, layers, layer, co):
+    """``_taps`` for channels co to co + 3 at once (into rows 0-3 of ``sums``): each tap's source is read
+    once for all four, and the loops over the taps are a quarter as many, where their set-up, not the
+    multiply-adds of a small layer's short rows, was the time."""
+    c_in = layers[layer, C_IN]
+    kh = layers[layer, KH]
+    kw = layers[layer, KW]
+    hp = layers[layer, HP]
+    wp = layers[layer, WP]
+    stride = layers[layer, STRIDE]
+    span = layers[layer, H_OUT] * wp
+    taps = c_in * kh * kw
+    weight_at = layers[layer, WEIGHT_AT] + co * taps
+    s0, s1, s2, s3 = sums[0], sums[1], sums[2], sums[3]
+    s0[:span] = 0.0
+    s1[:span] = 0.0
+    s2[:span] = 0.0
+    s3[:span] = 0.0
+    for ci in range(c_in):
+        for ky in range(kh):
+            for kx in range(kw):
+                tap = weight_at + (ci * kh + ky) * kw + kx
+                w0 = weights[tap]
+                w1 = weights[tap + taps]
+                w2 = weights[tap + 2 * taps]
+                w3 = weights[tap + 3 * taps]
+                start = ci * hp * wp + ky * wp + kx
+                if stride == 1:  # a contiguous slice: the loop vectorises without gathers
+                    source = padded[start: start + span]
+                    for j in range(span):
+                        value = source[j]
+                        s0[j] += w0 * value
+                        s1[j] += w1 * value
+                        s2[j] += w2 * value
+                        s3[j] += w3 * value
+                else:
+                    every = padded[start: start + stride * span: stride]
+                    for j in range(span):
+                        value = every[j]
+                        s0[j] += w0 * value
+                        s1[j] += w1 * value
+                        s2[j] += w2 * value
+                        s3[j] += w3 * value
 
 
 @njit(inline="always")
@@ -119,7 +167,7 @@ def conv_chain(x, weights, biases, layers, params, residual, padded, span, out):
     images = x.shape[0]
     count = layers.shape[0]
     for n in prange(images):
-        sums = np.empty(span, np.float32)
+        sums = np.empty((4, span), np.float32)
         _copy_in(x[n], padded[n, 0], layers)
         for layer in range(count):
             last = layer == count - 1
@@ -127,6 +175,12 @@ def conv_chain(x, weights, biases, layers, params, residual, padded, span, out):
             extra = residual[n] if last and layers[layer, RESIDUAL] != 0 else residual[0]
             if not last:
                 target[:] = 0.0
-            for co in range(layers[layer, C_OUT]):
-                _taps(padded[n, layer % 2], sums, weights, layers, layer, co)
-                _finish(sums, co, biases, params, layers, layer, extra, target, -1 if last else layer + 1)
+            channels = layers[layer, C_OUT]
+            following = -1 if last else layer + 1
+            for co in range(0, channels - 3, 4):
+                _taps_four(padded[n, layer % 2], sums, weights, layers, layer, co)
+                for k in range(4):
+                    _finish(sums[k], co + k, biases, params, layers, layer, extra, target, following)
+            for co in range(channels - channels % 4, channels):
+                _taps(padded[n, layer % 2], sums[0], weights, layers, layer, co)
+                _finish(sums[0], co, biases, params, layers, layer, extra, target, following)
