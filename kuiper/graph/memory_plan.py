@@ -4,12 +4,13 @@ but the arrays they return (issue 44: a call a device can replay; ONNX Runtime p
 A model's second call (the first one after its steps specialized) is recorded: each step's requests
 for arrays (``kuiper.output_buffers.output_array``, which native kernels use), and which requests and
 which inputs each output shares memory with (a reshape is a view of its input; an op may write into
-an input the graph lent it).  From that, ``plan_memory`` gives each request that holds an output a
-lifetime, from its step to the last step reading the output or any view of it, and places the requests
-in one arena with the greedy-by-size placement TFLite's and ONNX Runtime's planners use: largest first,
-each at the lowest offset no request living at the same time occupies.  A request whose array reaches a
-model output is not planned (the caller owns what a call returns), nor are the requests of an op that
-runs sub-graphs (a loop's body would take the loop's buffer at every iteration).
+an input the graph lent it).  From that, ``Recorder.finish`` gives each request that holds an output a
+lifetime, from its step to the last step reading the output or any view of it, and ``MemoryPlan``
+places the requests in one arena with the greedy-by-size placement TFLite's and ONNX Runtime's planners
+use (``place``): largest first, each at the lowest offset no request living at the same time occupies.
+Not planned: a request whose array reaches a model output (the caller owns what a call returns), one
+that holds no output (a kernel's scratch, which a later call's path may use otherwise), and the requests
+of an op that runs sub-graphs (a loop's body would take the loop's buffer at every iteration).
 
 Later calls with the same feed shapes offer each step its buffers; a kernel that asks for an array of
 another shape, or in another order, gets a fresh one.  So a plan can be unused, never wrong, provided an
@@ -47,7 +48,7 @@ class _Request:
 
 
 class Recorder:
-    """What ``plan_memory`` needs from the recording call, collected step by step so that no value is kept
+    """What a MemoryPlan needs from the recording call, collected step by step so that no value is kept
     alive longer than the call keeps it: for each slot, the requests whose memory its value uses."""
 
     def __init__(self, slot_count: int, step_count: int):
@@ -75,13 +76,13 @@ class Recorder:
             if arrays is None:  # a value of unknown make-up: it may hold any of them
                 roots = frozenset(key for key, _ in ids).union(*(roots for _, roots in input_roots))
             else:
-                roots = frozenset(key for key, request in ids if _shares(arrays, [request]))
+                roots = frozenset(key for key, made in ids if _shares(arrays, [made]))
                 for held, input_root in input_roots:
                     if input_root and (held is None or _shares(arrays, held)):
                         roots |= input_root
             self.roots[slot] = roots
             kept |= {key for key, _ in ids if key in roots}
-        for key, _ in ids:  # scratch: not planned (see the module's notes)
+        for key, _ in ids:  # scratch: not planned (the module's notes)
             if key not in kept:
                 del self.requests[key]
         if len(kept) > 1:

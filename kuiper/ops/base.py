@@ -17,6 +17,7 @@ op's backend before the op is made and hands them over; the op reads them with
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from typing import Any, Callable, ClassVar, Mapping, Sequence
@@ -193,10 +194,15 @@ class Op:
         """An int or list of ints; a single int is repeated to ``length`` (PyTorch's _pair etc.)."""
         return Ints(key, default, length=length).read(self)
 
+    @functools.cached_property
+    def numpy_results(self) -> bool:
+        """Whether the backend's arrays are NumPy's, whose results the memory plan may give (``empty``)."""
+        return NUMPY_ARRAYS in self.backend.capabilities
+
     def empty(self, shape, dtype):
         """An uninitialised array for a result this op computes: on a backend of NumPy arrays it comes from
         the memory plan when one runs (kuiper/output_buffers.py), else from the backend's namespace."""
-        if NUMPY_ARRAYS in self.backend.capabilities:
+        if self.numpy_results:
             return output_array(tuple(shape), dtype)
         return self.xp.empty(tuple(shape), dtype=dtype)
 

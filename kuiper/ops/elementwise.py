@@ -15,7 +15,6 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..backends.base import NUMPY_ARRAYS
 from ..ir import dtypes, simplify
 from ..ir.nodes import Assign, Block, Function, IRExpr, Var
 from ..output_buffers import PLANNED_MIN_ELEMENTS, output_array
@@ -117,7 +116,7 @@ class ElementwiseOp(Op):
     def forward(self, *inputs):
         function, run, result_dtype = self.compiled(inputs)
         lent = self.lent_output(inputs, result_dtype) if self.donated_inputs and result_dtype is not None else None
-        if lent is None and result_dtype is not None and self._planned_results:
+        if lent is None and result_dtype is not None and self.numpy_results:
             lent = output_array(self._result_shape(inputs), result_dtype)
         if lent is not None:
             return run(*inputs, out=lent)
@@ -160,7 +159,7 @@ class ElementwiseOp(Op):
         """For math that is one ufunc (``function``) of one or two NumPy inputs whose result has at least
         PLANNED_MIN_ELEMENTS elements: the ufunc writing into an array of the memory plan's, of the dtype
         and shape it gave the sample (``guarded`` keeps the inputs' dtypes and shapes); None otherwise."""
-        if (not self._planned_results or len(inputs) not in (1, 2) or getattr(function, "nin", None) != len(inputs)
+        if (not self.numpy_results or len(inputs) not in (1, 2) or getattr(function, "nin", None) != len(inputs)
                 or getattr(function, "nout", None) != 1):
             return None
         sample = function(*inputs)
@@ -203,12 +202,6 @@ class ElementwiseOp(Op):
             return function(a, b)
 
         return same_shapes(inputs, lend_two, self.forward)
-
-    @functools.cached_property
-    def _planned_results(self) -> bool:
-        """Whether results are NumPy arrays, which come from the memory plan when one runs
-        (kuiper/output_buffers.py)."""
-        return NUMPY_ARRAYS in self.backend.capabilities
 
     def _result_shape(self, inputs) -> tuple[int, ...]:
         """The inputs' broadcast shape (an elementwise result's)."""
