@@ -17,6 +17,7 @@ import time
 import numpy as np
 from numba import njit
 
+from kuiper.bench.timing import best_microseconds
 from kuiper.numba_kernels import elementwise_kernels
 
 STEPS, INPUT, HIDDEN = 32, 64, 128
@@ -71,17 +72,6 @@ def whole_loop(xs, h, c, wi, wh, b, ys, scratch, work):
     return h, c
 
 
-def best_us(call, repeats: int = 300) -> float:
-    call()
-    times = []
-    for _ in range(7):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            call()
-        times.append((time.perf_counter() - start) / repeats * 1e6)
-    return min(times)
-
-
 def float64_loop(xs, wi, wh, b):
     h, c, out = np.zeros((1, HIDDEN)), np.zeros((1, HIDDEN)), np.zeros((STEPS, 1, HIDDEN))
     sigmoid64 = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
@@ -115,11 +105,11 @@ def main() -> None:
         for t in range(STEPS):
             state_h, state_c = iteration(xs, t, state_h, state_c, wi, wh, b, ys, scratch, work)
 
-    per_call = best_us(python_loop)
+    per_call = best_microseconds(python_loop, 300)
     print(f"a compiled iteration per Python iteration: {per_call:.1f} us a call, {per_call / STEPS:.2f} an iteration")
-    per_call = best_us(lambda: whole_loop(xs, h, c, wi, wh, b, ys, scratch, work))
+    per_call = best_microseconds(lambda: whole_loop(xs, h, c, wi, wh, b, ys, scratch, work), 300)
     print(f"the whole loop compiled: {per_call:.1f} us a call, {per_call / STEPS:.2f} an iteration")
-    gemvs = best_us(lambda: np.dot(xs[0], wi), 3000) + best_us(lambda: np.dot(h, wh), 3000)
+    gemvs = best_microseconds(lambda: np.dot(xs[0], wi), 3000) + best_microseconds(lambda: np.dot(h, wh), 3000)
     print(f"the two gemvs alone (NumPy): {gemvs:.2f} us")
     ys[:] = 0
     whole_loop(xs, h, c, wi, wh, b, ys, scratch, work)

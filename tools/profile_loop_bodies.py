@@ -20,25 +20,13 @@ The condition's steps are listed the same way (a condition of one integer compar
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 import kuiper
+from kuiper.bench.timing import best_microseconds
 from kuiper.graph.plan import StepObserver
 from kuiper.ops.calls import While
-
-
-def best_us(call, repeats: int) -> float:
-    for _ in range(min(200, repeats)):
-        call()
-    times = []
-    for _ in range(7):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            call()
-        times.append((time.perf_counter() - start) / repeats * 1e6)
-    return min(times)
 
 
 class Capture(StepObserver):
@@ -76,11 +64,11 @@ def profile(name: str, sub, state: list, repeats: int) -> None:
     step = sub.loop_step()
     plan = sub.plan
     print(f"  {name}: {len(plan.steps)} steps, {len(state)} state values, "
-          f"loop_step {best_us(lambda: step(state), repeats):.2f} us")
+          f"loop_step {best_microseconds(lambda: step(state), repeats, warmup=min(200, repeats)):.2f} us")
     total = 0.0
     for entry, planned in zip(plan.entries, plan.steps):
         call, inputs = entry[0], capture.inputs[planned.node.name]
-        cost = best_us(lambda: call(*inputs), repeats)
+        cost = best_microseconds(lambda: call(*inputs), repeats, warmup=min(200, repeats))
         total += cost
         kind = "S" if getattr(call, "__self__", None) is not planned.op else " "
         shapes = [tuple(getattr(value, "shape", ())) for value in inputs]
@@ -93,7 +81,7 @@ def profile(name: str, sub, state: list, repeats: int) -> None:
         fixed.append(((lambda result: lambda *_: result)(value), *entry[1:]))
     plan.entries = tuple(fixed)
     try:
-        overhead = best_us(lambda: step(state), repeats)
+        overhead = best_microseconds(lambda: step(state), repeats, warmup=min(200, repeats))
     finally:
         plan.entries = entries
     print(f"    sum of the steps alone {total:.2f} us; plan only {overhead:.2f} us")

@@ -60,6 +60,21 @@ def interleaved_timings(engines: Sequence[Engine], runs: int, warmup: int, progr
     return samples
 
 
+def best_microseconds(call, repeats: int, warmup: int = 1) -> float:
+    """The fastest of seven batches of ``repeats`` calls of ``call`` (after ``warmup`` untimed ones), in us a call:
+    for a step or a kernel alone, where the fastest batch is the one the machine left alone (the tools'
+    per-step profiles)."""
+    for _ in range(warmup):
+        call()
+    batches = []
+    for _ in range(7):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            call()
+        batches.append((time.perf_counter() - start) / repeats * 1e6)
+    return min(batches)
+
+
 def alternating(models: dict, inputs: list, seconds: float, turn: int,
                 clock=time.perf_counter) -> dict[str, list[float]]:
     """Seconds per call of each of ``models`` ({name: model}) on ``inputs``, each called ``turn`` times in turn

@@ -96,9 +96,9 @@ class Model:
 
     def __post_init__(self):
         self._accepted_feeds = [None] * len(self.inputs)
-        self.plan = ExecutionPlan(self.steps, self.backend, self.input_slots, self.output_slots, self.slot_count)
-        self.plan.untyped_input_slots = tuple(slot for spec, slot in zip(self.inputs, self.input_slots)
-                                              if spec.dtype is None)
+        untyped = [slot for spec, slot in zip(self.inputs, self.input_slots) if spec.dtype is None]
+        self.plan = ExecutionPlan(self.steps, self.backend, self.input_slots, self.output_slots, self.slot_count,
+                                  untyped)
         # Kernels on a thread pool of their own (oneDNN's OpenMP threads) own the cores: BLAS then runs
         # on the calling thread (the backend says so, kuiper.backends.base.Backend.blas_threads).
         self.blas_threads = self.backend.blas_threads()

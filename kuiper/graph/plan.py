@@ -77,7 +77,7 @@ class ExecutionPlan:
     """``steps`` as flat tuples, and the loops that run them over a list of value slots."""
 
     def __init__(self, steps: list[Step], backend, input_slots: Sequence[int] = (), output_slots: Sequence[int] = (),
-                 slot_count: int = 0):
+                 slot_count: int = 0, untyped_input_slots: Sequence[int] = ()):
         self.steps = steps
         self.backend = backend  # translates device failures (out of GPU memory) into KuiperErrors
         self.input_slots, self.output_slots, self.slot_count = tuple(input_slots), tuple(output_slots), slot_count
@@ -86,7 +86,7 @@ class ExecutionPlan:
         # never offered a buffer: its sub-graphs' ops would take it.
         self.plans_memory = switch_from_env(MEMORY_PLAN_ENV, True) and NUMPY_ARRAYS in backend.capabilities
         self.memory_plans: dict[tuple, MemoryPlan | None] = {}
-        self.untyped_input_slots: tuple[int, ...] = ()  # feeds of any dtype (set by the Model)
+        self.untyped_input_slots = tuple(untyped_input_slots)  # the slots of feeds whose input declares no dtype
         self._plannable = tuple(not step.op.has_subgraphs for step in steps)
         self.specialize = switch_from_env(SPECIALIZE_ENV, True)
         self.entries: tuple = ()  # the steps with their specialized forwards, once a call has made them
@@ -119,10 +119,7 @@ class ExecutionPlan:
                 else:
                     result = call(*[slots[i] for i in inputs])
             except Exception as exc:
-                failure = self._failure(exc, self.steps[index], [slots[i] for i in inputs])
-                if failure is exc:
-                    raise
-                raise failure from exc
+                self._raise_for(exc, self.steps[index], [slots[i] for i in inputs])
             if output != MULTIPLE:
                 slots[output] = result
             else:
@@ -143,10 +140,7 @@ class ExecutionPlan:
                 # (A specialization that fails names the op too, as its forward's failures do.)
                 fast = op.specialized(inputs) if self.specialize and "forward" not in vars(op) else None
             except Exception as exc:
-                failure = self._failure(exc, step, inputs)
-                if failure is exc:
-                    raise
-                raise failure from exc
+                self._raise_for(exc, step, inputs)
             self._unpack(step, result, slots)
             entries.append(self._entry(index, step, op.forward if fast is None else fast))
             del inputs
@@ -195,10 +189,7 @@ class ExecutionPlan:
             try:
                 result = call(*values)
             except Exception as exc:
-                failure = self._failure(exc, self.steps[index], values)
-                if failure is exc:
-                    raise
-                raise failure from exc
+                self._raise_for(exc, self.steps[index], values)
             finally:
                 requested = output_buffers.stop_recording()
             step = self.steps[index]
@@ -216,7 +207,8 @@ class ExecutionPlan:
     def _run_offering(self, slots: list, plan: MemoryPlan) -> None:
         """``run``, offering each planned step its buffers (``kuiper.output_buffers.output_array``).  An output
         that still lies in the arena afterwards (an op whose aliasing changed with its inputs' values) is
-        copied out: the next call overwrites the arena."""
+        copied out: the next call overwrites the arena.  ``run``'s loop with the offers, written apart so that
+        a loop body's iterations (``run``, never planned) pay nothing for them."""
         offers = plan.offers()
         state = output_buffers.offer_state()
         for call, count, first, second, inputs, output, frees, index in self.entries:
@@ -232,10 +224,7 @@ class ExecutionPlan:
                     result = call(*[slots[i] for i in inputs])
             except Exception as exc:
                 state.buffers = None
-                failure = self._failure(exc, self.steps[index], [slots[i] for i in inputs])
-                if failure is exc:
-                    raise
-                raise failure from exc
+                self._raise_for(exc, self.steps[index], [slots[i] for i in inputs])
             if offered is not None:
                 state.buffers = None
             if output != MULTIPLE:
@@ -303,10 +292,7 @@ class ExecutionPlan:
             try:
                 result = call(*inputs)
             except Exception as exc:
-                failure = self._failure(exc, step, inputs)
-                if failure is exc:
-                    raise
-                raise failure from exc
+                self._raise_for(exc, step, inputs)
             outputs = self._unpack(step, result, slots)
             observer.after_step(step.node, inputs, outputs)
             del inputs
@@ -326,6 +312,13 @@ class ExecutionPlan:
         for slot, value in zip(step.output_slots, result):
             slots[slot] = value
         return tuple(result)
+
+    def _raise_for(self, exc: Exception, step: Step, inputs: list) -> None:
+        """Raise what ``exc``, raised by ``step``'s op, becomes (``_failure``): itself, or a translation of it."""
+        failure = self._failure(exc, step, inputs)
+        if failure is exc:
+            raise exc
+        raise failure from exc
 
     def _failure(self, exc: Exception, step: Step, inputs: list) -> Exception:
         """The error to raise for ``exc`` from ``step``: it names the op (or is the backend's device error);

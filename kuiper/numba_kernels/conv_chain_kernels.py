@@ -26,19 +26,21 @@ from .runtime import kernel
 
 
 @njit(inline="always")
+def _geometry(layers, layer):
+    """(C_IN, KH, KW, HP, WP, STRIDE, the sums of one channel: H_OUT * WP) of a layer's row."""
+    wp = layers[layer, WP]
+    return (layers[layer, C_IN], layers[layer, KH], layers[layer, KW], layers[layer, HP], wp,
+            layers[layer, STRIDE], layers[layer, H_OUT] * wp)
+
+
+@njit(inline="always")
 def _taps(padded, sums, weights, layers, layer, co):
     """sums[j] = sum over (ci, ky, kx) of w[co, ci, ky, kx] * padded[ci, ky * WP + kx + s * j], j < H_OUT * WP.
 
     ``sums`` is an array the kernel allocated itself: the compiler then knows that it shares no
     memory with ``padded`` and vectorises the loop (into a slice of an argument it did not).
     """
-    c_in = layers[layer, C_IN]
-    kh = layers[layer, KH]
-    kw = layers[layer, KW]
-    hp = layers[layer, HP]
-    wp = layers[layer, WP]
-    stride = layers[layer, STRIDE]
-    span = layers[layer, H_OUT] * wp
+    c_in, kh, kw, hp, wp, stride, span = _geometry(layers, layer)
     weight_at = layers[layer, WEIGHT_AT] + co * c_in * kh * kw
     sums[:span] = 0.0
     for ci in range(c_in):
@@ -61,13 +63,7 @@ def _taps_four(padded, sums, weights, layers, layer, co):
     """``_taps`` for channels co to co + 3 at once (into rows 0-3 of ``sums``): each tap's source is read
     once for all four, and the loops over the taps are a quarter as many, where their set-up, not the
     multiply-adds of a small layer's short rows, was the time."""
-    c_in = layers[layer, C_IN]
-    kh = layers[layer, KH]
-    kw = layers[layer, KW]
-    hp = layers[layer, HP]
-    wp = layers[layer, WP]
-    stride = layers[layer, STRIDE]
-    span = layers[layer, H_OUT] * wp
+    c_in, kh, kw, hp, wp, stride, span = _geometry(layers, layer)
     taps = c_in * kh * kw
     weight_at = layers[layer, WEIGHT_AT] + co * taps
     s0, s1, s2, s3 = sums[0], sums[1], sums[2], sums[3]

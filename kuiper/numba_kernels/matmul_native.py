@@ -145,12 +145,11 @@ class _RowMajorDot:
         other order): the dot while the inputs are ndarrays of the sample's float32, shapes and strides
         (the checks written out in one function), ``forward`` else."""
         (shape_a, shape_b), (strides_a, strides_b) = self.shapes, self.strides
+        shape_out = (shape_a[0], shape_b[1])  # the product's, before the inputs are put in the op's order
+        planned = shape_out[0] * shape_out[1] >= PLANNED_MIN_ELEMENTS  # as guarded_with_bias
         if swap:
             shape_a, shape_b, strides_a, strides_b = shape_b, shape_a, strides_b, strides_a
         array, float32, dot = np.ndarray, np.dtype(np.float32), np.dot
-        first, second = (shape_b, shape_a) if swap else (shape_a, shape_b)
-        shape_out = (first[0], second[1])
-        planned = shape_out[0] * shape_out[1] >= PLANNED_MIN_ELEMENTS  # as guarded_with_bias
 
         def direct(a, b):
             if (a.__class__ is array and b.__class__ is array and a.dtype is float32 and b.dtype is float32

@@ -116,7 +116,10 @@ class ElementwiseOp(Op):
     def forward(self, *inputs):
         function, run, result_dtype = self.compiled(inputs)
         lent = self.lent_output(inputs, result_dtype) if self.donated_inputs and result_dtype is not None else None
-        if lent is None and result_dtype is not None and self.numpy_results:
+        # A result of PLANNED_MIN_ELEMENTS or more (an input that large says so without working out the
+        # result's shape) goes into an array of the memory plan's; smaller ones let the function allocate.
+        if (lent is None and result_dtype is not None and self.numpy_results
+                and any(getattr(value, "size", 0) >= PLANNED_MIN_ELEMENTS for value in inputs)):
             lent = output_array(self._result_shape(inputs), result_dtype)
         if lent is not None:
             return run(*inputs, out=lent)
