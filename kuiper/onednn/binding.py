@@ -170,6 +170,7 @@ class Library:
         self.scratchpad_user = self.enum(self.scratchpad_mode2str, "user")
         self.softmax_accurate = self.enum(self.alg_kind2str, "softmax_accurate", values=SOFTMAX_ALGORITHMS)
         self.binary_mul = self.enum(self.alg_kind2str, "binary_mul", values=BINARY_ALGORITHMS)
+        self.binary_add = self.enum(self.alg_kind2str, "binary_add", values=BINARY_ALGORITHMS)
         self.openmp, self.openmp_name = _openmp(version.cpu_runtime)  # the runtime's library, its file name
         self.default_threads = self.openmp.omp_get_max_threads() if self.openmp is not None else None
         self.engine = Handle()

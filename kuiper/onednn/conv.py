@@ -24,7 +24,8 @@ import numpy as np
 
 from ..output_buffers import output_array
 from .blocked import Blocked, ToPlain, channels_last_order, channels_last_view
-from .binding import ARG_BIAS, ARG_DST, ARG_POST_OP_DW, ARG_SRC, ARG_WEIGHTS, Library, OneDnnError
+from .binding import (ARG_BIAS, ARG_DST, ARG_POST_OP_DW, ARG_SRC, ARG_SRC_1, ARG_WEIGHTS, Library, OneDnnError,
+                      post_op_argument)
 from .primitives import (ONE_THREAD_WORK, PLAIN_CONV_WORK, Attributes, Layout, PlanCache, Primitive, Reorders,
                          dense_strides, dims,
                          in_strides, pads_after, reorder)
@@ -72,6 +73,9 @@ class _Plan:
     out_shape: tuple[int, ...]
     to_plain: ToPlain  # the output as a plain array (no copy where the convolution writes plain NCHW)
     to_channels_last: ToPlain | None = None  # the output as a channels-last view, made on first use
+    # The argument number the residual goes in as, in ``result``'s layout, where a binary add post-op
+    # adds it (``_blocked_primitive``); None: a sum post-op adds what the output buffer holds.
+    residual_argument: int | None = None
     reorder_in: Primitive | None = None  # plain_in -> source, made on the first plain input that needs it
     # (the last Blocked input's layout object, the reorder from it to ``source`` or None): a producer
     # hands over the same layout object call after call, so its comparison with ``source`` is made once
@@ -190,11 +194,14 @@ class Convolution:
             source = self._blocked_in(x, plan, threads)
         else:
             source = self._plain_in(x, plan, threads)
-        if residual is not None:
+        arguments = {**plan.constants, ARG_SRC: source}
+        if residual is not None and plan.residual_argument is None:
             result = self._in_layout(residual, plan.to_plain.plain, plan.result, threads, fresh=True)
         else:
             result = (plan.result, plan.result.output())
-        arguments = {**plan.constants, ARG_SRC: source, ARG_DST: result}
+        if residual is not None and plan.residual_argument is not None:
+            arguments[plan.residual_argument] = self._in_layout(residual, plan.to_plain.plain, plan.result, threads)
+        arguments[ARG_DST] = result
         if weight is not None:
             arguments[ARG_WEIGHTS] = self._call_weight(weight, plan, threads)
         if bias is not None:
@@ -224,8 +231,17 @@ class Convolution:
             step = plan.reorder_in if x_layout is None else self._reorder(x_layout, plan.source, threads)
             source = builder.value(plan.source)
             builder.run(step, {}, {ARG_SRC: x, ARG_DST: source}, threads)
+        values = {ARG_SRC: source}
         residual_layout = residual_layout or plan.to_plain.plain
-        if residual is None:
+        if residual is not None and plan.residual_argument is not None:  # a binary add post-op reads it
+            if residual_layout != plan.result:
+                aligned = builder.value(plan.result)
+                builder.run(self._reorder(residual_layout, plan.result, threads), {},
+                            {ARG_SRC: residual, ARG_DST: aligned}, threads)
+                residual = aligned
+            values[plan.residual_argument] = residual
+            out = builder.value(plan.result)
+        elif residual is None:
             out = builder.value(plan.result)
         elif residual_layout == plan.result:
             out = builder.starting_as(plan.result, residual)  # a sum post-op adds what the output holds
@@ -233,7 +249,8 @@ class Convolution:
             out = builder.value(plan.result)
             builder.run(self._reorder(residual_layout, plan.result, threads), {}, {ARG_SRC: residual, ARG_DST: out},
                         threads)
-        builder.run(plan.convolution, plan.constants, {ARG_SRC: source, ARG_DST: out}, threads)
+        values[ARG_DST] = out
+        builder.run(plan.convolution, plan.constants, values, threads)
         to_plain = self._to_plain(plan, channels_last)
         if blocked or to_plain.step is None:
             return out, plan.result
@@ -475,7 +492,7 @@ class Convolution:
         own_shape = self._own_output_shape(shape)
         right = self._pads_after(shape)
         plain_in = Layout.plain(library, shape)
-        convolution = None
+        convolution, residual_argument = None, None
         if plain_io and self._runs_plain(self.work(shape)):
             try:
                 convolution = self._primitive(shape, plain_in, Layout.plain(library, out_shape), right)
@@ -486,7 +503,7 @@ class Convolution:
                 # reference loop, which runs them on plain layouts, is 400x slower than the blocked kernels.
                 convolution = None
         if convolution is None:
-            convolution = self._blocked_primitive(shape, own_shape, right)
+            convolution, residual_argument = self._blocked_primitive(shape, own_shape, right)
         source, result = convolution.layout(ARG_SRC), convolution.layout(ARG_DST)  # dst: the fused conv's
         if result.nbytes < 4 * math.prod(out_shape):
             raise OneDnnError(f"convolution of {shape}: oneDNN's output is not of shape {out_shape}")
@@ -500,7 +517,7 @@ class Convolution:
         return _Plan(
             convolution=convolution, threads=threads, constants=constants, weight_layout=weight_layout,
             source=plain_in if reads_plain else source, result=result, plain_in=plain_in, reads_plain=reads_plain,
-            out_shape=out_shape, to_plain=ToPlain(library, result, out_shape),
+            out_shape=out_shape, to_plain=ToPlain(library, result, out_shape), residual_argument=residual_argument,
         )
 
     def _pads_after(self, shape) -> list[int]:
@@ -515,10 +532,11 @@ class Convolution:
         return pads_after(windows, positions, self.kernel, self.stride, self.dilation,
                           [before for before, _ in self.pads])
 
-    def _blocked_primitive(self, shape, out_shape, right) -> Primitive:
-        """The convolution on blocked layouts: for a 2-D convolution whose output maps have at least
-        ``CHANNEL_BLOCK_MIN_POSITIONS`` positions, channels in blocks of 16 (nChw16c) where there are
-        that many channels; else the layouts oneDNN picks.
+    def _blocked_primitive(self, shape, out_shape, right) -> tuple[Primitive, int | None]:
+        """The convolution on blocked layouts, and the argument number a residual goes in as (None: a sum
+        post-op adds it): for a 2-D convolution whose output maps have at least ``CHANNEL_BLOCK_MIN_POSITIONS``
+        positions, channels in blocks of 16 (nChw16c) where there are that many channels; else the layouts
+        oneDNN picks.
 
         Left to pick, oneDNN 3.2 takes channels-last (nhwc) and its brgemm kernels for every layer of
         MobileNetV2, which on nChw16c runs its direct jit kernels instead: batch 8, 1 thread, its 21
@@ -527,28 +545,41 @@ class Convolution:
         On 7x7 maps brgemm wins (ResNet-18's 512-channel 3x3 convs: 5.3 against 6.8 ms for three, batch
         1) or ties (MobileNetV2's), and from 14x14 up the two tie on ResNet-18's and YOLOv5's dense
         3x3 convs.  Where the kernels for nChw16c are only reference or GEMM ones (a grouped conv
-        whose groups do not fill blocks), oneDNN picks after all."""
+        whose groups do not fill blocks), oneDNN picks after all.
+
+        oneDNN 3.2's direct nChw16c kernels take a sum post-op only first: a residual added after an
+        activation (YOLOv5's bottlenecks: x + SiLU(conv(x))) found only the reference kernel there, so
+        oneDNN picked nhwc and brgemm, and a reorder went in and out of every bottleneck.  Such a sum is
+        made a binary add post-op, which those kernels take, with the residual passed as its operand."""
         library = self.library
         if (PREFER_CHANNEL_BLOCKS and self.output_padding is None and len(shape) == 4
                 and out_shape[2] * out_shape[3] >= CHANNEL_BLOCK_MIN_POSITIONS):
             source, result = _channel_blocked(library, shape), _channel_blocked(library, out_shape)
-            try:
-                convolution = self._primitive(shape, source, result, right)
-            except OneDnnError:
-                convolution = None
-            if convolution is not None and not _reference_or_gemm(convolution.implementation()):
-                return convolution
-        return self._primitive(shape, Layout.any(library, shape), Layout.any(library, out_shape), right)
+            chains = [(self.post_ops, None)]
+            if self.adds_residual and self.post_ops.index(("sum",)) > 0:
+                at = self.post_ops.index(("sum",))
+                adding = self.post_ops[:at] + (("add",),) + self.post_ops[at + 1:]
+                chains.append((adding, post_op_argument(at, ARG_SRC_1)))
+            for post_ops, residual_argument in chains:
+                try:
+                    convolution = self._primitive(shape, source, result, right, post_ops)
+                except OneDnnError:
+                    continue
+                if not _reference_or_gemm(convolution.implementation()):
+                    return convolution, residual_argument
+        return self._primitive(shape, Layout.any(library, shape), Layout.any(library, out_shape), right), None
 
-    def _primitive(self, shape, source: Layout, result: Layout, right) -> Primitive:
-        """The (transposed) convolution primitive of inputs of ``shape`` from ``source`` to ``result``."""
+    def _primitive(self, shape, source: Layout, result: Layout, right, post_ops=None) -> Primitive:
+        """The (transposed) convolution primitive of inputs of ``shape`` from ``source`` to ``result``, with
+        ``post_ops`` (None: the convolution's own; a binary one's operand is in ``result``'s layout)."""
         library = self.library
         any_weight = Layout.any(library, self._weight_shape())
         bias = self.bias[0].handle if self.bias is not None else None
         create, algorithm = library.convolution_forward_primitive_desc_create, library.convolution_direct
         if self.output_padding is not None:
             create, algorithm = library.deconvolution_forward_primitive_desc_create, library.deconvolution_direct
-        with Attributes(library, self.post_ops) as attributes:
+        post_ops = self.post_ops if post_ops is None else post_ops
+        with Attributes(library, post_ops, operand=result) as attributes:
             return Primitive(library, lambda pointer: create(
                 pointer, library.engine, library.forward_inference, algorithm, source.handle,
                 any_weight.handle, bias, result.handle, dims(self.stride), dims(d - 1 for d in self.dilation),

@@ -378,9 +378,10 @@ class Attributes:
     """A primitive's attributes, for the time the primitive is made: the scratchpad passed per call, and
     the post-ops applied to its output in order: ``("sum",)`` adds what the output buffer held before
     the call, ``("depthwise", kernel, stride, padding)`` runs a depthwise convolution over it (its weight
-    and bias passed with the call, ``ARG_POST_OP_DW`` or-ed with their argument numbers), ``("mul",)``
-    multiplies by a tensor of ``operand``'s layout passed with the call (argument ``post_op_argument(index,
-    ARG_SRC_1)``), ``(algorithm, alpha, beta)`` an element-wise function (oneDNN's names: ``eltwise_relu``)."""
+    and bias passed with the call, ``ARG_POST_OP_DW`` or-ed with their argument numbers), ``("mul",)`` and
+    ``("add",)`` multiply by or add a tensor of ``operand``'s layout passed with the call (argument
+    ``post_op_argument(index, ARG_SRC_1)``), ``(algorithm, alpha, beta)`` an element-wise function (oneDNN's
+    names: ``eltwise_relu``)."""
 
     def __init__(self, library: Library, post_ops=(), operand: Layout | None = None):
         self.library = library
@@ -396,10 +397,11 @@ class Attributes:
                 elif step[0] == "depthwise":  # ("depthwise", kernel, stride, left padding): a fused depthwise conv
                     status = library.post_ops_append_dw(self.post_ops, library.f32, library.f32, library.f32,
                                                         *step[1:])
-                elif step[0] == "mul":
+                elif step[0] in ("mul", "add"):
                     if operand is None:
-                        raise OneDnnError("a multiply post-op needs the layout of what it multiplies by")
-                    status = library.post_ops_append_binary(self.post_ops, library.binary_mul, operand.handle)
+                        raise OneDnnError(f"a binary {step[0]} post-op needs the layout of its second operand")
+                    algorithm = library.binary_mul if step[0] == "mul" else library.binary_add
+                    status = library.post_ops_append_binary(self.post_ops, algorithm, operand.handle)
                 else:
                     name, alpha, beta = step
                     status = library.post_ops_append_eltwise(self.post_ops, library.alg_kind(name), alpha, beta)

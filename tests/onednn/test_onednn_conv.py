@@ -13,7 +13,7 @@ import pytest
 
 from kuiper import onednn
 from kuiper.onednn import conv as onednn_conv
-from kuiper.onednn.primitives import MAX_PLANS, Primitive
+from kuiper.onednn.primitives import MAX_PLANS, Layout, Primitive
 
 pytestmark = pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
 
@@ -382,6 +382,34 @@ def test_a_small_convolution_whose_post_ops_the_gemm_kernel_lacks_takes_the_bloc
     residual = RNG.standard_normal((shape[0], out_channels) + shape[2:]).astype(np.float32)
     expected = np.maximum(np.maximum(float64_conv(x, weight, None, stride, dilation, pads, groups), 0) + residual, 0)
     assert np.max(np.abs(conv(x, residual=residual) - expected)) <= TOLERANCE
+
+
+@pytest.mark.parametrize("residual_blocked", [False, True], ids=["plain residual", "blocked residual"])
+def test_a_residual_after_an_activation_keeps_the_channel_blocked_kernel(residual_blocked, monkeypatch):
+    """YOLOv5's bottleneck, x + SiLU(conv(x)): oneDNN's direct nChw16c kernels take a sum post-op only first,
+    so the sum is made a binary add with the residual as its operand, and the conv stays on nChw16c (no
+    reorder in and out of channels-last around it).  The residual is read, never written."""
+    monkeypatch.setattr(onednn_conv, "PLAIN_CONV_WORK", 0)  # the blocked kernels
+    x = RNG.standard_normal((1, 32, 12, 12)).astype(np.float32)
+    weight = (RNG.standard_normal((32, 32, 3, 3)) / 10).astype(np.float32)
+    bias = RNG.standard_normal(32).astype(np.float32)
+    library = onednn.library()
+    conv = onednn.Convolution(library, weight, bias, (1, 1), (1, 1), ((1, 1), (1, 1)), 1,
+                              post_ops=(("eltwise_swish", 1.0, 0.0), ("sum",)))
+    plan = conv.plan(x.shape, 1, plain_io=False)
+    assert plan.residual_argument is not None
+    assert plan.result == Layout.tagged(library, (1, 32, 12, 12), onednn_conv.CHANNEL_BLOCKED_2D)
+    assert not onednn_conv._reference_or_gemm(plan.convolution.implementation())
+    residual = RNG.standard_normal((1, 32, 12, 12)).astype(np.float32)
+    given = residual
+    if residual_blocked:  # a residual another convolution left blocked: the identity 1x1 conv of it
+        identity = np.eye(32, dtype=np.float32).reshape(32, 32, 1, 1)
+        given = onednn.Convolution(library, identity, None, (1, 1), (1, 1), ((0, 0), (0, 0)), 1)(residual, blocked=True)
+    convolved = float64_conv(x, weight, bias, (1, 1), (1, 1), ((1, 1), (1, 1)), 1)
+    expected = convolved / (1 + np.exp(-convolved)) + residual
+    got = conv(x, 1, residual=given, blocked=True)
+    assert np.max(np.abs(got.plain() - expected)) <= TOLERANCE
+    np.testing.assert_array_equal(np.asarray(given), residual)
 
 
 def test_memory_objects_are_repointed_only_at_buffers_that_changed(monkeypatch):
