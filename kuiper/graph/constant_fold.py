@@ -14,7 +14,10 @@ Rewrites of OpNodes before fusion (fusion.py). They read only the op set, never 
    IR constant of that value and dtype in the op's math, when the constant's shape cannot
    change the result's: ``max(x, 0)`` is then ReLU, ``clamp(0, x, 6)`` ReLU6.
 3. ``mul(conv(x), c)`` (or ``mul(linear(x), c)``), ``c`` as in 1. (a layer scale: ConvNeXt's and
-   EdgeNeXt's ``gamma``), becomes the op with weight and bias times ``c``.
+   EdgeNeXt's ``gamma``), becomes the op with weight and bias times ``c``.  Inside larger math too
+   (PoolFormer's ``x + fc2(y) * gamma``, one PNNX expression of three inputs), where the op's result
+   and ``c`` appear only as that product: the op's weight and bias take ``c``, and the math reads 1
+   in its place.
 4. A BatchNorm (running statistics, its own constants) of a Linear's output, read as (rows,
    features) directly or through ``flatten`` (and given back its shape by ``reshape_as`` the
    Linear's output, as LeViT writes its Linear + BatchNorm1d), becomes the Linear with the
@@ -38,7 +41,8 @@ import numpy as np
 from ..backends import get_backend
 from ..errors import KuiperError
 from ..ir import dtypes, make
-from ..ir.nodes import Binary
+from ..ir.nodes import Binary, Var
+from ..ir.visitors import Visitor
 from ..model_ir import OperandInfo, OpNode
 from ..ops.conv import ConvNd
 from ..ops.elementwise import FUSED_TYPE, ElementwiseMath, function_for
@@ -57,6 +61,7 @@ def fold_constants(order: list[OpNode], operands: dict[str, OperandInfo], model_
     """The op order with both rewrites made and the ops they left unread dropped."""
     order = fold_batch_norms_into_linears(order, operands, set(model_outputs))
     order = fold_channel_scales_into_weights(order, operands, set(model_outputs), target)
+    order = fold_channel_scales_inside_math(order, operands, set(model_outputs), target)
     order = fold_channel_adds_into_biases(order, operands, set(model_outputs), target)
     order = inline_single_values(order, operands, target)
     return _without_unread_ops(order, model_outputs)
@@ -74,6 +79,81 @@ def fold_channel_scales_into_weights(order: list[OpNode], operands: dict[str, Op
     """Each float32 ``conv * per-channel constant`` (or Linear * per-feature constant: a layer scale) as the
     op with its weight and bias scaled."""
     return _fold_per_channel(order, operands, kept, target, "mul", _with_scale)
+
+
+def fold_channel_scales_inside_math(order: list[OpNode], operands: dict[str, OperandInfo], kept: set[str],
+                                    target: Target) -> list[OpNode]:
+    """Each elementwise op of three or more float32 inputs whose math reads a conv's (or Linear's) result
+    only as its product with a per-channel constant, and the constant only there: the op's weight and
+    bias take the constant, and the math reads 1 for it (``x + conv(y) * gamma`` becomes ``x + conv'(y)``,
+    a residual sum that oneDNN runs as a post-op)."""
+    maths = elementwise_maths(order, target)
+    producer, readers = producers_and_readers(order)
+    rewritten: dict[str, OpNode] = {}  # layers with their scale, and the ops reading them with 1 for it
+    for node in order:
+        math_of_node = maths.get(node.name)
+        if math_of_node is None or len(node.inputs) < 3 or node.name in rewritten:
+            continue
+        try:
+            function = function_for(math_of_node, (FLOAT32,) * len(node.inputs))
+        except KuiperError:
+            continue
+        statements = function.body.stmts
+        if len(statements) != 1 or len(function.results) != 1:
+            continue
+        for position, operand in enumerate(node.inputs):
+            layer = producer.get(operand)
+            if (layer is None or layer.name in rewritten or operand in kept or readers[operand] != 1
+                    or position in math_of_node.whole_inputs):
+                continue
+            axis = _bias_axis(layer, operands)
+            if axis is None:
+                continue
+            scale = _channel_scale(node, position, function, producer, operands, layer.attrs["weight"].shape[0], axis)
+            if scale is not None:
+                factor, channels = scale
+                rewritten[layer.name] = _with_scale(layer, channels, layer.outputs)
+                rewritten[node.name] = _with_constants(node, math_of_node, {factor: np.ones((), np.float32)})
+                break
+    return [rewritten.get(node.name, node) for node in order]
+
+
+def _channel_scale(node: OpNode, position: int, function, producer, operands, channels: int,
+                   axis: int) -> tuple[int, np.ndarray] | None:
+    """(the input position of a per-channel constant that the math multiplies input ``position`` by, its
+    vector) where both inputs appear only in that product; else None."""
+    value, params = function.body.stmts[0].value, function.params
+    for factor, operand in enumerate(node.inputs):
+        if factor == position:
+            continue
+        vector = _per_channel(_constant_value(operand, producer), operands[node.inputs[position]].shape, channels, axis)
+        if vector is not None and _only_as_product(value, params[position], params[factor]):
+            return factor, vector
+    return None
+
+
+def _only_as_product(value, first: Var, second: Var) -> bool:
+    """Whether ``first`` and ``second`` appear in ``value`` only as the float32 product of the two."""
+    finder = _ProductFinder((Binary("mul", first, second, FLOAT32), Binary("mul", second, first, FLOAT32)),
+                            (first, second))
+    finder(value)
+    return finder.products > 0 and not finder.alone
+
+
+class _ProductFinder(Visitor):
+    """Counts the occurrences of ``product`` (either order) and notes any of its factors outside one."""
+
+    def __init__(self, product: tuple, factors: tuple):
+        self.product, self.factors = product, factors
+        self.products, self.alone = 0, False
+
+    def visit(self, node):
+        if node in self.product:
+            self.products += 1
+        elif node in self.factors:
+            self.alone = True
+        else:
+            self.generic_visit(node)
 
 
 def _fold_per_channel(order, operands, kept, target: Target, operation: str, rewrite) -> list[OpNode]:

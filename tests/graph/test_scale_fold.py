@@ -78,3 +78,40 @@ def test_a_factor_that_varies_along_rows_or_a_layer_output_also_returned_stays_a
     z, y = model(x)
     np.testing.assert_allclose(z, _linear(x) * GAMMA, rtol=0, atol=2e-5)
     np.testing.assert_allclose(y, _linear(x), rtol=0, atol=2e-5)
+
+
+def _residual_model(tmp_path, expr):
+    """PoolFormer's block end: one PNNX expression of the residual r, the conv's result y and the scale g."""
+    body = f"""
+pnnx.Input in0 0 1 x #x=(1,3,9,9)f32
+pnnx.Input in1 0 1 r #r=(1,32,9,9)f32
+{CONV} #x=(1,3,9,9)f32 #y=(1,32,9,9)f32
+pnnx.Attribute scale 0 1 g @data=({OUT},1,1)f32 #g=({OUT},1,1)f32
+pnnx.Expression sum 3 1 r y g z expr={expr} #z=(1,32,9,9)f32
+pnnx.Output output 1 0 z
+"""
+    weights = {"conv.weight": CONV_WEIGHT.tobytes(), "conv.bias": BIAS.tobytes(), "scale.data": GAMMA.tobytes()}
+    return kuiper.load(write_model(tmp_path, param_text(body), weights))
+
+
+def test_a_layer_scale_inside_a_residual_expression_folds_into_the_conv(tmp_path):
+    """``r + conv(x) * g`` in one expression: the conv's weight and bias take g, the expression reads 1 for
+    it, so the conv's epilogue is a plain residual sum (a oneDNN post-op where oneDNN runs the conv)."""
+    model = _residual_model(tmp_path, "add(@0,mul(@1,@2))")
+    conv = next(step for step in model.steps if step.node.type == "Conv2d")
+    np.testing.assert_allclose(conv.node.attrs["weight"], CONV_WEIGHT * GAMMA[:, None, None, None], rtol=1e-6)
+    assert "Constant" not in [step.node.type for step in model.steps]  # the scale is read nowhere now
+    x = RNG.standard_normal((1, 3, 9, 9)).astype(np.float32)
+    r = RNG.standard_normal((1, 32, 9, 9)).astype(np.float32)
+    np.testing.assert_allclose(model(x, r), r + _conv(x) * GAMMA[:, None, None], rtol=0, atol=2e-5)
+
+
+def test_a_conv_result_read_outside_its_product_with_the_scale_keeps_the_scale(tmp_path):
+    """``r + conv(x) * g + conv(x)``: scaling the weight would scale the second term too, so nothing folds."""
+    model = _residual_model(tmp_path, "add(add(@0,mul(@1,@2)),@1)")
+    conv = next(step for step in model.steps if step.node.type == "Conv2d")
+    np.testing.assert_array_equal(conv.node.attrs["weight"], CONV_WEIGHT)
+    x = RNG.standard_normal((1, 3, 9, 9)).astype(np.float32)
+    r = RNG.standard_normal((1, 32, 9, 9)).astype(np.float32)
+    expected = r + _conv(x) * GAMMA[:, None, None] + _conv(x)
+    np.testing.assert_allclose(model(x, r), expected, rtol=0, atol=3e-5)
