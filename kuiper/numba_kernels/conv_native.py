@@ -354,6 +354,64 @@ class WeightInputPath(OneDnnPath):
         # A one-input epilogue (numba_kernels/conv.py) ran as the call's post-ops, or runs after it here.
         return out if self._weight_input_post_ops() is not None else self.run_epilogue(out, ())
 
+    def specialized(self, inputs):
+        """For an op whose weight is an input: ``_weight_input_forward`` for inputs like ``inputs`` as one sequence
+        that reorders the call's weight itself (``Convolution.weight_input_sequence_for``), behind the guards that
+        forward runs per call (the size budget, the bound that shows every output finite).  x of another class,
+        shape or layout, a weight of other strides, another thread count: ``forward``."""
+        if self.static_weight is not None:
+            return super().specialized(inputs)
+        if self._weight_input_post_ops() is None or len(inputs) != 2 + (self.bias_pos is not None):
+            return None  # an epilogue that runs after the conv: forward
+        x, weight = inputs[self.input_pos], inputs[self.weight_pos]
+        bias = None if self.bias_pos is None else inputs[self.bias_pos]
+        if not _plain_float32(weight, self.spatial + 2) or (bias is not None and not _plain_float32(bias, 1)):
+            return None
+        native_weight = self._onednn_weight(weight)
+        native = self._natives_by_weight.get(native_weight.shape)
+        if native is None or not (isinstance(x, onednn.Blocked) or _plain_float32(x, self.spatial + 2)):
+            return None
+        if bias is not None and not (bias.flags.c_contiguous and bias.shape[0] == native_weight.shape[0]):
+            return None
+        library = native.library
+        threads = library.threads(model_threads())
+        weight_layout, _ = native.weight_memory(native_weight)
+        blocked = self.output_layout == NATIVE_LAYOUT
+        call = native.weight_input_sequence_for(x, weight_layout, bias is not None, threads, blocked,
+                                                self.output_layout == CHANNELS_LAST)
+        if call is None:
+            return None
+        out_shape = native.output_shape(x.shape)
+        largest = 4 * math.prod(max(self._weight_input_budget(x.shape, native), blocked_shape(out_shape),
+                                    key=math.prod))
+        like, weight_strides, weight_shape = same_kind_as(x), weight.strides, weight.shape
+        order = onednn_primitives.dense_order(native_weight)
+        input_pos, weight_pos, bias_pos, forward = self.input_pos, self.weight_pos, self.bias_pos, self.forward
+
+        def step(*values):
+            x, weight = values[input_pos], values[weight_pos]
+            bias = None if bias_pos is None else values[bias_pos]
+            if (like(x) and weight.__class__ is np.ndarray and weight.dtype is FLOAT32 and weight.shape == weight_shape
+                    and weight.strides == weight_strides and library.threads(model_threads()) == threads
+                    and (bias is None or (bias.__class__ is np.ndarray and bias.dtype is FLOAT32
+                                          and bias.shape == (out_shape[1],) and bias.flags.c_contiguous))
+                    and largest <= budget_bytes()):
+                native_weight = self._onednn_weight(weight)
+                memory = native_weight.transpose(order)  # the weight's memory, row-major (in_strides')
+                bound = (math.sqrt(sum_of_squares(np, memory)),
+                         0.0 if bias is None else float(np.max(np.abs(bias), initial=0.0)))
+                x_norm = _known_norm(x)
+                if x_norm is None or not finite_outputs((x_norm, 0.0), bound):
+                    x_norm = norm_of(x)
+                if finite_outputs((x_norm, 0.0), bound):
+                    out = call(x, memory) if bias is None else call(x, memory, bias)
+                    if blocked:
+                        out.norm_bound = conv_norm_bound(native, out_shape, x_norm, 0.0, bound)
+                    return out
+            return forward(*values)
+
+        return step
+
     def _fits(self, x_shape, weight_shape) -> bool:
         """Whether an input of ``x_shape`` and a weight of ``weight_shape`` (the op's own layout) fit."""
         raise NotImplementedError

@@ -267,3 +267,34 @@ def test_release_arena_frees_the_buffers_now_and_later_calls_plan_them_again(mon
     assert onednn.arena_bytes() == 0 and all(buffer() is None for buffer in buffers)  # freed, not just unlisted
     np.testing.assert_array_equal(run(x)[0].reshape(want.shape), want)
     assert onednn.arena_bytes() == held
+
+
+@pytest.mark.parametrize("with_bias", [False, True], ids=["no bias", "bias"])
+@pytest.mark.parametrize("weight_kind", ["row-major", "transposed view"])
+@pytest.mark.parametrize("x_kind", ["plain", "blocked"])
+def test_a_weight_input_sequence_gives_what_the_call_with_that_weight_gives(x_kind, weight_kind, with_bias, monkeypatch):
+    """A call's own weight (and bias), as JAX passes them: the sequence reorders the weight from its memory (a
+    transposed HWIO view read by its strides) into the kernel's layout, and gives __call__'s bits."""
+    monkeypatch.setattr(onednn_conv, "PLAIN_CONV_WORK", 0)  # the blocked kernels: the weight is reordered
+    conv = _conv(16, 24)
+    x = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)
+    if x_kind == "blocked":
+        x = _conv(16, 16)(x, 2, blocked=True)
+
+    def weight_and_bias():
+        hwio = (RNG.standard_normal((3, 3, 16, 24)) / 4).astype(np.float32)
+        weight = hwio.transpose(3, 2, 0, 1) if weight_kind == "transposed view" else np.ascontiguousarray(
+            hwio.transpose(3, 2, 0, 1))
+        return weight, RNG.standard_normal(24).astype(np.float32) if with_bias else None
+
+    weight, bias = weight_and_bias()
+    conv(x, 2, weight=weight, bias=bias, blocked=True)  # the plan for this input is made by a call
+    layout, memory = conv.weight_memory(weight)
+    assert (layout == conv.plain_weight[0]) == (weight_kind == "row-major")
+    call = conv.weight_input_sequence_for(x, layout, with_bias, 2, blocked=True)
+    assert call is not None
+    for _ in range(2):  # new values each call: nothing of the first weight is kept
+        weight, bias = weight_and_bias()
+        _, memory = conv.weight_memory(weight)
+        got = call(x, memory) if bias is None else call(x, memory, bias)
+        _same(got, conv(x, 2, weight=weight, bias=bias, blocked=True))
