@@ -27,8 +27,7 @@ from .blocked import Blocked, ToPlain, channels_last_order, channels_last_view
 from .binding import (ARG_BIAS, ARG_DST, ARG_POST_OP_DW, ARG_SRC, ARG_SRC_1, ARG_WEIGHTS, Library, OneDnnError,
                       post_op_argument)
 from .primitives import (ONE_THREAD_WORK, PLAIN_CONV_WORK, Attributes, Layout, PlanCache, Primitive, Reorders,
-                         dense_strides, dims,
-                         in_strides, pads_after, reorder)
+                         dense_strides, dims, in_strides, pads_after, reference_or_gemm, reorder)
 from .sequence import SequenceBuilder
 
 
@@ -49,13 +48,6 @@ def _channel_blocked(library: Library, shape) -> Layout:
 
 def _plain_float32(value) -> bool:
     return isinstance(value, np.ndarray) and value.dtype == np.float32 and value.flags.c_contiguous
-
-
-def _reference_or_gemm(implementation: str) -> bool:
-    """Whether oneDNN's name for a kernel (``jit_1x1:avx512_core``, ``x64:gemm:jit``, ``ref:any``, or a fused
-    pair's ``ref_fused_convolution:any:jit_1x1:avx512_core:jit_dw:avx512_core``) names a reference loop or
-    a GEMM, in whole or in part."""
-    return any(part in ("ref", "gemm") for part in implementation.split(":"))
 
 
 @dataclass
@@ -415,7 +407,7 @@ class Convolution:
         source = Layout.strided(library, shape, dense_strides(shape, order))
         result = Layout.strided(library, out_shape, dense_strides(out_shape, order))
         convolution = self._primitive(shape, source, result, self._pads_after(shape))
-        if _reference_or_gemm(convolution.implementation()):
+        if reference_or_gemm(convolution.implementation()):
             raise OneDnnError(f"convolution of {shape}: no channels-last kernel but {convolution.implementation()}")
         weight_layout = convolution.layout(ARG_WEIGHTS)
         constants = {ARG_WEIGHTS: self._weight_in(weight_layout, threads)}
@@ -621,7 +613,7 @@ class Convolution:
                     convolution = self._primitive(shape, source, result, right, post_ops)
                 except OneDnnError:
                     continue
-                if not _reference_or_gemm(convolution.implementation()):
+                if not reference_or_gemm(convolution.implementation()):
                     return convolution, residual_argument
         return self._primitive(shape, Layout.any(library, shape), Layout.any(library, out_shape), right), None
 

@@ -331,6 +331,13 @@ def in_strides(library: Library, array: np.ndarray, layouts: dict, shape=None) -
     return layout, array.transpose(order)
 
 
+def reference_or_gemm(implementation: str) -> bool:
+    """Whether oneDNN's name for a kernel (``jit_1x1:avx512_core``, ``x64:gemm:jit``, ``ref:any``, or a fused
+    pair's ``ref_fused_convolution:any:jit_1x1:avx512_core:jit_dw:avx512_core``) names a reference loop or
+    a GEMM, in whole or in part."""
+    return any(part in ("ref", "gemm") for part in implementation.split(":"))
+
+
 def address(buffer: np.ndarray) -> int:
     """The address of a C-contiguous array's data: 0.6 us through ctypes' buffer view, against 2.7 us for
     ``buffer.ctypes.data``, which a read-only or empty array still takes."""

@@ -44,6 +44,26 @@ def test_strided_heads_are_read_where_they_lie():
     np.testing.assert_allclose(out, expected, rtol=0, atol=TOLERANCE)
 
 
+def test_heads_whose_strides_get_only_the_gemm_kernel_are_copied_dense_for_brgemm():
+    """DeiT's heads ((1, 3, 197, 64) views of one projection): oneDNN has only its GEMM kernel for products of
+    those strides and its brgemm kernel for dense operands, so the plan copies q, k^T and v dense first; the
+    result is the bits the same attention gives on dense operands, and the operands are read, never written."""
+    from kuiper.onednn.primitives import reference_or_gemm
+
+    q, k, v = heads_of_one_projection(batch=1, length=197, heads=3, dim=64)
+    kept = [np.array(a, copy=True) for a in (q, k, v)]
+    attention = onednn.Attention(onednn.library())
+    out, _ = attention(q, k, v, 0.125, threads=1)
+    np.testing.assert_allclose(out, float64_attention(q, k, v, 0.125)[0], rtol=0, atol=TOLERANCE)
+    (plan,) = attention.plans.values()
+    assert plan.dense and not any(reference_or_gemm(p.implementation()) for p in (plan.scores, plan.mix))
+    for given, before in zip((q, k, v), kept):
+        np.testing.assert_array_equal(given, before)
+    dense_out, _ = attention(*kept, 0.125, threads=1)  # row-major operands: a plan of their own, no copies
+    assert not [p for p in attention.plans.values() if p is not plan][0].dense
+    np.testing.assert_array_equal(dense_out, out)
+
+
 def test_masks_add_to_the_scores_and_the_weights_come_back_when_asked():
     q, k, v = (RNG.standard_normal((2, 4, 5 if i == 0 else 7, 6)).astype(np.float32) for i in range(3))
     causal_like = np.where(RNG.random((5, 7)) < 0.3, -np.inf, 0.0).astype(np.float32)

@@ -13,7 +13,7 @@ import pytest
 
 from kuiper import onednn
 from kuiper.onednn import conv as onednn_conv
-from kuiper.onednn.primitives import MAX_PLANS, Layout, Primitive
+from kuiper.onednn.primitives import MAX_PLANS, Layout, Primitive, reference_or_gemm
 
 pytestmark = pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
 
@@ -399,7 +399,7 @@ def test_a_residual_after_an_activation_keeps_the_channel_blocked_kernel(residua
     plan = conv.plan(x.shape, 1, plain_io=False)
     assert plan.residual_argument is not None
     assert plan.result == Layout.tagged(library, (1, 32, 12, 12), onednn_conv.CHANNEL_BLOCKED_2D)
-    assert not onednn_conv._reference_or_gemm(plan.convolution.implementation())
+    assert not reference_or_gemm(plan.convolution.implementation())
     residual = RNG.standard_normal((1, 32, 12, 12)).astype(np.float32)
     given = residual
     if residual_blocked:  # a residual another convolution left blocked: the identity 1x1 conv of it
