@@ -8,9 +8,14 @@ apply the op's epilogue while the output is in cache: an activation, or a sum wi
 ``residual`` that the output buffer holds before the call, or a product with a ``factor`` of
 the output's shape (a gated linear unit's gate: ``numba_kernels/linear_native.py``).
 
-The weight stays as the file gave it, (out, in) row-major, described to oneDNN as the
-(in, out) matrix it is the transpose of: no copy, no reorder.  A primitive is made per row
-count and thread count the first time it is seen (about 1 ms), at most ``MAX_PLANS`` kept.
+The weight is given as the file gave it, (out, in) row-major, described to oneDNN as the (in, out)
+matrix it is the transpose of; each plan asks oneDNN for the layout its kernel reads the weight in,
+and the weight is reordered into that layout once, when the first plan that wants it is made.  Read
+as the transpose, the brgemm kernel packed the weight again at every call: ViT-Tiny's products
+(197 rows, 2 threads) took 214 against 195 us (qkv, 192 -> 576), 93 against 69 (the attention's
+projection), 272 against 258 and 278 against 257 (the MLP), about 0.9 of its 20 ms.  The packed copy
+is held beside the given one (the model's other paths read that).  A primitive is made per row count
+and thread count the first time it is seen (about 1 ms), at most ``MAX_PLANS`` kept.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import numpy as np
 
 from ..output_buffers import output_array
 from .binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_SRC_1, ARG_WEIGHTS, Library, OneDnnError, post_op_argument
-from .primitives import ONE_THREAD_WORK, Attributes, Layout, PlanCache, Primitive
+from .primitives import ONE_THREAD_WORK, Attributes, Layout, PlanCache, Primitive, reorder
 
 
 class MatMul:
@@ -31,6 +36,7 @@ class MatMul:
         self.weight = np.ascontiguousarray(weight, dtype=np.float32)
         self.out_features, self.in_features = self.weight.shape
         self.weight_layout = Layout.strided(library, (self.in_features, self.out_features), (1, self.in_features))
+        self.packed: list[tuple[Layout, np.ndarray]] = []  # the weight in each layout a plan's kernel reads
         self.bias = None
         if bias is not None:
             row = np.ascontiguousarray(np.reshape(bias, (1, self.out_features)), dtype=np.float32)
@@ -60,7 +66,7 @@ class MatMul:
         # Rows that lie column-major (the transpose of a row-major array: a conv's NCHW output seen as
         # tokens, PVT-v2's Mix-FFN) are read where they lie, not copied row-major first.
         column_major = x.dtype == np.float32 and not x.flags.c_contiguous and x.T.flags.c_contiguous
-        product, source, result = self.plan(rows, threads, column_major)
+        product, source, result, weight = self.plan(rows, threads, column_major)
         if out is not None and (out.shape != (rows, self.out_features) or out.dtype != np.float32
                                 or not out.flags.c_contiguous or residual is not None):
             raise OneDnnError(f"the output buffer must be a row-major float32 array of shape {(rows, self.out_features)}"
@@ -73,7 +79,7 @@ class MatMul:
         elif out is None:
             out = output_array((rows, self.out_features), np.float32)
         arguments = {ARG_SRC: (source, x.T if column_major else np.ascontiguousarray(x, dtype=np.float32)),
-                     ARG_WEIGHTS: (self.weight_layout, self.weight), ARG_DST: (result, out)}
+                     ARG_WEIGHTS: weight, ARG_DST: (result, out)}
         if self.bias is not None:
             arguments[ARG_BIAS] = self.bias
         if factor is not None:
@@ -84,24 +90,39 @@ class MatMul:
         product.run(arguments, threads)
         return out
 
-    def plan(self, rows: int, threads: int, column_major: bool = False) -> tuple[Primitive, Layout, Layout]:
-        """(the primitive, its input layout, its output layout) for ``rows`` rows on ``threads``, the rows
-        row-major or (``column_major``) as the transpose of a row-major (in, rows) array."""
+    def plan(self, rows: int, threads: int, column_major: bool = False) -> tuple[Primitive, Layout, Layout, tuple]:
+        """(the primitive, its input layout, its output layout, the weight argument: its layout and the weight in
+        it) for ``rows`` rows on ``threads``, the rows row-major or (``column_major``) as the transpose of a
+        row-major (in, rows) array."""
         return self.plans.get_or_make((rows, threads, column_major),
                                       lambda: self._make_plan(rows, threads, column_major), refusal_key=rows)
 
-    def _make_plan(self, rows: int, threads: int, column_major: bool) -> tuple[Primitive, Layout, Layout]:
+    def _make_plan(self, rows: int, threads: int, column_major: bool) -> tuple[Primitive, Layout, Layout, tuple]:
         library = self.library
         library.set_threads(threads)  # the primitive is made for this many threads
         source = (Layout.strided(library, (rows, self.in_features), (1, rows)) if column_major
                   else Layout.plain(library, (rows, self.in_features)))
         result = Layout.plain(library, (rows, self.out_features))
         bias = self.bias[0].handle if self.bias is not None else None
+        any_weight = Layout.any(library, (self.in_features, self.out_features))
         with Attributes(library, self.post_ops, operand=result) as attributes:
             product = Primitive(library, lambda pointer: library.matmul_primitive_desc_create(
-                pointer, library.engine, source.handle, self.weight_layout.handle, bias, result.handle,
+                pointer, library.engine, source.handle, any_weight.handle, bias, result.handle,
                 attributes.handle), f"matrix product of ({rows}, {self.in_features}) by {self.weight.shape}^T")
-        return product, source, result
+        return product, source, result, self._weight_in(product.layout(ARG_WEIGHTS), threads)
+
+    def _weight_in(self, layout: Layout, threads: int) -> tuple[Layout, np.ndarray]:
+        """The weight in ``layout``: the given one where that is its layout, else reordered once and kept."""
+        if layout == self.weight_layout:
+            return self.weight_layout, self.weight
+        for kept in self.packed:
+            if kept[0] == layout:
+                return kept
+        packed = (layout, layout.empty())
+        reorder(self.library, self.weight_layout, layout).run({ARG_SRC: (self.weight_layout, self.weight),
+                                                               ARG_DST: packed}, threads)
+        self.packed.append(packed)
+        return packed
 
     def implementation(self, rows: int, threads: int | None = None) -> str:
         return self.plan(rows, self.library.threads(threads))[0].implementation()

@@ -39,13 +39,21 @@ def test_the_product_is_x_times_the_transposed_weight_plus_bias(rows, inputs, ou
     close(product(x, threads=1), expected)
 
 
-def test_the_weight_is_used_in_place_and_never_changed():
-    x, weight, b, expected = case(4, 16, 8)
+def test_the_weight_is_never_changed_and_is_packed_once_per_layout_a_kernel_reads():
+    """The given weight is kept as it is (described to oneDNN as its transpose); where a plan's kernel reads
+    another layout (ViT-Tiny's products: brgemm's packed one), the weight is reordered into it once, and plans
+    whose kernels read the same layout share that copy."""
+    x, weight, b, expected = case(197, 192, 576)
     kept = weight.copy()
     product = onednn.MatMul(onednn.library(), weight, b)
-    assert np.shares_memory(product.weight, weight)  # described to oneDNN as its transpose: no copy
-    close(product(x), expected)
+    assert np.shares_memory(product.weight, weight)
+    close(product(x, threads=1), expected)
     np.testing.assert_array_equal(weight, kept)
+    (packed,) = product.packed
+    assert packed[0] != product.weight_layout and packed[1].size >= weight.size
+    other_rows = RNG.standard_normal((150, 192)).astype(np.float32)
+    close(product(other_rows, threads=1), other_rows.astype(np.float64) @ weight.T.astype(np.float64) + b)
+    assert all(plan[3] is packed for plan in product.plans.values())  # one packed copy, shared
 
 
 def gelu(v):
