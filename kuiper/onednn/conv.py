@@ -235,6 +235,8 @@ class Convolution:
                             {ARG_SRC: residual, ARG_DST: aligned}, threads)
                 residual = aligned
             values[plan.residual_argument] = residual
+            # The output gets a buffer of its own: the kernel may keep partial sums in the output while it
+            # reads the residual (over 16 input channels, two threads: every element wrong when they shared one).
             out = builder.value(plan.result)
         elif residual is None:
             out = builder.value(plan.result)
