@@ -187,12 +187,13 @@ class Convolution:
         else:
             source = self._plain_in(x, plan, threads)
         arguments = {**plan.constants, ARG_SRC: source}
-        if residual is not None and plan.residual_argument is None:
-            result = self._in_layout(residual, plan.to_plain.plain, plan.result, threads, fresh=True)
-        else:
+        if residual is None:
             result = (plan.result, plan.result.output())
-        if residual is not None and plan.residual_argument is not None:
+        elif plan.residual_argument is None:  # a sum post-op adds what the output holds
+            result = self._in_layout(residual, plan.to_plain.plain, plan.result, threads, fresh=True)
+        else:  # a binary add post-op reads the residual, in the output's layout
             arguments[plan.residual_argument] = self._in_layout(residual, plan.to_plain.plain, plan.result, threads)
+            result = (plan.result, plan.result.output())
         arguments[ARG_DST] = result
         if weight is not None:
             arguments[ARG_WEIGHTS] = self._call_weight(weight, plan, threads)
@@ -236,7 +237,7 @@ class Convolution:
                 residual = aligned
             values[plan.residual_argument] = residual
             # The output gets a buffer of its own: the kernel may keep partial sums in the output while it
-            # reads the residual (over 16 input channels, two threads: every element wrong when they shared one).
+            # reads the residual (32 channels on two threads: every element wrong when they shared one).
             out = builder.value(plan.result)
         elif residual is None:
             out = builder.value(plan.result)
@@ -311,7 +312,7 @@ class Convolution:
         returning what ``__call__(x, threads, weight=weight, bias=bias, blocked=blocked, channels_last=...)``
         would, for an ``x`` as ``sequence_for`` takes it and a weight whose memory ``weight_layout`` describes
         (a transposed view passed as the C-contiguous array of its memory: ``in_strides``), which the caller
-        checks; None where ``emit`` is.  The weight's reorder is the sequence's first step.
+        checks; None where ``emit`` is.  The weight's reorder into the kernel's layout is a step of the sequence.
 
         A Flax CNN's first conv (8 x 1 x 28 x 28 to 32 channels, the weight passed by JAX) spent 75 us in its
         op's forward, 34 of them in oneDNN: the rest was deciding again, per call, the plan, the weight's

@@ -13,7 +13,7 @@ matrix it is the transpose of; each plan asks oneDNN for the layout its kernel r
 and the weight is reordered into that layout once, when the first plan that wants it is made.  Read
 as the transpose, the brgemm kernel packed the weight again at every call: ViT-Tiny's products
 (197 rows, 2 threads) took 214 against 195 us (qkv, 192 -> 576), 93 against 69 (the attention's
-projection), 272 against 258 and 278 against 257 (the MLP), about 0.9 of its 20 ms.  The packed copy
+projection), 272 against 258 and 278 against 257 (the MLP): about 0.9 ms of its 20.  The packed copy
 is held beside the given one (the model's other paths read that).  A primitive is made per row count
 and thread count the first time it is seen (about 1 ms), at most ``MAX_PLANS`` kept.
 """
