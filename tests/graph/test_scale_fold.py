@@ -115,3 +115,23 @@ def test_a_conv_result_read_outside_its_product_with_the_scale_keeps_the_scale(t
     r = RNG.standard_normal((1, 32, 9, 9)).astype(np.float32)
     expected = r + _conv(x) * GAMMA[:, None, None] + _conv(x)
     np.testing.assert_allclose(model(x, r), expected, rtol=0, atol=3e-5)
+
+
+def test_a_layer_scale_inside_a_residual_expression_folds_into_a_linear(tmp_path):
+    """CaiT's and EVA's ``x + gamma * fc(y)`` over tokens, one expression: the Linear's weight and bias take
+    gamma (per feature, its last dim)."""
+    body = f"""
+pnnx.Input in0 0 1 x #x=(2,5,{IN})f32
+pnnx.Input in1 0 1 r #r=(2,5,{OUT})f32
+{LINEAR} #x=(2,5,{IN})f32 #y=(2,5,{OUT})f32
+pnnx.Attribute scale 0 1 g @data=({OUT})f32 #g=({OUT})f32
+pnnx.Expression sum 3 1 r g y z expr=add(@0,mul(@1,@2)) #z=(2,5,{OUT})f32
+pnnx.Output output 1 0 z
+"""
+    weights = {"fc.weight": WEIGHT.tobytes(), "fc.bias": BIAS.tobytes(), "scale.data": GAMMA.tobytes()}
+    model = kuiper.load(write_model(tmp_path, param_text(body), weights))
+    linear = next(step for step in model.steps if step.node.type == "Linear")
+    np.testing.assert_allclose(linear.node.attrs["weight"], WEIGHT * GAMMA[:, None], rtol=1e-6)
+    x = RNG.standard_normal((2, 5, IN)).astype(np.float32)
+    r = RNG.standard_normal((2, 5, OUT)).astype(np.float32)
+    np.testing.assert_allclose(model(x, r), r + _linear(x) * GAMMA, rtol=0, atol=2e-5)
