@@ -121,6 +121,51 @@ def test_run_members_computes_what_the_steps_compute(tmp_path, register_plugin):
         np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+class Watching(Partition):
+    """Runs its members step by step and notes, as each member starts, how many earlier members' values are
+    still alive."""
+
+    alive: list = []
+
+    def forward(self, *inputs):
+        import weakref
+
+        made = []
+        for member in self.members:
+            run = member.op.forward
+
+            def recording(*values, run=run):
+                type(self).alive.append(sum(ref() is not None for ref in made))  # earlier members' values
+                result = run(*values)
+                made.append(weakref.ref(result))
+                return result
+
+            member.op.forward = recording
+        try:
+            return self.run_members(*inputs)
+        finally:
+            for member in self.members:
+                del member.op.forward
+
+
+def test_run_members_drops_each_value_after_its_last_reader(tmp_path, register_plugin):
+    """Three ReLUs in one partition, step by step: a's value is dropped once b has read it, as the model's plan
+    frees a slot after its last reader, so a run holds the values alive at once, not all it made."""
+    chain = param_text("""
+        pnnx.Input in0 0 1 x
+        nn.ReLU a 1 1 x a
+        nn.ReLU b 1 1 a b
+        nn.ReLU c 1 1 b c
+        pnnx.Output out0 1 0 c
+    """)
+    register_plugin(ProviderPlugin(ReluRuns(partition=Watching)), "relu_runs")
+    model = kuiper.load(write_model(tmp_path, chain), backend="numpy", fuse=False)
+    Watching.alive = []
+    x = np.arange(-3.0, 3.0, dtype=np.float32)
+    np.testing.assert_array_equal(model(x), np.maximum(x, 0))
+    assert Watching.alive == [0, 1, 1]  # as c starts, a's value is gone: only b's, which c reads, is alive
+
+
 def test_a_claim_out_of_range_or_overlapping_is_a_plugin_error(tmp_path, register_plugin):
     register_plugin(ProviderPlugin(ReluRuns(claims=[(0, 2), (1, 3)])), "relu_runs")
     with pytest.raises(PluginError, match="provider 'relu-runs' claimed steps 1..3 .* overlaps"):
