@@ -36,7 +36,6 @@ builds trees, so that no input overflows Python's stack in the recursive passes.
 from __future__ import annotations
 
 import contextvars
-import functools
 import math
 import os
 import re
@@ -78,9 +77,7 @@ def parse_size(text: str | int, where: str) -> int:
     return int(float(match.group(1)) * unit)
 
 
-@cache  # the machine's memory does not change; checked twice per op call on the hot path
-@functools.cache  # the machine's memory: read once (two system calls, 1-2 us on every model call)
-@lru_cache(maxsize=1)
+@cache
 def default_budget() -> int:
     """A quarter of the machine's memory (4 GiB where it cannot be told); read once, as it never changes,
     where two sysconf calls at every model call cost 1 us of a small model's 13."""
