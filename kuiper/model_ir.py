@@ -4,12 +4,13 @@ A frontend (``kuiper.formats.pnnx``, ``kuiper.hlo``, a third-party plugin)
 turns a file into a ModelIR; the graph builder turns a ModelIR into a
 runnable Model.  The IR names its inputs and outputs explicitly and holds
 only compute ops, so nothing below this line knows any frontend's type
-strings for "input" or "output".  Weights are NumPy arrays.
+strings for "input" or "output".  Weights are NumPy arrays (in a built model's IR, some may be
+``RemadeWeight``s, which ``np.asarray`` turns into arrays, and ``copy`` too).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,36 @@ class OperandInfo:
     # For an input whose dim 0 a frontend freed (shape[0] None): the batch the file declared, which the
     # other operands' declared shapes were traced with (the size budget scales them by fed / this).
     traced_batch: int | None = None
+
+
+class RemadeWeight:
+    """A weight a built model no longer holds as given, because a kernel keeps it in a layout of its own: its
+    shape and dtype, and ``np.asarray`` remakes its values, exactly (``Op.let_go_of_weights``).  Building a
+    model again from this IR turns it back into an array (``ModelIR.copy``)."""
+
+    def __init__(self, shape: tuple, dtype, remake):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self._remake = remake
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __array__(self, dtype=None, copy=None):
+        array = self._remake()
+        return array if dtype is None else array.astype(dtype, copy=False)
+
+    def __repr__(self) -> str:
+        return f"RemadeWeight(shape={self.shape}, dtype={self.dtype})"
 
 
 @dataclass
@@ -73,3 +104,14 @@ class ModelIR:
         two ops: an ONNX initializer is a Constant and, folded, a Conv's weight)."""
         arrays = {id(array): array for node in self.ops for array in node.attrs.values()}
         return sum(int(array.size) for array in arrays.values())
+
+    def copy(self) -> ModelIR:
+        """A copy whose nodes, their params and attrs, and the operand table are its own, the arrays shared,
+        and remade weights (``RemadeWeight``) arrays again: what a build works on and its Model keeps, so
+        that neither the graph passes nor a Model letting go of weights change the IR it was given."""
+        ops = [replace(node, inputs=list(node.inputs), outputs=list(node.outputs), params=dict(node.params),
+                       attrs={key: np.asarray(value) if isinstance(value, RemadeWeight) else value
+                              for key, value in node.attrs.items()}, input_keys=list(node.input_keys))
+               for node in self.ops]
+        return replace(self, ops=ops, operands=dict(self.operands), inputs=list(self.inputs),
+                       outputs=list(self.outputs))

@@ -160,6 +160,7 @@ def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool
     the graph is a loop's body, whose input i becomes its output i at the next iteration; the inputs
     it may then overwrite are the Model's ``owned_inputs`` (``_owned_state``).
     """
+    ir = ir.copy()  # the passes, and the Model letting go of weights, change the copy only
     target = resolve_target(backend)
     backend = target.backend
     check_supported(ir, target)

@@ -76,10 +76,10 @@ class PointwiseDepthwise(Partition):
     def setup(self):
         self.pointwise, self.depthwise = (unit.op for unit in self.members)
         first, second = self.pointwise.native, self.depthwise.native
-        dw_weight = second.plain_weight[1]
+        dw_weight = second.weight_layouts.given[1]
         dw_weight = dw_weight.reshape((first.out_channels, 1) + dw_weight.shape[-2:])
         steps = first.post_ops + (("depthwise", DEPTHWISE_KERNEL, second.stride[0], 1),) + second.post_ops
-        self.native = onednn.Convolution(first.library, first.plain_weight[1], None if first.bias is None
+        self.native = onednn.Convolution(first.library, first.weight_layouts, None if first.bias is None
                                          else first.bias[1], first.stride, first.dilation, first.pads, 1, steps,
                                          depthwise=(dw_weight, None if second.bias is None else second.bias[1]))
         self._shapes: dict = {}  # input shape -> (output shape, the pointwise conv's output shape, budget bytes)

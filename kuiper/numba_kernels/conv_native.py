@@ -139,7 +139,7 @@ class OneDnnPath:
     def output_bound(self) -> tuple[float, float]:
         """``linear_bound`` of the weight and bias, worked out on first use."""
         if self._output_bound is None:
-            weight = self.native.plain_weight[1]
+            weight = self.native.weight_layouts.given[1]
             self._output_bound = linear_bound(np, weight, None if self.native.bias is None else self.native.bias[1])
         return self._output_bound
 
@@ -510,6 +510,23 @@ class OneDnnConv(WeightInputPath):
         self.native = onednn.Convolution(library, raw, self.static_bias_vector, self.stride, self.dilation,
                                          self.static_pads, self.groups, post_ops or ())
         return True
+
+    def let_go_of_weights(self) -> dict:
+        """The node's weight, once oneDNN keeps it in its own layouts (``onednn.WeightLayouts``): the op's
+        matrix is remade from there for the paths that read it as given (inputs with NaN, other dtypes)."""
+        weight = self.static_weight
+        if self.native is None or weight is None or "weight" not in self.node.attrs:
+            return {}
+        layouts = self.native.weight_layouts
+        if not layouts.let_go_of_given():
+            return {}
+        matrix_shape = weight.matrix.shape
+
+        def remake_matrix():
+            return np.reshape(layouts.given[1], matrix_shape)
+
+        weight.remade_from(remake_matrix)
+        return {"weight": lambda: layouts.given[1]}
 
     def fuses_epilogue_elsewhere(self) -> bool:
         """Whether another path of the class runs an epilogue oneDNN has no post-ops for better than

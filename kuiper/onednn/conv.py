@@ -29,6 +29,7 @@ from .binding import (ARG_BIAS, ARG_DST, ARG_POST_OP_DW, ARG_SRC, ARG_SRC_1, ARG
 from .primitives import (ONE_THREAD_WORK, PLAIN_CONV_WORK, Attributes, Layout, PlanCache, Primitive, Reorders,
                          dense_strides, dims, in_strides, pads_after, reference_or_gemm, reorder)
 from .sequence import SequenceBuilder
+from .weight_layouts import WeightLayouts
 
 
 # Whether a 2-D convolution's activations take channels in blocks of 16 where they fill one
@@ -79,7 +80,8 @@ class Convolution:
 
     def __init__(self, library: Library, weight: np.ndarray, bias: np.ndarray | None, stride, dilation, pads,
                  groups: int, post_ops=(), output_padding=None, depthwise=None):
-        """``weight`` is (out, in/groups, *kernel); ``pads`` a (before, after) pair per spatial dim;
+        """``weight`` is (out, in/groups, *kernel), or the ``WeightLayouts`` of another convolution of that
+        weight (which then shares its reordered copies); ``pads`` a (before, after) pair per spatial dim;
         ``post_ops`` the steps applied to the output (``primitives.Attributes``).
 
         ``output_padding`` (one count per spatial dim) makes it a transposed convolution, whose
@@ -100,11 +102,14 @@ class Convolution:
         self.stride, self.dilation, self.pads, self.groups = tuple(stride), tuple(dilation), tuple(pads), groups
         self.post_ops = tuple(post_ops)
         self.adds_residual = ("sum",) in self.post_ops
-        shape = weight.shape if groups == 1 else (groups, self.out_channels // groups) + weight.shape[1:]
-        self.plain_weight = (Layout.plain(library, shape), np.ascontiguousarray(weight, dtype=np.float32))
+        if isinstance(weight, WeightLayouts):
+            self.weight_layouts = weight  # shared with another convolution of the same weight
+        else:
+            shape = weight.shape if groups == 1 else (groups, self.out_channels // groups) + weight.shape[1:]
+            self.weight_layouts = WeightLayouts(library, Layout.plain(library, shape),
+                                                np.ascontiguousarray(weight, dtype=np.float32))
         self.bias = None if bias is None else (Layout.plain(library, bias.shape),
                                                np.ascontiguousarray(bias, dtype=np.float32))
-        self.weights: list[tuple[Layout, np.ndarray]] = []  # the weight in each layout a plan wanted
         self.plans = PlanCache()  # by (input shape, threads); refusals by input shape
         # The plan of each (input shape, thread count the library grants): a call looks it up before anything
         # else, so the thread count, the work and the layouts are worked out once per shape, not per
@@ -413,7 +418,7 @@ class Convolution:
         if reference_or_gemm(convolution.implementation()):
             raise OneDnnError(f"convolution of {shape}: no channels-last kernel but {convolution.implementation()}")
         weight_layout = convolution.layout(ARG_WEIGHTS)
-        constants = {ARG_WEIGHTS: self._weight_in(weight_layout, threads)}
+        constants = {ARG_WEIGHTS: self.weight_layouts.in_layout(weight_layout, threads)}
         if self.bias is not None:
             constants[ARG_BIAS] = self.bias
         return _Plan(convolution=convolution, threads=threads, constants=constants, weight_layout=weight_layout,
@@ -472,9 +477,9 @@ class Convolution:
     def weight_memory(self, weight) -> tuple[Layout, np.ndarray]:
         """A call's own weight as (a layout describing its memory, a C-contiguous array of that memory): a
         transposed view read by its strides (``in_strides``), else the weight as a row-major array."""
-        plain_layout, kept = self.plain_weight
-        if tuple(weight.shape) != tuple(kept.shape) or weight.dtype != np.float32:
-            raise OneDnnError(f"a call's weight must be float32 of shape {tuple(kept.shape)}, "
+        plain_layout, shape = self.weight_layouts.given_layout, self.weight_layouts.shape
+        if tuple(weight.shape) != shape or weight.dtype != np.float32:
+            raise OneDnnError(f"a call's weight must be float32 of shape {shape}, "
                               f"found {weight.dtype} {tuple(weight.shape)}")
         if not weight.flags.c_contiguous:
             strided = in_strides(self.library, weight, self.strided_layouts,
@@ -559,7 +564,7 @@ class Convolution:
         if result.nbytes < 4 * math.prod(out_shape):
             raise OneDnnError(f"convolution of {shape}: oneDNN's output is not of shape {out_shape}")
         weight_layout = convolution.layout(ARG_WEIGHTS)
-        constants = {ARG_WEIGHTS: self._weight_in(weight_layout, threads)}
+        constants = {ARG_WEIGHTS: self.weight_layouts.in_layout(weight_layout, threads)}
         if self.bias is not None:
             constants[ARG_BIAS] = self.bias
         if self.depthwise is not None:
@@ -636,7 +641,7 @@ class Convolution:
                 any_weight.handle, bias, result.handle, dims(self.stride), dims(d - 1 for d in self.dilation),
                 dims(before for before, _ in self.pads), dims(right), attributes.handle),
                 f"{'transposed ' if self.output_padding is not None else ''}convolution of {shape} by "
-                f"{self.plain_weight[1].shape}")
+                f"{self.weight_layouts.shape}")
 
     def _runs_plain(self, work: int) -> bool:
         """Whether a call of ``work`` multiply-adds runs on plain layouts and one thread: under
@@ -662,20 +667,6 @@ class Convolution:
             reorder(self.library, given[0], layout).run({ARG_SRC: given, ARG_DST: (layout, buffer)}, threads=threads)
             arguments[number] = (layout, buffer)
         return arguments
-
-    def _weight_in(self, layout: Layout, threads: int) -> tuple[Layout, np.ndarray]:
-        """The weight reordered into ``layout``: once per layout, shared by the plans that want it.
-
-        The reorder runs on ``threads``, the plan's count, which the caller has set and the reorder
-        is made for: a model asked to keep to one thread keeps to it on its first call too."""
-        for kept in self.weights:
-            if kept[0] == layout:
-                return kept
-        buffer = layout.empty()
-        reorder(self.library, self.plain_weight[0], layout).run({ARG_SRC: self.plain_weight, ARG_DST: (layout, buffer)},
-                                                               threads=threads)
-        self.weights.append((layout, buffer))
-        return self.weights[-1]
 
     def implementation(self, shape, threads: int | None = None) -> str:
         return self.plan(shape, self.library.threads(threads)).convolution.implementation()

@@ -137,6 +137,14 @@ class Op:
         (a compiled function, a resolved shape), never on their values."""
         return None
 
+    def let_go_of_weights(self) -> dict[str, Callable[[], Any]]:
+        """Drop this op's own references to the node's weights that its kernels now keep in a layout of their
+        own, and return, by ``@key``, a function that remakes each one exactly (the op reads it the same way
+        from then on).  Asked by the Model after its first call, which then holds the remade form in the
+        IR's place (``model_ir.RemadeWeight``): YOLOv5's convolutions held 28 MB of weights twice, as given
+        and blocked.  The default keeps everything."""
+        return {}
+
     @classmethod
     def elementwise(cls, node: OpNode):
         """This op's math as ``kuiper.ops.elementwise.ElementwiseMath``, if it is elementwise.

@@ -26,6 +26,8 @@ through im2col in chunks of images, so that the columns stay in cache.
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from ..errors import ShapeError
 from ..ir import dtypes
 from ..limits import check_size
@@ -169,13 +171,26 @@ class ConvBase(Op):
 
 
 class PreparedWeight:
-    """A weight reshaped for the matmul, with the sizes read from it."""
+    """A weight reshaped for the matmul, with the sizes read from it.
+
+    ``remade_from(remake)`` lets go of the matrix where a kernel keeps the weight in a layout of its own:
+    ``matrix`` is then ``remake()``, the same numbers made again at each read (the reference path only)."""
 
     def __init__(self, matrix, out_channels: int, in_channels: int, kernel: tuple[int, ...]):
-        self.matrix = matrix
+        self._matrix = matrix
+        self._remake: Callable[[], Any] | None = None
         self.out_channels = out_channels
         self.in_channels = in_channels
         self.kernel = kernel
+
+    @property
+    def matrix(self):
+        matrix = self._matrix
+        return self._remake() if matrix is None else matrix
+
+    def remade_from(self, remake: Callable[[], Any]) -> None:
+        self._remake = remake
+        self._matrix = None
 
 
 def _shape_of(value) -> str:

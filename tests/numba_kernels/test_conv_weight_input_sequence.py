@@ -62,7 +62,7 @@ def _oneDNN_calls(monkeypatch) -> list:
     run = onednn.Convolution.__call__
 
     def recorded(self, *args, **kwargs):
-        seen.append(self.plain_weight[1].shape)
+        seen.append(self.weight_layouts.shape)
         return run(self, *args, **kwargs)
 
     monkeypatch.setattr(onednn.Convolution, "__call__", recorded)

@@ -319,7 +319,9 @@ def test_memory_objects_are_made_once_per_thread_and_pointed_at_each_calls_buffe
     worker = threading.Thread(target=lambda: result.append(conv(x, threads=1)))
     worker.start()
     worker.join()
-    assert first < len(made) < 2 * first  # its own objects; the weight's reorder at the first plan is not redone
+    # Its own objects, no more than the first thread's: a weight reorder, where the first plan made one, is not
+    # redone (this small conv's plan reads the given weight as it lies).
+    assert first < len(made) <= 2 * first
     assert np.max(np.abs(result[0] - expected)) <= TOLERANCE
 
 

@@ -298,7 +298,7 @@ def test_a_weight_input_sequence_gives_what_the_call_with_that_weight_gives(x_ki
     weight, bias = weight_and_bias()
     conv(x, 2, weight=weight, bias=bias, blocked=True)  # the plan for this input is made by a call
     layout, memory = conv.weight_memory(weight)
-    assert (layout == conv.plain_weight[0]) == (weight_kind == "row-major")
+    assert (layout == conv.weight_layouts.given_layout) == (weight_kind == "row-major")
     call = conv.weight_input_sequence_for(x, layout, with_bias, 2, blocked=True)
     assert call is not None
     for _ in range(2):  # new values each call: nothing of the first weight is kept

@@ -1,0 +1,132 @@
+"""After its first call a model lets go of the convolution weights oneDNN keeps in its own layouts
+(kuiper/graph/kept_weights.py): the arrays the file gave are freed, the IR holds ``RemadeWeight``s that give
+the same bits, and every path that reads the weight as given (a new input shape, the reference path for
+NaN inputs, a second build from the model's IR) computes what it computed before.  References: float64
+NumPy, and the bits of a fresh model that has let go of nothing."""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+import pytest
+
+import kuiper
+from kuiper import onednn
+from kuiper.frontends import load_ir
+from kuiper.model_ir import RemadeWeight
+
+from conftest import param_text, write_model
+
+pytestmark = pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
+
+RNG = np.random.default_rng(41)
+WIDE, SIDE = 48, 24
+WEIGHTS = {
+    "first.weight": (RNG.standard_normal((32, 3, 3, 3)) / 5).astype(np.float32),
+    "first.bias": RNG.standard_normal(32).astype(np.float32),
+    "second.weight": (RNG.standard_normal((WIDE, 32, 3, 3)) / 17).astype(np.float32),
+    "second.bias": RNG.standard_normal(WIDE).astype(np.float32),
+}
+BODY = f"""
+pnnx.Input in0 0 1 x #x=(1,3,?,?)f32
+nn.Conv2d first 1 1 x y bias=True dilation=(1,1) groups=1 in_channels=3 kernel_size=(3,3) out_channels=32 padding=(1,1) padding_mode=zeros stride=(1,1) @bias=(32)f32 @weight=(32,3,3,3)f32
+nn.ReLU relu 1 1 y z
+nn.Conv2d second 1 1 z out bias=True dilation=(1,1) groups=1 in_channels=32 kernel_size=(3,3) out_channels={WIDE} padding=(1,1) padding_mode=zeros stride=(1,1) @bias=({WIDE})f32 @weight=({WIDE},32,3,3)f32
+pnnx.Output output 1 0 out
+"""
+
+
+@pytest.fixture
+def param(tmp_path):
+    return write_model(tmp_path, param_text(BODY), {name: array.tobytes() for name, array in WEIGHTS.items()})
+
+
+def _conv(x, weight, bias):
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
+    return np.einsum("nchwij,ocij->nohw", windows, weight.astype(np.float64)) + bias[:, None, None]
+
+
+def _float64(x):
+    y = np.maximum(_conv(x.astype(np.float64), WEIGHTS["first.weight"], WEIGHTS["first.bias"]), 0)
+    return _conv(y, WEIGHTS["second.weight"], WEIGHTS["second.bias"])
+
+
+def _image(side=SIDE, batch=1):
+    return RNG.standard_normal((batch, 3, side, side)).astype(np.float32)
+
+
+def _all_nodes(model):
+    """The nodes of the model's steps, of its partitions' members and of its IR."""
+    nodes = []
+    for step in model.steps:
+        nodes.append(step.node)
+        nodes += [unit.node for unit in getattr(step.op, "members", ())]
+    return nodes + list(model.ir.ops)
+
+
+def test_after_its_first_call_a_model_frees_the_weight_the_file_gave(param):
+    model = kuiper.load(param)
+    given = [node.attrs["weight"] for node in _all_nodes(model) if node.name == "second"]
+    assert given and all(isinstance(array, np.ndarray) for array in given)
+    root = given[0]
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    freed = weakref.ref(root)
+    del given, root
+    model(_image())
+    assert freed() is None, "the given weight of the 48-channel conv is still held after the first call"
+    remade = [node.attrs["weight"] for node in _all_nodes(model) if node.name == "second"]
+    assert remade and all(isinstance(value, RemadeWeight) for value in remade)
+    assert remade[0].shape == (WIDE, 32, 3, 3) and remade[0].dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(remade[0]), WEIGHTS["second.weight"])  # the same bits
+    assert model.ir.parameter_count() == sum(array.size for array in WEIGHTS.values())
+
+
+def test_calls_after_letting_go_give_the_bits_of_the_first_call(param):
+    model = kuiper.load(param)
+    x = _image()
+    first = model(x)
+    np.testing.assert_allclose(first, _float64(x), rtol=0, atol=3e-5)
+    for _ in range(3):  # the memory plan's recording call and the planned ones
+        np.testing.assert_array_equal(model(x), first)
+
+
+def test_a_new_input_shape_after_letting_go_gives_what_a_fresh_model_gives(param):
+    """The new shape's plan reorders the weight from the kept layout, not from the array let go."""
+    model = kuiper.load(param)
+    model(_image())
+    x = _image(side=40, batch=2)
+    got = model(x)
+    np.testing.assert_array_equal(got, kuiper.load(param)(x))
+    np.testing.assert_allclose(got, _float64(x), rtol=0, atol=3e-5)
+
+
+def test_the_reference_path_reads_the_remade_weight(param):
+    """An input holding NaN and infinity takes the reference path (IEEE 754's results, not oneDNN's), which
+    then reads the weight remade from oneDNN's layout: the bits a fresh model's reference path gives."""
+    model = kuiper.load(param)
+    model(_image())
+    assert all(isinstance(node.attrs["weight"], RemadeWeight) for node in _all_nodes(model) if node.name == "second")
+    x = _image()
+    x[0, 1, 5, 7], x[0, 2, 11, 3] = np.nan, np.inf
+    got = model(x)
+    np.testing.assert_array_equal(got, kuiper.load(param)(x))
+    assert np.isnan(got).any() and np.isfinite(got).any()
+
+
+def test_a_second_build_from_the_models_ir_gives_the_same_outputs(param):
+    model = kuiper.load(param)
+    x = _image()
+    expected = model(x)
+    again = kuiper.build(model.ir)
+    np.testing.assert_array_equal(again(x), expected)
+
+
+def test_the_ir_a_caller_builds_from_is_not_changed(param):
+    ir = load_ir(param)
+    model = kuiper.build(ir)
+    model(_image())
+    assert all(isinstance(value, np.ndarray) for node in ir.ops for value in node.attrs.values())
+    assert any(isinstance(value, RemadeWeight) for node in model.ir.ops for value in node.attrs.values())
