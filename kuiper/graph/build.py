@@ -24,6 +24,7 @@ from .conv_crop import fold_crops_into_convs
 from .fusion import fuse_elementwise
 from .heap import keep_freed_memory
 from .hoist import hoist_unary_elementwise
+from .kept_weights import hand_over_weights
 from .loop_invariants import hoist_loop_invariants
 from .model import Model, TensorSpec
 from .native_layouts import agree_on_layouts
@@ -229,6 +230,7 @@ def build(ir: ModelIR, backend: str | Backend | Target | None = None, fuse: bool
     if NUMPY_ARRAYS in backend.capabilities:
         write_channels_last(steps, keep, ir.operands)
         keep_freed_memory()  # activations live in the process heap: keep it between calls
+    hand_over_weights([(step.node, step.op) for step in steps], ir)
     return Model(
         backend=backend,
         inputs=[_tensor_spec(ir, operand) for operand in ir.inputs],

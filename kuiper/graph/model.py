@@ -21,7 +21,6 @@ from ..ir import dtypes
 from ..limits import budget_bytes, budget_of_run, check_feeds
 from ..model_ir import ModelIR
 from ..thread_limits import limited
-from .kept_weights import let_go_of_kept_weights
 from .plan import ExecutionPlan, Step, StepObserver
 from .summary import ModelSummary, one_line, summarize
 
@@ -89,7 +88,6 @@ class Model:
     # arrays of its own there.
     owned_inputs: tuple[int, ...] = ()
     _has_run: bool = field(default=False, init=False, compare=False)
-    _weights_let_go: bool = field(default=False, init=False, compare=False)  # let_go_of_kept_weights ran
     # Per input, (class, dtype, shape) of the last feed that passed _check_feed unchanged (_run_steps).
     _accepted_feeds: list = field(default_factory=list, init=False, compare=False)
     _feeds_checked_within: int | None = field(default=None, init=False, compare=False)  # that budget
@@ -183,15 +181,7 @@ class Model:
         note = _noting_a_slow_first_run(self._where()) if first_run else contextlib.nullcontext()
         quiet = self.backend.floating_point_warnings_off()
         with limited(self.threads, self.blas_threads), budget_of_run(), note, quiet:
-            results = self._run_steps(arrays, to_numpy, observer)
-        if not self._weights_let_go:
-            # The first call that went through made the kernels' own weight layouts: the given copies can go.
-            self._weights_let_go = True
-            let_go = let_go_of_kept_weights(self.steps, self.ir)
-            if let_go:
-                logger.debug("%s: let go of %.1f MiB of weights its kernels keep in their own layouts",
-                             self._where(), let_go / 2**20)
-        return results
+            return self._run_steps(arrays, to_numpy, observer)
 
     def _run_steps(self, arrays: list, to_numpy: bool, observer: StepObserver | None) -> list:
         slots: list[Any] = [None] * self.slot_count

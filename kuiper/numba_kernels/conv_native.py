@@ -511,15 +511,15 @@ class OneDnnConv(WeightInputPath):
                                          self.static_pads, self.groups, post_ops or ())
         return True
 
-    def let_go_of_weights(self) -> dict:
-        """The node's weight, once oneDNN keeps it in its own layouts (``onednn.WeightLayouts``): the op's
-        matrix is remade from there for the paths that read it as given (inputs with NaN, other dtypes)."""
+    def hand_over_weights(self) -> dict:
+        """The node's weight, to oneDNN (``onednn.WeightLayouts``), which drops the given array once it has
+        its own layout; the op's matrix then comes from there for the paths that read it as given (inputs
+        with NaN, other dtypes)."""
         weight = self.static_weight
         if self.native is None or weight is None or "weight" not in self.node.attrs:
             return {}
         layouts = self.native.weight_layouts
-        if not layouts.let_go_of_given():
-            return {}
+        layouts.let_go_when_kept = True
         matrix_shape = weight.matrix.shape
 
         def remake_matrix():

@@ -53,6 +53,26 @@ class NativeLinear(reference.Linear):
     takes_split_epilogue = True  # the fusion pass may give it the math of its output's halves
     epilogue_after = False  # whether the epilogue runs after the oneDNN product (it has no post-ops for it)
     weight_laid_out = False  # whether weight_t is as NumPy's BLAS multiplies it fastest (blas_weights.py)
+    _weight_t = None  # W^T, where the op holds it (see weight_t)
+    _handed_over = None  # the WeightLayouts of oneDNN's product once the weight is handed over to it
+
+    @property
+    def weight_t(self):
+        """W^T as the products NumPy's BLAS runs read it.  Once the weight is handed over to oneDNN
+        (``hand_over_weights``): a view of the given weight while oneDNN's product holds it, then that
+        weight remade from the packed copy, once, and kept (a Linear fed both many rows and one)."""
+        held = self._weight_t
+        if held is not None or self._handed_over is None:
+            return held
+        layouts = self._handed_over
+        weight = layouts.given[1]
+        if not layouts.holds_given:
+            self._weight_t = weight.T
+        return weight.T
+
+    @weight_t.setter
+    def weight_t(self, value):
+        self._weight_t = value
 
     @classmethod
     def takes_epilogue(cls, node) -> bool:
@@ -80,6 +100,16 @@ class NativeLinear(reference.Linear):
         if self.epilogue is not None:
             where = "after the product" if self.epilogue_after else "as post-ops"
             self.kernel_note += f"; epilogue {', '.join(self.node.params.get('epilogue_members', []))} {where}"
+
+    def hand_over_weights(self) -> dict:
+        """The node's weight, to oneDNN's product (``onednn.WeightLayouts``), which drops the given array once
+        it has packed it (a transformer's products all run there).  A gated product keeps its two halves."""
+        if self.native is None or self.gate is not None or self._weight_t is None or "weight" not in self.node.attrs:
+            return {}
+        layouts = self.native.weight_layouts
+        layouts.let_go_when_kept = True
+        self._weight_t, self._handed_over = None, layouts
+        return {"weight": lambda: layouts.given[1]}
 
     def _gate_products(self, library):
         """For a gated epilogue oneDNN can run: the gate's product (``gate``) and the other half's with a
@@ -116,7 +146,7 @@ class NativeLinear(reference.Linear):
         dtype and x lies row-major, as ``forward`` computes them (a 20 x 64 by 64 x 256 Linear with its
         ReLU: 15 us through forward, 9 direct)."""
         x, extras = inputs[0], list(inputs[1:])
-        if (self.weight_t is None or not self.weight_laid_out or not isinstance(x, np.ndarray)
+        if (not self.weight_laid_out or self.weight_t is None or not isinstance(x, np.ndarray)
                 or x.dtype != np.float32 or x.ndim == 0 or not x.flags.c_contiguous
                 or x.shape[-1] != self.in_features or (self.bias is not None and self.bias.dtype != np.float32)
                 or not all(isinstance(extra, np.ndarray) and extra.dtype == np.float32 for extra in extras)):

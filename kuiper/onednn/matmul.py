@@ -10,12 +10,12 @@ the output's shape (a gated linear unit's gate: ``numba_kernels/linear_native.py
 
 The weight is given as the file gave it, (out, in) row-major, described to oneDNN as the (in, out)
 matrix it is the transpose of; each plan asks oneDNN for the layout its kernel reads the weight in,
-and the weight is reordered into that layout once, when the first plan that wants it is made.  Read
-as the transpose, the brgemm kernel packed the weight again at every call: ViT-Tiny's products
-(197 rows, 2 threads) took 214 against 195 us (qkv, 192 -> 576), 93 against 69 (the attention's
-projection), 272 against 258 and 278 against 257 (the MLP): about 0.9 ms of its 20.  The packed copy
-is held beside the given one (the model's other paths read that).  A primitive is made per row count
-and thread count the first time it is seen (about 1 ms), at most ``MAX_PLANS`` kept.
+and the weight is reordered into that layout once, when the first plan that wants it is made
+(``WeightLayouts``).  Read as the transpose, the brgemm kernel packed the weight again at every call:
+ViT-Tiny's products (197 rows, 2 threads) took 214 against 195 us (qkv, 192 -> 576), 93 against 69 (the
+attention's projection), 272 against 258 and 278 against 257 (the MLP): about 0.9 ms of its 20.  The
+given copy is let go once the packed one exists, where the op hands its weight over.  A primitive is
+made per row count and thread count the first time it is seen (about 1 ms), at most ``MAX_PLANS`` kept.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ import numpy as np
 
 from ..output_buffers import output_array
 from .binding import ARG_BIAS, ARG_DST, ARG_SRC, ARG_SRC_1, ARG_WEIGHTS, Library, OneDnnError, post_op_argument
-from .primitives import ONE_THREAD_WORK, Attributes, Layout, PlanCache, Primitive, reorder
+from .primitives import ONE_THREAD_WORK, Attributes, Layout, PlanCache, Primitive
+from .weight_layouts import WeightLayouts
 
 
 class MatMul:
@@ -33,10 +34,11 @@ class MatMul:
 
     def __init__(self, library: Library, weight: np.ndarray, bias: np.ndarray | None, post_ops=()):
         self.library = library
-        self.weight = np.ascontiguousarray(weight, dtype=np.float32)
-        self.out_features, self.in_features = self.weight.shape
-        self.weight_layout = Layout.strided(library, (self.in_features, self.out_features), (1, self.in_features))
-        self.packed: list[tuple[Layout, np.ndarray]] = []  # the weight in each layout a plan's kernel reads
+        weight = np.ascontiguousarray(weight, dtype=np.float32)
+        self.out_features, self.in_features = weight.shape
+        # The (out, in) rows read as the (in, out) matrix they are the transpose of.
+        self.weight_layouts = WeightLayouts(library, Layout.strided(library, (self.in_features, self.out_features),
+                                                                    (1, self.in_features)), weight)
         self.bias = None
         if bias is not None:
             row = np.ascontiguousarray(np.reshape(bias, (1, self.out_features)), dtype=np.float32)
@@ -108,21 +110,8 @@ class MatMul:
         with Attributes(library, self.post_ops, operand=result) as attributes:
             product = Primitive(library, lambda pointer: library.matmul_primitive_desc_create(
                 pointer, library.engine, source.handle, any_weight.handle, bias, result.handle,
-                attributes.handle), f"matrix product of ({rows}, {self.in_features}) by {self.weight.shape}^T")
-        return product, source, result, self._weight_in(product.layout(ARG_WEIGHTS), threads)
-
-    def _weight_in(self, layout: Layout, threads: int) -> tuple[Layout, np.ndarray]:
-        """The weight in ``layout``: the given one where that is its layout, else reordered once and kept."""
-        if layout == self.weight_layout:
-            return self.weight_layout, self.weight
-        for kept in self.packed:
-            if kept[0] == layout:
-                return kept
-        packed = (layout, layout.empty())
-        reorder(self.library, self.weight_layout, layout).run({ARG_SRC: (self.weight_layout, self.weight),
-                                                               ARG_DST: packed}, threads)
-        self.packed.append(packed)
-        return packed
+                attributes.handle), f"matrix product of ({rows}, {self.in_features}) by {(self.out_features, self.in_features)}^T")
+        return product, source, result, self.weight_layouts.in_layout(product.layout(ARG_WEIGHTS), threads)
 
     def implementation(self, rows: int, threads: int | None = None) -> str:
         return self.plan(rows, self.library.threads(threads))[0].implementation()

@@ -1,14 +1,16 @@
 """One constant weight, in each layout oneDNN's kernels asked for; the given copy let go once a kept one exists.
 
-oneDNN's fast convolutions read their weight in a blocked layout of their own (``OIhw16i16o``), so the
-weight is reordered once per layout a plan wants and kept (``in_layout``).  The array the model was
-given is then needed only where the weight is read as given: the reference path, a new layout, the
-model's IR.  ``let_go_of_given`` drops it, and ``given`` remakes it from a kept layout on demand: a
-reorder back is a copy of each number, so the remade array holds the same bits.  YOLOv5 held 28 MB of
-convolution weights twice, given and blocked; ONNX Runtime keeps only its packed copy.
+oneDNN's fast kernels read a constant weight in a layout of their own (a convolution's ``OIhw16i16o``, a
+matrix product's packed blocks), so the weight is reordered once per layout a plan wants and kept
+(``in_layout``).  The array the model was given is then needed only where the weight is read as given:
+the reference path, the model's IR.  Where its owner allows (``let_go_when_kept``, set when the op hands
+its weight over: kuiper/graph/kept_weights.py), the given array is dropped as soon as a kept layout
+holds its numbers, and ``given`` remakes it from there on demand: a reorder back copies each number, so
+the remade array holds the same bits.  YOLOv5 held 28 MB of convolution weights twice, given and
+blocked, and ViT-B/16 its 330 MB of Linear weights; ONNX Runtime keeps only its packed copy.
 
 Several convolutions may share one ``WeightLayouts`` (a pointwise conv and the partition running it with
-its depthwise reader): a layout one of them made serves the others, and the given array is let go once.
+its depthwise reader): a layout one of them made serves the others, and the given array is dropped once.
 """
 
 from __future__ import annotations
@@ -29,12 +31,14 @@ class WeightLayouts:
         self.shape = tuple(array.shape)
         self._given: np.ndarray | None = array
         self._given_read = False  # whether a plan reads the given array itself (its kernel's layout is that one)
+        # Whether the given array is dropped once a kept layout holds its numbers (and no plan reads it).
+        self.let_go_when_kept = False
         self.kept: list[tuple[Layout, np.ndarray]] = []  # (layout, buffer) for each other layout a plan wanted
 
     @property
     def given(self) -> tuple[Layout, np.ndarray]:
-        """The weight as it was given, (its layout, the array): after ``let_go_of_given``, a fresh array
-        remade from a kept layout at each call."""
+        """The weight as it was given, (its layout, the array): once that is let go, a fresh array remade
+        from a kept layout at each call."""
         array = self._given  # read once: another thread may let go of it meanwhile
         if array is not None:
             return self.given_layout, array
@@ -50,7 +54,8 @@ class WeightLayouts:
     def in_layout(self, layout: Layout, threads: int) -> tuple[Layout, np.ndarray]:
         """The weight in ``layout``: the given array where that is its layout (and it is not let go), else
         reordered once, on ``threads`` (the count the caller has set), and kept.  The reorder reads the given
-        array, or a kept layout once that is let go."""
+        array, or a kept layout once that is let go; the first layout kept lets go of the given array where
+        ``let_go_when_kept`` allows."""
         for kept in self.kept:
             if kept[0] == layout:
                 return kept
@@ -62,14 +67,9 @@ class WeightLayouts:
         target = (layout, layout.empty())
         self._reorder(source, target, threads)
         self.kept.append(target)
-        return target
-
-    def let_go_of_given(self) -> bool:
-        """Drop the given array where a kept layout holds its numbers and no plan reads it; whether it is
-        dropped now."""
-        if self.kept and not self._given_read:
+        if self.let_go_when_kept and not self._given_read:
             self._given = None
-        return self._given is None
+        return target
 
     def _reorder(self, source: tuple[Layout, np.ndarray], target: tuple[Layout, np.ndarray], threads: int) -> None:
         self.library.set_threads(threads)  # a primitive is made for the thread count it runs on

@@ -137,12 +137,12 @@ class Op:
         (a compiled function, a resolved shape), never on their values."""
         return None
 
-    def let_go_of_weights(self) -> dict[str, Callable[[], Any]]:
-        """Drop this op's own references to the node's weights that its kernels now keep in a layout of their
-        own, and return, by ``@key``, a function that remakes each one exactly (the op reads it the same way
-        from then on).  Asked by the Model after its first call, which then holds the remade form in the
-        IR's place (``model_ir.RemadeWeight``): YOLOv5's convolutions held 28 MB of weights twice, as given
-        and blocked.  The default keeps everything."""
+    def hand_over_weights(self) -> dict[str, Callable[[], Any]]:
+        """The node's weights (by ``@key``) this op hands over to its kernels, which from now on hold the only
+        copy: they drop the given array once they have it in a layout of their own.  For each, a function
+        that gives the weight as given, exactly (the array while it is held, else remade); the op reads it
+        that way too.  Asked once, by the build, which puts a ``model_ir.RemadeWeight`` in the nodes' place
+        (kuiper/graph/kept_weights.py).  The default hands nothing over."""
         return {}
 
     @classmethod

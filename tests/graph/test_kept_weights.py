@@ -1,8 +1,8 @@
-"""After its first call a model lets go of the convolution weights oneDNN keeps in its own layouts
-(kuiper/graph/kept_weights.py): the arrays the file gave are freed, the IR holds ``RemadeWeight``s that give
-the same bits, and every path that reads the weight as given (a new input shape, the reference path for
-NaN inputs, a second build from the model's IR) computes what it computed before.  References: float64
-NumPy, and the bits of a fresh model that has let go of nothing."""
+"""A built model hands its convolutions' weights over to oneDNN (kuiper/graph/kept_weights.py), which frees
+the arrays the file gave once it has them in its own layouts (the first call): the IR holds
+``RemadeWeight``s that give the same bits, and every path that reads the weight as given (a new input shape,
+the reference path for NaN inputs, a second build from the model's IR) computes what it computed before.
+References: float64 NumPy, and the bits of a fresh model."""
 
 from __future__ import annotations
 
@@ -66,21 +66,21 @@ def _all_nodes(model):
     return nodes + list(model.ir.ops)
 
 
-def test_after_its_first_call_a_model_frees_the_weight_the_file_gave(param):
+def test_the_first_call_frees_the_weight_the_file_gave(param):
     model = kuiper.load(param)
-    given = [node.attrs["weight"] for node in _all_nodes(model) if node.name == "second"]
-    assert given and all(isinstance(array, np.ndarray) for array in given)
-    root = given[0]
+    remade = [node.attrs["weight"] for node in _all_nodes(model) if node.name == "second"]
+    assert remade and all(isinstance(value, RemadeWeight) for value in remade)
+    assert remade[0].shape == (WIDE, 32, 3, 3) and remade[0].dtype == np.float32
+    given = np.asarray(remade[0])  # before the first call: the array the file gave, still held
+    np.testing.assert_array_equal(given, WEIGHTS["second.weight"])
+    root = given
     while isinstance(root.base, np.ndarray):
         root = root.base
     freed = weakref.ref(root)
     del given, root
     model(_image())
     assert freed() is None, "the given weight of the 48-channel conv is still held after the first call"
-    remade = [node.attrs["weight"] for node in _all_nodes(model) if node.name == "second"]
-    assert remade and all(isinstance(value, RemadeWeight) for value in remade)
-    assert remade[0].shape == (WIDE, 32, 3, 3) and remade[0].dtype == np.float32
-    np.testing.assert_array_equal(np.asarray(remade[0]), WEIGHTS["second.weight"])  # the same bits
+    np.testing.assert_array_equal(np.asarray(remade[0]), WEIGHTS["second.weight"])  # remade: the same bits
     assert model.ir.parameter_count() == sum(array.size for array in WEIGHTS.values())
 
 
@@ -130,3 +130,46 @@ def test_the_ir_a_caller_builds_from_is_not_changed(param):
     model(_image())
     assert all(isinstance(value, np.ndarray) for node in ir.ops for value in node.attrs.values())
     assert any(isinstance(value, RemadeWeight) for node in model.ir.ops for value in node.attrs.values())
+
+
+# -- a Linear: oneDNN packs its weight for products of many rows; NumPy's BLAS runs those of one row ----------
+
+LINEAR_IN, LINEAR_OUT, TOKENS = 192, 576, 197
+LINEAR_WEIGHT = (RNG.standard_normal((LINEAR_OUT, LINEAR_IN)) / 14).astype(np.float32)
+LINEAR_BIAS = RNG.standard_normal(LINEAR_OUT).astype(np.float32)
+LINEAR_BODY = f"""
+pnnx.Input in0 0 1 x #x=(1,?,{LINEAR_IN})f32
+nn.Linear fc 1 1 x out bias=True in_features={LINEAR_IN} out_features={LINEAR_OUT} @weight=({LINEAR_OUT},{LINEAR_IN})f32 @bias=({LINEAR_OUT})f32
+pnnx.Output output 1 0 out
+"""
+
+
+@pytest.fixture
+def linear_param(tmp_path):
+    return write_model(tmp_path, param_text(LINEAR_BODY),
+                       {"fc.weight": LINEAR_WEIGHT.tobytes(), "fc.bias": LINEAR_BIAS.tobytes()}, name="linear")
+
+
+def _linear(x):
+    return x.astype(np.float64) @ LINEAR_WEIGHT.T.astype(np.float64) + LINEAR_BIAS
+
+
+def test_a_linear_packed_by_onednn_frees_its_given_weight_and_still_runs_one_row_on_blas(linear_param):
+    model = kuiper.load(linear_param)
+    (remade,) = {id(node.attrs["weight"]): node.attrs["weight"] for node in _all_nodes(model)}.values()
+    assert isinstance(remade, RemadeWeight)
+    root = np.asarray(remade)
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    freed = weakref.ref(root)
+    del root
+    tokens = RNG.standard_normal((1, TOKENS, LINEAR_IN)).astype(np.float32)
+    first = model(tokens)
+    assert freed() is None, "the given Linear weight is still held after oneDNN packed it"
+    np.testing.assert_allclose(first, _linear(tokens), rtol=0, atol=2e-5)
+    np.testing.assert_array_equal(model(tokens), first)
+    one_row = RNG.standard_normal((1, 1, LINEAR_IN)).astype(np.float32)  # NumPy's BLAS: W^T remade from the packing
+    got = model(one_row)
+    np.testing.assert_array_equal(got, kuiper.load(linear_param)(one_row))
+    np.testing.assert_allclose(got, _linear(one_row), rtol=0, atol=2e-5)
+    np.testing.assert_array_equal(np.asarray(remade), LINEAR_WEIGHT)

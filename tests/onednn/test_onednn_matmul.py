@@ -46,11 +46,11 @@ def test_the_weight_is_never_changed_and_is_packed_once_per_layout_a_kernel_read
     x, weight, b, expected = case(197, 192, 576)
     kept = weight.copy()
     product = onednn.MatMul(onednn.library(), weight, b)
-    assert np.shares_memory(product.weight, weight)
+    assert np.shares_memory(product.weight_layouts.given[1], weight)
     close(product(x, threads=1), expected)
     np.testing.assert_array_equal(weight, kept)
-    (packed,) = product.packed
-    assert packed[0] != product.weight_layout and packed[1].size >= weight.size
+    (packed,) = product.weight_layouts.kept
+    assert packed[0] != product.weight_layouts.given_layout and packed[1].size >= weight.size
     other_rows = RNG.standard_normal((150, 192)).astype(np.float32)
     close(product(other_rows, threads=1), other_rows.astype(np.float64) @ weight.T.astype(np.float64) + b)
     assert all(plan[3] is packed for plan in product.plans.values())  # one packed copy, shared
