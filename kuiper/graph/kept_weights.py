@@ -2,7 +2,7 @@
 
 oneDNN's kernels reorder a constant weight into their own layout (a convolution's blocked one, a matrix
 product's packed one) when their first plan is made, and keep it; the array the file gave stayed alive
-beside it, held by the op, the kernel and the IR's nodes: 28 MB of YOLOv5's 191 MiB peak, 330 MB of
+beside it, held by the op, the kernel and the IR's nodes: 28 MB of YOLOv5's 191 MiB peak, 226 MB of
 ViT-B/16's 762.  ONNX Runtime frees an initializer once its prepacked copy exists.  Here each op says
 which of its node's weights it hands over (``Op.hand_over_weights``), with a function giving each as
 given, and every node holding that array (the steps', the partitions' members', the IR the Model keeps)

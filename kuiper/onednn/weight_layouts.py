@@ -7,7 +7,8 @@ the reference path, the model's IR.  Where its owner allows (``let_go_when_kept`
 its weight over: kuiper/graph/kept_weights.py), the given array is dropped as soon as a kept layout
 holds its numbers, and ``given`` remakes it from there on demand: a reorder back copies each number, so
 the remade array holds the same bits.  YOLOv5 held 28 MB of convolution weights twice, given and
-blocked, and ViT-B/16 its 330 MB of Linear weights; ONNX Runtime keeps only its packed copy.
+blocked, and ViT-B/16 the 226 MB of its MLPs' Linear weights, given and packed; ONNX Runtime keeps only
+its packed copy.
 
 Several convolutions may share one ``WeightLayouts`` (a pointwise conv and the partition running it with
 its depthwise reader): a layout one of them made serves the others, and the given array is dropped once.
