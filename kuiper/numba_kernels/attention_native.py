@@ -90,6 +90,43 @@ class NativeMultiheadAttention(OneDnnAttention, reference.MultiheadAttention):
         super().setup()
         self._products: dict[str, onednn.MatMul] = {}  # by projection name, made on first use
         self._blas_weights: dict[str, np.ndarray] = {}  # by projection name, as NumPy's BLAS takes them best
+        self._handed_over = False  # whether the packed and output projections' weights are oneDNN's now
+        weights = [self.out_proj_t, self.q_proj_t, self.k_proj_t, self.v_proj_t]
+        biases = [bias for bias in (self.in_bias, self.out_bias) if bias is not None]
+        self._float32_weights = all(array.dtype == np.float32 for array in weights + biases)
+        # Each projection's (in, out) sizes, known without reading its weight.
+        self._projection_shapes = {name: tuple(self.projection_weight(name).shape) for name in ("q", "k", "v", "out")}
+        if self.packed_projection:
+            self._projection_shapes["qkv"] = tuple(self.in_proj_t.shape)
+
+    def hand_over_weights(self) -> dict:
+        """The packed input projection's weight and the output projection's, to oneDNN's products
+        (``onednn.WeightLayouts``), which drop the given arrays once they have packed them: ViT-B/16's 113 MB.
+        The op reads them from there from then on (NumPy's BLAS, for products of few rows: remade once and
+        kept; q, k and v, for attention across two inputs: slices of the packed one's)."""
+        if self.native is None or not self.packed_projection or not self._float32_weights:
+            return {}
+        handed = {}
+        for name, key in (("qkv", "in_proj_weight"), ("out", "out_proj.weight")):
+            layouts = self.cached(self._products, name, self._product, name).weight_layouts
+            layouts.let_go_when_kept = True
+            handed[key] = lambda layouts=layouts: layouts.given[1]
+        self.in_proj_t = self.q_proj_t = self.k_proj_t = self.v_proj_t = self.out_proj_t = None
+        self._handed_over = True
+        return handed
+
+    def projection_weight(self, name: str):
+        """``MultiheadAttention.projection_weight``; once handed over, as oneDNN's product gives it back (q, k
+        and v: slices of the packed one)."""
+        if not self._handed_over:
+            return super().projection_weight(name)
+        if name in ("qkv", "out"):
+            return self._products[name].weight_layouts.given[1].T
+        i, e = "qkv".index(name), self.embed_dim
+        return self._products["qkv"].weight_layouts.given[1].T[:, i * e:(i + 1) * e]
+
+    def _product(self, name: str) -> onednn.MatMul:
+        return onednn.MatMul(self.native.library, self.projection_weight(name).T, self.projection_bias(name))
 
     def multi_head(self, q, k, v, masks):
         """The heads in one compiled loop, for float32 products under ``HEADS_WORK`` without the weights."""
@@ -125,25 +162,21 @@ class NativeMultiheadAttention(OneDnnAttention, reference.MultiheadAttention):
         batch = query.shape[0] if self.batch_first else query.shape[1]
         width = self.embed_dim
         work = batch * length * source * 2 * width
-        weights = [self.out_proj_t, self.q_proj_t, self.k_proj_t, self.v_proj_t]
-        if (work >= HEADS_WORK or any(weight.dtype != np.float32 for weight in weights)
-                or (self.in_bias is not None and self.in_bias.dtype != np.float32)
-                or (self.out_bias is not None and self.out_bias.dtype != np.float32)):
+        if work >= HEADS_WORK or not self._float32_weights:
             return None
         forward, project, batch_first, heads = self.forward, self.project, self.batch_first, self.num_heads
-        spread, in_project = self._spread, self._project
-        in_proj_t, in_bias, out_proj_t, out_bias = self.in_proj_t, self.in_bias, self.out_proj_t, self.out_bias
+        spread, in_project, packed = self._spread, self._project, self.packed_projection
         scale = np.float32(self.scale)
 
         def attend(q, k, v):
             heads_out = np.empty((batch, length, width), np.float32)
             kernels.attend_heads(work, q, k, v, NO_MASK, False, scale, heads, heads_out)
-            out = project("out", heads_out, out_proj_t, out_bias)
+            out = project("out", heads_out)
             return out if batch_first else np.permute_dims(out, (1, 0, 2))
 
-        if len(inputs) == 1 and in_proj_t is not None:
+        if len(inputs) == 1 and packed:
             def direct(x):  # one (E, 3E) product, as forward makes for self-attention
-                qkv = project("qkv", x if batch_first else np.permute_dims(x, (1, 0, 2)), in_proj_t, in_bias)
+                qkv = project("qkv", x if batch_first else np.permute_dims(x, (1, 0, 2)))
                 if not is_tame(np, qkv):
                     return forward(x)
                 return attend(qkv[..., :width], qkv[..., width:2 * width], qkv[..., 2 * width:])
@@ -159,25 +192,28 @@ class NativeMultiheadAttention(OneDnnAttention, reference.MultiheadAttention):
 
         return same_shapes(inputs, direct, forward)
 
-    def project(self, name: str, x, weight_t, bias):
-        if (self.native is not None and isinstance(x, np.ndarray) and x.dtype == np.float32
-                and weight_t.dtype == np.float32 and (bias is None or bias.dtype == np.float32)
-                and product_on_onednn(math.prod(x.shape[:-1]), weight_t.shape[0], weight_t.shape[1])):
-            product = self.cached(self._products, name,
-                                  lambda: onednn.MatMul(self.native.library, weight_t.T, bias))
-            rows = np.reshape(x, (-1, weight_t.shape[0]))
+    def project(self, name: str, x):
+        inputs, outputs = self._projection_shapes[name]
+        if (self.native is not None and isinstance(x, np.ndarray) and x.dtype == np.float32 and self._float32_weights
+                and product_on_onednn(math.prod(x.shape[:-1]), inputs, outputs)):
+            product = self.cached(self._products, name, self._product, name)
+            rows = np.reshape(x, (-1, inputs))
             try:
-                return np.reshape(product(rows, model_threads()), x.shape[:-1] + (weight_t.shape[1],))
+                return np.reshape(product(rows, model_threads()), x.shape[:-1] + (outputs,))
             except onednn.OneDnnError:
                 pass  # a shape oneDNN refused: NumPy computes it
-        laid_out = self.cached(self._blas_weights, name, lambda: row_major(self.backend, weight_t))
-        if isinstance(x, np.ndarray) and x.dtype == laid_out.dtype == np.float32:
+        if isinstance(x, np.ndarray) and x.dtype == np.float32 and self._float32_weights:
+            laid_out = self.cached(self._blas_weights, name, self._blas_weight, name)
+            bias = self.projection_bias(name)
             # NumPy's BLAS, into an array of the memory plan's (kuiper/output_buffers.py).
             out = np.matmul(x, laid_out, out=output_array(x.shape[:-1] + laid_out.shape[1:], np.float32))
             if bias is not None:
                 out += bias
             return out
-        return super().project(name, x, laid_out, bias)
+        return super().project(name, x)
+
+    def _blas_weight(self, name: str) -> np.ndarray:
+        return row_major(self.backend, self.projection_weight(name))
 
 
 KERNELS = [NativeScaledDotProductAttention, NativeMultiheadAttention]

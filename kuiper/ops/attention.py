@@ -227,6 +227,7 @@ class MultiheadAttention(AttentionOp):
             # Transposed once: x @ W^T; one (E, 3E) product when query, key and value are one tensor.
             self.in_proj_t = self.xp.permute_dims(self.weight("in_proj_weight", aligned=True), (1, 0))
             projections = [self.in_proj_t[:, i * e:(i + 1) * e] for i in range(3)]
+            self.packed_projection = True
         else:
             projections = []
             for key, width in (("q_proj_weight", e), ("k_proj_weight", self.kdim), ("v_proj_weight", self.vdim)):
@@ -235,7 +236,7 @@ class MultiheadAttention(AttentionOp):
                     found = None if weight is None else tuple(weight.shape)
                     raise self.error(f"needs '@in_proj_weight' or '@{key}' of shape ({e}, {width}), found {found}")
                 projections.append(self.xp.permute_dims(self.weight(key, aligned=True), (1, 0)))
-            self.in_proj_t = None
+            self.in_proj_t, self.packed_projection = None, False
         self.q_proj_t, self.k_proj_t, self.v_proj_t = projections
         self.in_bias = None
         if bias:
@@ -307,7 +308,7 @@ class MultiheadAttention(AttentionOp):
             attn_mask, padding_mask = self._pad_masks(attn_mask, padding_mask)
         additive = self._masks(attn_mask, padding_mask, batch, length, k.shape[1], q.dtype)
         out, weights = self.multi_head(q, k, v, additive)
-        out = self.project("out", out, self.out_proj_t, self.out_bias)
+        out = self.project("out", out)
         if unbatched:
             out = out[0]
         elif not self.batch_first:
@@ -320,19 +321,29 @@ class MultiheadAttention(AttentionOp):
 
     def _project(self, query, key, value, self_attention: bool):
         e = self.embed_dim
-        if self.in_proj_t is not None and self_attention:
-            qkv = self.project("qkv", query, self.in_proj_t, self.in_bias)  # one (E, 3E) product for self-attention
+        if self.packed_projection and self_attention:
+            qkv = self.project("qkv", query)  # one (E, 3E) product for self-attention
             return qkv[..., :e], qkv[..., e:2 * e], qkv[..., 2 * e:]
-        projected = []
-        for i, (name, x, weight_t) in enumerate((("q", query, self.q_proj_t), ("k", key, self.k_proj_t),
-                                                 ("v", value, self.v_proj_t))):
-            bias = None if self.in_bias is None else self.in_bias[i * e:(i + 1) * e]
-            projected.append(self.project(name, x, weight_t, bias))
-        return projected
+        return [self.project(name, x) for name, x in (("q", query), ("k", key), ("v", value))]
 
-    def project(self, name: str, x, weight_t, bias):
-        """x @ weight_t (+ bias), one of the op's constant projections (``name``: qkv, q, k, v or out);
-        a backend's kernel may compute it elsewhere."""
+    def projection_weight(self, name: str):
+        """W^T of one of the op's constant projections: qkv (the packed one), q, k, v or out."""
+        return {"qkv": self.in_proj_t, "q": self.q_proj_t, "k": self.k_proj_t, "v": self.v_proj_t,
+                "out": self.out_proj_t}[name]
+
+    def projection_bias(self, name: str):
+        """The bias of one of the op's projections, or None."""
+        if name == "out":
+            return self.out_bias
+        if name == "qkv" or self.in_bias is None:
+            return self.in_bias
+        i, e = "qkv".index(name), self.embed_dim
+        return self.in_bias[i * e:(i + 1) * e]
+
+    def project(self, name: str, x):
+        """x @ W^T (+ bias), one of the op's constant projections; a backend's kernel may compute it
+        elsewhere."""
+        weight_t, bias = self.projection_weight(name), self.projection_bias(name)
         y = self.xp.matmul(x, weight_t)
         if bias is not None:
             y += bias

@@ -173,3 +173,63 @@ def test_a_linear_packed_by_onednn_frees_its_given_weight_and_still_runs_one_row
     np.testing.assert_array_equal(got, kuiper.load(linear_param)(one_row))
     np.testing.assert_allclose(got, _linear(one_row), rtol=0, atol=2e-5)
     np.testing.assert_array_equal(np.asarray(remade), LINEAR_WEIGHT)
+
+
+# -- nn.MultiheadAttention: its packed input projection and its output projection ------------------------------
+
+EMBED, HEADS = 192, 4
+MHA_WEIGHTS = {
+    "attn.in_proj_weight": (RNG.standard_normal((3 * EMBED, EMBED)) / 14).astype(np.float32),
+    "attn.in_proj_bias": RNG.standard_normal(3 * EMBED).astype(np.float32),
+    "attn.out_proj.weight": (RNG.standard_normal((EMBED, EMBED)) / 14).astype(np.float32),
+    "attn.out_proj.bias": RNG.standard_normal(EMBED).astype(np.float32),
+}
+MHA_BODY = f"""
+pnnx.Input in0 0 1 x #x=(1,?,{EMBED})f32
+nn.MultiheadAttention attn 1 1 x out add_bias_kv=False add_zero_attn=False batch_first=True bias=True embed_dim={EMBED} kdim={EMBED} num_heads={HEADS} vdim={EMBED} @in_proj_weight=({3 * EMBED},{EMBED})f32 @in_proj_bias=({3 * EMBED})f32 @out_proj.weight=({EMBED},{EMBED})f32 @out_proj.bias=({EMBED})f32
+pnnx.Output output 1 0 out
+"""
+
+
+@pytest.fixture
+def mha_param(tmp_path):
+    return write_model(tmp_path, param_text(MHA_BODY), {name: array.tobytes() for name, array in MHA_WEIGHTS.items()},
+                       name="mha")
+
+
+def _mha(x):
+    """Self-attention in float64, batch first, as nn.MultiheadAttention documents it."""
+    w = {name.split(".", 1)[1]: array.astype(np.float64) for name, array in MHA_WEIGHTS.items()}
+    q, k, v = np.split(x[0].astype(np.float64) @ w["in_proj_weight"].T + w["in_proj_bias"], 3, axis=-1)
+    width = EMBED // HEADS
+    heads = []
+    for h in range(HEADS):
+        cols = slice(h * width, (h + 1) * width)
+        scores = q[:, cols] @ k[:, cols].T / np.sqrt(width)
+        scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        heads.append(scores / scores.sum(axis=-1, keepdims=True) @ v[:, cols])
+    return (np.concatenate(heads, axis=-1) @ w["out_proj.weight"].T + w["out_proj.bias"])[None]
+
+
+def test_multihead_attention_frees_its_projections_given_weights_and_still_runs_one_token(mha_param):
+    model = kuiper.load(mha_param)
+    node = next(node for node in _all_nodes(model) if node.name == "attn")
+    remade = [node.attrs[key] for key in ("in_proj_weight", "out_proj.weight")]
+    assert all(isinstance(value, RemadeWeight) for value in remade)
+    freed = []
+    for value in remade:
+        root = np.asarray(value)
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        freed.append(weakref.ref(root))
+    del root
+    tokens = RNG.standard_normal((1, 64, EMBED)).astype(np.float32)
+    first = model(tokens)
+    assert [ref() is None for ref in freed] == [True, True], "a projection's given weight is still held"
+    np.testing.assert_allclose(first, _mha(tokens), rtol=0, atol=5e-5)
+    np.testing.assert_array_equal(model(tokens), first)
+    one = RNG.standard_normal((1, 1, EMBED)).astype(np.float32)  # NumPy's BLAS: the weights remade from oneDNN's
+    got = model(one)
+    np.testing.assert_array_equal(got, kuiper.load(mha_param)(one))
+    np.testing.assert_allclose(got, _mha(one), rtol=0, atol=5e-5)
+    np.testing.assert_array_equal(np.asarray(remade[0]), MHA_WEIGHTS["attn.in_proj_weight"])
