@@ -54,19 +54,20 @@ class NativeLinear(reference.Linear):
     epilogue_after = False  # whether the epilogue runs after the oneDNN product (it has no post-ops for it)
     weight_laid_out = False  # whether weight_t is as NumPy's BLAS multiplies it fastest (blas_weights.py)
     _weight_t = None  # W^T, where the op holds it (see weight_t)
-    _handed_over = None  # the WeightLayouts of oneDNN's product once the weight is handed over to it
+    # The WeightLayouts of oneDNN's products once the weight is handed over to them: the whole weight's, or a
+    # gated product's two halves' in the order of their rows.
+    _handed_over: tuple = ()
 
     @property
     def weight_t(self):
         """W^T as the products NumPy's BLAS runs read it.  Once the weight is handed over to oneDNN
-        (``hand_over_weights``): a view of the given weight while oneDNN's product holds it, then that
-        weight remade from the packed copy, once, and kept (a Linear fed both many rows and one)."""
+        (``hand_over_weights``): the given weight while oneDNN's products hold it (a gated one's halves
+        joined), then remade from the packed copies, once, and kept (a Linear fed both many rows and one)."""
         held = self._weight_t
-        if held is not None or self._handed_over is None:
+        if held is not None or not self._handed_over:
             return held
-        layouts = self._handed_over
-        weight = layouts.given[1]
-        if not layouts.holds_given:
+        weight = self._given_weight()
+        if not all(layouts.holds_given for layouts in self._handed_over):
             self._weight_t = weight.T
         return weight.T
 
@@ -102,14 +103,21 @@ class NativeLinear(reference.Linear):
             self.kernel_note += f"; epilogue {', '.join(self.node.params.get('epilogue_members', []))} {where}"
 
     def hand_over_weights(self) -> dict:
-        """The node's weight, to oneDNN's product (``onednn.WeightLayouts``), which drops the given array once
-        it has packed it (a transformer's products all run there).  A gated product keeps its two halves."""
-        if self.native is None or self.gate is not None or self._weight_t is None or "weight" not in self.node.attrs:
+        """The node's weight, to oneDNN's products (``onednn.WeightLayouts``), which drop the given array once
+        they have packed it (a transformer's products all run there; a gated one's two halves each)."""
+        if self.native is None or self._weight_t is None or "weight" not in self.node.attrs:
             return {}
-        layouts = self.native.weight_layouts
-        layouts.let_go_when_kept = True
-        self._weight_t, self._handed_over = None, layouts
-        return {"weight": lambda: layouts.given[1]}
+        halves = (self.native,) if self.gate is None else self._halves
+        self._handed_over = tuple(product.weight_layouts for product in halves)
+        for layouts in self._handed_over:
+            layouts.let_go_when_kept = True
+        self._weight_t = None
+        return {"weight": self._given_weight}
+
+    def _given_weight(self) -> np.ndarray:
+        """The (out, in) weight as given, from the products it was handed over to (not kept here)."""
+        halves = [layouts.given[1] for layouts in self._handed_over]
+        return halves[0] if len(halves) == 1 else np.concatenate(halves)
 
     def _gate_products(self, library):
         """For a gated epilogue oneDNN can run: the gate's product (``gate``) and the other half's with a
@@ -125,6 +133,7 @@ class NativeLinear(reference.Linear):
         bias = (None, None) if self.bias is None else (self.bias[gate_rows], self.bias[value_rows])
         self.gate = onednn.MatMul(library, weight[gate_rows], bias[0], activation)
         self.native = onednn.MatMul(library, weight[value_rows], bias[1], (("mul",),))
+        self._halves = (self.gate, self.native) if gate_half == 0 else (self.native, self.gate)  # in row order
         return (("mul",),)
 
     def forward(self, *inputs):

@@ -5,6 +5,7 @@ compiled math after the product and NumPy's reference all compute what float64 N
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import pytest
 import kuiper
 from kuiper import onednn
 from kuiper.errors import ShapeError
+from kuiper.model_ir import RemadeWeight
 from kuiper.onednn.primitives import PRODUCT_WORK
 
 from conftest import param_text, write_model
@@ -133,3 +135,27 @@ pnnx.Output output 1 0 out
     model = kuiper.load(write_model(tmp_path, param_text(body), {"fc.weight": odd.tobytes()}))
     with pytest.raises(ShapeError, match="halves"):
         model(RNG.standard_normal((40, IN)).astype(np.float32))
+
+
+@pytest.mark.parametrize("lines, expected", [
+    (SWIGLU, lambda a, b: _silu(a) * b),  # the gate is the first half of the rows
+    (SIGMOID_OF_SECOND, lambda a, b: a * _sigmoid(b)),  # the second
+])
+def test_the_halves_free_the_given_weight_and_one_row_reads_it_remade_in_row_order(tmp_path, lines, expected):
+    """Both products hold their half in oneDNN's packed layout only; a product of one row (NumPy's BLAS)
+    reads the weight remade from the two halves, in the rows' order (kuiper/graph/kept_weights.py)."""
+    model = _model(tmp_path, lines)
+    (step,) = model.steps
+    remade = step.node.attrs["weight"]
+    assert isinstance(remade, RemadeWeight)
+    root = np.asarray(remade)
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    freed = weakref.ref(root)
+    del root
+    x = RNG.standard_normal((2, 40, IN)).astype(np.float32)
+    _close(model(x), expected(*_halves(x)))
+    assert freed() is None, "the given weight is still held after both halves were packed"
+    np.testing.assert_array_equal(np.asarray(remade), WEIGHT)
+    row = RNG.standard_normal((1, 1, IN)).astype(np.float32)
+    _close(model(row), expected(*_halves(row)))
