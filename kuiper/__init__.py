@@ -32,6 +32,7 @@ from .errors import (
     UnknownParamWarning,
     UnsupportedOperatorError,
     UsageError,
+    WeightDroppedError,
 )
 import numpy as np
 
@@ -173,5 +174,6 @@ __all__ = [
     "IRError",
     "SizeLimitError",
     "UsageError",
+    "WeightDroppedError",
     "UnknownParamWarning",
 ]

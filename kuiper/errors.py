@@ -121,6 +121,11 @@ class IRError(KuiperError):
     file's expression catches this and re-raises it naming the file, line and expression."""
 
 
+class WeightDroppedError(KuiperError):
+    """A built model's IR was asked for the values of a weight the build folded into another op's weight and
+    no longer keeps (``kuiper.model_ir.DroppedWeight``)."""
+
+
 class DeviceMemoryError(KuiperError):
     """The accelerator ran out of memory; the message says how much was asked and what was free."""
 

@@ -4,8 +4,9 @@ A frontend (``kuiper.formats.pnnx``, ``kuiper.hlo``, a third-party plugin)
 turns a file into a ModelIR; the graph builder turns a ModelIR into a
 runnable Model.  The IR names its inputs and outputs explicitly and holds
 only compute ops, so nothing below this line knows any frontend's type
-strings for "input" or "output".  Weights are NumPy arrays (in a built model's IR, some may be
-``RemadeWeight``s, which ``np.asarray`` turns into arrays, and ``copy`` too).
+strings for "input" or "output".  Weights are NumPy arrays; in the IR a built model keeps, a weight
+its kernels hold in a layout of their own is a ``RemadeWeight`` (``np.asarray`` and ``copy`` turn it into
+the array again), and one the build folded into another op's is a ``DroppedWeight`` (shape and dtype only).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+
+from .errors import WeightDroppedError
 
 # An unknown dimension (``?`` in a PNNX shape) is None.
 Shape = tuple  # tuple[int | None, ...]
@@ -59,6 +62,37 @@ class RemadeWeight:
 
     def __repr__(self) -> str:
         return f"RemadeWeight(shape={self.shape}, dtype={self.dtype})"
+
+
+class DroppedWeight:
+    """A weight of the file's that a built model does not use, because a build pass folded it into another op's
+    weight (a batch norm into a conv, a layer scale into a Linear): its shape and dtype only, so that the IR a
+    Model keeps does not hold a second copy of those numbers.  ``np.asarray`` on it raises; ``kuiper.load_ir``
+    reads the file's weights."""
+
+    def __init__(self, shape: tuple, dtype, where: str):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.where = where  # the op and weight, for the error
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __array__(self, dtype=None, copy=None):
+        raise WeightDroppedError(f"{self.where}: the built model folded this weight into another op's at build and "
+                               "keeps no copy of it; kuiper.load_ir(path) reads the file's weights")
+
+    def __repr__(self) -> str:
+        return f"DroppedWeight(shape={self.shape}, dtype={self.dtype})"
 
 
 @dataclass
@@ -108,9 +142,10 @@ class ModelIR:
     def copy(self) -> ModelIR:
         """A copy whose nodes, their params and attrs, and the operand table are its own, the arrays shared,
         and remade weights (``RemadeWeight``) arrays again: what a build works on and its Model keeps, so
-        that neither the graph passes nor a Model letting go of weights change the IR it was given."""
+        that neither the graph passes nor a Model letting go of weights change the IR it was given.  A
+        ``DroppedWeight`` raises ``WeightDroppedError`` here."""
         ops = [replace(node, inputs=list(node.inputs), outputs=list(node.outputs), params=dict(node.params),
-                       attrs={key: np.asarray(value) if isinstance(value, RemadeWeight) else value
+                       attrs={key: np.asarray(value) if isinstance(value, (RemadeWeight, DroppedWeight)) else value
                               for key, value in node.attrs.items()}, input_keys=list(node.input_keys))
                for node in self.ops]
         return replace(self, ops=ops, operands=dict(self.operands), inputs=list(self.inputs),

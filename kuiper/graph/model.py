@@ -21,6 +21,7 @@ from ..ir import dtypes
 from ..limits import budget_bytes, budget_of_run, check_feeds
 from ..model_ir import ModelIR
 from ..thread_limits import limited
+from .kept_weights import drop_weights_no_step_reads
 from .plan import ExecutionPlan, Step, StepObserver
 from .summary import ModelSummary, one_line, summarize
 
@@ -178,6 +179,10 @@ class Model:
 
     def _execute(self, arrays: list, to_numpy: bool, observer: StepObserver | None = None) -> list:
         first_run, self._has_run = not self._has_run, True
+        if first_run and self.ir is not None:
+            # By now the IR a loader read is gone: the file's arrays that only this model's IR holds (the
+            # build folded them into other ops' weights) can go too.
+            drop_weights_no_step_reads([(step.node, step.op) for step in self.steps], self.ir)
         note = _noting_a_slow_first_run(self._where()) if first_run else contextlib.nullcontext()
         quiet = self.backend.floating_point_warnings_off()
         with limited(self.threads, self.blas_threads), budget_of_run(), note, quiet:

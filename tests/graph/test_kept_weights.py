@@ -13,8 +13,10 @@ import pytest
 
 import kuiper
 from kuiper import onednn
+from kuiper.errors import WeightDroppedError
 from kuiper.frontends import load_ir
-from kuiper.model_ir import RemadeWeight
+from kuiper.graph.kept_weights import drop_weights_no_step_reads
+from kuiper.model_ir import DroppedWeight, ModelIR, OpNode, RemadeWeight
 
 from conftest import param_text, write_model
 
@@ -233,3 +235,59 @@ def test_multihead_attention_frees_its_projections_given_weights_and_still_runs_
     np.testing.assert_array_equal(got, kuiper.load(mha_param)(one))
     np.testing.assert_allclose(got, _mha(one), rtol=0, atol=5e-5)
     np.testing.assert_array_equal(np.asarray(remade[0]), MHA_WEIGHTS["attn.in_proj_weight"])
+
+
+# -- weights the build folded into others: the IR the model keeps drops the file's copy ---------------------
+
+SCALE = RNG.uniform(0.5, 2.0, WIDE).astype(np.float32)
+SCALED_BODY = f"""
+pnnx.Input in0 0 1 x #x=(1,32,{SIDE},{SIDE})f32
+nn.Conv2d second 1 1 x y bias=True dilation=(1,1) groups=1 in_channels=32 kernel_size=(3,3) out_channels={WIDE} padding=(1,1) padding_mode=zeros stride=(1,1) @bias=({WIDE})f32 @weight=({WIDE},32,3,3)f32 #y=(1,{WIDE},{SIDE},{SIDE})f32
+pnnx.Attribute scale 0 1 g @data=(1,{WIDE},1,1)f32 #g=(1,{WIDE},1,1)f32
+pnnx.Expression mul 2 1 y g out expr=mul(@0,@1) #out=(1,{WIDE},{SIDE},{SIDE})f32
+pnnx.Output output 1 0 out
+"""
+
+
+def test_a_weight_the_build_folded_into_another_is_dropped_from_the_ir_at_the_first_call(tmp_path):
+    """The per-channel scale folds into the conv (kuiper/graph/constant_fold.py): the steps read a new weight,
+    and the file's, which only the model's IR held, goes at the first call."""
+    param = write_model(tmp_path, param_text(SCALED_BODY), {
+        "second.weight": WEIGHTS["second.weight"].tobytes(), "second.bias": WEIGHTS["second.bias"].tobytes(),
+        "scale.data": SCALE.tobytes()}, name="scaled")
+    model = kuiper.load(param)
+    (conv,) = [node for node in model.ir.ops if node.name == "second"]
+    given = conv.attrs["weight"]
+    assert isinstance(given, np.ndarray)  # before the first call, the IR still gives it
+    np.testing.assert_array_equal(given, WEIGHTS["second.weight"])
+    root = given
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    freed = weakref.ref(root)
+    del given, root
+    x = RNG.standard_normal((1, 32, SIDE, SIDE)).astype(np.float32)
+    expected = (_conv(x.astype(np.float64), WEIGHTS["second.weight"], WEIGHTS["second.bias"])
+                * SCALE[:, None, None])
+    np.testing.assert_allclose(model(x), expected, rtol=0, atol=3e-5)
+    assert freed() is None, "the file's weight, folded into the conv's, is still held after the first call"
+    dropped = conv.attrs["weight"]
+    assert isinstance(dropped, DroppedWeight) and dropped.shape == (WIDE, 32, 3, 3)
+    with pytest.raises(WeightDroppedError, match="second.*load_ir"):
+        np.asarray(dropped)
+    assert model.ir.parameter_count() == WEIGHTS["second.weight"].size + WIDE + WIDE
+    np.testing.assert_allclose(model(x), expected, rtol=0, atol=3e-5)
+    with pytest.raises(WeightDroppedError, match="second"):
+        kuiper.build(model.ir)  # the IR no longer holds the file's weight: load_ir reads it
+
+
+def test_an_array_that_something_else_holds_stays_in_the_ir():
+    """Dropping frees memory only where the IR alone holds the array: an op's own reference (a compiled
+    chain's constant) keeps it, and then so does the IR."""
+    held_by_an_op = RNG.standard_normal((8, 8)).astype(np.float32)
+    ir = ModelIR(ops=[OpNode("Constant", "a", [], ["a"], attrs={"data": held_by_an_op}),
+                      OpNode("Constant", "b", [], ["b"], attrs={"data": RNG.standard_normal((8, 8)).astype(np.float32)}),
+                      OpNode("Constant", "c", [], ["c"], attrs={"data": RNG.standard_normal(8).astype(np.float32)[2:]})],
+                 operands={})
+    drop_weights_no_step_reads([], ir)
+    assert [type(node.attrs["data"]).__name__ for node in ir.ops] == ["ndarray", "DroppedWeight", "DroppedWeight"]
+    assert ir.parameter_count() == 64 + 64 + 6
