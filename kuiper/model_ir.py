@@ -34,15 +34,13 @@ class OperandInfo:
     traced_batch: int | None = None
 
 
-class RemadeWeight:
-    """A weight a built model no longer holds as given, because a kernel keeps it in a layout of its own: its
-    shape and dtype, and ``np.asarray`` remakes its values, exactly (``Op.let_go_of_weights``).  Building a
-    model again from this IR turns it back into an array (``ModelIR.copy``)."""
+class WeightStandIn:
+    """What stands in a built model's IR for a weight it does not hold there as an array: its shape and dtype
+    (``parameter_count`` and ``kuiper info`` read those); a subclass says what ``np.asarray`` gives."""
 
-    def __init__(self, shape: tuple, dtype, remake):
+    def __init__(self, shape: tuple, dtype):
         self.shape = tuple(shape)
         self.dtype = np.dtype(dtype)
-        self._remake = remake
 
     @property
     def ndim(self) -> int:
@@ -55,44 +53,38 @@ class RemadeWeight:
     @property
     def nbytes(self) -> int:
         return self.size * self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(shape={self.shape}, dtype={self.dtype})"
+
+
+class RemadeWeight(WeightStandIn):
+    """A weight a built model no longer holds as given, because a kernel keeps it in a layout of its own:
+    ``np.asarray`` remakes its values, exactly (``Op.hand_over_weights``).  Building a model again from this
+    IR turns it back into an array (``ModelIR.copy``)."""
+
+    def __init__(self, shape: tuple, dtype, remake):
+        super().__init__(shape, dtype)
+        self._remake = remake
 
     def __array__(self, dtype=None, copy=None):
         array = self._remake()
         return array if dtype is None else array.astype(dtype, copy=False)
 
-    def __repr__(self) -> str:
-        return f"RemadeWeight(shape={self.shape}, dtype={self.dtype})"
 
-
-class DroppedWeight:
+class DroppedWeight(WeightStandIn):
     """A weight of the file's that a built model does not use, because a build pass folded it into another op's
-    weight (a batch norm into a conv, a layer scale into a Linear): its shape and dtype only, so that the IR a
-    Model keeps does not hold a second copy of those numbers.  ``np.asarray`` on it raises; ``kuiper.load_ir``
-    reads the file's weights."""
+    weight (a batch norm into a conv, a layer scale into a Linear), so that the IR a Model keeps does not
+    hold a second copy of those numbers.  ``np.asarray`` on it raises; ``kuiper.load_ir`` reads the file's
+    weights."""
 
     def __init__(self, shape: tuple, dtype, where: str):
-        self.shape = tuple(shape)
-        self.dtype = np.dtype(dtype)
+        super().__init__(shape, dtype)
         self.where = where  # the op and weight, for the error
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
 
     def __array__(self, dtype=None, copy=None):
         raise WeightDroppedError(f"{self.where}: the built model folded this weight into another op's at build and "
-                               "keeps no copy of it; kuiper.load_ir(path) reads the file's weights")
-
-    def __repr__(self) -> str:
-        return f"DroppedWeight(shape={self.shape}, dtype={self.dtype})"
+                                 "keeps no copy of it; kuiper.load_ir(path) reads the file's weights")
 
 
 @dataclass
@@ -145,7 +137,7 @@ class ModelIR:
         that neither the graph passes nor a Model letting go of weights change the IR it was given.  A
         ``DroppedWeight`` raises ``WeightDroppedError`` here."""
         ops = [replace(node, inputs=list(node.inputs), outputs=list(node.outputs), params=dict(node.params),
-                       attrs={key: np.asarray(value) if isinstance(value, (RemadeWeight, DroppedWeight)) else value
+                       attrs={key: np.asarray(value) if isinstance(value, WeightStandIn) else value
                               for key, value in node.attrs.items()}, input_keys=list(node.input_keys))
                for node in self.ops]
         return replace(self, ops=ops, operands=dict(self.operands), inputs=list(self.inputs),

@@ -7,6 +7,7 @@ import itertools
 import os
 import sys
 import tempfile
+import weakref
 from pathlib import Path
 
 # CuPy's kernel cache goes to a throwaway folder during tests (users keep their default).
@@ -117,6 +118,14 @@ def write_model(tmp_path: Path, param_text: str, weights: dict[str, bytes] | Non
             for entry, data in weights.items():
                 archive.writestr(entry, data)
     return param
+
+
+def memory_freed_ref(array: np.ndarray) -> weakref.ref:
+    """A weak reference to the array owning ``array``'s memory: dead once nothing holds that memory (the
+    caller must drop its own ``array`` too)."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return weakref.ref(array)
 
 
 def param_text(body: str) -> str:

@@ -36,7 +36,7 @@ def hand_over_weights(pairs: Iterable[tuple[OpNode, object]], ir: ModelIR) -> No
         nodes.append(node)
         for key, give in op.hand_over_weights().items():
             given = node.attrs.get(key)
-            if given is not None and not isinstance(given, RemadeWeight):
+            if isinstance(given, np.ndarray):
                 remade[id(given)] = (given, RemadeWeight(given.shape, given.dtype, give))
     for node in nodes + list(ir.ops):
         for key, value in node.attrs.items():

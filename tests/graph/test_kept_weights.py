@@ -6,8 +6,6 @@ References: float64 NumPy, and the bits of a fresh model."""
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 import pytest
 
@@ -18,7 +16,7 @@ from kuiper.frontends import load_ir
 from kuiper.graph.kept_weights import drop_weights_no_step_reads
 from kuiper.model_ir import DroppedWeight, ModelIR, OpNode, RemadeWeight
 
-from conftest import param_text, write_model
+from conftest import memory_freed_ref, param_text, write_model
 
 pytestmark = pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
 
@@ -75,11 +73,8 @@ def test_the_first_call_frees_the_weight_the_file_gave(param):
     assert remade[0].shape == (WIDE, 32, 3, 3) and remade[0].dtype == np.float32
     given = np.asarray(remade[0])  # before the first call: the array the file gave, still held
     np.testing.assert_array_equal(given, WEIGHTS["second.weight"])
-    root = given
-    while isinstance(root.base, np.ndarray):
-        root = root.base
-    freed = weakref.ref(root)
-    del given, root
+    freed = memory_freed_ref(given)
+    del given
     model(_image())
     assert freed() is None, "the given weight of the 48-channel conv is still held after the first call"
     np.testing.assert_array_equal(np.asarray(remade[0]), WEIGHTS["second.weight"])  # remade: the same bits
@@ -160,11 +155,7 @@ def test_a_linear_packed_by_onednn_frees_its_given_weight_and_still_runs_one_row
     model = kuiper.load(linear_param)
     (remade,) = {id(node.attrs["weight"]): node.attrs["weight"] for node in _all_nodes(model)}.values()
     assert isinstance(remade, RemadeWeight)
-    root = np.asarray(remade)
-    while isinstance(root.base, np.ndarray):
-        root = root.base
-    freed = weakref.ref(root)
-    del root
+    freed = memory_freed_ref(np.asarray(remade))
     tokens = RNG.standard_normal((1, TOKENS, LINEAR_IN)).astype(np.float32)
     first = model(tokens)
     assert freed() is None, "the given Linear weight is still held after oneDNN packed it"
@@ -218,13 +209,7 @@ def test_multihead_attention_frees_its_projections_given_weights_and_still_runs_
     node = next(node for node in _all_nodes(model) if node.name == "attn")
     remade = [node.attrs[key] for key in ("in_proj_weight", "out_proj.weight")]
     assert all(isinstance(value, RemadeWeight) for value in remade)
-    freed = []
-    for value in remade:
-        root = np.asarray(value)
-        while isinstance(root.base, np.ndarray):
-            root = root.base
-        freed.append(weakref.ref(root))
-    del root
+    freed = [memory_freed_ref(np.asarray(value)) for value in remade]
     tokens = RNG.standard_normal((1, 64, EMBED)).astype(np.float32)
     first = model(tokens)
     assert [ref() is None for ref in freed] == [True, True], "a projection's given weight is still held"
@@ -260,11 +245,8 @@ def test_a_weight_the_build_folded_into_another_is_dropped_from_the_ir_at_the_fi
     given = conv.attrs["weight"]
     assert isinstance(given, np.ndarray)  # before the first call, the IR still gives it
     np.testing.assert_array_equal(given, WEIGHTS["second.weight"])
-    root = given
-    while isinstance(root.base, np.ndarray):
-        root = root.base
-    freed = weakref.ref(root)
-    del given, root
+    freed = memory_freed_ref(given)
+    del given
     x = RNG.standard_normal((1, 32, SIDE, SIDE)).astype(np.float32)
     expected = (_conv(x.astype(np.float64), WEIGHTS["second.weight"], WEIGHTS["second.bias"])
                 * SCALE[:, None, None])

@@ -5,7 +5,6 @@ compiled math after the product and NumPy's reference all compute what float64 N
 from __future__ import annotations
 
 import math
-import weakref
 
 import numpy as np
 import pytest
@@ -16,7 +15,7 @@ from kuiper.errors import ShapeError
 from kuiper.model_ir import RemadeWeight
 from kuiper.onednn.primitives import PRODUCT_WORK
 
-from conftest import param_text, write_model
+from conftest import memory_freed_ref, param_text, write_model
 
 pytest.importorskip("numba")
 pytestmark = pytest.mark.skipif(not onednn.available(), reason=onednn.describe())
@@ -148,11 +147,7 @@ def test_the_halves_free_the_given_weight_and_one_row_reads_it_remade_in_row_ord
     (step,) = model.steps
     remade = step.node.attrs["weight"]
     assert isinstance(remade, RemadeWeight)
-    root = np.asarray(remade)
-    while isinstance(root.base, np.ndarray):
-        root = root.base
-    freed = weakref.ref(root)
-    del root
+    freed = memory_freed_ref(np.asarray(remade))
     x = RNG.standard_normal((2, 40, IN)).astype(np.float32)
     _close(model(x), expected(*_halves(x)))
     assert freed() is None, "the given weight is still held after both halves were packed"
